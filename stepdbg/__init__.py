@@ -1,0 +1,80 @@
+"""stepdbg: a step-level debugger for PyTorch training loops.
+
+``import stepdbg`` is cheap and does not import torch: the agent (hooks, replay) loads
+on the first call that needs it.
+
+    import stepdbg
+    stepdbg.watch("nan", "grad_norm>100", report="run.jsonl")   # in the script, before the loop
+    stepdbg.breakpoint()                                          # pause here
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import TYPE_CHECKING, Any
+
+__version__ = "0.1.0"
+__all__ = ["__version__", "breakpoint", "current", "watch", "stop"]
+
+if TYPE_CHECKING:
+    from .session import Session
+
+_session: Session | None = None
+
+
+def current() -> Session | None:
+    """The session of this process, if one was started."""
+    return _session
+
+
+def watch(*breaks: str, on_break: str | list[str] = "report", report: str | None = None,
+          quiet: bool = False) -> Session:
+    """Start watching the training loop of this process for `breaks` (condition specs).
+
+    With no breaks, watches for ``nan`` and ``exception``. Calling it again adds the new
+    conditions to the running session. A malformed spec raises ConditionError at once.
+    """
+    global _session
+    from .conditions import parse
+
+    conds = [parse(b) for b in breaks]  # refuse bad input before touching torch
+    if _session is not None:
+        for c in conds:
+            _session.add_break(c)
+        return _session
+    from .session import Session
+
+    actions = [on_break] if isinstance(on_break, str) else list(on_break)
+    _session = Session(breaks=conds or ["nan", "exception"], actions=actions,
+                       report=report or os.environ.get("STEPDBG_REPORT"), quiet=quiet)
+    _session.start()
+    if any(c.kind == "exception" for c in _session.conditions):
+        _install_excepthook(_session)
+    return _session
+
+
+def breakpoint() -> None:  # noqa: A001 - the name users expect
+    """Pause the training loop here (a console at the terminal, or the attached front end)."""
+    s = _session or watch()
+    s.breakpoint(sys._getframe(1))
+
+
+def stop(exit_code: int | None = None) -> None:
+    """Remove every hook and close the report."""
+    global _session
+    if _session is not None:
+        _session.stop(exit_code)
+        _session = None
+
+
+def _install_excepthook(session: Session) -> None:
+    previous = sys.excepthook
+
+    def hook(typ: Any, exc: BaseException, tb: Any) -> None:
+        try:
+            session.post_mortem(exc)
+        finally:
+            previous(typ, exc, tb)
+
+    sys.excepthook = hook

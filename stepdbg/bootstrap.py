@@ -1,0 +1,88 @@
+"""Runs a training script with the agent installed before its first line.
+
+Started by the CLI as ``python -m stepdbg.bootstrap SCRIPT ARGS`` (or ``-m MODULE``)
+with the configuration in ``STEPDBG_CONFIG``. It keeps the script's ``__main__``
+semantics (``runpy`` with ``run_name="__main__"``), its ``sys.argv`` and ``sys.path[0]``,
+and its exit code; an uncaught exception is printed as Python prints it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import runpy
+import signal
+import sys
+import traceback
+
+import stepdbg
+from stepdbg.session import Session
+
+
+def _exit_code(e: SystemExit) -> int:
+    if e.code is None:
+        return 0
+    if isinstance(e.code, int):
+        return e.code
+    print(e.code, file=sys.stderr)
+    return 1
+
+
+def main() -> int:
+    config = json.loads(os.environ.pop("STEPDBG_CONFIG", "{}"))
+    argv = sys.argv[1:]
+    if not argv:
+        print("usage: python -m stepdbg.bootstrap SCRIPT [ARGS] | -m MODULE [ARGS]", file=sys.stderr)
+        return 2
+    module = None
+    if argv[0] == "-m":
+        module, argv = argv[1], argv[1:]
+        sys.path[0] = os.getcwd()
+    else:
+        sys.path[0] = os.path.dirname(os.path.abspath(argv[0]))
+    sys.argv = list(argv)
+    session = Session(
+        breaks=config.get("breaks", ["nan", "exception"]),
+        actions=config.get("actions", ["report"]),
+        report=config.get("report"),
+        argv=[sys.executable, *(["-m"] if module else []), *argv],
+        quiet=config.get("quiet", False),
+    )
+    stepdbg._session = session
+    session.start()
+    code = 0
+    try:
+        if module:
+            runpy.run_module(module, run_name="__main__", alter_sys=True)
+        else:
+            runpy.run_path(argv[0], run_name="__main__")
+    except SystemExit as e:
+        code = _exit_code(e)
+    except KeyboardInterrupt:
+        session.stop(exit_code=130)
+        sys.stderr.flush()
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGINT)
+        return 130
+    except BaseException as e:
+        code = 1
+        try:
+            session.post_mortem(e)
+        except SystemExit as inner:  # abort chosen at the post-mortem
+            code = _exit_code(inner)
+        traceback.print_exception(type(e), e, _user_tb(e.__traceback__))
+    finally:
+        sys.stdout.flush()
+    session.stop(exit_code=code)
+    return code
+
+
+def _user_tb(tb):  # type: ignore[no-untyped-def]
+    # Drop our own runpy frames from the top, as Python does for a script's traceback.
+    while tb is not None and tb.tb_frame.f_code.co_filename in (__file__, runpy.__file__):
+        tb = tb.tb_next
+    return tb
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,182 @@
+"""The `stepdbg` command line.
+
+    stepdbg [run] [OPTIONS] [python] train.py ARGS...
+    stepdbg [run] [OPTIONS] [python] -m package.module ARGS...
+
+Options are stepdbg's until the script (or the interpreter, or -m) is named; every
+argument after it goes to the script untouched. The script runs in a fresh interpreter
+with the agent installed before its first line (``python -m stepdbg.bootstrap``), so
+its ``__main__``, stdout/stderr and exit code are its own.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+from dataclasses import dataclass, field
+
+from . import __version__
+from .conditions import HELP as CONDITIONS_HELP
+from .conditions import ConditionError, parse
+
+EXIT_USAGE = 2
+ACTIONS = ("report", "replay", "skip", "abort", "pause")
+
+USAGE = f"""\
+usage: stepdbg [run] [OPTIONS] [python] SCRIPT.py [ARGS...]
+       stepdbg [run] [OPTIONS] [python] -m MODULE [ARGS...]
+
+Run a PyTorch training script under stepdbg: it breaks when a condition holds
+(a NaN, an exploding gradient, a stalled dataloader, an exception, ...) and reports,
+replays, skips, aborts or pauses there.
+
+options:
+  --break SPEC        break when SPEC holds (repeatable; default: nan and exception)
+  --on-break ACTION   what to do at a break, in order (repeatable; default: report):
+                        report  write the break to the report and go on
+                        replay  re-run the step under anomaly detection; name the op
+                        skip    do not apply this step's update
+                        abort   end the script with exit code 3
+                        pause   wait at the terminal (Enter continues, h for help)
+  --report FILE       write JSON lines, one event per line, flushed as written
+  -q, --quiet         no stepdbg messages on stderr (the report still gets everything)
+  --help-conditions   list every condition spec
+  -h, --help          this text;   --version   the version
+
+examples:
+  stepdbg python train.py --lr 3e-4
+  stepdbg --break nan --on-break replay --on-break abort --report run.jsonl train.py
+  stepdbg --break 'grad_norm>100' --break 'expr:loss > 4 and step > 100' -m mypkg.train
+  stepdbg --break 'stall>60' --on-break report --report hang.jsonl train.py
+
+exit codes: the script's own; 2 for bad stepdbg options; 3 when --on-break abort ended it.
+"""
+
+
+class UsageError(Exception):
+    pass
+
+
+@dataclass
+class RunConfig:
+    breaks: list[str] = field(default_factory=list)
+    actions: list[str] = field(default_factory=list)
+    report: str | None = None
+    quiet: bool = False
+    python: str = sys.executable
+    module: str | None = None
+    script: str | None = None
+    args: list[str] = field(default_factory=list)
+
+    def to_env(self) -> str:
+        return json.dumps({
+            "breaks": self.breaks or ["nan", "exception"],
+            "actions": self.actions or ["report"],
+            "report": self.report,
+            "quiet": self.quiet,
+        })
+
+
+def parse_args(argv: list[str]) -> RunConfig | str:
+    """Parse the command line; returns a config to run, or text to print and exit 0."""
+    cfg = RunConfig()
+    i = 0
+    if argv and argv[0] == "run":
+        i = 1
+    while i < len(argv):
+        a = argv[i]
+        if a in ("-h", "--help"):
+            return USAGE
+        if a == "--version":
+            return f"stepdbg {__version__}"
+        if a == "--help-conditions":
+            return CONDITIONS_HELP
+        if a in ("-q", "--quiet"):
+            cfg.quiet = True
+            i += 1
+            continue
+        name, eq, val = a.partition("=")
+        if name in ("--break", "--on-break", "--report"):
+            if not eq:
+                if i + 1 >= len(argv):
+                    raise UsageError(f"{name} needs a value")
+                val = argv[i + 1]
+                i += 1
+            i += 1
+            if name == "--break":
+                parse(val)  # raises ConditionError with the spec and the problem
+                cfg.breaks.append(val)
+            elif name == "--on-break":
+                if val not in ACTIONS:
+                    raise UsageError(f"unknown --on-break action {val!r}; known: {', '.join(ACTIONS)}")
+                cfg.actions.append(val)
+            else:
+                cfg.report = val
+            continue
+        if a.startswith("-") and a != "-m":
+            raise UsageError(f"unknown option {a!r} (stepdbg options come before the script; see --help)")
+        break
+    rest = argv[i:]
+    if not rest:
+        raise UsageError("no script to run; e.g. 'stepdbg python train.py' (see --help)")
+    if _looks_like_python(rest[0]) and not rest[0].endswith(".py"):
+        found = shutil.which(rest[0]) or (rest[0] if os.path.exists(rest[0]) else None)
+        if found is None:
+            raise UsageError(f"interpreter {rest[0]!r} not found")
+        cfg.python = found
+        rest = rest[1:]
+    if rest and rest[0] == "-m":
+        if len(rest) < 2:
+            raise UsageError("-m needs a module name")
+        cfg.module, cfg.args = rest[1], rest[2:]
+    elif rest and not rest[0].startswith("-"):
+        cfg.script, cfg.args = rest[0], rest[1:]
+        if not os.path.isfile(cfg.script):
+            raise UsageError(f"script {cfg.script!r} not found")
+    else:
+        raise UsageError(f"expected a script or -m MODULE, got {' '.join(rest) or 'nothing'!r}")
+    if cfg.report:
+        d = os.path.dirname(os.path.abspath(cfg.report))
+        if not os.path.isdir(d):
+            raise UsageError(f"--report {cfg.report!r}: folder {d!r} does not exist")
+    if "pause" in cfg.actions and cfg.breaks == []:
+        pass
+    return cfg
+
+
+def _looks_like_python(word: str) -> bool:
+    base = os.path.basename(word)
+    return base.startswith("python") or base in ("py", "pypy", "pypy3")
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    try:
+        cfg = parse_args(argv)
+    except (UsageError, ConditionError) as e:
+        print(f"stepdbg: {e}", file=sys.stderr)
+        return EXIT_USAGE
+    if isinstance(cfg, str):
+        print(cfg)
+        return 0
+    return launch(cfg)
+
+
+def launch(cfg: RunConfig) -> int:
+    """Replace this process with the interpreter running the script under the agent."""
+    env = dict(os.environ)
+    env["STEPDBG_CONFIG"] = cfg.to_env()
+    pkg_parent = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (pkg_parent, env.get("PYTHONPATH")) if p)
+    target = ["-m", cfg.module] if cfg.module else [cfg.script]
+    cmd = [cfg.python, "-m", "stepdbg.bootstrap", *target, *cfg.args]
+    sys.stdout.flush()
+    sys.stderr.flush()
+    try:
+        os.execve(cfg.python, cmd, env)
+    except OSError as e:
+        print(f"stepdbg: cannot run {cfg.python}: {e}", file=sys.stderr)
+        return 127
+    return 0  # not reached

@@ -1,0 +1,297 @@
+"""Breakpoint conditions: one spelling for the command line, code and front ends.
+
+This module is pure Python (no torch) so the CLI can refuse a malformed spec before
+the training script starts, and a front end can validate as the user types.
+"""
+
+from __future__ import annotations
+
+import ast
+import math
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+PHASES = (
+    "before_forward",
+    "after_forward",
+    "before_backward",
+    "after_backward",
+    "before_optimizer_step",
+    "after_optimizer_step",
+)
+
+# Scalars a step exposes to conditions, and the first pause point where each is known.
+SCALAR_PHASE = {
+    "step": "before_forward",
+    "data_wait": "before_forward",
+    "lr": "before_forward",
+    "step_time": "before_forward",  # of the previous step
+    "loss": "before_backward",
+    "loss_median": "before_backward",
+    "grad_norm": "before_optimizer_step",
+    "mem": "before_optimizer_step",
+}
+
+SIMPLE_KINDS = {
+    "nan": "nan",
+    "inf": "nan",
+    "nonfinite": "nan",
+    "exception": "exception",
+    "activations": "activations",
+    "stale_grad": "stale_grad",
+}
+
+# kind -> (operator, phase, value parser name)
+THRESHOLD_KINDS = {
+    "grad_norm": (">", "before_optimizer_step", "number"),
+    "loss": (">", "before_backward", "number"),
+    "loss_spike": (">", "before_backward", "number"),
+    "data_wait": (">", "before_forward", "seconds"),
+    "stall": (">", "watchdog", "seconds"),
+    "mem": (">", "before_optimizer_step", "size"),
+    "step": ("==", "before_forward", "count"),
+    "every": ("=", "before_forward", "count"),
+}
+
+HELP = """\
+conditions (--break SPEC, stepdbg.watch(SPEC), or the UI):
+  nan | inf | nonfinite   a non-finite loss, gradient or parameter
+  grad_norm>X             global L2 gradient norm above X (the pre-clip norm when the loop clips)
+  loss>X                  loss above X
+  loss_spike>K            loss above K times the running median of recent steps
+  data_wait>S             waiting for data longer than S seconds (e.g. 2, 500ms)
+  step==N                 at step N (0-based: N optimizer steps done)
+  every=N                 every N steps
+  mem>SIZE                CUDA allocated (or host RSS without CUDA) above SIZE (e.g. 8GB)
+  exception               an uncaught exception (post-mortem)
+  stall>S                 no progress for S seconds: record every thread's stack
+  activations             per-module finite checks in forward (opt-in: costs 1.2x-1.3x)
+  stale_grad              gradients of the previous step still there at backward (zero_grad missing)
+  expr:EXPR               a boolean expression over step, loss, grad_norm, data_wait, lr,
+                          mem, step_time, loss_median (e.g. 'expr:loss > 4 and step > 100')"""
+
+
+class ConditionError(ValueError):
+    """A malformed condition spec; the message names the spec and what is wrong."""
+
+    def __init__(self, spec: str, problem: str) -> None:
+        super().__init__(f"bad condition {spec!r}: {problem}")
+        self.spec = spec
+        self.problem = problem
+
+
+@dataclass(frozen=True)
+class Condition:
+    """One parsed breakpoint condition."""
+
+    spec: str
+    kind: str
+    phase: str
+    threshold: float | None = None
+    expr: str | None = None
+    names: tuple[str, ...] = ()
+    _code: Any = field(default=None, compare=False, repr=False)
+
+    def check(self, scalars: Mapping[str, Any]) -> str | None:
+        """Return a one-sentence reason when this condition fires on `scalars`, else None.
+
+        Used for the scalar kinds; nan, exception, stall, activations and stale_grad are
+        decided by the session, which measures what they need.
+        """
+        t = self.threshold
+        step = scalars.get("step")
+        if self.kind == "grad_norm":
+            v = scalars.get("grad_norm")
+            if v is not None and v > t:
+                return f"gradient norm {_fmt(v)} is above {_fmt(t)}"
+        elif self.kind == "loss":
+            v = scalars.get("loss")
+            if v is not None and v > t:
+                return f"loss {_fmt(v)} is above {_fmt(t)}"
+        elif self.kind == "loss_spike":
+            v, med = scalars.get("loss"), scalars.get("loss_median")
+            if v is not None and med is not None and med > 0 and v > t * med:
+                return f"loss {_fmt(v)} is {v / med:.1f}x the running median {_fmt(med)} (limit {_fmt(t)}x)"
+        elif self.kind == "data_wait":
+            v = scalars.get("data_wait")
+            if v is not None and v > t:
+                return f"waited {v:.2f}s for data (limit {_fmt(t)}s)"
+        elif self.kind == "mem":
+            v = scalars.get("mem")
+            if v is not None and v > t:
+                return f"memory {format_size(v)} is above {format_size(t)}"
+        elif self.kind == "step":
+            if step == t:
+                return f"reached step {step}"
+        elif self.kind == "every":
+            if step is not None and step > 0 and step % int(t) == 0:
+                return f"step {step} is a multiple of {int(t)}"
+        elif self.kind == "expr":
+            env = {n: scalars.get(n) for n in self.names}
+            if any(v is None for v in env.values()):
+                return None
+            try:
+                hit = eval(self._code, {"__builtins__": {}, **_EXPR_FUNCS}, env)
+            except (ArithmeticError, TypeError, ValueError):
+                return None
+            if hit:
+                shown = ", ".join(f"{n}={_fmt(env[n])}" for n in self.names)
+                return f"{self.expr} is true ({shown})"
+        return None
+
+
+def parse(spec: str) -> Condition:
+    """Parse one condition spec, raising ConditionError with a precise message."""
+    if not isinstance(spec, str) or not spec.strip():
+        raise ConditionError(str(spec), "empty condition; see 'stepdbg --help-conditions'")
+    text = spec.strip()
+    if text.startswith("expr:"):
+        return _parse_expr(spec, text[5:].strip())
+    low = text.lower()
+    if low in SIMPLE_KINDS:
+        kind = SIMPLE_KINDS[low]
+        phase = {"exception": "exception", "activations": "forward"}.get(kind, "any")
+        return Condition(spec=spec, kind=kind, phase=phase)
+    m = re.fullmatch(r"([a-z_]+)\s*(==|>=|<=|>|<|=)\s*(\S.*)", low)
+    if not m:
+        name = re.match(r"[a-z_]*", low).group(0)
+        if name in THRESHOLD_KINDS:
+            op = THRESHOLD_KINDS[name][0]
+            raise ConditionError(spec, f"{name} needs a value, e.g. '{name}{op}{_example(name)}'")
+        raise ConditionError(spec, f"unknown condition; known: {', '.join(_known())}")
+    name, op, raw = m.groups()
+    if name not in THRESHOLD_KINDS:
+        raise ConditionError(spec, f"unknown condition {name!r}; known: {', '.join(_known())}")
+    want_op, phase, parser = THRESHOLD_KINDS[name]
+    if op != want_op and not (want_op == ">" and op == ">="):
+        raise ConditionError(spec, f"{name} takes '{want_op}', e.g. '{name}{want_op}{_example(name)}'")
+    value = _VALUE_PARSERS[parser](spec, raw.strip())
+    return Condition(spec=spec, kind=name, phase=phase, threshold=value)
+
+
+def parse_all(specs: list[str]) -> list[Condition]:
+    return [parse(s) for s in specs]
+
+
+def phase_index(phase: str) -> int:
+    return PHASES.index(phase)
+
+
+# --- values ---------------------------------------------------------------------------
+
+_SIZE_UNITS = {
+    "": 1, "b": 1,
+    "k": 1e3, "kb": 1e3, "m": 1e6, "mb": 1e6, "g": 1e9, "gb": 1e9, "t": 1e12, "tb": 1e12,
+    "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40,
+}
+
+
+def _number(spec: str, raw: str) -> float:
+    try:
+        v = float(raw)
+    except ValueError:
+        raise ConditionError(spec, f"{raw!r} is not a number") from None
+    if not math.isfinite(v):
+        raise ConditionError(spec, f"threshold must be finite, got {raw!r}")
+    return v
+
+
+def _seconds(spec: str, raw: str) -> float:
+    m = re.fullmatch(r"([0-9.]+(?:e-?[0-9]+)?)\s*(ms|s|m|min)?", raw)
+    if not m:
+        raise ConditionError(spec, f"{raw!r} is not a duration (use seconds: 2, 0.5, 500ms, 1m)")
+    v = _number(spec, m.group(1)) * {"ms": 1e-3, "s": 1, None: 1, "m": 60, "min": 60}[m.group(2)]
+    if v <= 0:
+        raise ConditionError(spec, "duration must be positive")
+    return v
+
+
+def _size(spec: str, raw: str) -> float:
+    m = re.fullmatch(r"([0-9.]+)\s*([a-z]*)", raw)
+    if not m or m.group(2) not in _SIZE_UNITS:
+        raise ConditionError(spec, f"{raw!r} is not a size (e.g. 8GB, 512MiB, 1e9)")
+    return _number(spec, m.group(1)) * _SIZE_UNITS[m.group(2)]
+
+
+def _count(spec: str, raw: str) -> float:
+    if not re.fullmatch(r"[0-9]+", raw):
+        raise ConditionError(spec, f"{raw!r} is not a whole number of steps")
+    v = int(raw)
+    if spec.lstrip().lower().startswith("every") and v < 1:
+        raise ConditionError(spec, "every needs a step count of at least 1")
+    return v
+
+
+_VALUE_PARSERS = {"number": _number, "seconds": _seconds, "size": _size, "count": _count}
+
+
+def _example(name: str) -> str:
+    return {"data_wait": "2", "stall": "60", "mem": "8GB", "step": "100", "every": "50"}.get(name, "100")
+
+
+def _known() -> list[str]:
+    return ["nan", "inf", "nonfinite", "exception", "activations", "stale_grad"] + [
+        f"{k}{v[0]}X" for k, v in THRESHOLD_KINDS.items()
+    ] + ["expr:..."]
+
+
+# --- expressions ----------------------------------------------------------------------
+
+_EXPR_FUNCS = {"abs": abs, "min": min, "max": max}
+_ALLOWED_NODES = (
+    ast.Expression, ast.BoolOp, ast.And, ast.Or, ast.UnaryOp, ast.Not, ast.USub, ast.UAdd,
+    ast.BinOp, ast.Add, ast.Sub, ast.Mult, ast.Div, ast.Mod, ast.Pow, ast.FloorDiv,
+    ast.Compare, ast.Gt, ast.GtE, ast.Lt, ast.LtE, ast.Eq, ast.NotEq,
+    ast.Name, ast.Load, ast.Constant, ast.Call, ast.Subscript,
+)
+
+
+def _parse_expr(spec: str, expr: str) -> Condition:
+    if not expr:
+        raise ConditionError(spec, "expr: needs an expression, e.g. 'expr:loss > 4 and step > 100'")
+    try:
+        tree = ast.parse(expr, mode="eval")
+    except SyntaxError as e:
+        raise ConditionError(spec, f"syntax error at column {e.offset}: {e.msg}") from None
+    names: list[str] = []
+    for node in ast.walk(tree):
+        if not isinstance(node, _ALLOWED_NODES):
+            raise ConditionError(spec, f"{type(node).__name__} is not allowed in a condition")
+        if isinstance(node, ast.Constant) and not isinstance(node.value, (int, float, bool)):
+            raise ConditionError(spec, f"only numbers are allowed, not {node.value!r}")
+        if isinstance(node, ast.Call) and not (
+            isinstance(node.func, ast.Name) and node.func.id in _EXPR_FUNCS
+        ):
+            raise ConditionError(spec, f"only {', '.join(_EXPR_FUNCS)} may be called")
+        if isinstance(node, ast.Name) and node.id not in _EXPR_FUNCS:
+            if node.id not in SCALAR_PHASE:
+                raise ConditionError(
+                    spec, f"unknown name {node.id!r}; known: {', '.join(SCALAR_PHASE)}"
+                )
+            if node.id not in names:
+                names.append(node.id)
+    if not names:
+        raise ConditionError(spec, "the expression uses no step scalar")
+    phase = max((SCALAR_PHASE[n] for n in names), key=phase_index)
+    code = compile(tree, f"<condition {expr}>", "eval")
+    return Condition(spec=spec, kind="expr", phase=phase, expr=expr, names=tuple(names), _code=code)
+
+
+# --- formatting -----------------------------------------------------------------------
+
+def _fmt(v: Any) -> str:
+    if isinstance(v, float):
+        return f"{v:.4g}"
+    if isinstance(v, list):
+        return "[" + ", ".join(_fmt(x) for x in v) + "]"
+    return str(v)
+
+
+def format_size(n: float) -> str:
+    for unit in ("B", "KB", "MB", "GB", "TB"):
+        if abs(n) < 1000 or unit == "TB":
+            return f"{n:.3g}{unit}" if unit != "B" else f"{int(n)}B"
+        n /= 1000
+    return f"{n}B"

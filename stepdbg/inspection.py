@@ -1,0 +1,259 @@
+"""What a paused step shows: modules, optimizer, memory, source, stacks, errors.
+
+Plain functions over torch objects that return plain data, so a front end can render
+them without knowing torch.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import linecache
+import os
+import sys
+import threading
+import traceback
+from collections.abc import Iterable
+from types import FrameType
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from . import tensors
+
+if TYPE_CHECKING:
+    from .session import Session
+
+_PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
+
+
+# ---------------------------------------------------------------------- memory
+
+
+def host_rss() -> int | None:
+    """Resident set size of this process in bytes (Linux /proc; None elsewhere)."""
+    try:
+        with open("/proc/self/statm", "rb") as f:
+            return int(f.read().split()[1]) * _PAGE
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def _cuda_used() -> bool:
+    return torch.cuda.is_available() and torch.cuda.is_initialized()
+
+
+def memory_in_use() -> int | None:
+    """The number `mem>SIZE` compares: CUDA allocated where CUDA is used, else host RSS."""
+    if _cuda_used():
+        return sum(torch.cuda.memory_allocated(d) for d in range(torch.cuda.device_count()))
+    return host_rss()
+
+
+def memory() -> dict[str, Any]:
+    """CUDA allocated / reserved / peak per device (where CUDA is used) and host RSS."""
+    out: dict[str, Any] = {"host_rss": host_rss(), "cuda": []}
+    if _cuda_used():
+        for d in range(torch.cuda.device_count()):
+            out["cuda"].append({
+                "device": d,
+                "name": torch.cuda.get_device_name(d),
+                "allocated": torch.cuda.memory_allocated(d),
+                "reserved": torch.cuda.memory_reserved(d),
+                "peak_allocated": torch.cuda.max_memory_allocated(d),
+                "total": torch.cuda.get_device_properties(d).total_memory,
+            })
+    return out
+
+
+# ---------------------------------------------------------------------- modules
+
+
+def module_name(roots: Iterable[torch.nn.Module], module: torch.nn.Module) -> str:
+    for root in list(roots):
+        for name, m in root.named_modules():
+            if m is module:
+                return name or type(root).__name__
+    return type(module).__name__
+
+
+def module_tree(session: Session) -> list[dict[str, Any]]:
+    """One row per module: path, type, params, output shape, grad/weight norms, mode."""
+    root = session.capture.get("root")
+    if root is None:
+        return []
+    shapes = _output_shapes(session, root)
+    rows = []
+    for name, m in root.named_modules():
+        own = list(m.parameters(recurse=False))
+        w = tensors.total_norm(p.detach() for p in own)
+        grads = [p.grad for p in own if p.grad is not None]
+        g = tensors.total_norm(grads)
+        rows.append({
+            "name": name or "(root)",
+            "type": type(m).__name__,
+            "depth": name.count(".") + 1 if name else 0,
+            "params": sum(p.numel() for p in m.parameters()),
+            "trainable": sum(p.numel() for p in m.parameters() if p.requires_grad),
+            "training": m.training,
+            "output_shape": shapes.get(name),
+            "weight_norm": None if w is None else float(w),
+            "grad_norm": None if g is None else float(g),
+        })
+    return rows
+
+
+def _output_shapes(session: Session, root: torch.nn.Module) -> dict[str, Any]:
+    """Output shapes from torchinfo on the captured batch; model state restored after."""
+    args = session.capture.get("args")
+    if args is None:
+        return {}
+    try:
+        import torchinfo
+    except ImportError:
+        return {}
+    from .replay import preserved_state
+
+    try:
+        with preserved_state(session), torch.no_grad():
+            stats = torchinfo.summary(
+                root, input_data=list(args), verbose=0, depth=32,
+                col_names=("output_size",), **session.capture.get("kwargs", {}),
+            )
+    except Exception:
+        return {}
+    by_module = {id(m): n for n, m in root.named_modules()}
+    shapes = {}
+    for layer in stats.summary_list:
+        name = by_module.get(id(layer.module))
+        if name is not None:
+            shapes[name] = layer.output_size
+    return shapes
+
+
+# ---------------------------------------------------------------------- optimizer
+
+
+def optimizer_info(optimizers: list[Any], schedulers: list[Any], pins: dict[tuple[int, int], float]) -> list[dict[str, Any]]:
+    out = []
+    for opt in optimizers:
+        groups = []
+        for i, g in enumerate(opt.param_groups):
+            hp = {k: (tensors.as_float(v) if isinstance(v, torch.Tensor) else v)
+                  for k, v in g.items() if k != "params" and isinstance(v, (int, float, bool, str, tuple, torch.Tensor))}
+            groups.append({"index": i, "params": len(g["params"]), "pinned_lr": pins.get((id(opt), i)), **hp})
+        state_stats: dict[str, dict[str, float]] = {}
+        for st in opt.state.values():
+            for k, v in st.items():
+                if isinstance(v, torch.Tensor) and v.numel() > 1:
+                    s = state_stats.setdefault(k, {"tensors": 0, "norm_sq": 0.0, "max_abs": 0.0})
+                    s["tensors"] += 1
+                    s["norm_sq"] += float(v.detach().float().pow(2).sum())
+                    s["max_abs"] = max(s["max_abs"], float(v.detach().abs().max()))
+        stats = {k: {"tensors": s["tensors"], "norm": s["norm_sq"] ** 0.5, "max_abs": s["max_abs"]}
+                 for k, s in state_stats.items()}
+        scheds = [
+            {"type": type(s).__name__, "last_epoch": getattr(s, "last_epoch", None),
+             "base_lrs": list(getattr(s, "base_lrs", [])),
+             "last_lr": [tensors.as_float(x) for x in getattr(s, "_last_lr", [])]}
+            for s in schedulers if getattr(s, "optimizer", None) is opt
+        ]
+        out.append({"type": type(opt).__name__, "groups": groups, "state": stats, "schedulers": scheds})
+    return out
+
+
+# ---------------------------------------------------------------------- frames, stacks, errors
+
+
+def source_around(frame: FrameType | None, context: int = 5) -> dict[str, Any] | None:
+    if frame is None:
+        return None
+    fn, line = frame.f_code.co_filename, frame.f_lineno
+    first = max(1, line - context)
+    lines = [(n, linecache.getline(fn, n).rstrip("\n")) for n in range(first, line + context + 1)]
+    return {"file": fn, "line": line, "function": frame.f_code.co_name,
+            "lines": [{"line": n, "text": t} for n, t in lines if t or n <= line]}
+
+
+def tensor_locals(frame: FrameType) -> dict[str, Any]:
+    """Shape/dtype of each tensor local of a frame (what a shape error needs)."""
+    out = {}
+    for k, v in list(frame.f_locals.items()):
+        if isinstance(v, torch.Tensor):
+            out[k] = {"shape": list(v.shape), "dtype": str(v.dtype).removeprefix("torch."), "device": str(v.device)}
+    return out
+
+
+def thread_stacks() -> list[dict[str, Any]]:
+    names = {t.ident: t for t in threading.enumerate()}
+    out = []
+    for tid, frame in sys._current_frames().items():
+        t = names.get(tid)
+        out.append({
+            "id": tid,
+            "name": t.name if t else f"thread-{tid}",
+            "daemon": t.daemon if t else None,
+            "main": t is threading.main_thread(),
+            "stack": [
+                {"file": fs.filename, "line": fs.lineno, "function": fs.name, "code": fs.line}
+                for fs in traceback.extract_stack(frame)
+            ],
+        })
+    return out
+
+
+def loader_settings(it: Any) -> dict[str, Any]:
+    """A DataLoader iterator's settings and its workers' process states."""
+    info: dict[str, Any] = {
+        "num_workers": getattr(it, "_num_workers", None),
+        "pin_memory": getattr(it, "_pin_memory", None),
+        "prefetch_factor": getattr(it, "_prefetch_factor", None),
+        "persistent_workers": getattr(it, "_persistent_workers", None),
+        "timeout": getattr(it, "_timeout", None),
+        "cpu_count": os.cpu_count(),
+        "affinity_cpus": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
+        "workers": [],
+    }
+    for w in getattr(it, "_workers", []) or []:
+        pid = getattr(w, "pid", None)
+        info["workers"].append({"pid": pid, "alive": w.is_alive(), **_proc_state(pid)})
+    return info
+
+
+def _proc_state(pid: int | None) -> dict[str, Any]:
+    if pid is None:
+        return {}
+    out: dict[str, Any] = {}
+    with contextlib.suppress(OSError, IndexError):
+        with open(f"/proc/{pid}/stat") as f:
+            out["state"] = f.read().rsplit(")", 1)[1].split()[0]
+    with contextlib.suppress(OSError):
+        with open(f"/proc/{pid}/wchan") as f:
+            out["wchan"] = f.read().strip() or None
+    return out
+
+
+_ERROR_HINTS = [
+    ("modified by an inplace operation",
+     "a tensor that autograd saved for the backward was changed in place afterwards; the replay names the forward op that saved it"),
+    ("leaf variable",
+     "an in-place operation on a parameter (a leaf that requires grad) is recorded by autograd; do it under torch.no_grad() or out of place"),
+    ("backward through the graph a second time",
+     "backward ran twice over the same graph, whose saved tensors the first backward freed; detach values kept across steps or compute the loss anew"),
+    ("does not require grad and does not have a grad_fn",
+     "backward was called on a tensor outside autograd (made under no_grad, detached, or from .item())"),
+    ("shapes cannot be multiplied",
+     "a matrix multiply got inputs whose inner dimensions differ; compare the shapes of the tensor locals below"),
+    ("size of tensor a", "two tensors' shapes do not broadcast; compare the shapes of the tensor locals below"),
+    ("out of memory", "the allocator could not satisfy a request: the batch is too large or tensors are kept alive across steps"),
+    ("expected scalar type", "two tensors of different dtypes met in one op"),
+    ("Expected all tensors to be on the same device", "tensors on different devices met in one op"),
+]
+
+
+def explain_error(exc: BaseException) -> str | None:
+    """One plain line about a common PyTorch error, or None."""
+    text = str(exc)
+    for needle, hint in _ERROR_HINTS:
+        if needle.lower() in text.lower():
+            return hint
+    return None

@@ -1,0 +1,60 @@
+"""The JSON-lines report: one object per event, flushed as written.
+
+Non-finite floats are written as the strings "nan", "inf" and "-inf" so every line is
+strict JSON that any tool can read.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import threading
+from typing import Any, TextIO
+
+
+def plain(value: Any) -> Any:
+    """Turn `value` into strict-JSON data: non-finite floats become strings."""
+    if isinstance(value, float):
+        if math.isnan(value):
+            return "nan"
+        if math.isinf(value):
+            return "inf" if value > 0 else "-inf"
+        return value
+    if isinstance(value, dict):
+        return {str(k): plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [plain(v) for v in value]
+    if value is None or isinstance(value, (bool, int, str)):
+        return value
+    return str(value)
+
+
+class Report:
+    """Appends events to a file (or nowhere when no path is given). Thread-safe."""
+
+    def __init__(self, path: str | None) -> None:
+        self.path = path
+        self._lock = threading.Lock()
+        self._file: TextIO | None = open(path, "a", encoding="utf-8") if path else None  # noqa: SIM115
+
+    def write(self, event: str, **fields: Any) -> dict[str, Any]:
+        record = plain({"event": event, **fields})
+        if self._file is not None:
+            line = json.dumps(record, allow_nan=False)
+            with self._lock:
+                if self._file is not None:
+                    self._file.write(line + "\n")
+                    self._file.flush()
+        return record
+
+    def close(self) -> None:
+        with self._lock:
+            if self._file is not None:
+                self._file.close()
+                self._file = None
+
+
+def read(path: str) -> list[dict[str, Any]]:
+    """Read a report back (used by tests and tools)."""
+    with open(path, encoding="utf-8") as f:
+        return [json.loads(line) for line in f if line.strip()]

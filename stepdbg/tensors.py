@@ -1,0 +1,122 @@
+"""Tensor summaries and the fused norms the always-on checks use."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from typing import Any
+
+import torch
+
+HIST_BINS = 20
+
+
+def summarize(t: Any, name: str = "", bins: int = HIST_BINS) -> dict[str, Any]:
+    """Summary of a tensor (or a short description of anything else).
+
+    Statistics are taken over finite values; nan/inf/zero counts say what was left out.
+    """
+    if not isinstance(t, torch.Tensor):
+        return {"name": name, "type": type(t).__name__, "repr": _short_repr(t)}
+    out: dict[str, Any] = {
+        "name": name,
+        "type": "Tensor",
+        "shape": list(t.shape),
+        "dtype": str(t.dtype).removeprefix("torch."),
+        "device": str(t.device),
+        "requires_grad": bool(t.requires_grad),
+        "numel": t.numel(),
+    }
+    if t.is_sparse or t.numel() == 0:
+        return out
+    with torch.no_grad():
+        x = t.detach()
+        if x.is_complex():
+            x = x.abs()
+        x = x.float() if x.dtype != torch.float64 else x
+        finite = torch.isfinite(x)
+        n_nan = int(torch.isnan(x).sum())
+        n_inf = int((~finite).sum()) - n_nan
+        vals = x[finite]
+        out.update(nan=n_nan, inf=n_inf, zeros=int((x == 0).sum()))
+        if vals.numel():
+            out.update(
+                min=float(vals.min()),
+                max=float(vals.max()),
+                mean=float(vals.mean()),
+                std=float(vals.std()) if vals.numel() > 1 else 0.0,
+                norm=float(torch.linalg.vector_norm(vals)),
+            )
+            lo, hi = out["min"], out["max"]
+            if hi == lo:
+                hi = lo + 1.0
+            counts = torch.histc(vals, bins=bins, min=lo, max=hi)
+            out["hist"] = {"lo": lo, "hi": hi, "counts": [int(c) for c in counts]}
+    return out
+
+
+def slice_of(t: torch.Tensor, index: str, limit: int = 256) -> list[Any]:
+    """The values at a numpy-style index string such as '0, :8'; at most `limit` numbers."""
+    key = tuple(_index_part(p) for p in index.split(",")) if index.strip() else ()
+    part = t.detach()[key].flatten()[:limit]
+    return [float(v) if part.is_floating_point() else int(v) for v in part.cpu()]
+
+
+def _index_part(p: str) -> int | slice:
+    p = p.strip()
+    if ":" in p:
+        bits = [int(b) if b.strip() else None for b in p.split(":")]
+        return slice(*bits)
+    return int(p)
+
+
+def total_norm(tensors: Iterable[torch.Tensor]) -> torch.Tensor | None:
+    """Global L2 norm of `tensors` in one fused pass per device (no host sync here)."""
+    by_device: dict[torch.device, list[torch.Tensor]] = {}
+    for t in tensors:
+        if t.is_sparse:
+            t = t.coalesce()._values()
+        by_device.setdefault(t.device, []).append(t)
+    if not by_device:
+        return None
+    parts = []
+    for device, ts in by_device.items():
+        norms = torch._foreach_norm(ts, 2.0)
+        parts.append(torch.linalg.vector_norm(torch.stack([n.float() for n in norms])).to(device))
+    first = parts[0].device
+    return torch.linalg.vector_norm(torch.stack([p.to(first) for p in parts]))
+
+
+def nonfinite_names(named: Iterable[tuple[str, torch.Tensor]], limit: int = 10) -> list[str]:
+    """Names of the tensors that hold a nan or inf (the slow, exact check for a bad path)."""
+    bad = []
+    with torch.no_grad():
+        for name, t in named:
+            if t is not None and t.is_floating_point() and not bool(torch.isfinite(t).all()):
+                bad.append(name)
+                if len(bad) >= limit:
+                    break
+    return bad
+
+
+def as_float(x: Any) -> float | None:
+    if x is None:
+        return None
+    if isinstance(x, torch.Tensor):
+        return float(x.detach().float().reshape(-1)[0]) if x.numel() else None
+    try:
+        return float(x)
+    except (TypeError, ValueError):
+        return None
+
+
+def is_finite(x: float | None) -> bool:
+    return x is None or math.isfinite(x)
+
+
+def _short_repr(x: Any, n: int = 200) -> str:
+    try:
+        r = repr(x)
+    except Exception as e:  # a user object whose repr fails
+        r = f"<repr failed: {e}>"
+    return r if len(r) <= n else r[: n - 3] + "..."
