@@ -24,7 +24,7 @@ from .conditions import ConditionError, parse
 EXIT_USAGE = 2
 ACTIONS = ("report", "replay", "skip", "abort", "pause")
 
-USAGE = f"""\
+USAGE = """\
 usage: stepdbg [run] [OPTIONS] [python] SCRIPT.py [ARGS...]
        stepdbg [run] [OPTIONS] [python] -m MODULE [ARGS...]
 

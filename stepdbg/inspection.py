@@ -183,6 +183,20 @@ def tensor_locals(frame: FrameType) -> dict[str, Any]:
     return out
 
 
+def failing_module(roots: Iterable[torch.nn.Module], frames: list[FrameType]) -> dict[str, Any] | None:
+    """The innermost module whose forward is on the failing stack, with its tensors' shapes."""
+    for frame in reversed(frames):
+        m = frame.f_locals.get("self")
+        if isinstance(m, torch.nn.Module):
+            return {
+                "name": module_name(roots, m),
+                "type": type(m).__name__,
+                "tensors": tensor_locals(frame),
+                "params": {n: list(p.shape) for n, p in m.named_parameters(recurse=False)},
+            }
+    return None
+
+
 def thread_stacks() -> list[dict[str, Any]]:
     names = {t.ident: t for t in threading.enumerate()}
     out = []

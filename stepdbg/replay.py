@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 from torch.overrides import TorchFunctionMode
 
-from .session import _first_tensor, _rng_state, set_rng_state, user_frame, where_of
+from .session import _first_tensor, _rng_state, is_user_file, set_rng_state, user_frame, where_of
 
 if TYPE_CHECKING:
     from .session import Session
@@ -127,7 +127,11 @@ class _FirstNonFinite(TorchFunctionMode):
         self.ops += 1
         frame = user_frame(__import__("sys")._getframe(1))
         if frame is not None:
-            self.line_module.setdefault((frame.f_code.co_filename, frame.f_lineno), self.modules.current())
+            key = (os.path.abspath(frame.f_code.co_filename), frame.f_lineno)
+            if key not in self.line_module:
+                # The module whose forward holds this line, else the innermost running one.
+                owner = self.modules.names.get(id(frame.f_locals.get("self")))
+                self.line_module[key] = owner or self.modules.current()
         if self.first is None and not _finite(out) and _finite(args) and _finite(kwargs):
             module, mtype = self.modules.current()
             self.first = {
@@ -181,12 +185,10 @@ def _hook_nodes(nodes: list[Any]) -> tuple[list[Any], list[dict[str, Any]]]:
 
 def _user_line_from_trace(lines: list[str]) -> dict[str, Any] | None:
     """The innermost user frame in a formatted stack (anomaly mode's forward trace)."""
-    from .session import _PKG_DIR, _TORCH_DIR
-
     best = None
     for m in _TRACE_LINE.finditer("".join(lines)):
         fn = m.group(1)
-        if fn.startswith((_PKG_DIR, _TORCH_DIR)) or fn.startswith("<"):
+        if not is_user_file(fn):
             continue
         best = {"file": os.path.abspath(fn), "line": int(m.group(2)), "function": m.group(3)}
     if best:
@@ -259,6 +261,10 @@ def replay_step(session: Session) -> dict[str, Any]:
         where = f"{first.get('file')}:{first.get('line')}" if first.get("line") else "an unknown line"
         result["summary"] = (f"{first['op']} in {first.get('module') or 'the loss computation'} "
                              f"produced the first non-finite value ({first['where']}), at {where}")
+    elif "failing_op" in result:
+        f = result["failing_op"]
+        result["summary"] = (f"backward failed in {f['op']}, whose forward ran in {f.get('module') or '?'} "
+                             f"at {f.get('file')}:{f.get('line')}: {result['error']}")
     elif "error" in result:
         result["summary"] = result["error"]
     else:
@@ -271,27 +277,38 @@ def _replay_backward(out_t: torch.Tensor, grad_out: torch.Tensor, params: list[t
     nodes = _graph_nodes(out_t.grad_fn)
     handles, found = _hook_nodes(nodes)
     try:
-        torch.autograd.grad(out_t, params, grad_out, allow_unused=True)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            torch.autograd.grad(out_t, params, grad_out, allow_unused=True)
     except RuntimeError as e:
         result["error"] = str(e).splitlines()[0]
-        # Anomaly mode names the failing backward node and its forward stack in a warning.
-        m = re.search(r"(?:Function|Error detected in) '?(\w+Backward\w*)'?", str(e))
-        node_name = m.group(1) if m else None
-        for n in nodes:
-            if node_name and n.name() == node_name and "traceback_" in n.metadata:
-                found.append({"node": n, "name": node_name, "error": True})
-                break
+        # Anomaly mode names the failing backward node, with its forward stack, in a warning.
+        text = "\n".join(str(w.message) for w in caught) + "\n" + str(e)
+        m = re.search(r"(?:Error detected in|Function) '?(\w+Backward\w*)'?", text)
+        if m:
+            node = next((n for n in nodes if n.name() == m.group(1)), None)
+            trace = node.metadata.get("traceback_") if node is not None else None
+            where = _user_line_from_trace(trace or [text])
+            module, mtype = _module_at(mode, where)
+            result["failing_op"] = {"where": "backward", "module": module, "module_type": mtype,
+                                    "op": m.group(1), **(where or {})}
     finally:
         for h in handles:
             h.remove()
     if not found:
         return None
     node = found[0]["node"]
-    trace = node.metadata.get("traceback_") if hasattr(node, "metadata") else None
+    trace = node.metadata.get("traceback_")
     where = _user_line_from_trace(trace) if trace else None
-    module, mtype = mode.line_module.get((where["file"], where["line"]), (None, None)) if where else (None, None)
+    module, mtype = _module_at(mode, where)
     return {"where": "backward", "module": module, "module_type": mtype, "op": found[0]["name"],
             **(where or {}), "forward_trace": [ln.strip() for ln in (trace or [])][-6:]}
+
+
+def _module_at(mode: _FirstNonFinite, where: dict[str, Any] | None) -> tuple[str | None, str | None]:
+    if not where:
+        return None, None
+    return mode.line_module.get((where["file"], where["line"]), (None, None))
 
 
 def _search_loss_graph(loss: torch.Tensor, output: Any, session: Session) -> dict[str, Any] | None:

@@ -35,7 +35,7 @@ class Report:
     def __init__(self, path: str | None) -> None:
         self.path = path
         self._lock = threading.Lock()
-        self._file: TextIO | None = open(path, "a", encoding="utf-8") if path else None  # noqa: SIM115
+        self._file: TextIO | None = open(path, "w", encoding="utf-8") if path else None  # noqa: SIM115
 
     def write(self, event: str, **fields: Any) -> dict[str, Any]:
         record = plain({"event": event, **fields})

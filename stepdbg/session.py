@@ -44,6 +44,8 @@ SPIKE_MIN_STEPS = 5
 
 _PKG_DIR = os.path.dirname(os.path.abspath(__file__))
 _TORCH_DIR = os.path.dirname(os.path.abspath(torch.__file__))
+_STDLIB_DIR = os.path.dirname(os.path.abspath(os.__file__))
+_NOT_USER = (_PKG_DIR, _TORCH_DIR, "<frozen")
 
 
 class Abort(SystemExit):
@@ -96,11 +98,18 @@ def user_frame(start: FrameType | None) -> FrameType | None:
     """The innermost frame that belongs to the user's code (not torch, not stepdbg)."""
     f = start
     while f is not None:
-        fn = os.path.abspath(f.f_code.co_filename)
-        if not (fn.startswith(_PKG_DIR) or fn.startswith(_TORCH_DIR) or fn.startswith("<frozen")):
+        if is_user_file(f.f_code.co_filename):
             return f
         f = f.f_back
     return None
+
+
+def is_user_file(path: str) -> bool:
+    """False for torch's, stepdbg's and the standard library's files."""
+    if path.startswith(_NOT_USER) or path.startswith("<"):
+        return False
+    path = os.path.abspath(path)
+    return not (path.startswith(_STDLIB_DIR) and "site-packages" not in path)
 
 
 def where_of(frame: FrameType | None, lineno: int | None = None) -> dict[str, Any] | None:
@@ -755,7 +764,7 @@ class Session:
             phase=phase or (st.phase if st else "none"),
             condition=condition,
             reason=reason,
-            scalars={k: scalars[k] for k in ("loss", "grad_norm", "data_wait")} | {"lr": self._lrs()},
+            scalars=self._break_scalars(scalars),
             where=where_of(frame),
             details=details or {},
         )
@@ -774,6 +783,10 @@ class Session:
             elif action == "pause":
                 self._pause(brk, frame)
         return brk
+
+    def _break_scalars(self, scalars: dict[str, Any] | None = None) -> dict[str, Any]:
+        scalars = scalars or self.scalars()
+        return {k: scalars[k] for k in ("loss", "grad_norm", "data_wait")} | {"lr": self._lrs()}
 
     def breakpoint(self, frame: FrameType | None = None) -> None:
         """Pause here, as asked by the user's code."""
@@ -801,6 +814,7 @@ class Session:
             "explanation": inspection.explain_error(exc),
             "traceback": "".join(traceback.format_exception(type(exc), exc, exc.__traceback__)),
             "locals": inspection.tensor_locals(frame) if frame is not None else {},
+            "module": inspection.failing_module(self._roots.values(), [f for f, _ in frames]),
         }
         self._bwd_depth = 0
         self._depth = 0
@@ -813,8 +827,10 @@ class Session:
 
     def report_stall(self, spec: str, reason: str, details: dict[str, Any]) -> None:
         """Called by the watchdog thread: the main thread cannot pause itself."""
-        brk = Break(step=self.step, phase=self._cur.phase if self._cur else "none", condition=spec,
-                    reason=reason, scalars={}, where=None, details=details)
+        frame = sys._current_frames().get(self._thread) if self._thread else None
+        brk = Break(step=self.step, phase=self._cur.phase if self._cur else "between steps", condition=spec,
+                    reason=reason, scalars=self._break_scalars(), where=where_of(user_frame(frame)),
+                    details=details)
         self.breaks.append(brk)
         self.stall = details
         self.report.write("break", **asdict(brk))
@@ -822,6 +838,12 @@ class Session:
         if "abort" in self.actions:
             self._say(f"aborting (exit code {EXIT_ABORT}): the job is stalled")
             self.stop(exit_code=EXIT_ABORT)
+            # Stuck DataLoader workers would outlive us and hold the terminal's pipes.
+            for w in (details.get("dataloader") or {}).get("workers", []):
+                with contextlib.suppress(OSError, TypeError):
+                    os.kill(w["pid"], 9)
+            sys.stdout.flush()
+            sys.stderr.flush()
             os._exit(EXIT_ABORT)
 
     # ------------------------------------------------------------------ pausing and controls

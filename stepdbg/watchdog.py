@@ -51,9 +51,9 @@ class Watchdog:
                     "threads": inspection.thread_stacks(),
                     "dataloader": inspection.loader_settings(it) if it is not None else None,
                 }
-                main = next((t for t in details["threads"] if t["main"]), None)
-                top = main["stack"][-1] if main and main["stack"] else None
-                where = f"; the main thread is in {top['function']} ({top['file']}:{top['line']})" if top else ""
+                train = next((t for t in details["threads"] if t["id"] == s._thread), None)
+                top = train["stack"][-1] if train and train["stack"] else None
+                where = f"; the training thread waits in {top['function']} ({top['file']}:{top['line']})" if top else ""
                 s.report_stall(self.condition.spec, f"no progress for {idle:.1f}s{where}", details)
             except Exception as e:  # the watchdog must never take the job down
                 s._say(f"watchdog failed: {type(e).__name__}: {e}")
