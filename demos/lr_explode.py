@@ -35,8 +35,9 @@ def main() -> None:
             loss.backward()
             opt.step()  # @update
             step += 1
+        # the LR this epoch's updates used, before the scheduler changes it
+        print(f"epoch {epoch} step {step} loss {loss.item():.4g} lr {opt.param_groups[0]['lr']:.3g}")
         sched.step()
-        print(f"epoch {epoch} step {step} loss {loss.item():.4g} lr {sched.get_last_lr()[0]:.3g}")
 
 
 if __name__ == "__main__":

@@ -1,0 +1,66 @@
+"""Shared helpers: run the real CLI on a real script, read its report, find marked lines."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+DEMOS = ROOT / "demos"
+
+
+@dataclass
+class Run:
+    returncode: int
+    stdout: str
+    stderr: str
+    events: list[dict[str, Any]]
+
+    def of(self, event: str) -> list[dict[str, Any]]:
+        return [e for e in self.events if e["event"] == event]
+
+
+def marked_line(path: Path, name: str) -> int:
+    """The line number of the line marked `# @name` in `path` (names lines, not numbers)."""
+    for n, line in enumerate(path.read_text().splitlines(), start=1):
+        if line.rstrip().endswith(f"# @{name}") or f"# @{name} " in line or line.rstrip().endswith(f"@{name}"):
+            return n
+    raise LookupError(f"no line marked @{name} in {path}")
+
+
+def run_stepdbg(tmp_path: Path, *args: str, script_args: tuple[str, ...] = (), timeout: float = 90,
+                stdin: str | None = None, env: dict[str, str] | None = None) -> Run:
+    """`stepdbg [args] python SCRIPT ...` as a user types it, with a report in tmp_path."""
+    report = tmp_path / "report.jsonl"
+    cmd = [sys.executable, "-m", "stepdbg", "--report", str(report), *args, sys.executable, *script_args]
+    proc = subprocess.run(
+        cmd, capture_output=True, text=True, timeout=timeout, cwd=ROOT,
+        input=stdin, stdin=None if stdin is not None else subprocess.DEVNULL,
+        env={**os.environ, **(env or {})},
+    )
+    events = [json.loads(line) for line in report.read_text().splitlines()] if report.exists() else []
+    return Run(proc.returncode, proc.stdout, proc.stderr, events)
+
+
+@pytest.fixture
+def session_factory():
+    """Make in-process sessions; every one is stopped (hooks removed) after the test."""
+    from stepdbg.session import Session
+
+    made: list[Session] = []
+
+    def make(*breaks: str, actions: tuple[str, ...] = ("report",), **kw: Any) -> Session:
+        s = Session(breaks=breaks or ("nan",), actions=actions, quiet=True, **kw)
+        made.append(s)
+        return s.start()
+
+    yield make
+    for s in made:
+        s.stop()

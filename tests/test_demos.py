@@ -1,0 +1,142 @@
+"""Every failure demo, run through the real CLI: stepdbg stops where it should and says what is true."""
+
+from __future__ import annotations
+
+import pytest
+from conftest import DEMOS, marked_line, run_stepdbg
+
+
+def test_nan_from_log_is_traced_to_the_producing_module_op_and_line(tmp_path):
+    """Row 1: the first break is at step 30, before backward; the replay names the log."""
+    script = DEMOS / "nan_log.py"
+    run = run_stepdbg(tmp_path, "--break", "nan", "--on-break", "replay", "--on-break", "abort",
+                      script_args=(str(script),))
+    assert run.returncode == 3, run.stderr
+    (brk,) = run.of("break")
+    assert brk["step"] == 30
+    assert brk["phase"] == "before_backward"
+    assert brk["condition"] == "nan"
+    assert brk["scalars"]["loss"] == "nan"
+    assert "born in the forward" in brk["reason"]
+    (replay,) = run.of("replay")
+    first = replay["first_nonfinite"]
+    assert first["module"] == "features"  # the producer, not head.0 which passed it on
+    assert first["op"] == "log"
+    assert first["line"] == marked_line(script, "nan-here")
+    assert first["file"] == str(script)
+    assert run.of("end")[0]["exit_code"] == 3
+    assert "Traceback" not in run.stderr
+
+
+def test_exploding_gradient_breaks_on_grad_norm_and_is_reported_once(tmp_path):
+    """Row 2: grad_norm>1000 fires at step 2 and stays true; one break, the rest counted."""
+    script = DEMOS / "lr_explode.py"
+    run = run_stepdbg(tmp_path, "--break", "grad_norm>1000", script_args=(str(script),))
+    assert run.returncode == 0, run.stderr
+    (brk,) = run.of("break")
+    assert brk["step"] == 2
+    assert brk["phase"] == "before_optimizer_step"
+    assert brk["scalars"]["grad_norm"] > 1000
+    assert brk["where"]["line"] == marked_line(script, "update")
+    assert run.of("end")[0]["repeats_not_reported"]["grad_norm>1000"] > 0
+
+
+def test_lowering_the_lr_live_and_pinned_lets_the_loss_recover(tmp_path):
+    """Row 2 at the console: at the break, 'lr 0.01 pin', remove the break, continue.
+
+    The loss falls from its value at the break, and the StepLR scheduler (gamma 0.9
+    every 2 epochs) does not undo the pinned LR.
+    """
+    script = DEMOS / "lr_explode.py"
+    run = run_stepdbg(tmp_path, "--break", "grad_norm>200", "--on-break", "pause",
+                      script_args=(str(script),), env={"STEPDBG_CONSOLE": "1"},
+                      stdin="lr 0.01 pin\nbreak rm grad_norm>200\nc\n")
+    assert run.returncode == 0, run.stderr
+    (brk,) = run.of("break")
+    assert brk["step"] == 1
+    lr_change, rm_change = run.of("change")
+    assert lr_change["what"] == "lr" and lr_change["pinned"] is True and lr_change["lr"] == 0.01
+    assert rm_change == {**rm_change, "what": "break_remove", "spec": "grad_norm>200"}
+    epochs = [line.split() for line in run.stdout.splitlines() if line.startswith("epoch")]
+    losses = [float(e[5]) for e in epochs]
+    assert all(e[7] == "0.01" for e in epochs[1:]), epochs  # the pin held through 3 scheduler steps
+    assert losses[-1] < brk["scalars"]["loss"] / 10
+    assert losses[-1] < losses[-2] < losses[-3]
+
+
+def test_missing_zero_grad_is_said_in_plain_words(tmp_path):
+    """Row 3: at step 1's backward the gradients of step 0 are still there."""
+    script = DEMOS / "no_zero_grad.py"
+    run = run_stepdbg(tmp_path, "--break", "stale_grad", script_args=(str(script),))
+    assert run.returncode == 0, run.stderr
+    (brk,) = run.of("break")
+    assert brk["step"] == 1
+    assert brk["phase"] == "before_backward"
+    assert "zero_grad() was not called" in brk["reason"]
+    assert brk["where"]["line"] == marked_line(script, "accumulates")
+
+
+def test_slow_dataloader_breaks_on_data_wait(tmp_path):
+    """Row 5: every 5th batch holds a sample that takes 0.6s; steps 4, 9, 14, 19 break."""
+    script = DEMOS / "slow_loader.py"
+    run = run_stepdbg(tmp_path, "--break", "data_wait>0.3", script_args=(str(script), "--workers", "0"))
+    assert run.returncode == 0, run.stderr
+    steps = [b["step"] for b in run.of("break")]
+    assert steps == [4, 9, 14, 19]
+    assert all(b["phase"] == "before_forward" and b["scalars"]["data_wait"] > 0.3 for b in run.of("break"))
+
+
+def test_hung_dataloader_is_reported_by_the_watchdog_with_stacks_and_settings(tmp_path):
+    """Row 5, hang: a worker never returns; stall>2 records stacks and loader settings, abort ends it."""
+    script = DEMOS / "slow_loader.py"
+    run = run_stepdbg(tmp_path, "--break", "stall>2", "--on-break", "abort",
+                      script_args=(str(script), "--hang"), timeout=60)
+    assert run.returncode == 3, run.stderr
+    (brk,) = run.of("break")
+    assert brk["condition"] == "stall>2"
+    assert brk["where"]["line"] == marked_line(script, "loader-loop")
+    loader = brk["details"]["dataloader"]
+    assert loader["num_workers"] == 2 and loader["cpu_count"] >= 1
+    assert len(loader["workers"]) == 2
+    assert any(t["main"] for t in brk["details"]["threads"])
+    assert run.of("end")[0]["exit_code"] == 3
+
+
+def test_shape_error_post_mortem_shows_frame_shapes_and_module(tmp_path):
+    """Row 8: the break is at the failing line, with every tensor local's shape and the Linear's."""
+    script = DEMOS / "shape_error.py"
+    run = run_stepdbg(tmp_path, "--break", "exception", script_args=(str(script),))
+    assert run.returncode == 1
+    assert "mat1 and mat2 shapes cannot be multiplied" in run.stderr  # the script's own traceback
+    (brk,) = run.of("break")
+    assert brk["phase"] == "exception"
+    assert brk["where"]["line"] == marked_line(script, "shape-crash")
+    d = brk["details"]
+    assert d["locals"]["flat"]["shape"] == [8, 512]
+    assert d["module"]["name"] == "head" and d["module"]["params"]["weight"] == [10, 128]
+    assert "inner dimensions" in d["explanation"]
+
+
+def test_inplace_error_replay_points_at_the_forward_op(tmp_path):
+    """Row 10: the backward fails in SigmoidBackward0; the replay names the sigmoid's line and module."""
+    script = DEMOS / "inplace_error.py"
+    run = run_stepdbg(tmp_path, "--break", "exception", "--on-break", "replay", script_args=(str(script),))
+    assert run.returncode == 1
+    (brk,) = run.of("break")
+    assert "modified by an inplace operation" in brk["reason"]
+    assert "changed in place" in brk["details"]["explanation"]
+    (replay,) = run.of("replay")
+    op = replay["failing_op"]
+    assert op["op"] == "SigmoidBackward0"
+    assert op["module"] == "1" and op["module_type"] == "Gate"
+    assert op["line"] == marked_line(script, "saved")
+
+
+@pytest.mark.parametrize("demo", ["nan_log.py", "lr_explode.py", "no_zero_grad.py", "inplace_error.py"])
+def test_demo_runs_plainly_without_stepdbg(demo):
+    """The demos are ordinary scripts: they run (or fail) the same way without the debugger."""
+    import subprocess
+    import sys
+
+    proc = subprocess.run([sys.executable, str(DEMOS / demo)], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == (1 if demo == "inplace_error.py" else 0), proc.stderr
