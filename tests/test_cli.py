@@ -1,0 +1,118 @@
+"""The launcher: arguments, __main__, output and exit codes are the script's own."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+from conftest import ROOT
+
+
+def stepdbg(*args: str, cwd: Path = ROOT, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "stepdbg", *args], capture_output=True, text=True,
+                          cwd=cwd, timeout=timeout, stdin=subprocess.DEVNULL)
+
+
+@pytest.fixture
+def echo_script(tmp_path: Path) -> Path:
+    p = tmp_path / "echo.py"
+    p.write_text(textwrap.dedent("""
+        import json, os, sys
+        import torch
+        print(json.dumps({"argv": sys.argv, "name": __name__, "path0": sys.path[0],
+                          "stepdbg_loaded": "stepdbg.session" in sys.modules}))
+        print("to stderr", file=sys.stderr)
+        sys.exit(int(os.environ.get("EXIT_WITH", "0")))
+    """))
+    return p
+
+
+@pytest.mark.parametrize("prefix", [[], ["run"], ["run", sys.executable], [sys.executable]])
+def test_script_arguments_main_and_path_are_kept(echo_script, prefix):
+    out = stepdbg(*prefix, str(echo_script), "--lr", "3e-4", "--break", "x", "-q")
+    assert out.returncode == 0, out.stderr
+    seen = json.loads(out.stdout.splitlines()[0])
+    assert seen["argv"] == [str(echo_script), "--lr", "3e-4", "--break", "x", "-q"]
+    assert seen["name"] == "__main__"
+    assert seen["path0"] == str(echo_script.parent)
+    assert seen["stepdbg_loaded"] is True  # the agent was there before the script's first line
+    assert "to stderr" in out.stderr
+
+
+def test_exit_code_is_the_scripts(echo_script):
+    env = {**os.environ, "EXIT_WITH": "7"}
+    out = subprocess.run([sys.executable, "-m", "stepdbg", str(echo_script)], capture_output=True,
+                         text=True, env=env, cwd=ROOT)
+    assert out.returncode == 7
+
+
+def test_dash_m_runs_a_module_as_main(tmp_path):
+    pkg = tmp_path / "mypkg"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "train.py").write_text("import sys\nprint(__name__, sys.argv[1:])\n")
+    out = stepdbg("-m", "mypkg.train", "a", "--b", cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "__main__ ['a', '--b']"
+
+
+def test_uncaught_exception_prints_like_python_and_exits_1(tmp_path):
+    p = tmp_path / "boom.py"
+    p.write_text("def f():\n    raise ValueError('boom')\nf()\n")
+    out = stepdbg(str(p))
+    assert out.returncode == 1
+    assert "ValueError: boom" in out.stderr and f'File "{p}", line 2, in f' in out.stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--break", "grad_norm>>1", "x.py"], "stepdbg: bad condition 'grad_norm>>1':"),
+        (["--break", "foo", "x.py"], "stepdbg: bad condition 'foo': unknown condition"),
+        (["--on-break", "explode", "x.py"], "unknown --on-break action 'explode'"),
+        (["--break"], "--break needs a value"),
+        ([], "no script to run"),
+        (["--frobnicate", "x.py"], "unknown option '--frobnicate'"),
+        (["missing_script.py"], "script 'missing_script.py' not found"),
+        (["--report", "/no/such/dir/r.jsonl", "demos/nan_log.py"], "folder '/no/such/dir' does not exist"),
+        (["python-does-not-exist", "x.py"], "interpreter 'python-does-not-exist' not found"),
+    ],
+)
+def test_bad_input_is_refused_before_the_script_starts(args, message):
+    out = stepdbg(*args)
+    assert out.returncode == 2
+    lines = out.stderr.strip().splitlines()
+    assert len(lines) == 1 and message in lines[0], out.stderr
+
+
+def test_help_texts_answer_the_question():
+    assert "--on-break ACTION" in stepdbg("--help").stdout
+    assert "loss_spike>K" in stepdbg("--help-conditions").stdout
+    assert stepdbg("--version").stdout.startswith("stepdbg 0.")
+
+
+def test_report_has_start_and_end_with_versions(tmp_path, echo_script):
+    report = tmp_path / "r.jsonl"
+    out = stepdbg("--report", str(report), str(echo_script))
+    assert out.returncode == 0
+    events = [json.loads(line) for line in report.read_text().splitlines()]
+    start, end = events[0], events[-1]
+    import torch
+
+    assert start["event"] == "start" and start["pid"] > 0 and start["torch"] == torch.__version__
+    assert start["stepdbg"] and start["argv"][1:] == [str(echo_script)]
+    assert end == {**end, "event": "end", "exit_code": 0, "steps": 0}
+
+
+def test_non_finite_floats_are_written_as_strings(tmp_path):
+    from stepdbg.report import Report, read
+
+    r = Report(str(tmp_path / "r.jsonl"))
+    r.write("x", a=float("nan"), b=[float("inf"), -float("inf")], c={"d": 1.5})
+    r.close()
+    assert read(str(tmp_path / "r.jsonl")) == [{"event": "x", "a": "nan", "b": ["inf", "-inf"], "c": {"d": 1.5}}]

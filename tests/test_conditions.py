@@ -1,0 +1,85 @@
+"""The condition grammar: one spelling, precise refusals."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from stepdbg.conditions import ConditionError, parse
+
+
+@pytest.mark.parametrize(
+    ("spec", "kind", "phase", "threshold"),
+    [
+        ("nan", "nan", "any", None),
+        ("inf", "nan", "any", None),
+        ("nonfinite", "nan", "any", None),
+        ("grad_norm>100", "grad_norm", "before_optimizer_step", 100.0),
+        ("grad_norm > 1e3", "grad_norm", "before_optimizer_step", 1000.0),
+        ("loss>4", "loss", "before_backward", 4.0),
+        ("loss_spike>3", "loss_spike", "before_backward", 3.0),
+        ("data_wait>2", "data_wait", "before_forward", 2.0),
+        ("data_wait>500ms", "data_wait", "before_forward", 0.5),
+        ("step==12", "step", "before_forward", 12),
+        ("every=50", "every", "before_forward", 50),
+        ("mem>8GB", "mem", "before_optimizer_step", 8e9),
+        ("mem>512MiB", "mem", "before_optimizer_step", 512 * 2**20),
+        ("exception", "exception", "exception", None),
+        ("stall>60", "stall", "watchdog", 60.0),
+        ("activations", "activations", "forward", None),
+        ("stale_grad", "stale_grad", "any", None),
+    ],
+)
+def test_every_spec_parses(spec, kind, phase, threshold):
+    c = parse(spec)
+    assert (c.kind, c.phase, c.threshold, c.spec) == (kind, phase, threshold, spec)
+
+
+def test_expr_is_evaluated_where_all_its_names_are_known():
+    c = parse("expr:loss > 4 and step > 100")
+    assert c.kind == "expr" and c.names == ("loss", "step") and c.phase == "before_backward"
+    assert parse("expr:grad_norm / max(loss, 1e-8) > 10").phase == "before_optimizer_step"
+    assert c.check({"loss": 5.0, "step": 101}) == "loss > 4 and step > 100 is true (loss=5, step=101)"
+    assert c.check({"loss": 5.0, "step": 100}) is None
+    assert c.check({"loss": None, "step": 101}) is None  # not known yet: does not fire
+
+
+@pytest.mark.parametrize(
+    ("spec", "problem"),
+    [
+        ("", "empty condition"),
+        ("los>1", "unknown condition 'los'"),
+        ("grad_norm", "grad_norm needs a value, e.g. 'grad_norm>100'"),
+        ("grad_norm<3", "grad_norm takes '>'"),
+        ("grad_norm>abc", "'abc' is not a number"),
+        ("grad_norm>nan", "threshold must be finite"),
+        ("data_wait>soon", "is not a duration"),
+        ("mem>8XB", "is not a size"),
+        ("step==1.5", "is not a whole number of steps"),
+        ("every=0", "every needs a step count of at least 1"),
+        ("expr:", "needs an expression"),
+        ("expr:loss >", "syntax error"),
+        ("expr:los > 1", "unknown name 'los'"),
+        ("expr:__import__('os')", "only abs, min, max may be called"),
+        ("expr:loss.real > 1", "Attribute is not allowed"),
+        ("expr:1 > 0", "uses no step scalar"),
+    ],
+)
+def test_malformed_specs_are_refused_with_what_is_wrong(spec, problem):
+    with pytest.raises(ConditionError) as e:
+        parse(spec)
+    assert problem in str(e.value)
+    assert repr(spec) in str(e.value)
+
+
+def test_threshold_checks_say_why_in_one_sentence():
+    assert parse("grad_norm>100").check({"grad_norm": 250.0}) == "gradient norm 250 is above 100"
+    assert parse("grad_norm>100").check({"grad_norm": 50.0}) is None
+    assert parse("loss_spike>3").check({"loss": 9.0, "loss_median": 2.0}).startswith("loss 9 is 4.5x")
+    assert parse("loss_spike>3").check({"loss": 9.0, "loss_median": None}) is None
+    assert parse("every=10").check({"step": 0}) is None
+    assert parse("every=10").check({"step": 20}) is not None
+    assert parse("step==3").check({"step": 3}) == "reached step 3"
+    assert parse("mem>1GB").check({"mem": 2e9}) == "memory 2GB is above 1GB"
+    assert parse("loss>1").check({"loss": math.inf}) is not None
