@@ -144,7 +144,7 @@ def optimizer_info(optimizers: list[Any], schedulers: list[Any], pins: dict[tupl
         state_stats: dict[str, dict[str, float]] = {}
         for st in opt.state.values():
             for k, v in st.items():
-                if isinstance(v, torch.Tensor) and v.numel() > 1:
+                if isinstance(v, torch.Tensor) and v.dim() > 0:  # 0-dim: step counters
                     s = state_stats.setdefault(k, {"tensors": 0, "norm_sq": 0.0, "max_abs": 0.0})
                     s["tensors"] += 1
                     s["norm_sq"] += float(v.detach().float().pow(2).sum())

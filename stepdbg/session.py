@@ -740,8 +740,10 @@ class Session:
         inputs = [a for a in args if isinstance(a, torch.Tensor) and a.is_floating_point()]
         if any(not bool(torch.isfinite(a).all()) for a in inputs):
             return  # passed on, not produced here
-        name = inspection.module_name(self._roots.values(), module)
         spec = next(c.spec for c in self.conditions if c.kind == "activations")
+        if self._repeat(spec):  # the innermost module reports first; its parents passed it on
+            return
+        name = inspection.module_name(self._roots.values(), module)
         self._break(spec, f"module {name} ({type(module).__name__}) produced a non-finite output from finite inputs",
                     phase="forward", details={"module": name, "module_type": type(module).__name__})
 
@@ -772,16 +774,20 @@ class Session:
         self.report.write("break", **asdict(brk))
         self._say(f"break at step {brk.step} ({brk.phase}) [{condition}]: {reason}"
                   + (f"\n  at {brk.where['file']}:{brk.where['line']}  {brk.where['code']}" if brk.where else ""))
-        for action in actions or self.actions:
-            if action == "replay":
-                self.replay()
-            elif action == "skip":
-                self.skip_step()
-            elif action == "abort":
-                self._say(f"aborting (exit code {EXIT_ABORT}) as asked by --on-break abort")
-                raise Abort()
-            elif action == "pause":
-                self._pause(brk, frame)
+        self._paused_frame = frame  # the frame the actions (replay, the console) look at
+        try:
+            for action in actions or self.actions:
+                if action == "replay":
+                    self.replay()
+                elif action == "skip":
+                    self.skip_step()
+                elif action == "abort":
+                    self._say(f"aborting (exit code {EXIT_ABORT}) as asked by --on-break abort")
+                    raise Abort()
+                elif action == "pause":
+                    self._pause(brk)
+        finally:
+            self._paused_frame = None
         return brk
 
     def _break_scalars(self, scalars: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -848,14 +854,13 @@ class Session:
 
     # ------------------------------------------------------------------ pausing and controls
 
-    def _pause(self, brk: Break, frame: FrameType | None) -> None:
+    def _pause(self, brk: Break) -> None:
         if self.frontends == 0:
             from .console import can_prompt, run_console
 
             if not can_prompt():
                 self._say("not pausing: no front end is attached and stdin is not a terminal")
                 return
-        self._paused_frame = frame
         self._resume.clear()
         self._run_mode = ("run", None)
         with self._paused_cv:
@@ -872,7 +877,6 @@ class Session:
         finally:
             with self._paused_cv:
                 self.paused = None
-                self._paused_frame = None
                 self._paused_cv.notify_all()
             self._progress()
 
@@ -903,10 +907,25 @@ class Session:
         self._calls.put((fn, fut))
         return fut.result(timeout=timeout)
 
-    def wait_paused(self, timeout: float | None = None) -> Break | None:
+    def wait_paused(self, timeout: float | None = None, previous: Break | None = None) -> Break | None:
+        """Wait until the job is paused at a break other than `previous`; None on timeout."""
         with self._paused_cv:
-            self._paused_cv.wait_for(lambda: self.paused is not None, timeout=timeout)
-            return self.paused
+            self._paused_cv.wait_for(
+                lambda: self.paused is not None and self.paused is not previous, timeout=timeout)
+            return self.paused if self.paused is not previous else None
+
+    def attach(self) -> None:
+        """A front end is attached: pauses wait for it, and replay is armed."""
+        self.frontends += 1
+        self.armed = True
+
+    def detach(self) -> None:
+        """A front end left; the last one to leave lets a paused job go on."""
+        self.frontends = max(0, self.frontends - 1)
+        if self.frontends == 0:
+            self.armed = "replay" in self.actions
+            if self.paused is not None:
+                self.cont()
 
     def _resume_with(self, mode: str, arg: Any = None) -> None:
         self._run_mode = (mode, arg)

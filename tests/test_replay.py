@@ -1,0 +1,127 @@
+"""Replay: the producer of the first non-finite value, wherever it is born; state untouched."""
+
+from __future__ import annotations
+
+import inspect
+
+import torch
+from torch import nn
+
+
+def line_of(fn, marker: str) -> int:
+    src, first = inspect.getsourcelines(fn)
+    return first + next(i for i, line in enumerate(src) if marker in line)
+
+
+class SqrtNorm(nn.Module):
+    """Finite forward, infinite gradient: d/dx sqrt(x) at 0."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.sqrt(x * x) + 1.0  # @sqrt
+
+
+class WithDropoutAndBN(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.Linear(4, 8)
+        self.bn = nn.BatchNorm1d(8)
+        self.drop = nn.Dropout(0.5)
+        self.norm = SqrtNorm()
+        self.out = nn.Linear(8, 1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.out(self.norm(self.drop(self.bn(self.fc(x)))))
+
+
+def snapshot(model: nn.Module, opt: torch.optim.Optimizer) -> dict:
+    return {
+        "params": {n: p.detach().clone() for n, p in model.named_parameters()},
+        "grads": {n: None if p.grad is None else p.grad.clone() for n, p in model.named_parameters()},
+        "buffers": {n: b.clone() for n, b in model.named_buffers()},
+        "rng": torch.get_rng_state(),
+        "opt": {k: v.clone() if isinstance(v, torch.Tensor) else v
+                for st in opt.state.values() for k, v in st.items()},
+        "modes": [m.training for m in model.modules()],
+    }
+
+
+def same(a: torch.Tensor | None, b: torch.Tensor | None) -> bool:
+    if a is None or b is None:
+        return a is b
+    return a.shape == b.shape and torch.allclose(a.double(), b.double(), rtol=0, atol=0, equal_nan=True)
+
+
+def assert_same(a: dict, b: dict) -> None:
+    for key in ("params", "buffers", "grads"):
+        for n in a[key]:
+            assert same(a[key][n], b[key][n]), f"{key} {n} changed"
+    assert torch.equal(a["rng"], b["rng"])
+    assert a["modes"] == b["modes"]
+    assert a["opt"].keys() == b["opt"].keys()
+
+
+def test_nan_born_in_backward_is_found_and_nothing_changes(session_factory):
+    """sqrt(x*x) at x=0 is finite forward, inf backward; the replay names SqrtBackward0, the
+    module and the line, and leaves params, grads, buffers, RNG, modes and optimizer as they were."""
+    s = session_factory("nan", actions=())
+    s.armed = True
+    torch.manual_seed(0)
+    model = WithDropoutAndBN()
+    opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+    with torch.no_grad():
+        model.fc.weight[0].zero_()
+        model.fc.bias[0] = 0.0  # feature 0 is exactly 0 -> BN keeps it 0 -> sqrt(0)
+    x, y = torch.randn(16, 4), torch.randn(16, 1)
+    loss = nn.functional.mse_loss(model(x), y)
+    loss.backward()
+    assert s.breaks == [] and s.step == 0  # the gradient check runs at the optimizer step
+    seen: dict = {}
+
+    def at_step_hook(opt_, args, kwargs):
+        if s.breaks and "replay" not in seen:
+            seen["before"] = snapshot(model, opt)
+            seen["replay"] = s.replay()
+            seen["after"] = snapshot(model, opt)
+
+    h = torch.optim.Optimizer.register_step_pre_hook(opt, at_step_hook)
+    opt.step()
+    h.remove()
+    (brk,) = s.breaks
+    assert brk.phase == "before_optimizer_step" and "fc.weight.grad" in brk.reason
+    first = seen["replay"]["first_nonfinite"]
+    assert first["where"] == "backward"
+    assert first["op"] == "SqrtBackward0"
+    assert first["module"] == "norm" and first["module_type"] == "SqrtNorm"
+    assert first["line"] == line_of(SqrtNorm.forward, "# @sqrt")
+    assert_same(seen["before"], seen["after"])
+
+
+def test_nan_born_in_the_loss_is_named_from_the_loss_graph(session_factory):
+    """Model output finite, loss not: log of a probability that is exactly 0."""
+    s = session_factory("nan", actions=("replay",))
+    model = nn.Sequential(nn.Linear(4, 3))
+    x = torch.randn(8, 4)
+    probs = torch.softmax(model(x), dim=1) * torch.tensor([1.0, 1.0, 0.0])
+    loss = -torch.log(probs[:, 2]).mean()  # @loss-log
+    loss.backward()
+    (brk,) = s.breaks
+    assert "born in the loss computation" in brk.reason
+    (replay,) = s.replays
+    first = replay["first_nonfinite"]
+    assert first["where"] == "loss" and first["op"] == "LogBackward0" and first["module"] is None
+    assert first["line"] == line_of(test_nan_born_in_the_loss_is_named_from_the_loss_graph, "# @loss-log")
+
+
+def test_replay_with_nothing_captured_says_so(session_factory):
+    s = session_factory("nan")
+    assert s.replay()["summary"].startswith("nothing to replay")
+
+
+def test_activations_condition_breaks_in_the_producing_module(session_factory):
+    s = session_factory("activations")
+    model = nn.Sequential(nn.Linear(4, 4), nn.ReLU())
+    with torch.no_grad():
+        model[0].weight.fill_(1e38)
+    model(torch.full((2, 4), 10.0)).sum().backward()
+    (brk,) = s.breaks
+    assert brk.details["module"] == "0" and brk.phase == "forward"
