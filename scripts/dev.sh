@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Set up a virtual environment and run the demo or the tests.
+#   bash scripts/dev.sh demo    # the NaN demo, paused at the break with the replay's answer
+#   bash scripts/dev.sh test    # ruff and the whole test suite
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY=${PYTHON:-python3}
+if [ ! -x .venv/bin/python ]; then
+  "$PY" -m venv .venv
+fi
+# torch first, pinned: a bare 'torch' requirement with no torch installed pulls the CUDA build.
+if ! .venv/bin/python -c "import torch" 2>/dev/null; then
+  .venv/bin/pip install --quiet "torch==${TORCH_VERSION:-2.13.0}"
+fi
+.venv/bin/pip install --quiet -e ".[test]"
+
+case "${1:-}" in
+  demo)
+    exec .venv/bin/stepdbg --break nan --on-break replay --on-break pause \
+      .venv/bin/python demos/nan_log.py ;;
+  test)
+    .venv/bin/ruff check .
+    exec .venv/bin/python -m pytest -q "${@:2}" ;;
+  *)
+    echo "usage: bash scripts/dev.sh demo|test [pytest args]" >&2
+    exit 2 ;;
+esac

@@ -1,0 +1,120 @@
+"""The job comes first: stepdbg never raises into the loop, and its public API from code."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+
+import torch
+from conftest import ROOT
+from torch import nn
+
+from stepdbg.report import read
+
+
+def test_a_failing_hook_logs_once_turns_itself_off_and_the_loop_goes_on(session_factory, tmp_path, capsys):
+    s = session_factory("nan", report=str(tmp_path / "r.jsonl"))
+    s.quiet = False
+
+    def broken(*args):
+        raise RuntimeError("bug in stepdbg")
+
+    s._on_backward_pre = broken  # a bug in one of our hooks
+    model = nn.Linear(4, 1)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    for _ in range(3):
+        opt.zero_grad()
+        model(torch.randn(2, 4)).sum().backward()
+        opt.step()
+    s.stop()
+    assert s.step == 3  # the other hooks still count steps
+    err = capsys.readouterr().err
+    assert err.count("internal error in the backward hook, which is now off") == 1
+    errors = [e for e in read(str(tmp_path / "r.jsonl")) if e["event"] == "error"]
+    assert len(errors) == 1 and errors[0]["hook"] == "backward" and "bug in stepdbg" in errors[0]["error"]
+
+
+def test_user_errors_pass_through_unchanged(session_factory):
+    session_factory("nan")
+    model = nn.Linear(4, 1)
+    try:
+        model(torch.randn(2, 5))
+    except RuntimeError as e:
+        assert "shapes cannot be multiplied" in str(e)
+    else:
+        raise AssertionError("the user's error was swallowed")
+
+
+def test_stop_removes_every_hook_and_patch(session_factory):
+    import torch.nn.modules.module as nn_module
+    from torch.utils.data import dataloader
+
+    originals = (torch.autograd.backward, dataloader._BaseDataLoaderIter.__next__,
+                 torch.nn.utils.clip_grad_norm_, torch.optim.Optimizer.zero_grad)
+    n_pre, n_post = len(nn_module._global_forward_pre_hooks), len(nn_module._global_forward_hooks)
+    s = session_factory("nan", "activations")
+    assert torch.autograd.backward is not originals[0]
+    s.stop()
+    s.stop()  # idempotent
+    assert (torch.autograd.backward, dataloader._BaseDataLoaderIter.__next__,
+            torch.nn.utils.clip_grad_norm_, torch.optim.Optimizer.zero_grad) == originals
+    assert (len(nn_module._global_forward_pre_hooks), len(nn_module._global_forward_hooks)) == (n_pre, n_post)
+
+
+def run_script(tmp_path, body: str, stdin: str | None = None, env: dict | None = None) -> subprocess.CompletedProcess:
+    p = tmp_path / "train.py"
+    p.write_text(textwrap.dedent(body))
+    import os
+
+    return subprocess.run([sys.executable, str(p)], capture_output=True, text=True, timeout=60, cwd=ROOT,
+                          input=stdin, stdin=None if stdin else subprocess.DEVNULL,
+                          env={**os.environ, **(env or {})})
+
+
+def test_watch_from_code_in_a_plain_python_script(tmp_path):
+    """stepdbg.watch() in the script itself, after the optimizer exists; exception post-mortem too."""
+    report = tmp_path / "r.jsonl"
+    out = run_script(tmp_path, f"""
+        import torch, stepdbg
+        from torch import nn
+        model = nn.Linear(4, 1)
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        stepdbg.watch("nan", "exception", "grad_norm>1e9", report={str(report)!r})
+        for step in range(4):
+            x = torch.randn(8, 4)
+            if step == 2:
+                x[0, 0] = float("inf")
+            opt.zero_grad()
+            model(x).mean().backward()
+            opt.step()
+        raise KeyError("the end")
+    """)
+    assert out.returncode == 1 and "KeyError: 'the end'" in out.stderr
+    events = read(str(report))
+    breaks = [e for e in events if e["event"] == "break"]
+    assert [(b["step"], b["condition"]) for b in breaks] == [(2, "nan"), (4, "exception")]
+
+
+def test_breakpoint_in_code_opens_the_console(tmp_path):
+    """stepdbg.breakpoint() pauses at the terminal; p shows a tensor, c continues."""
+    out = run_script(tmp_path, """
+        import torch, stepdbg
+        w = torch.ones(3, 2)
+        stepdbg.breakpoint()
+        print("after", float(w.sum()))
+    """, stdin="p w\nw.mul_(2)\nc\n", env={"STEPDBG_CONSOLE": "1"})
+    assert out.returncode == 0, out.stderr
+    assert '"numel": 6' in out.stderr and '"max": 1.0' in out.stderr  # p w: the summary
+    assert "stepdbg.breakpoint()" in out.stderr  # the source around the pause
+    assert out.stdout.strip() == "after 12.0"  # the statement ran in the paused frame
+
+
+def test_pause_without_a_terminal_or_front_end_does_not_hang(tmp_path):
+    out = run_script(tmp_path, """
+        import stepdbg
+        stepdbg.breakpoint()
+        print("went on")
+    """)
+    assert out.returncode == 0 and out.stdout.strip() == "went on"
+    assert "not pausing: no front end is attached and stdin is not a terminal" in out.stderr
