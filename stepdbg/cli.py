@@ -18,11 +18,10 @@ import sys
 from dataclasses import dataclass, field
 
 from . import __version__
+from .conditions import ACTIONS, ConditionError, parse
 from .conditions import HELP as CONDITIONS_HELP
-from .conditions import ConditionError, parse
 
 EXIT_USAGE = 2
-ACTIONS = ("report", "replay", "skip", "abort", "pause")
 
 USAGE = """\
 usage: stepdbg [run] [OPTIONS] [python] SCRIPT.py [ARGS...]
@@ -141,8 +140,6 @@ def parse_args(argv: list[str]) -> RunConfig | str:
         d = os.path.dirname(os.path.abspath(cfg.report))
         if not os.path.isdir(d):
             raise UsageError(f"--report {cfg.report!r}: folder {d!r} does not exist")
-    if "pause" in cfg.actions and cfg.breaks == []:
-        pass
     return cfg
 
 

@@ -34,6 +34,9 @@ SCALAR_PHASE = {
     "mem": "before_optimizer_step",
 }
 
+# What may happen at a break (--on-break), in the order given.
+ACTIONS = ("report", "replay", "skip", "abort", "pause")
+
 SIMPLE_KINDS = {
     "nan": "nan",
     "inf": "nan",
@@ -102,26 +105,14 @@ class Condition:
         """
         t = self.threshold
         step = scalars.get("step")
-        if self.kind == "grad_norm":
-            v = scalars.get("grad_norm")
+        if self.kind in _ABOVE:
+            v = scalars.get(self.kind)
             if v is not None and v > t:
-                return f"gradient norm {_fmt(v)} is above {_fmt(t)}"
-        elif self.kind == "loss":
-            v = scalars.get("loss")
-            if v is not None and v > t:
-                return f"loss {_fmt(v)} is above {_fmt(t)}"
+                return _ABOVE[self.kind](v, t)
         elif self.kind == "loss_spike":
             v, med = scalars.get("loss"), scalars.get("loss_median")
             if v is not None and med is not None and med > 0 and v > t * med:
                 return f"loss {_fmt(v)} is {v / med:.1f}x the running median {_fmt(med)} (limit {_fmt(t)}x)"
-        elif self.kind == "data_wait":
-            v = scalars.get("data_wait")
-            if v is not None and v > t:
-                return f"waited {v:.2f}s for data (limit {_fmt(t)}s)"
-        elif self.kind == "mem":
-            v = scalars.get("mem")
-            if v is not None and v > t:
-                return f"memory {format_size(v)} is above {format_size(t)}"
         elif self.kind == "step":
             if step == t:
                 return f"reached step {step}"
@@ -140,6 +131,15 @@ class Condition:
                 shown = ", ".join(f"{n}={_fmt(env[n])}" for n in self.names)
                 return f"{self.expr} is true ({shown})"
         return None
+
+
+# Kinds that fire when their scalar is above the threshold, and how each says so.
+_ABOVE = {
+    "grad_norm": lambda v, t: f"gradient norm {_fmt(v)} is above {_fmt(t)}",
+    "loss": lambda v, t: f"loss {_fmt(v)} is above {_fmt(t)}",
+    "data_wait": lambda v, t: f"waited {v:.2f}s for data (limit {_fmt(t)}s)",
+    "mem": lambda v, t: f"memory {format_size(v)} is above {format_size(t)}",
+}
 
 
 def parse(spec: str) -> Condition:

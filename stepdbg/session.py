@@ -32,11 +32,10 @@ import torch
 
 from . import conditions as cond_mod
 from . import inspection, tensors
-from .conditions import Condition
+from .conditions import ACTIONS, Condition
 from .hooks import HookSet
 from .report import Report
 
-ACTIONS = ("report", "replay", "skip", "abort", "pause")
 EXIT_ABORT = 3
 HISTORY_LEN = 10_000
 SPIKE_WINDOW = 50
@@ -167,9 +166,12 @@ class Session:
         self._schedulers: weakref.WeakSet[Any] = weakref.WeakSet()
         self._scaled: dict[int, torch.Tensor] = {}
         self._in_scaler_step = False
+        self._in_optimizer_step = False
+        self._in_forward_of: torch.nn.Module | None = None
+        self._hidden: list[tuple[torch.Tensor, torch.Tensor]] = []
         self._last_step_end: float | None = None
         self._last_progress = time.monotonic()
-        self._disabled: set[str] = set()
+        self.disabled_hooks: set[str] = set()  # hooks that failed and turned themselves off
         self._pins: dict[tuple[int, int], float] = {}
         # What a replay needs, captured at the model's forward.
         self.capture: dict[str, Any] = {}
@@ -402,14 +404,14 @@ class Session:
 
     def _guard(self, name: str, fn: Callable[..., Any], *args: Any) -> Any:
         """Run a hook body; a failure logs once and turns that hook off, never raises."""
-        if name in self._disabled:
+        if name in self.disabled_hooks:
             return None
         try:
             return fn(*args)
         except (Abort, KeyboardInterrupt):
             raise
         except Exception as e:
-            self._disabled.add(name)
+            self.disabled_hooks.add(name)
             self._say(f"internal error in the {name} hook, which is now off: {type(e).__name__}: {e}")
             self.report.write("error", hook=name, error=f"{type(e).__name__}: {e}",
                               traceback=traceback.format_exc())
@@ -418,18 +420,20 @@ class Session:
     # ------------------------------------------------------------------ module hooks (hot path)
 
     def _fwd_pre(self, module: torch.nn.Module, args: tuple[Any, ...]) -> None:
+        if self._thread is not None and threading.get_ident() != self._thread:
+            return  # forwards on other threads (an eval thread) are not the training step
         d = self._depth
         self._depth = d + 1
         if d == 0 and torch.is_grad_enabled() and self._tracking():
             self._guard("forward", self._on_root_forward, module, args)
 
     def _fwd_post(self, module: torch.nn.Module, args: tuple[Any, ...], output: Any) -> None:
+        if self._thread is not None and threading.get_ident() != self._thread:
+            return
         self._depth = max(0, self._depth - 1)
         if self._depth == 0 and self._cur is not None and self._cur.forwards and self._tracking():
             if self._roots.get(id(module)) is module and self._in_forward_of is module:
                 self._guard("forward", self._on_root_forward_done, module, output)
-
-    _in_forward_of: torch.nn.Module | None = None
 
     def _is_model_module(self, module: torch.nn.Module) -> bool:
         known = self._is_model.get(module)
@@ -457,8 +461,6 @@ class Session:
         if not self._is_model_module(module):
             return
         st = self._ensure_step()
-        if st.optimizer_stepped and not self._in_optimizer_step:
-            return
         st.forwards += 1
         self._roots[id(module)] = module
         self._in_forward_of = module
@@ -495,16 +497,14 @@ class Session:
                 out.register_hook(keep_grad)
         self._pause_point("after_forward")
 
-    _in_optimizer_step = False
-
-    def _on_backward_pre(self, tensors: Any) -> None:
+    def _on_backward_pre(self, targets: Any) -> None:
         st = self._ensure_step()
         st.backward_calls += 1
-        t = tensors if isinstance(tensors, torch.Tensor) else _first_tensor(tensors)
+        t = targets if isinstance(targets, torch.Tensor) else _first_tensor(targets)
         loss = self._scaled.pop(id(t), t) if t is not None else None
         self.capture["loss"] = loss
         if loss is not None and loss.numel() == 1:
-            st.losses.append(tensors_float(loss))
+            st.losses.append(tensors.as_float(loss))
         self._pause_point("before_backward")
 
     def _on_backward_post(self) -> None:
@@ -1026,7 +1026,7 @@ class Session:
             p.grad = None
 
     def _restore_grads(self) -> None:
-        for p, g in getattr(self, "_hidden", []):
+        for p, g in self._hidden:
             p.grad = g
         self._hidden = []
 
@@ -1160,10 +1160,6 @@ class Session:
 # ---------------------------------------------------------------------- helpers
 
 
-def tensors_float(t: torch.Tensor) -> float:
-    return float(t.detach().float().reshape(()))
-
-
 def _fmt_nonfinite(v: float) -> str:
     return "nan" if math.isnan(v) else ("inf" if v > 0 else "-inf")
 
@@ -1211,7 +1207,10 @@ def set_rng_state(state: dict[str, Any]) -> None:
 def _caller_kwargs() -> dict[str, Any]:
     # Global forward pre-hooks get args only; the kwargs of the root call live in the
     # frame of Module._call_impl (torch 2.x), two or three frames up.
-    f = sys._getframe(3)
+    try:
+        f: FrameType | None = sys._getframe(3)
+    except ValueError:
+        return {}
     for _ in range(6):
         if f is None:
             break

@@ -46,6 +46,8 @@ def run_stepdbg(tmp_path: Path, *args: str, script_args: tuple[str, ...] = (), t
         env={**os.environ, **(env or {})},
     )
     events = [json.loads(line) for line in report.read_text().splitlines()] if report.exists() else []
+    errors = [e for e in events if e["event"] == "error"]
+    assert not errors, f"a stepdbg hook failed: {errors}"
     return Run(proc.returncode, proc.stdout, proc.stderr, events)
 
 
@@ -64,3 +66,5 @@ def session_factory():
     yield make
     for s in made:
         s.stop()
+    # A hook that failed turned itself off quietly; in a test that is a bug to see.
+    assert not any(s.disabled_hooks for s in made), [s.disabled_hooks for s in made]

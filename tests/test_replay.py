@@ -125,3 +125,25 @@ def test_activations_condition_breaks_in_the_producing_module(session_factory):
     model(torch.full((2, 4), 10.0)).sum().backward()
     (brk,) = s.breaks
     assert brk.details["module"] == "0" and brk.phase == "forward"
+
+
+def test_replay_in_a_dataloader_loop_with_accumulation(session_factory):
+    """Loop style (a) with two micro-batches: the replay re-runs the micro-batch that broke."""
+    from torch.utils.data import DataLoader, TensorDataset
+
+    s = session_factory("nan", actions=("replay",))
+    x = torch.rand(32, 4) + 0.1
+    x[21, 1] = 0.0  # batch 5 (step 2, second micro-batch)
+    loader = DataLoader(TensorDataset(x, torch.randn(32, 1)), batch_size=4)
+    model = nn.Sequential(nn.Linear(4, 4), nn.ReLU(), nn.Linear(4, 1))
+    model.register_forward_pre_hook(lambda m, a: (torch.log(a[0]),))  # the producer: a hook on the root
+    opt = torch.optim.SGD(model.parameters(), lr=0.0)
+    for i, (xb, yb) in enumerate(loader):
+        nn.functional.mse_loss(model(xb), yb).backward()
+        if i % 2 == 1:
+            opt.step()
+            opt.zero_grad()
+    first = s.replays[0]["first_nonfinite"]
+    assert (s.breaks[0].step, s.breaks[0].phase) == (2, "before_backward")
+    assert first["op"] == "log" and first["where"] == "forward"
+    assert first["line"] == line_of(test_replay_in_a_dataloader_loop_with_accumulation, "torch.log(a[0])")
