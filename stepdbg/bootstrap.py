@@ -50,6 +50,15 @@ def main() -> int:
     )
     stepdbg._session = session
     session.start()
+    session.detach_timeout = config.get("detach_timeout")
+    if config.get("serve"):
+        session.wait_for_frontend = True
+    try:
+        from stepdbg.server import serve
+
+        serve(session, config.get("listen"), announce=bool(config.get("serve") or config.get("listen")))
+    except OSError as e:  # the job runs on; it just cannot be attached to
+        print(f"stepdbg: cannot listen ({e}); the job runs without attach", file=sys.stderr)
     code = 0
     try:
         if module:

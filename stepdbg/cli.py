@@ -26,31 +26,45 @@ EXIT_USAGE = 2
 USAGE = """\
 usage: stepdbg [run] [OPTIONS] [python] SCRIPT.py [ARGS...]
        stepdbg [run] [OPTIONS] [python] -m MODULE [ARGS...]
+       stepdbg serve [--listen HOST:PORT] [OPTIONS] [python] SCRIPT.py [ARGS...]
+       stepdbg attach [TARGET] [--token TOKEN]
+       stepdbg ls [--json] [ssh://[user@]host[:port]]
 
 Run a PyTorch training script under stepdbg: it breaks when a condition holds
 (a NaN, an exploding gradient, a stalled dataloader, an exception, ...) and reports,
-replays, skips, aborts or pauses there.
+replays, skips, aborts or pauses there. Every job is attachable from another shell
+(stepdbg attach); `serve` runs headless and waits for a client at each break.
 
-options:
+options (run and serve):
   --break SPEC        break when SPEC holds (repeatable; default: nan and exception)
-  --on-break ACTION   what to do at a break, in order (repeatable; default: report):
+  --on-break ACTION   what to do at a break, in order (repeatable; default: report,
+                      or pause for serve):
                         report  write the break to the report and go on
                         replay  re-run the step under anomaly detection; name the op
                         skip    do not apply this step's update
                         abort   end the script with exit code 3
-                        pause   wait at the terminal (Enter continues, h for help)
+                        pause   wait for a client (stepdbg attach), or at the terminal
   --report FILE       write JSON lines, one event per line, flushed as written
+  --listen HOST:PORT  also accept TCP (default host 127.0.0.1; the token is still required)
+  --detach-timeout S  a paused job with no client left resumes by itself after S seconds
   -q, --quiet         no stepdbg messages on stderr (the report still gets everything)
   --help-conditions   list every condition spec
   -h, --help          this text;   --version   the version
+
+TARGET (attach): a session id or pid, a socket path, HOST:PORT (with --token), or
+ssh://[user@]host[:port][/session]; none: the only local session.
 
 examples:
   stepdbg python train.py --lr 3e-4
   stepdbg --break nan --on-break replay --on-break abort --report run.jsonl train.py
   stepdbg --break 'grad_norm>100' --break 'expr:loss > 4 and step > 100' -m mypkg.train
-  stepdbg --break 'stall>60' --on-break report --report hang.jsonl train.py
+  stepdbg serve --break nan python train.py          # then, in another shell:
+  stepdbg attach                                     # or: stepdbg attach ssh://me@node17
+  stepdbg ls --json
 
-exit codes: the script's own; 2 for bad stepdbg options; 3 when --on-break abort ended it.
+exit codes: the script's own; 2 for bad stepdbg options; 3 when abort (or a client) ended it.
+attach: 0 when you detach; the job's exit code when it ends while attached; 1 when
+the connection is lost or refused.
 """
 
 
@@ -64,6 +78,9 @@ class RunConfig:
     actions: list[str] = field(default_factory=list)
     report: str | None = None
     quiet: bool = False
+    serve: bool = False
+    listen: str | None = None
+    detach_timeout: float | None = None
     python: str = sys.executable
     module: str | None = None
     script: str | None = None
@@ -72,9 +89,12 @@ class RunConfig:
     def to_env(self) -> str:
         return json.dumps({
             "breaks": self.breaks or ["nan", "exception"],
-            "actions": self.actions or ["report"],
+            "actions": self.actions or (["pause"] if self.serve else ["report"]),
             "report": self.report,
             "quiet": self.quiet,
+            "serve": self.serve,
+            "listen": self.listen,
+            "detach_timeout": self.detach_timeout,
         })
 
 
@@ -82,7 +102,8 @@ def parse_args(argv: list[str]) -> RunConfig | str:
     """Parse the command line; returns a config to run, or text to print and exit 0."""
     cfg = RunConfig()
     i = 0
-    if argv and argv[0] == "run":
+    if argv and argv[0] in ("run", "serve"):
+        cfg.serve = argv[0] == "serve"
         i = 1
     while i < len(argv):
         a = argv[i]
@@ -97,7 +118,7 @@ def parse_args(argv: list[str]) -> RunConfig | str:
             i += 1
             continue
         name, eq, val = a.partition("=")
-        if name in ("--break", "--on-break", "--report"):
+        if name in ("--break", "--on-break", "--report", "--listen", "--detach-timeout"):
             if not eq:
                 if i + 1 >= len(argv):
                     raise UsageError(f"{name} needs a value")
@@ -111,6 +132,16 @@ def parse_args(argv: list[str]) -> RunConfig | str:
                 if val not in ACTIONS:
                     raise UsageError(f"unknown --on-break action {val!r}; known: {', '.join(ACTIONS)}")
                 cfg.actions.append(val)
+            elif name == "--listen":
+                host, sep, port = val.rpartition(":")
+                if not sep or not port.isdigit():
+                    raise UsageError(f"--listen {val!r}: expected HOST:PORT or :PORT, e.g. 127.0.0.1:5678")
+                cfg.listen = val if host else f"127.0.0.1:{port}"
+            elif name == "--detach-timeout":
+                try:
+                    cfg.detach_timeout = float(val)
+                except ValueError:
+                    raise UsageError(f"--detach-timeout {val!r} is not a number of seconds") from None
             else:
                 cfg.report = val
             continue
@@ -150,6 +181,10 @@ def _looks_like_python(word: str) -> bool:
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] in ("attach", "ls"):
+        from . import frontend_cli
+
+        return frontend_cli.main(argv)
     try:
         cfg = parse_args(argv)
     except (UsageError, ConditionError) as e:

@@ -1,34 +1,39 @@
-"""A line console at the terminal for a paused job with no front end attached.
+"""A line console: at a pause in the job's own terminal, or over `stepdbg attach`.
 
-It runs on the paused training thread and calls the session directly. The richer
-prompt-toolkit REPL and the TUI come with the front-end issues; this is the fallback
-that keeps `--on-break pause` useful from a plain terminal.
+The same commands drive either a Session (in process, on the paused training thread)
+or a Client (another process, over the protocol): both have the same method names.
+The richer prompt-toolkit REPL and the TUI come with the front-end issue; this keeps
+`--on-break pause` and `stepdbg attach` useful from a plain terminal.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import queue
 import shlex
 import sys
-from typing import TYPE_CHECKING, Any
+import threading
+from typing import Any
 
 from .conditions import ConditionError, format_size
 
-if TYPE_CHECKING:
-    from .session import Session
-
 HELP = """\
-stepdbg console (the job is paused):
+stepdbg console:
   Enter, c          continue            n   next pause point     s   next step
-  until N           run to step N       r   replay the step (anomaly detection)
+  until N           run to step N       pause   pause at the next pause point
+  r                 replay the step under anomaly detection
   p EXPR            summary of a tensor (loss, batch, model.fc.weight.grad, a local)
-  lr X [pin]        set the learning rate (pin: keep it against schedulers/loops)
+  lr X [pin]        set the learning rate (pin: keep it against schedulers and loops)
   skip              do not apply this step's update
-  info model|opt|mem|threads|source|history|timings
+  info model|opt|mem|threads|source|history|timings|status
   break [add SPEC | rm SPEC]            list, add or remove breakpoints
-  q                 end the job now (exit code 3)
+  q                 end the job (exit code 3)
+  detach [continue|end]                 (attach only) leave; the job stays paused unless told
   anything else     runs as Python in the paused frame"""
+
+RESUMES = {"": "cont", "c": "cont", "continue": "cont", "n": "next_phase", "next": "next_phase",
+           "s": "next_step", "step": "next_step", "q": "end", "quit": "end", "abort": "end"}
 
 
 def can_prompt() -> bool:
@@ -40,111 +45,176 @@ def can_prompt() -> bool:
         return False
 
 
-def run_console(session: Session) -> None:
-    """Read commands until one resumes the job."""
-    from .session import Abort
+def _out(text: str) -> None:
+    print(text, file=sys.stderr, flush=True)
 
-    out = sys.stderr
-    src = session.source(2)
+
+def execute(target: Any, cmd: str) -> str | None:
+    """Run one console command on a Session or Client. Returns "resumed" when the job
+    was told to go on, "detach" when the user leaves, else None."""
+    cmd = cmd.strip()
+    if cmd in RESUMES:
+        getattr(target, RESUMES[cmd])()
+        return "resumed"
+    if cmd in ("h", "help", "?"):
+        _out(HELP)
+        return None
+    word, _, rest = cmd.partition(" ")
+    rest = rest.strip()
+    if word == "detach":
+        return "detach"
+    if word == "until":
+        target.run_to_step(int(rest))
+        return "resumed"
+    if word == "pause":
+        target.pause()
+    elif word in ("r", "replay"):
+        _out(target.replay()["summary"])
+    elif word == "p":
+        _show(target.summary(rest))
+    elif word == "lr":
+        parts = shlex.split(rest)
+        target.set_lr(float(parts[0]), pin="pin" in parts[1:])
+    elif word == "skip":
+        target.skip_step()
+    elif word == "info":
+        _info(target, rest or "model")
+    elif word == "break":
+        sub, _, spec = rest.partition(" ")
+        if sub == "add":
+            target.add_break(spec.strip())
+        elif sub in ("rm", "remove"):
+            target.remove_break(spec.strip())
+        for spec in target.break_specs():
+            _out(f"  {spec}")
+    else:
+        r = target.evaluate(cmd)
+        if r["output"]:
+            print(r["output"], end="", file=sys.stderr)
+        if r["error"]:
+            print(r["error"], end="", file=sys.stderr)
+        elif r["value"] is not None:
+            _out(r["value"])
+    return None
+
+
+def _errors() -> tuple[type[BaseException], ...]:
+    from .client import ClientError
+
+    return (ConditionError, ValueError, KeyError, LookupError, RuntimeError, ClientError, IndexError)
+
+
+def show_source(target: Any) -> None:
+    src = target.source(2)
     if src:
         for ln in src["lines"]:
             mark = "->" if ln["line"] == src["line"] else "  "
-            print(f"{mark}{ln['line']:5d}  {ln['text']}", file=out)
-    print("stepdbg paused; Enter continues, h for help", file=out, flush=True)
+            _out(f"{mark}{ln['line']:5d}  {ln['text']}")
+
+
+def run_console(session: Any) -> None:
+    """In process, on the paused training thread: read commands until one resumes."""
+    show_source(session)
+    _out("stepdbg paused; Enter continues, h for help")
     while True:
-        print("(stepdbg) ", end="", file=out, flush=True)
+        print("(stepdbg) ", end="", file=sys.stderr, flush=True)
         line = sys.stdin.readline()
         if not line:  # EOF: nobody is there to answer, so go on
             session.cont()
             return
-        cmd = line.strip()
         try:
-            if cmd in ("", "c", "continue"):
-                session.cont()
+            if execute(session, line) == "resumed":
                 return
-            if cmd in ("n", "next"):
-                session.next_phase()
-                return
-            if cmd in ("s", "step"):
-                session.next_step()
-                return
-            if cmd in ("q", "quit", "abort"):
-                raise Abort()
-            if cmd in ("h", "help", "?"):
-                print(HELP, file=out)
-                continue
-            word, _, rest = cmd.partition(" ")
-            rest = rest.strip()
-            if word == "until":
-                session.run_to_step(int(rest))
-                return
-            if word in ("r", "replay"):
-                session.replay()
-            elif word == "p":
-                _show(session.summary(rest))
-            elif word == "lr":
-                parts = shlex.split(rest)
-                session.set_lr(float(parts[0]), pin="pin" in parts[1:])
-            elif word == "skip":
-                session.skip_step()
-            elif word == "info":
-                _info(session, rest or "model")
-            elif word == "break":
-                _break_cmd(session, rest)
-            else:
-                r = session.evaluate(cmd)
-                if r["output"]:
-                    print(r["output"], end="", file=out)
-                if r["error"]:
-                    print(r["error"], end="", file=out)
-                elif r["value"] is not None:
-                    print(r["value"], file=out)
-        except Abort:
-            raise
-        except (ConditionError, ValueError, KeyError, LookupError, RuntimeError) as e:
-            print(f"error: {e}", file=out)
+        except _errors() as e:
+            _out(f"error: {e}")
+
+
+def attach_console(client: Any) -> int:
+    """Over `stepdbg attach`: commands any time; pauses and the end are shown as they come.
+
+    Returns the job's exit code when it ends while attached, else 0."""
+    lines: queue.Queue[str | None] = queue.Queue()
+
+    def read_stdin() -> None:
+        for line in sys.stdin:
+            lines.put(line)
+        lines.put(None)
+
+    threading.Thread(target=read_stdin, name="stepdbg-stdin", daemon=True).start()
+    st = client.status_at_attach or client.status()
+    _out(f"attached to pid {client.session.get('pid')} ({' '.join(client.session.get('argv', [])[1:3])}), "
+         f"step {st.get('step')}, {st.get('state')}; h for help, detach to leave")
+    shown = None
+    while True:
+        if client.exited is not None:
+            ex = client.exited
+            if "lost" in ex:
+                _out(f"stepdbg: {ex['lost']}")
+                return 1
+            _out(f"the job ended with exit code {ex.get('exit_code')} after {ex.get('steps')} steps")
+            return int(ex.get("exit_code") or 0)
+        brk = client.paused
+        if brk is not None and brk is not shown:
+            shown = brk
+            _out(f"paused at step {brk['step']} ({brk['phase']}) [{brk['condition']}]: {brk['reason']}")
+            try:
+                show_source(client)
+            except _errors():
+                pass
+            print("(stepdbg) ", end="", file=sys.stderr, flush=True)
+        try:
+            line = lines.get(timeout=0.2)
+        except queue.Empty:
+            continue
+        if line is None:
+            client.close()
+            return 0
+        try:
+            if execute(client, line) == "detach":
+                then = line.split()[1] if len(line.split()) > 1 else "stay"
+                client.close(then=then)
+                _out(f"detached ({'the job stays paused' if then == 'stay' and client.paused else then})")
+                return 0
+        except _errors() as e:
+            _out(f"error: {e}")
+        except ConnectionError as e:
+            _out(f"stepdbg: {e}")
+            return 1
+        if client.paused is not None:
+            print("(stepdbg) ", end="", file=sys.stderr, flush=True)
 
 
 def _show(data: Any) -> None:
-    print(json.dumps(data, indent=1, default=str), file=sys.stderr)
+    _out(json.dumps(data, indent=1, default=str))
 
 
-def _info(session: Session, what: str) -> None:
+def _info(target: Any, what: str) -> None:
     if what == "model":
-        for r in session.module_tree():
+        for r in target.module_tree():
             g = f"{r['grad_norm']:.3g}" if r["grad_norm"] is not None else "-"
             w = f"{r['weight_norm']:.3g}" if r["weight_norm"] is not None else "-"
-            print(f"{'  ' * r['depth']}{r['name']:<24} {r['type']:<16} out={r['output_shape']} "
-                  f"params={r['params']} |w|={w} |g|={g} {'train' if r['training'] else 'eval'}",
-                  file=sys.stderr)
+            _out(f"{'  ' * r['depth']}{r['name']:<24} {r['type']:<16} out={r['output_shape']} "
+                 f"params={r['params']} |w|={w} |g|={g} {'train' if r['training'] else 'eval'}")
     elif what == "mem":
-        m = session.memory()
-        print(f"host RSS {format_size(m['host_rss'] or 0)}", file=sys.stderr)
+        m = target.memory()
+        _out(f"host RSS {format_size(m['host_rss'] or 0)}")
         for d in m["cuda"]:
-            print(f"cuda:{d['device']} allocated {format_size(d['allocated'])} reserved "
-                  f"{format_size(d['reserved'])} peak {format_size(d['peak_allocated'])}", file=sys.stderr)
+            _out(f"cuda:{d['device']} allocated {format_size(d['allocated'])} reserved "
+                 f"{format_size(d['reserved'])} peak {format_size(d['peak_allocated'])}")
     elif what in ("opt", "optimizer"):
-        _show(session.optimizer_info())
+        _show(target.optimizer_info())
     elif what == "threads":
-        for t in session.stacks():
-            print(f"--- {t['name']}", file=sys.stderr)
+        for t in target.stacks():
+            _out(f"--- {t['name']}")
             for fr in t["stack"][-8:]:
-                print(f"  {fr['file']}:{fr['line']} {fr['function']}: {fr['code']}", file=sys.stderr)
+                _out(f"  {fr['file']}:{fr['line']} {fr['function']}: {fr['code']}")
     elif what == "source":
-        _show(session.source(8))
+        _show(target.source(8))
     elif what == "history":
-        _show(list(session.history)[-20:])
+        _show(list(target.history)[-20:])
     elif what == "timings":
-        _show(session.timings())
+        _show(target.timings())
+    elif what == "status":
+        _show(target.status())
     else:
-        raise ValueError(f"info what? model, opt, mem, threads, source, history, timings (not {what!r})")
-
-
-def _break_cmd(session: Session, rest: str) -> None:
-    word, _, spec = rest.partition(" ")
-    if word == "add":
-        session.add_break(spec.strip())
-    elif word in ("rm", "remove"):
-        session.remove_break(spec.strip())
-    for c in session.conditions:
-        print(f"  {c.spec}", file=sys.stderr)
+        raise ValueError(f"info what? model, opt, mem, threads, source, history, timings, status (not {what!r})")

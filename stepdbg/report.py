@@ -1,32 +1,16 @@
 """The JSON-lines report: one object per event, flushed as written.
 
-Non-finite floats are written as the strings "nan", "inf" and "-inf" so every line is
-strict JSON that any tool can read.
+Non-finite floats are written as the strings "nan", "inf" and "-inf" (protocol.plain)
+so every line is strict JSON that any tool can read.
 """
 
 from __future__ import annotations
 
 import json
-import math
 import threading
 from typing import Any, TextIO
 
-
-def plain(value: Any) -> Any:
-    """Turn `value` into strict-JSON data: non-finite floats become strings."""
-    if isinstance(value, float):
-        if math.isnan(value):
-            return "nan"
-        if math.isinf(value):
-            return "inf" if value > 0 else "-inf"
-        return value
-    if isinstance(value, dict):
-        return {str(k): plain(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [plain(v) for v in value]
-    if value is None or isinstance(value, (bool, int, str)):
-        return value
-    return str(value)
+from .protocol import plain
 
 
 class Report:

@@ -182,8 +182,15 @@ class Session:
         self._resume = threading.Event()
         self._calls: queue.Queue[tuple[Callable[[], Any], Future[Any]]] = queue.Queue()
         self._run_mode: tuple[str, Any] = ("run", None)
-        self._pause_listeners: list[Callable[[Break], None]] = []
+        # Called with (event, data) on the thread where it happens: "break", "paused",
+        # "resumed", "step", "change", "replay". The server forwards them to clients.
+        self.listeners: list[Callable[[str, Any], None]] = []
         self.frontends = 0
+        self.wait_for_frontend = False  # serve mode: a pause waits for a client to attach
+        self.detach_timeout: float | None = None
+        self._alone_since: float | None = None
+        self._end_requested = False
+        self.server: Any = None
         self._paused_cv = threading.Condition()
         self._watchdog: Any = None
 
@@ -224,6 +231,8 @@ class Session:
         if self._watchdog is not None:
             self._watchdog.stop()
         self._hooks.remove_all()
+        if self.server is not None:
+            self.server.stop(exit_code)
         self.report.write("end", exit_code=exit_code, steps=self.step, breaks=len(self.breaks),
                           repeats_not_reported=self.repeats)
         if self.repeats:
@@ -243,6 +252,9 @@ class Session:
             self._install_activation_hook()
         self._log_change("break_add", spec=c.spec)
         return c
+
+    def break_specs(self) -> list[str]:
+        return [c.spec for c in self.conditions]
 
     def remove_break(self, spec: str) -> None:
         before = len(self.conditions)
@@ -570,6 +582,8 @@ class Session:
             "skipped": st.skip or st.skipped_by_scaler,
             "skipped_by_scaler": st.skipped_by_scaler,
         })
+        if self.listeners:
+            self._emit("step", self.history[-1])
         self.step += 1
         self._cur = None
         self._last_step_end = now
@@ -635,6 +649,9 @@ class Session:
     # ------------------------------------------------------------------ conditions
 
     def _pause_point(self, phase: str) -> None:
+        if self._end_requested:
+            self._say(f"ending the job (exit code {EXIT_ABORT}) as asked by a client")
+            raise Abort()
         st = self._ensure_step()
         st.phase = phase
         st.phase_times[phase] = time.perf_counter() - st.started
@@ -772,6 +789,7 @@ class Session:
         )
         self.breaks.append(brk)
         self.report.write("break", **asdict(brk))
+        self._emit("break", asdict(brk))
         self._say(f"break at step {brk.step} ({brk.phase}) [{condition}]: {reason}"
                   + (f"\n  at {brk.where['file']}:{brk.where['line']}  {brk.where['code']}" if brk.where else ""))
         self._paused_frame = frame  # the frame the actions (replay, the console) look at
@@ -854,8 +872,16 @@ class Session:
 
     # ------------------------------------------------------------------ pausing and controls
 
+    def _emit(self, event: str, data: Any) -> None:
+        for listener in list(self.listeners):
+            try:
+                listener(event, data)
+            except Exception as e:  # a listener must never reach the training loop
+                self._say(f"event listener failed: {type(e).__name__}: {e}")
+
     def _pause(self, brk: Break) -> None:
-        if self.frontends == 0:
+        console = self.frontends == 0 and not self.wait_for_frontend
+        if console:
             from .console import can_prompt, run_console
 
             if not can_prompt():
@@ -866,19 +892,23 @@ class Session:
         with self._paused_cv:
             self.paused = brk
             self._paused_cv.notify_all()
-        for listener in list(self._pause_listeners):
-            with contextlib.suppress(Exception):
-                listener(brk)
+        self._emit("paused", brk)
         try:
-            if self.frontends == 0:
+            if console:
                 run_console(self)
             else:
+                if self.frontends == 0:
+                    self._say(f"paused; waiting for a client: {self.server.attach_command if self.server else ''}")
                 self._serve_paused()
         finally:
             with self._paused_cv:
                 self.paused = None
                 self._paused_cv.notify_all()
             self._progress()
+            self._emit("resumed", {"step": self.step})
+        if self._end_requested:
+            self._say(f"ending the job (exit code {EXIT_ABORT}) as asked by a client")
+            raise Abort()
 
     def _serve_paused(self) -> None:
         # Run requests on the training thread until someone resumes.
@@ -886,6 +916,11 @@ class Session:
             try:
                 fn, fut = self._calls.get(timeout=0.1)
             except queue.Empty:
+                alone = self._alone_since
+                if (self.detach_timeout is not None and alone is not None and self.frontends == 0
+                        and time.monotonic() - alone > self.detach_timeout):
+                    self._say(f"no client for {self.detach_timeout:g}s: resuming (--detach-timeout)")
+                    self.cont()
                 continue
             if fut.set_running_or_notify_cancel():
                 try:
@@ -917,15 +952,28 @@ class Session:
     def attach(self) -> None:
         """A front end is attached: pauses wait for it, and replay is armed."""
         self.frontends += 1
+        self._alone_since = None
         self.armed = True
 
-    def detach(self) -> None:
-        """A front end left; the last one to leave lets a paused job go on."""
+    def detach(self, then: str = "stay") -> None:
+        """A front end left. `then`: "stay" (a paused job waits for a re-attach),
+        "continue" or "end" (the job ends with exit code 3)."""
         self.frontends = max(0, self.frontends - 1)
         if self.frontends == 0:
+            self._alone_since = time.monotonic()
             self.armed = "replay" in self.actions
-            if self.paused is not None:
-                self.cont()
+        if then == "continue":
+            self.cont()
+        elif then == "end":
+            self.end()
+
+    def end(self) -> None:
+        """End the job: at once if paused, else at the next pause point (exit code 3)."""
+        self._end_requested = True
+        if self.paused is not None:
+            self.cont()
+        else:
+            self._run_mode = ("phase", None)
 
     def _resume_with(self, mode: str, arg: Any = None) -> None:
         self._run_mode = (mode, arg)
@@ -1034,6 +1082,7 @@ class Session:
         rec = {"what": what, "step": self.step, **fields}
         self.changes.append(rec)
         self.report.write("change", **rec)
+        self._emit("change", rec)
         self._say(f"change: {what} " + ", ".join(f"{k}={v}" for k, v in fields.items()))
         return rec
 
@@ -1062,6 +1111,16 @@ class Session:
 
         return self.on_training_thread(run)
 
+    def slice(self, name: str, index: str = "", limit: int = 256) -> list[Any]:
+        """Values of a tensor at a numpy-style index ('0, :8'), at most `limit` of them."""
+        def run() -> list[Any]:
+            value = self._eval_expr(name)
+            if not isinstance(value, torch.Tensor):
+                raise LookupError(f"{name!r} is a {type(value).__name__}, not a tensor")
+            return tensors.slice_of(value, index, limit)
+
+        return self.on_training_thread(run)
+
     def _eval_expr(self, expr: str) -> Any:
         ns = self.namespace()
         try:
@@ -1086,8 +1145,8 @@ class Session:
                         result = eval(code, g, loc)
                     except SyntaxError:
                         exec(compile(source, "<stepdbg>", "exec"), g, loc)
-            except Exception:
-                error = traceback.format_exc(limit=-3)
+            except Exception as e:
+                error = _user_traceback(e)
             finally:
                 self._busy = False
             if f is not None:
@@ -1127,6 +1186,7 @@ class Session:
             "pid": self.pid, "argv": self.argv, "step": self.step,
             "phase": st.phase if st else "between steps",
             "state": "paused" if self.paused else "running",
+            "frontends": self.frontends,
             "paused": asdict(self.paused) if self.paused else None,
             "breaks": [c.spec for c in self.conditions], "actions": self.actions,
         }
@@ -1143,6 +1203,7 @@ class Session:
                 self._busy = False
             self.replays.append(result)
             self.report.write("replay", **result)
+            self._emit("replay", result)
             first = result.get("first_nonfinite")
             self._say(f"replay of step {result['step']}: {result['summary']}"
                       + (f"\n  {first['code']}" if first and first.get("code") else ""))
@@ -1158,6 +1219,14 @@ class Session:
 
 
 # ---------------------------------------------------------------------- helpers
+
+
+def _user_traceback(e: BaseException) -> str:
+    """The traceback of an evaluated statement, from its own code on (not stepdbg's)."""
+    tb = e.__traceback__
+    while tb is not None and tb.tb_frame.f_code.co_filename != "<stepdbg>":
+        tb = tb.tb_next
+    return "".join(traceback.format_exception(type(e), e, tb, chain=False))
 
 
 def _fmt_nonfinite(v: float) -> str:

@@ -40,7 +40,7 @@ def job(session_factory):
     t = threading.Thread(target=train, daemon=True)
     t.start()
     yield s, model, opt, done
-    s.detach()
+    s.detach("continue")
     t.join(WAIT)
     assert done.is_set(), "the training thread did not finish"
 
@@ -119,11 +119,15 @@ def test_requests_that_need_a_pause_are_refused_while_running(job):
         s.evaluate("1")
 
 
-def test_detaching_the_last_front_end_lets_the_job_go_on(job):
+def test_a_paused_job_waits_for_a_reattach_unless_told_to_go_on(job):
     s, model, opt, done = job
-    assert s.wait_paused(WAIT) is not None
-    s.detach()
+    brk = s.wait_paused(WAIT)
+    s.detach()  # the front end went away: stay paused for a re-attach
+    assert not done.wait(0.5) and s.paused is brk
+    s.attach()
+    s.detach("continue")
     assert done.wait(WAIT)
+    s.attach()  # balance the fixture's detach
 
 
 def test_bad_changes_are_refused_with_a_reason(job):

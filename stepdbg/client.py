@@ -1,0 +1,312 @@
+"""The client library: drive a running job from a script, a test or a front end.
+
+    from stepdbg import client
+    with client.connect() as c:              # the only local session
+        brk = c.wait_paused(timeout=60)
+        print(c.eval("loss.item()")["value"])
+        c.set_lr(1e-4, pin=True)
+        c.cont()
+
+TARGET forms: a session id or pid, a socket path, HOST:PORT (TCP), or
+``ssh://[user@]host[:port][/session]``. Standard library only; never imports torch.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import queue
+import socket
+import threading
+from concurrent.futures import Future
+from typing import Any
+
+from . import protocol, sessions
+
+
+class ClientError(Exception):
+    """The agent answered with an error (``code`` from protocol.ERROR_CODES)."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+class TargetError(Exception):
+    """The target could not be found or reached; the message says what to do."""
+
+
+class Client:
+    """A connection to one agent. Thread-safe; events arrive on a reader thread."""
+
+    def __init__(self, conn: protocol.Connection, welcome: dict[str, Any], closer: Any = None) -> None:
+        self.conn = conn
+        self.session: dict[str, Any] = welcome.get("session", {})
+        self.status_at_attach: dict[str, Any] = welcome.get("status", {})
+        self.events: queue.Queue[dict[str, Any]] = queue.Queue()
+        self.paused: dict[str, Any] | None = (self.status_at_attach or {}).get("paused")
+        self.exited: dict[str, Any] | None = None
+        self._ids = itertools.count(1)
+        self._waiting: dict[int, Future[Any]] = {}
+        self._cv = threading.Condition()
+        self._closer = closer  # e.g. the ssh tunnel
+        self._reader = threading.Thread(target=self._read, name="stepdbg-client-reader", daemon=True)
+        self._reader.start()
+
+    # ------------------------------------------------------------------ plumbing
+
+    def _read(self) -> None:
+        error: Exception = ConnectionError("the connection to the job closed")
+        try:
+            while True:
+                msg = self.conn.recv(timeout=None)
+                if msg is None:
+                    break
+                if msg.get("type") == "response":
+                    fut = self._waiting.pop(msg.get("id"), None) if msg.get("id") is not None else None
+                    if fut is None:
+                        err = msg.get("error") or {}
+                        error = ClientError(err.get("code", "failed"), err.get("message", "connection refused"))
+                        continue
+                    if msg.get("ok"):
+                        fut.set_result(msg.get("result"))
+                    else:
+                        err = msg["error"]
+                        fut.set_exception(ClientError(err["code"], err["message"]))
+                elif msg.get("type") == "event":
+                    self._on_event(msg)
+        except (OSError, protocol.ProtocolError) as e:
+            error = ConnectionError(f"lost the connection to the job: {e}")
+        finally:
+            with self._cv:
+                if self.exited is None:
+                    self.exited = {"exit_code": None, "lost": str(error)}
+                self._cv.notify_all()
+            for fut in list(self._waiting.values()):
+                if not fut.done():
+                    fut.set_exception(error)
+            self._waiting.clear()
+
+    def _on_event(self, msg: dict[str, Any]) -> None:
+        name, data = msg.get("event"), msg.get("data")
+        with self._cv:
+            if name == "paused":
+                self.paused = data
+            elif name == "resumed":
+                self.paused = None
+            elif name == "exited":
+                self.exited = data
+            self._cv.notify_all()
+        self.events.put(msg)
+
+    def call(self, op: str, timeout: float | None = 300, **args: Any) -> Any:
+        """Send one request and wait for its answer; ClientError on an error response."""
+        if self.exited is not None and "lost" in self.exited:
+            raise ConnectionError(self.exited["lost"])
+        rid = next(self._ids)
+        fut: Future[Any] = Future()
+        self._waiting[rid] = fut
+        try:
+            self.conn.send(protocol.request(rid, op, **args))
+        except OSError as e:
+            self._waiting.pop(rid, None)
+            raise ConnectionError(f"lost the connection to the job: {e}") from None
+        return fut.result(timeout=timeout)
+
+    def wait_paused(self, timeout: float | None = None) -> dict[str, Any] | None:
+        """The break the job is paused at (waiting for one); None on timeout or exit."""
+        with self._cv:
+            self._cv.wait_for(lambda: self.paused is not None or self.exited is not None, timeout=timeout)
+            return self.paused
+
+    def wait_resumed(self, timeout: float | None = None) -> bool:
+        with self._cv:
+            return self._cv.wait_for(lambda: self.paused is None or self.exited is not None, timeout=timeout)
+
+    def wait_exited(self, timeout: float | None = None) -> dict[str, Any] | None:
+        with self._cv:
+            self._cv.wait_for(lambda: self.exited is not None, timeout=timeout)
+            return self.exited
+
+    def close(self, then: str = "stay") -> None:
+        """Leave. `then`: "stay" (a paused job waits for a re-attach), "continue", "end"."""
+        if self.exited is None:
+            try:
+                self.call("detach", timeout=5, then=then)
+            except (ClientError, ConnectionError, TimeoutError, OSError):
+                pass
+        self.conn.close()
+        if self._closer is not None:
+            self._closer()
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    # ------------------------------------------------------------------ the agent's ops
+
+    def status(self) -> dict[str, Any]:
+        return self.call("status")
+
+    def break_specs(self) -> list[str]:
+        return self.call("breaks")
+
+    def add_break(self, spec: str) -> list[str]:
+        return self.call("break_add", spec=spec)
+
+    def remove_break(self, spec: str) -> list[str]:
+        return self.call("break_remove", spec=spec)
+
+    def cont(self) -> None:
+        self._resume("cont")
+
+    def pause(self) -> None:
+        self.call("pause")
+
+    def next_phase(self) -> None:
+        self._resume("next_phase")
+
+    def next_step(self) -> None:
+        self._resume("next_step")
+
+    def run_to_step(self, n: int) -> None:
+        self._resume("run_to_step", n=n)
+
+    def end(self) -> None:
+        self._resume("end")
+
+    def _resume(self, op: str, **args: Any) -> None:
+        # Forget the old pause now, so wait_paused() waits for the next one.
+        with self._cv:
+            self.paused = None
+        self.call(op, **args)
+
+    def summary(self, name: str) -> dict[str, Any]:
+        return self.call("summary", name=name)
+
+    def slice(self, name: str, index: str = "", limit: int = 256) -> list[Any]:
+        return self.call("slice", name=name, index=index, limit=limit)
+
+    def evaluate(self, source: str) -> dict[str, Any]:
+        return self.call("eval", source=source)
+
+    eval = evaluate
+
+    def module_tree(self) -> list[dict[str, Any]]:
+        return self.call("module_tree")
+
+    def optimizer_info(self) -> list[dict[str, Any]]:
+        return self.call("optimizer")
+
+    def memory(self) -> dict[str, Any]:
+        return self.call("memory")
+
+    def timings(self) -> dict[str, Any]:
+        return self.call("timings")
+
+    @property
+    def history(self) -> list[dict[str, Any]]:
+        return self.call("history")
+
+    def source(self, context: int = 5) -> dict[str, Any] | None:
+        return self.call("source", context=context)
+
+    def stacks(self) -> list[dict[str, Any]]:
+        return self.call("stacks")
+
+    def replay(self) -> dict[str, Any]:
+        return self.call("replay")
+
+    def set_lr(self, lr: float, group: int | None = None, pin: bool = False) -> dict[str, Any]:
+        return self.call("set_lr", lr=lr, group=group, pin=pin)
+
+    def set_param_group(self, key: str, value: float, group: int | None = None) -> dict[str, Any]:
+        return self.call("set_param_group", key=key, value=value, group=group)
+
+    def skip_step(self) -> dict[str, Any]:
+        return self.call("skip")
+
+
+# ---------------------------------------------------------------------- connecting
+
+
+def connect_address(address: str, token: str, timeout: float = 10.0, closer: Any = None,
+                    probe: bool = False) -> Client:
+    """Connect to a socket path or HOST:PORT and say hello with `token`.
+
+    A `probe` (``stepdbg ls``) reads status without counting as an attached front end."""
+    if os.path.sep in address or address.endswith(".sock"):
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        target: Any = address
+    else:
+        host, _, port = address.rpartition(":")
+        sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
+        target = (host.strip("[]"), int(port))
+    sock.settimeout(timeout)
+    try:
+        sock.connect(target)
+    except OSError as e:
+        sock.close()
+        raise TargetError(f"cannot connect to {address}: {e.strerror or e} (has the job ended?)") from None
+    conn = protocol.Connection(sock)
+    try:
+        conn.send({**protocol.hello(token), **({"role": "probe"} if probe else {})})
+        welcome = conn.recv(timeout=timeout)
+    except (OSError, protocol.ProtocolError) as e:
+        conn.close()
+        raise TargetError(f"no answer from {address}: {e}") from None
+    if welcome is None:
+        conn.close()
+        raise TargetError(f"{address} closed the connection (has the job ended?)")
+    if welcome.get("type") != "welcome":
+        conn.close()
+        err = welcome.get("error") or {}
+        raise ClientError(err.get("code", "bad_message"), f"{address} refused: {err.get('message', welcome)}")
+    return Client(conn, welcome, closer)
+
+
+def find_local(target: str | None) -> sessions.SessionInfo:
+    """The local session a TARGET names (None: the only one)."""
+    live = sessions.listing()
+    if target is None:
+        if not live:
+            raise TargetError("no stepdbg session is running here (start one with 'stepdbg serve python train.py')")
+        if len(live) > 1:
+            raise TargetError("several sessions are running; name one:\n" + format_listing(live))
+        return live[0]
+    for s in live:
+        if target in (s.id, str(s.pid), s.address) or os.path.abspath(target) == s.address:
+            return s
+    known = ", ".join(s.id for s in live) or "none"
+    raise TargetError(f"no session {target!r} (running: {known}); the job may have ended")
+
+
+def connect(target: str | None = None, token: str | None = None, timeout: float = 10.0) -> Client:
+    """Connect to TARGET (see the module docstring)."""
+    if target and target.startswith("ssh://"):
+        from .remote import connect_ssh
+
+        return connect_ssh(target, timeout=timeout)
+    if target and token is None and _looks_like_hostport(target):
+        raise TargetError(f"{target} is a TCP address: pass its token (--token or STEPDBG_TOKEN)")
+    if target and token is not None:
+        return connect_address(target, token, timeout)
+    info = find_local(target)
+    return connect_address(info.address, info.token, timeout)
+
+
+def _looks_like_hostport(target: str) -> bool:
+    host, _, port = target.rpartition(":")
+    return bool(host) and port.isdigit() and os.path.sep not in target
+
+
+def format_listing(infos: list[sessions.SessionInfo]) -> str:
+    rows = [f"{'ID':<10} {'PID':<8} {'HOST':<16} {'RANK':<6} SCRIPT"]
+    for s in infos:
+        script = " ".join(a for a in s.argv[1:3])
+        rank = "" if s.rank is None else f"{s.rank}/{s.world_size}"
+        rows.append(f"{s.id:<10} {s.pid:<8} {s.host[:16]:<16} {rank:<6} {script}")
+    return "\n".join(rows)

@@ -1,0 +1,104 @@
+"""`stepdbg attach` and `stepdbg ls`: the client side of the command line (no torch)."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+from . import sessions
+from .client import ClientError, TargetError, connect, connect_address, format_listing
+
+EXIT_FAILED = 1
+EXIT_USAGE = 2
+
+
+def main(argv: list[str]) -> int:
+    cmd, args = argv[0], argv[1:]
+    try:
+        if cmd == "attach":
+            return attach(args)
+        return ls(args)
+    except (TargetError, ClientError) as e:
+        print(f"stepdbg: {e}", file=sys.stderr)
+        return EXIT_FAILED
+    except _Usage as e:
+        print(f"stepdbg {cmd}: {e}", file=sys.stderr)
+        return EXIT_USAGE
+
+
+class _Usage(Exception):
+    pass
+
+
+def attach(args: list[str]) -> int:
+    target, token = None, os.environ.get("STEPDBG_TOKEN")
+    i = 0
+    while i < len(args):
+        a = args[i]
+        if a in ("-h", "--help"):
+            print("usage: stepdbg attach [TARGET] [--token TOKEN]\n"
+                  "TARGET: a session id or pid, a socket path, HOST:PORT, or ssh://[user@]host[:port][/session];\n"
+                  "none: the only local session (stepdbg ls lists them).")
+            return 0
+        if a == "--token":
+            if i + 1 >= len(args):
+                raise _Usage("--token needs a value")
+            token, i = args[i + 1], i + 2
+            continue
+        if a.startswith("-"):
+            raise _Usage(f"unknown option {a!r}")
+        if target is not None:
+            raise _Usage(f"one TARGET only (got {target!r} and {a!r})")
+        target, i = a, i + 1
+    from .console import attach_console
+
+    client = connect(target, token=token)
+    try:
+        return attach_console(client)
+    except KeyboardInterrupt:
+        client.close()
+        print("\nstepdbg: detached (the job goes on as it was)", file=sys.stderr)
+        return 0
+
+
+def ls(args: list[str]) -> int:
+    as_json = "--json" in args
+    with_token = "--with-token" in args
+    rest = [a for a in args if a not in ("--json", "--with-token")]
+    if any(a.startswith("-") for a in rest) or len(rest) > 1:
+        raise _Usage("usage: stepdbg ls [--json] [ssh://[user@]host[:port]]")
+    if rest:
+        if not rest[0].startswith("ssh://"):
+            raise _Usage(f"{rest[0]!r}: only ssh:// hosts can be listed")
+        from .remote import remote_listing, ssh_target
+
+        rows = remote_listing(ssh_target(rest[0]))
+    else:
+        rows = [_with_status(s, with_token) for s in sessions.listing()]
+    if as_json:
+        print(json.dumps(rows))
+    elif not rows:
+        print("no stepdbg sessions")
+    else:
+        infos = [sessions.SessionInfo(**{k: v for k, v in r.items() if k in sessions.SessionInfo.__dataclass_fields__},
+                                      token="") for r in rows]
+        lines = format_listing(infos).splitlines()
+        print(f"{lines[0]}  STEP    STATE")
+        for line, r in zip(lines[1:], rows, strict=True):
+            print(f"{line}  {r.get('step', '?')!s:<7} {r.get('state', '?')}")
+    return 0
+
+
+def _with_status(info: sessions.SessionInfo, with_token: bool) -> dict:
+    row = info.public(with_token=with_token)
+    try:
+        c = connect_address(info.address, info.token, timeout=3, probe=True)
+        try:
+            st = c.status()
+            row.update(step=st["step"], state=st["state"], phase=st["phase"])
+        finally:
+            c.close()
+    except (TargetError, ClientError, ConnectionError, TimeoutError, OSError) as e:
+        row.update(state=f"unreachable: {e}")
+    return row

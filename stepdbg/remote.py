@@ -1,0 +1,138 @@
+"""Remote attach over the system `ssh`, so the user's config, jump hosts, agent and keys work.
+
+    ssh host stepdbg ls --json --with-token          # which sessions, their sockets and tokens
+    ssh -N -L /tmp/stepdbg-ssh-XXXX/s.sock:/run/user/1000/stepdbg/4242.sock host
+
+Environment: STEPDBG_SSH is the ssh command (default "ssh"; e.g. "ssh -F my_config"),
+STEPDBG_REMOTE the stepdbg command on the remote host (default "stepdbg"; set it to a
+full path when a non-interactive login's PATH does not have it).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from .client import Client, TargetError, connect_address
+
+SSH_TIMEOUT = 30.0
+
+
+@dataclass(frozen=True)
+class SshTarget:
+    user: str | None
+    host: str
+    port: int | None
+    session: str | None
+
+    @property
+    def dest(self) -> str:
+        return f"{self.user}@{self.host}" if self.user else self.host
+
+
+def ssh_target(url: str) -> SshTarget:
+    m = re.fullmatch(r"ssh://(?:([^@/:]+)@)?(\[[^\]]+\]|[^/:@]+)(?::(\d+))?(?:/([^/]*))?/?", url)
+    if not m:
+        raise TargetError(f"{url!r} is not ssh://[user@]host[:port][/session]")
+    user, host, port, session = m.groups()
+    return SshTarget(user, host.strip("[]"), int(port) if port else None, session or None)
+
+
+def _ssh(t: SshTarget) -> list[str]:
+    cmd = shlex.split(os.environ.get("STEPDBG_SSH", "ssh"))
+    if shutil.which(cmd[0]) is None:
+        raise TargetError(f"{cmd[0]!r} not found: remote attach uses the system ssh client")
+    if t.port:
+        cmd += ["-p", str(t.port)]
+    return cmd
+
+
+def _explain(t: SshTarget, rc: int, stderr: str) -> str:
+    err = stderr.strip().splitlines()[-1] if stderr.strip() else f"exit code {rc}"
+    low = stderr.lower()
+    if rc == 255:
+        if "permission denied" in low or "authentication" in low:
+            return f"ssh to {t.dest} refused the login ({err}); check the user and your key or agent"
+        if "could not resolve" in low or "name or service not known" in low:
+            return f"cannot resolve {t.host} ({err})"
+        return f"cannot reach {t.dest} over ssh ({err})"
+    if rc == 127 or "command not found" in low or "no such file" in low:
+        return (f"stepdbg is not installed on {t.host}, or not on the PATH of a non-interactive login "
+                f"({err}); set STEPDBG_REMOTE to its full path there")
+    return f"'stepdbg ls' on {t.host} failed: {err}"
+
+
+def remote_listing(t: SshTarget, with_token: bool = False) -> list[dict[str, Any]]:
+    """The sessions on the remote host, from `stepdbg ls --json` run there."""
+    remote = shlex.split(os.environ.get("STEPDBG_REMOTE", "stepdbg"))
+    cmd = [*_ssh(t), t.dest, *remote, "ls", "--json", *(["--with-token"] if with_token else [])]
+    try:
+        out = subprocess.run(cmd, capture_output=True, text=True, timeout=SSH_TIMEOUT,
+                             stdin=subprocess.DEVNULL)
+    except subprocess.TimeoutExpired:
+        raise TargetError(f"ssh to {t.dest} did not answer in {SSH_TIMEOUT:g}s") from None
+    if out.returncode != 0:
+        raise TargetError(_explain(t, out.returncode, out.stderr))
+    try:
+        rows = json.loads(out.stdout.strip().splitlines()[-1])
+    except (ValueError, IndexError):
+        raise TargetError(f"unexpected answer from 'stepdbg ls' on {t.host}: {out.stdout[:200]!r}") from None
+    for r in rows:
+        r["host_url"] = f"ssh://{t.dest}" + (f":{t.port}" if t.port else "")
+    return rows
+
+
+def connect_ssh(url: str, timeout: float = 10.0) -> Client:
+    """List the remote sessions, forward a local socket to the chosen one, connect."""
+    t = ssh_target(url)
+    rows = remote_listing(t, with_token=True)
+    if t.session is not None:
+        rows = [r for r in rows if t.session in (r["id"], str(r["pid"]))]
+        if not rows:
+            raise TargetError(f"no session {t.session!r} on {t.host} (it may have ended); "
+                              f"'stepdbg ls ssh://{t.dest}' lists them")
+    if not rows:
+        raise TargetError(f"no stepdbg session is running on {t.host} for {t.user or 'your user'}")
+    if len(rows) > 1:
+        ids = ", ".join(f"{r['id']} ({' '.join(r['argv'][1:2])})" for r in rows)
+        raise TargetError(f"several sessions on {t.host}: {ids}; name one: {url.rstrip('/')}/ID")
+    row = rows[0]
+    local_dir = tempfile.mkdtemp(prefix="stepdbg-ssh-")  # 0700
+    local = os.path.join(local_dir, "s.sock")
+    remote = row["address"]
+    forward = f"{local}:{remote}"
+    proc = subprocess.Popen(
+        [*_ssh(t), "-N", "-o", "ExitOnForwardFailure=yes", "-L", forward, t.dest],
+        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+    )
+
+    def close() -> None:
+        proc.terminate()
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(5)
+        shutil.rmtree(local_dir, ignore_errors=True)
+
+    deadline = time.monotonic() + SSH_TIMEOUT
+    while not os.path.exists(local):
+        if proc.poll() is not None:
+            stderr = proc.stderr.read() if proc.stderr else ""
+            close()
+            raise TargetError(_explain(t, proc.returncode, stderr))
+        if time.monotonic() > deadline:
+            close()
+            raise TargetError(f"the ssh tunnel to {t.host} did not open in {SSH_TIMEOUT:g}s")
+        time.sleep(0.05)
+    try:
+        return connect_address(local, row["token"], timeout=timeout, closer=close)
+    except Exception:
+        close()
+        raise

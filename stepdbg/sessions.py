@@ -1,0 +1,113 @@
+"""Where sessions announce themselves: a per-user directory of session files.
+
+Each agent writes ``<dir>/<id>.json`` (mode 0600) with its pid, host, argv, address,
+token and start time, and removes it on exit. The directory is ``$XDG_RUNTIME_DIR/
+stepdbg`` or ``/tmp/stepdbg-<uid>``, mode 0700, and must belong to the user: file
+permissions are what keep other local users away from the token and the socket.
+Standard library only (the front end uses it too).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import stat
+import tempfile
+from dataclasses import dataclass
+from typing import Any
+
+
+def runtime_dir() -> str:
+    base = os.environ.get("STEPDBG_RUNTIME_DIR")
+    if base:
+        return base
+    xdg = os.environ.get("XDG_RUNTIME_DIR")
+    if xdg and os.path.isdir(xdg):
+        return os.path.join(xdg, "stepdbg")
+    return os.path.join(tempfile.gettempdir(), f"stepdbg-{os.getuid()}")
+
+
+def ensure_private_dir(path: str) -> str:
+    """Create `path` 0700, or check an existing one is ours and private."""
+    os.makedirs(path, mode=0o700, exist_ok=True)
+    st = os.lstat(path)
+    if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid():
+        raise PermissionError(f"{path} is not a directory owned by you; set STEPDBG_RUNTIME_DIR")
+    if st.st_mode & 0o077:
+        os.chmod(path, 0o700)
+    return path
+
+
+@dataclass
+class SessionInfo:
+    """What a session file says."""
+
+    id: str
+    pid: int
+    host: str
+    argv: list[str]
+    address: str  # a socket path, or host:port for TCP
+    token: str
+    started: float
+    rank: int | None = None
+    world_size: int | None = None
+    job_id: str | None = None
+    path: str = ""
+
+    def alive(self) -> bool:
+        try:
+            os.kill(self.pid, 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:
+            return True
+        return True
+
+    def public(self, with_token: bool = False) -> dict[str, Any]:
+        d = {k: v for k, v in self.__dict__.items() if k not in ("token", "path")}
+        if with_token:
+            d["token"] = self.token
+        return d
+
+
+def write(info: SessionInfo) -> str:
+    d = ensure_private_dir(runtime_dir())
+    path = os.path.join(d, f"{info.id}.json")
+    fd = os.open(path + ".tmp", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        json.dump(info.public(with_token=True), f)
+    os.replace(path + ".tmp", path)
+    info.path = path
+    return path
+
+
+def remove(info: SessionInfo) -> None:
+    for p in (info.path, info.address):
+        if p and os.path.isabs(p):
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(p)
+
+
+def listing(clean: bool = True) -> list[SessionInfo]:
+    """The live sessions of this user on this host; files of dead processes are removed."""
+    d = runtime_dir()
+    out = []
+    if not os.path.isdir(d):
+        return out
+    for name in sorted(os.listdir(d)):
+        if not name.endswith(".json"):
+            continue
+        path = os.path.join(d, name)
+        try:
+            with open(path) as f:
+                data = json.load(f)
+            info = SessionInfo(**{k: v for k, v in data.items() if k in SessionInfo.__dataclass_fields__})
+        except (OSError, ValueError, TypeError):
+            continue
+        info.path = path
+        if info.alive():
+            out.append(info)
+        elif clean:
+            remove(info)
+    return out
