@@ -67,7 +67,8 @@ def main() -> int:
             runpy.run_path(argv[0], run_name="__main__")
     except SystemExit as e:
         code = _exit_code(e)
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as e:
+        traceback.print_exception(type(e), e, _user_tb(e.__traceback__))
         session.stop(exit_code=130)
         sys.stderr.flush()
         signal.signal(signal.SIGINT, signal.SIG_DFL)

@@ -114,11 +114,16 @@ class Client:
             raise ConnectionError(f"lost the connection to the job: {e}") from None
         return fut.result(timeout=timeout)
 
-    def wait_paused(self, timeout: float | None = None) -> dict[str, Any] | None:
-        """The break the job is paused at (waiting for one); None on timeout or exit."""
+    def wait_paused(self, timeout: float | None = None, previous: dict[str, Any] | None = None
+                    ) -> dict[str, Any] | None:
+        """The break the job is paused at, other than `previous` (waiting for one);
+        None on timeout or when the job ended."""
+        def ready() -> bool:
+            return (self.paused is not None and self.paused is not previous) or self.exited is not None
+
         with self._cv:
-            self._cv.wait_for(lambda: self.paused is not None or self.exited is not None, timeout=timeout)
-            return self.paused
+            self._cv.wait_for(ready, timeout=timeout)
+            return self.paused if self.paused is not previous else None
 
     def wait_resumed(self, timeout: float | None = None) -> bool:
         with self._cv:

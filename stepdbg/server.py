@@ -282,7 +282,7 @@ class Server:
     def _handshake(self, conn: protocol.Connection) -> str | None:
         """The client's role ("frontend" or "probe") once its token is right, else None."""
         try:
-            msg = conn.recv(timeout=protocol.AUTH_TIMEOUT)
+            msg = conn.recv(timeout=float(os.environ.get("STEPDBG_AUTH_TIMEOUT", protocol.AUTH_TIMEOUT)))
         except TimeoutError:
             self._safe_send(conn, protocol.error(None, "auth", "no hello with the session token in time"))
             return None

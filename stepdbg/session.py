@@ -934,8 +934,9 @@ class Session:
 
     def on_training_thread(self, fn: Callable[[], Any], timeout: float = 300.0) -> Any:
         """Run `fn` on the paused training thread and return its result."""
-        if threading.get_ident() == self._thread or self._thread is None:
-            return fn()
+        me = threading.current_thread()
+        if me.ident == self._thread or (self._thread is None and not me.name.startswith("stepdbg-")):
+            return fn()  # the training thread itself (the console), or nothing trains yet
         if self.paused is None:
             raise NotPaused("the job is running; pause it first")
         fut: Future[Any] = Future()

@@ -1,0 +1,281 @@
+"""Two real processes: a served job and clients, over real sockets (STYLE.md example 12)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from conftest import DEMOS, ROOT
+
+from stepdbg import client, protocol, sessions
+from stepdbg.client import ClientError, TargetError
+
+FIXTURE = Path(__file__).parent / "fixtures" / "train_loop.py"
+WAIT = 30
+
+
+@pytest.fixture(autouse=True)
+def private_runtime_dir(tmp_path, monkeypatch):
+    """Each test has its own session directory, so tests never see each other's jobs."""
+    d = tmp_path / "run"
+    monkeypatch.setenv("STEPDBG_RUNTIME_DIR", str(d))
+    monkeypatch.setenv("STEPDBG_AUTH_TIMEOUT", "1")
+    return d
+
+
+class Job:
+    def __init__(self, proc: subprocess.Popen, report: Path) -> None:
+        self.proc = proc
+        self.report = report
+
+    def info(self) -> sessions.SessionInfo:
+        deadline = time.monotonic() + WAIT
+        while time.monotonic() < deadline:
+            live = sessions.listing()
+            if live:
+                return live[0]
+            assert self.proc.poll() is None, self.proc.stderr.read()
+            time.sleep(0.05)
+        raise AssertionError("the job never announced its session")
+
+    def finish(self) -> tuple[int, str, str]:
+        out, err = self.proc.communicate(timeout=WAIT)
+        return self.proc.returncode, out, err
+
+    def events(self) -> list[dict]:
+        return [json.loads(line) for line in self.report.read_text().splitlines()]
+
+
+@pytest.fixture
+def start_job(tmp_path):
+    jobs: list[Job] = []
+
+    def start(*args: str, script: Path = FIXTURE, script_args: tuple[str, ...] = (), mode: str = "serve") -> Job:
+        report = tmp_path / f"report{len(jobs)}.jsonl"
+        cmd = [sys.executable, "-m", "stepdbg", mode, "--report", str(report), *args,
+               sys.executable, str(script), *script_args]
+        proc = subprocess.Popen(cmd, cwd=ROOT, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True)
+        jobs.append(Job(proc, report))
+        return jobs[-1]
+
+    yield start
+    for j in jobs:
+        if j.proc.poll() is None:
+            j.proc.kill()
+            j.proc.communicate()
+
+
+def test_launch_attach_pause_at_nan_eval_set_lr_continue_to_the_end(start_job):
+    job = start_job("--break", "nan", script=DEMOS / "nan_log.py")
+    info = job.info()
+    with client.connect() as c:
+        brk = c.wait_paused(WAIT)
+        assert (brk["step"], brk["phase"], brk["condition"]) == (30, "before_backward", "nan")
+        assert c.evaluate("loss.item()")["value"] == "nan"
+        assert c.evaluate("print(step)")["output"] == "30\n"
+        assert c.summary("x")["zeros"] == 1
+        assert c.replay()["first_nonfinite"]["module"] == "features"
+        assert c.set_lr(1e-3, pin=True)["pinned"] is True
+        c.remove_break("nan")
+        c.cont()
+        done = c.wait_exited(WAIT)
+    assert done["exit_code"] == 0 and done["steps"] == 60
+    code, out, err = job.finish()
+    assert code == 0 and "done" in out and "Traceback" not in err
+    assert not os.path.exists(info.path) and not os.path.exists(info.address)  # cleaned up
+    kinds = [e["event"] for e in job.events()]
+    assert kinds[0] == "start" and kinds[-1] == "end" and "replay" in kinds and kinds.count("change") == 2
+
+
+def test_attach_by_every_local_target_form(start_job):
+    job = start_job("--break", "step==2", "--listen", "127.0.0.1:0", script_args=("--steps", "4"))
+    info = job.info()
+    tcp = next(s for s in [info]).address if ":" in info.address else None
+    local = sessions.listing()[0]
+    assert local.address.startswith("127.0.0.1:")  # --listen: TCP
+    for target, token in ((info.id, None), (str(info.pid), None), (local.address, local.token)):
+        with client.connect(target, token=token) as c:
+            assert c.status()["pid"] == info.pid
+    with pytest.raises(TargetError, match="pass its token"):
+        client.connect(local.address)
+    with pytest.raises(TargetError, match="no session '999999'"):
+        client.connect("999999")
+    with client.connect() as c:
+        c.wait_paused(WAIT)
+        c.cont()
+    assert tcp is not None
+    assert job.finish()[0] == 0
+
+
+def test_unix_socket_path_target_and_file_modes(start_job):
+    job = start_job("--break", "step==1", script_args=("--steps", "3"))
+    info = job.info()
+    assert os.stat(info.address).st_mode & 0o777 == 0o600
+    assert os.stat(info.path).st_mode & 0o777 == 0o600
+    assert os.stat(os.path.dirname(info.path)).st_mode & 0o777 == 0o700
+    with client.connect(info.address, token=info.token) as c:
+        assert c.wait_paused(WAIT)["step"] == 1
+        c.cont()
+    assert job.finish()[0] == 0
+
+
+def test_two_clients_at_once(start_job):
+    job = start_job("--break", "step==3", script_args=("--steps", "6"))
+    job.info()
+    a, b = client.connect(), client.connect()
+    try:
+        first = b.wait_paused(WAIT)
+        assert a.wait_paused(WAIT)["step"] == 3 and first["step"] == 3
+        a.next_step()
+        assert b.wait_paused(WAIT, previous=first)["step"] == 4  # b sees the pause that a caused
+        b.cont()
+        assert a.wait_exited(WAIT)["exit_code"] == 0
+    finally:
+        a.close()
+        b.close()
+    assert job.finish()[0] == 0
+
+
+def test_a_killed_client_leaves_the_job_paused_for_a_reattach(start_job):
+    job = start_job("--break", "step==2", script_args=("--steps", "5"))
+    job.info()
+    attach = subprocess.Popen([sys.executable, "-m", "stepdbg", "attach"], cwd=ROOT, stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + WAIT
+    with client.connect() as watcher:
+        watcher.wait_paused(WAIT)
+        while watcher.status()["frontends"] < 2 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        attach.kill()
+        attach.communicate()
+        while watcher.status()["frontends"] > 1 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        watcher.close()  # both gone now
+    time.sleep(0.3)
+    with client.connect() as again:
+        st = again.status()
+        assert st["state"] == "paused" and st["paused"]["step"] == 2
+        again.cont()
+        assert again.wait_exited(WAIT)["exit_code"] == 0
+    assert job.finish()[0] == 0
+
+
+def test_detach_timeout_resumes_a_job_left_alone(start_job):
+    job = start_job("--break", "step==1", "--detach-timeout", "0.5", script_args=("--steps", "3"))
+    job.info()
+    with client.connect() as c:
+        assert c.wait_paused(WAIT)["step"] == 1
+    code, out, err = job.finish()
+    assert code == 0 and "finished" in out and "resuming (--detach-timeout)" in err
+
+
+def test_detach_with_end_ends_the_job_with_code_3(start_job):
+    job = start_job("--break", "step==1", script_args=("--steps", "50"))
+    job.info()
+    c = client.connect()
+    c.wait_paused(WAIT)
+    c.close(then="end")
+    code, out, err = job.finish()
+    assert code == 3 and "ending the job" in err
+    assert job.events()[-1] == {**job.events()[-1], "event": "end", "exit_code": 3}
+
+
+def raw(info: sessions.SessionInfo) -> socket.socket:
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.connect(info.address)
+    s.settimeout(5)
+    return s
+
+
+def answer(s: socket.socket) -> dict | None:
+    dec = protocol.FrameDecoder()
+    while True:
+        data = s.recv(65536)
+        if not data:
+            return None
+        msgs = dec.feed(data)
+        if msgs:
+            return msgs[0]
+
+
+def test_bad_clients_get_clear_errors_and_the_job_runs_on(start_job):
+    job = start_job("--break", "step==5", script_args=("--steps", "8", "--sleep", "0.3"))
+    info = job.info()
+    with client.connect() as c:
+        with pytest.raises(ClientError) as e:
+            c.evaluate("1")  # the job runs: nothing to evaluate in
+        assert e.value.code == "not_paused"
+    with pytest.raises(ClientError, match="wrong token"):
+        client.connect(info.address, token="0" * 64)
+    s = raw(info)  # says nothing: closed after the auth timeout with a reason
+    assert answer(s)["error"] == {"code": "auth", "message": "no hello with the session token in time"}
+    s.close()
+    s = raw(info)  # garbage instead of a hello
+    s.sendall(b"GET / HTTP/1.1\r\n\r\n")
+    assert answer(s)["error"]["code"] == "too_large"
+    s.close()
+    s = raw(info)  # a version we do not speak
+    s.sendall(protocol.encode({"type": "hello", "version": 99, "token": info.token}))
+    assert answer(s)["error"]["code"] == "version"
+    s.close()
+    with client.connect() as c:
+        c.conn.sock.sendall(struct.pack(">I", protocol.MAX_FRAME + 1))  # an oversized frame
+        assert c.wait_exited(WAIT)["lost"]
+    with client.connect() as c:
+        with pytest.raises(ClientError, match="unknown op 'frobnicate'") as e:
+            c.call("frobnicate")
+        assert e.value.code == "unknown_op"
+        with pytest.raises(ClientError) as e:
+            c.call("set_lr", rate=1)
+        assert e.value.code == "bad_args"
+        with pytest.raises(ClientError, match="bad condition 'los>1'"):
+            c.add_break("los>1")
+        c.wait_paused(WAIT)
+        r = c.evaluate("def f():\n    raise ValueError('from eval')\nf()")
+        assert r["error"].startswith("Traceback") and "ValueError: from eval" in r["error"]
+        assert "stepdbg/session.py" not in r["error"]
+        big = c.evaluate("print('x' * 3_000_000)")
+        assert len(big["output"]) < 1_100_000 and "more characters not shown" in big["output"]
+        c.cont()
+    code, out, err = job.finish()
+    assert code == 0 and out.count("loss") == 8 and "finished" in out  # nothing lost
+
+
+def test_cli_attach_console_ls_and_errors(start_job):
+    job = start_job("--break", "step==2", script_args=("--steps", "4"))
+    info = job.info()
+    ls = subprocess.run([sys.executable, "-m", "stepdbg", "ls", "--json"], capture_output=True, text=True, timeout=WAIT)
+    (row,) = json.loads(ls.stdout)
+    assert row["pid"] == info.pid and "token" not in row and row["state"] in ("running", "paused")
+    with client.connect() as watcher:
+        watcher.wait_paused(WAIT)
+        out = subprocess.run([sys.executable, "-m", "stepdbg", "attach", info.id], input="p x\nlr 0.5\nc\n",
+                             capture_output=True, text=True, timeout=WAIT, cwd=ROOT)
+        assert out.returncode == 0, out.stderr
+        assert "paused at step 2 (before_forward) [step==2]: reached step 2" in out.stderr
+        assert '"shape": [' in out.stderr and '"name": "x"' in out.stderr
+        assert watcher.wait_exited(WAIT)["exit_code"] == 0
+    assert job.finish()[0] == 0
+    assert json.loads([line for line in job.report.read_text().splitlines() if '"change"' in line][0])["lr"] == 0.5
+    gone = subprocess.run([sys.executable, "-m", "stepdbg", "attach", info.id], capture_output=True, text=True)
+    assert gone.returncode == 1 and f"no session '{info.id}' (running: none); the job may have ended" in gone.stderr
+
+
+def test_ctrl_c_ends_the_job_cleanly(start_job):
+    job = start_job(mode="run", script_args=("--steps", "1000", "--sleep", "0.01"))
+    info = job.info()
+    time.sleep(0.5)
+    job.proc.send_signal(signal.SIGINT)
+    code, out, err = job.finish()
+    assert code == -signal.SIGINT and "KeyboardInterrupt" in err
+    assert not os.path.exists(info.path)
+    assert job.events()[-1]["event"] == "end" and job.events()[-1]["exit_code"] == 130
