@@ -19,6 +19,16 @@ case "${1:-}" in
     exec .venv/bin/stepdbg --break nan --on-break replay --on-break pause \
       .venv/bin/python demos/nan_log.py ;;
   test)
+    # The remote-attach tests start a real sshd (Debian's openssh-server); without it they skip.
+    if [ ! -x /usr/sbin/sshd ] && command -v apt-get >/dev/null; then
+      SUDO=""; [ "$(id -u)" = 0 ] || SUDO="sudo -n"
+      if $SUDO true 2>/dev/null; then
+        $SUDO apt-get update -qq >/dev/null && \
+          DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq openssh-server openssh-client >/dev/null
+      else
+        echo "note: openssh-server is not installed and cannot be installed here: the ssh tests will skip" >&2
+      fi
+    fi
     .venv/bin/ruff check .
     exec .venv/bin/python -m pytest -q "${@:2}" ;;
   *)

@@ -1,0 +1,141 @@
+"""Remote attach through a real sshd on 127.0.0.1, with keys the test makes.
+
+Skipped when openssh-server is not installed (.ci/run installs it).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+
+import pytest
+from conftest import ROOT
+from test_attach import FIXTURE, WAIT, private_runtime_dir, start_job  # noqa: F401 (fixtures)
+
+from stepdbg import client
+from stepdbg.client import TargetError
+
+SSHD = shutil.which("sshd") or "/usr/sbin/sshd"
+pytestmark = pytest.mark.skipif(not os.path.exists(SSHD) or shutil.which("ssh") is None,
+                                reason="needs openssh-server and the ssh client")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture
+def sshd(tmp_path, monkeypatch, private_runtime_dir):  # noqa: F811
+    """A real sshd on 127.0.0.1 that accepts one generated key; ssh is pointed at it via STEPDBG_SSH."""
+    d = tmp_path / "ssh"
+    d.mkdir(mode=0o700)
+    for name in ("host_key", "user_key"):
+        subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(d / name)], check=True)
+    shutil.copy(d / "user_key.pub", d / "authorized_keys")
+    port = free_port()
+    env_file = d / "environment"
+    # The remote side must find the same runtime dir and stepdbg as the test.
+    env_file.write_text(f"STEPDBG_RUNTIME_DIR={private_runtime_dir}\n")
+    (d / "sshd_config").write_text(f"""
+Port {port}
+ListenAddress 127.0.0.1
+HostKey {d / 'host_key'}
+AuthorizedKeysFile {d / 'authorized_keys'}
+PidFile {d / 'sshd.pid'}
+StrictModes no
+UsePAM no
+PasswordAuthentication no
+KbdInteractiveAuthentication no
+PermitRootLogin yes
+PermitUserEnvironment yes
+AllowStreamLocalForwarding yes
+AllowTcpForwarding yes
+SetEnv STEPDBG_RUNTIME_DIR={private_runtime_dir}
+""")
+    os.makedirs("/run/sshd", exist_ok=True)
+    proc = subprocess.Popen([SSHD, "-D", "-e", "-f", str(d / "sshd_config")],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    user = os.environ.get("USER") or subprocess.run(["id", "-un"], capture_output=True, text=True).stdout.strip()
+    (d / "ssh_config").write_text(f"""
+Host testnode
+    HostName 127.0.0.1
+    Port {port}
+Host *
+    User {user}
+    IdentityFile {d / 'user_key'}
+    IdentitiesOnly yes
+    StrictHostKeyChecking no
+    UserKnownHostsFile /dev/null
+    LogLevel ERROR
+    BatchMode yes
+""")
+    monkeypatch.setenv("STEPDBG_SSH", f"ssh -F {d / 'ssh_config'}")
+    monkeypatch.setenv("STEPDBG_REMOTE", f"env STEPDBG_RUNTIME_DIR={private_runtime_dir} {sys.executable} -m stepdbg")
+    deadline = time.monotonic() + WAIT
+    while time.monotonic() < deadline:
+        with socket.socket() as s:
+            if s.connect_ex(("127.0.0.1", port)) == 0:
+                break
+        assert proc.poll() is None, proc.stdout.read()
+        time.sleep(0.05)
+    yield {"port": port, "user": user, "dir": d}
+    proc.terminate()
+    proc.wait(5)
+
+
+def test_attach_over_ssh_pause_eval_and_continue(sshd, start_job):  # noqa: F811
+    job = start_job("--break", "step==2", script_args=("--steps", "4"))
+    info = job.info()
+    with client.connect(f"ssh://testnode/{info.id}") as c:
+        brk = c.wait_paused(WAIT)
+        assert brk["step"] == 2
+        assert c.evaluate("step")["value"] == "2"
+        c.cont()
+        assert c.wait_exited(WAIT)["exit_code"] == 0
+    assert job.finish()[0] == 0
+
+
+def test_ls_and_attach_over_ssh_from_the_cli(sshd, start_job):  # noqa: F811
+    job = start_job("--break", "step==1", script_args=("--steps", "3"))
+    info = job.info()
+    env = {**os.environ}
+    ls = subprocess.run([sys.executable, "-m", "stepdbg", "ls", "ssh://testnode"], capture_output=True,
+                        text=True, timeout=WAIT, env=env)
+    assert ls.returncode == 0, ls.stderr
+    assert str(info.pid) in ls.stdout and "train_loop.py" in ls.stdout
+    with client.connect(f"ssh://{sshd['user']}@127.0.0.1:{sshd['port']}") as watcher:  # the only session
+        watcher.wait_paused(WAIT)
+        out = subprocess.run([sys.executable, "-m", "stepdbg", "attach", "ssh://testnode"], input="p x\nc\n",
+                             capture_output=True, text=True, timeout=WAIT, cwd=ROOT, env=env)
+        assert out.returncode == 0, out.stderr
+        assert "paused at step 1" in out.stderr and '"name": "x"' in out.stderr
+        assert watcher.wait_exited(WAIT)["exit_code"] == 0
+    assert job.finish()[0] == 0
+
+
+def test_ssh_failures_say_what_went_wrong(sshd, monkeypatch, tmp_path):
+    with pytest.raises(TargetError, match="no stepdbg session is running on testnode"):
+        client.connect("ssh://testnode")
+    with pytest.raises(TargetError, match="no session '4242' on testnode"):
+        client.connect("ssh://testnode/4242")
+    with pytest.raises(TargetError, match=r"cannot reach .* over ssh"):
+        client.connect(f"ssh://127.0.0.1:{free_port()}")
+    other = tmp_path / "other_key"
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(other)], check=True)
+    cfg = (sshd["dir"] / "ssh_config").read_text().replace(str(sshd["dir"] / "user_key"), str(other))
+    (tmp_path / "bad_config").write_text(cfg)
+    monkeypatch.setenv("STEPDBG_SSH", f"ssh -F {tmp_path / 'bad_config'}")
+    with pytest.raises(TargetError, match="refused the login"):
+        client.connect("ssh://testnode")
+    monkeypatch.setenv("STEPDBG_SSH", f"ssh -F {sshd['dir'] / 'ssh_config'}")
+    monkeypatch.setenv("STEPDBG_REMOTE", "stepdbg-not-installed-here")
+    with pytest.raises(TargetError, match="stepdbg is not installed on testnode"):
+        client.connect("ssh://testnode")
+    with pytest.raises(TargetError, match="is not ssh://"):
+        client.connect("ssh://")
