@@ -51,6 +51,7 @@ def main() -> int:
     stepdbg._session = session
     session.start()
     session.detach_timeout = config.get("detach_timeout")
+    session.actions_defaulted = not config.get("actions_given", True)
     if config.get("serve"):
         session.wait_for_frontend = True
     try:

@@ -90,6 +90,7 @@ class RunConfig:
         return json.dumps({
             "breaks": self.breaks or ["nan", "exception"],
             "actions": self.actions or (["pause"] if self.serve else ["report"]),
+            "actions_given": bool(self.actions),
             "report": self.report,
             "quiet": self.quiet,
             "serve": self.serve,

@@ -138,6 +138,8 @@ class Session:
             c if isinstance(c, Condition) else cond_mod.parse(c) for c in breaks
         ]
         self.actions = list(actions)
+        # Actions nobody chose (the defaults): with a front end attached, a break pauses.
+        self.actions_defaulted = False
         for a in self.actions:
             if a not in ACTIONS:
                 raise ValueError(f"unknown action {a!r}; known: {', '.join(ACTIONS)}")
@@ -794,7 +796,9 @@ class Session:
                   + (f"\n  at {brk.where['file']}:{brk.where['line']}  {brk.where['code']}" if brk.where else ""))
         self._paused_frame = frame  # the frame the actions (replay, the console) look at
         try:
-            for action in actions or self.actions:
+            if actions is None:
+                actions = ["pause"] if self.frontends and self.actions_defaulted else self.actions
+            for action in actions:
                 if action == "replay":
                     self.replay()
                 elif action == "skip":

@@ -169,6 +169,17 @@ def test_a_killed_client_leaves_the_job_paused_for_a_reattach(start_job):
     assert job.finish()[0] == 0
 
 
+def test_a_plain_run_pauses_at_a_break_while_a_client_is_attached(start_job):
+    job = start_job("--break", "step==3", mode="run", script_args=("--steps", "6", "--sleep", "0.3"))
+    job.info()
+    with client.connect() as c:
+        brk = c.wait_paused(WAIT)  # no --on-break given: report alone, pause with a front end
+        assert brk["step"] == 3
+        c.cont()
+        assert c.wait_exited(WAIT)["exit_code"] == 0
+    assert job.finish()[0] == 0
+
+
 def test_detach_timeout_resumes_a_job_left_alone(start_job):
     job = start_job("--break", "step==1", "--detach-timeout", "0.5", script_args=("--steps", "3"))
     job.info()
