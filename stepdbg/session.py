@@ -152,7 +152,6 @@ class Session:
         self.changes: list[dict[str, Any]] = []
         self.replays: list[dict[str, Any]] = []
         self.history: deque[dict[str, Any]] = deque(maxlen=HISTORY_LEN)
-        self.stall: dict[str, Any] | None = None
         self.repeats: dict[str, int] = {}
         self._fired: dict[str, int] = {}
         self._cur: StepState | None = None
@@ -597,15 +596,11 @@ class Session:
     # ------------------------------------------------------------------ measuring
 
     def _measure_grad_norm(self, params: list[torch.nn.Parameter]) -> float | None:
-        if not self._needs("grad_norm"):
+        # Only when a condition reads it: nan, grad_norm>X, or an expression naming it.
+        if not any(c.kind in ("nan", "grad_norm") or "grad_norm" in c.names for c in self.conditions):
             return None
         norm = tensors.total_norm(p.grad for p in params if p.grad is not None)
         return None if norm is None else float(norm)  # the one host sync of the step
-
-    def _needs(self, what: str) -> bool:
-        if what == "grad_norm":
-            return any(c.kind in ("nan", "grad_norm") or "grad_norm" in c.names for c in self.conditions)
-        return True
 
     def _model_params(self) -> list[torch.nn.Parameter]:
         seen: dict[int, torch.nn.Parameter] = {}
@@ -860,7 +855,6 @@ class Session:
                     reason=reason, scalars=self._break_scalars(), where=where_of(user_frame(frame)),
                     details=details)
         self.breaks.append(brk)
-        self.stall = details
         self.report.write("break", **asdict(brk))
         self._say(f"break at step {brk.step} ({brk.phase}) [{spec}]: {reason}")
         if "abort" in self.actions:
