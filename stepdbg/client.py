@@ -18,7 +18,9 @@ import os
 import queue
 import socket
 import threading
+from collections.abc import Callable
 from concurrent.futures import Future
+from dataclasses import dataclass
 from typing import Any
 
 from . import protocol, sessions
@@ -37,7 +39,102 @@ class TargetError(Exception):
     """The target could not be found or reached; the message says what to do."""
 
 
-class Client:
+class Ops:
+    """The agent's ops as methods, over ``self.call``: the sync Client returns results,
+    the AsyncClient coroutines. Resuming ops forget the current pause first, so that
+    wait_paused() waits for the next one."""
+
+    paused: dict[str, Any] | None
+
+    def call(self, op: str, timeout: float | None = 300, **args: Any) -> Any:
+        raise NotImplementedError
+
+    def _forget_pause(self) -> None:
+        self.paused = None
+
+    def status(self) -> Any:
+        return self.call("status")
+
+    def break_specs(self) -> Any:
+        return self.call("breaks")
+
+    def add_break(self, spec: str) -> Any:
+        return self.call("break_add", spec=spec)
+
+    def remove_break(self, spec: str) -> Any:
+        return self.call("break_remove", spec=spec)
+
+    def pause(self) -> Any:
+        return self.call("pause")
+
+    def cont(self) -> Any:
+        self._forget_pause()
+        return self.call("cont")
+
+    def next_phase(self) -> Any:
+        self._forget_pause()
+        return self.call("next_phase")
+
+    def next_step(self) -> Any:
+        self._forget_pause()
+        return self.call("next_step")
+
+    def run_to_step(self, n: int) -> Any:
+        self._forget_pause()
+        return self.call("run_to_step", n=n)
+
+    def end(self) -> Any:
+        self._forget_pause()
+        return self.call("end")
+
+    def summary(self, name: str) -> Any:
+        return self.call("summary", name=name)
+
+    def slice(self, name: str, index: str = "", limit: int = 256) -> Any:
+        return self.call("slice", name=name, index=index, limit=limit)
+
+    def evaluate(self, source: str) -> Any:
+        return self.call("eval", source=source)
+
+    def module_tree(self) -> Any:
+        return self.call("module_tree")
+
+    def optimizer_info(self) -> Any:
+        return self.call("optimizer")
+
+    def memory(self) -> Any:
+        return self.call("memory")
+
+    def timings(self) -> Any:
+        return self.call("timings")
+
+    def get_history(self, last: int = 200) -> Any:
+        return self.call("history", last=last)
+
+    @property
+    def history(self) -> Any:
+        return self.get_history()
+
+    def source(self, context: int = 5) -> Any:
+        return self.call("source", context=context)
+
+    def stacks(self) -> Any:
+        return self.call("stacks")
+
+    def replay(self) -> Any:
+        return self.call("replay")
+
+    def set_lr(self, lr: float, group: int | None = None, pin: bool = False) -> Any:
+        return self.call("set_lr", lr=lr, group=group, pin=pin)
+
+    def set_param_group(self, key: str, value: float, group: int | None = None) -> Any:
+        return self.call("set_param_group", key=key, value=value, group=group)
+
+    def skip_step(self) -> Any:
+        return self.call("skip")
+
+
+class Client(Ops):
     """A connection to one agent. Thread-safe; events arrive on a reader thread."""
 
     def __init__(self, conn: protocol.Connection, welcome: dict[str, Any], closer: Any = None) -> None:
@@ -134,6 +231,12 @@ class Client:
             self._cv.wait_for(lambda: self.exited is not None, timeout=timeout)
             return self.exited
 
+    def _forget_pause(self) -> None:
+        with self._cv:
+            self.paused = None
+
+    eval = Ops.evaluate
+
     def close(self, then: str = "stay") -> None:
         """Leave. `then`: "stay" (a paused job waits for a re-attach), "continue", "end"."""
         if self.exited is None:
@@ -150,90 +253,6 @@ class Client:
 
     def __exit__(self, *exc: Any) -> None:
         self.close()
-
-    # ------------------------------------------------------------------ the agent's ops
-
-    def status(self) -> dict[str, Any]:
-        return self.call("status")
-
-    def break_specs(self) -> list[str]:
-        return self.call("breaks")
-
-    def add_break(self, spec: str) -> list[str]:
-        return self.call("break_add", spec=spec)
-
-    def remove_break(self, spec: str) -> list[str]:
-        return self.call("break_remove", spec=spec)
-
-    def cont(self) -> None:
-        self._resume("cont")
-
-    def pause(self) -> None:
-        self.call("pause")
-
-    def next_phase(self) -> None:
-        self._resume("next_phase")
-
-    def next_step(self) -> None:
-        self._resume("next_step")
-
-    def run_to_step(self, n: int) -> None:
-        self._resume("run_to_step", n=n)
-
-    def end(self) -> None:
-        self._resume("end")
-
-    def _resume(self, op: str, **args: Any) -> None:
-        # Forget the old pause now, so wait_paused() waits for the next one.
-        with self._cv:
-            self.paused = None
-        self.call(op, **args)
-
-    def summary(self, name: str) -> dict[str, Any]:
-        return self.call("summary", name=name)
-
-    def slice(self, name: str, index: str = "", limit: int = 256) -> list[Any]:
-        return self.call("slice", name=name, index=index, limit=limit)
-
-    def evaluate(self, source: str) -> dict[str, Any]:
-        return self.call("eval", source=source)
-
-    eval = evaluate
-
-    def module_tree(self) -> list[dict[str, Any]]:
-        return self.call("module_tree")
-
-    def optimizer_info(self) -> list[dict[str, Any]]:
-        return self.call("optimizer")
-
-    def memory(self) -> dict[str, Any]:
-        return self.call("memory")
-
-    def timings(self) -> dict[str, Any]:
-        return self.call("timings")
-
-    @property
-    def history(self) -> list[dict[str, Any]]:
-        return self.call("history")
-
-    def source(self, context: int = 5) -> dict[str, Any] | None:
-        return self.call("source", context=context)
-
-    def stacks(self) -> list[dict[str, Any]]:
-        return self.call("stacks")
-
-    def replay(self) -> dict[str, Any]:
-        return self.call("replay")
-
-    def set_lr(self, lr: float, group: int | None = None, pin: bool = False) -> dict[str, Any]:
-        return self.call("set_lr", lr=lr, group=group, pin=pin)
-
-    def set_param_group(self, key: str, value: float, group: int | None = None) -> dict[str, Any]:
-        return self.call("set_param_group", key=key, value=value, group=group)
-
-    def skip_step(self) -> dict[str, Any]:
-        return self.call("skip")
-
 
 # ---------------------------------------------------------------------- connecting
 
@@ -289,18 +308,38 @@ def find_local(target: str | None) -> sessions.SessionInfo:
     raise TargetError(f"no session {target!r} (running: {known}); the job may have ended")
 
 
-def connect(target: str | None = None, token: str | None = None, timeout: float = 10.0) -> Client:
-    """Connect to TARGET (see the module docstring)."""
-    if target and target.startswith("ssh://"):
-        from .remote import connect_ssh
+@dataclass
+class Endpoint:
+    """Where a session listens and its token; `close` tears down what reaching it took (ssh)."""
 
-        return connect_ssh(target, timeout=timeout)
+    address: str
+    token: str
+    close: Callable[[], None] | None = None
+
+
+def resolve(target: str | None = None, token: str | None = None) -> Endpoint:
+    """Find TARGET (see the module docstring); for ssh:// this opens the tunnel."""
+    if target and target.startswith("ssh://"):
+        from .remote import open_tunnel
+
+        return open_tunnel(target)
     if target and token is None and _looks_like_hostport(target):
         raise TargetError(f"{target} is a TCP address: pass its token (--token or STEPDBG_TOKEN)")
     if target and token is not None:
-        return connect_address(target, token, timeout)
+        return Endpoint(target, token)
     info = find_local(target)
-    return connect_address(info.address, info.token, timeout)
+    return Endpoint(info.address, info.token)
+
+
+def connect(target: str | None = None, token: str | None = None, timeout: float = 10.0) -> Client:
+    """Connect to TARGET (see the module docstring)."""
+    ep = resolve(target, token)
+    try:
+        return connect_address(ep.address, ep.token, timeout, closer=ep.close)
+    except Exception:
+        if ep.close is not None:
+            ep.close()
+        raise
 
 
 def _looks_like_hostport(target: str) -> bool:

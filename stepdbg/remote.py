@@ -22,7 +22,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from .client import Client, TargetError, connect_address
+from .client import Endpoint, TargetError
 
 SSH_TIMEOUT = 30.0
 
@@ -91,8 +91,8 @@ def remote_listing(t: SshTarget, with_token: bool = False) -> list[dict[str, Any
     return rows
 
 
-def connect_ssh(url: str, timeout: float = 10.0) -> Client:
-    """List the remote sessions, forward a local socket to the chosen one, connect."""
+def open_tunnel(url: str) -> Endpoint:
+    """List the remote sessions, forward a private local socket to the chosen one."""
     t = ssh_target(url)
     rows = remote_listing(t, with_token=True)
     if t.session is not None:
@@ -131,8 +131,4 @@ def connect_ssh(url: str, timeout: float = 10.0) -> Client:
             close()
             raise TargetError(f"the ssh tunnel to {t.host} did not open in {SSH_TIMEOUT:g}s")
         time.sleep(0.05)
-    try:
-        return connect_address(local, row["token"], timeout=timeout, closer=close)
-    except Exception:
-        close()
-        raise
+    return Endpoint(local, row["token"], close)

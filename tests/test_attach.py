@@ -290,3 +290,33 @@ def test_ctrl_c_ends_the_job_cleanly(start_job):
     assert code == -signal.SIGINT and "KeyboardInterrupt" in err
     assert not os.path.exists(info.path)
     assert job.events()[-1]["event"] == "end" and job.events()[-1]["exit_code"] == 130
+
+
+def test_async_client_drives_a_job(start_job):
+    """The asyncio client (what the TUI uses): pause, inspect, step, continue to the end."""
+    import asyncio
+
+    from stepdbg.async_client import AsyncClient
+
+    job = start_job("--break", "step==2", script_args=("--steps", "5"))
+    job.info()
+
+    async def drive() -> dict:
+        c = await AsyncClient.connect()
+        brk = await c.wait_paused(WAIT)
+        assert brk["step"] == 2
+        assert (await c.summary("x"))["shape"] == [8, 4]
+        assert (await c.status())["state"] == "paused"
+        await c.next_step()
+        brk2 = await c.wait_paused(WAIT, previous=brk)
+        assert brk2["step"] == 3 and brk2["phase"] == "before_forward"
+        with pytest.raises(ClientError) as e:
+            await c.call("nope")
+        assert e.value.code == "unknown_op"
+        await c.cont()
+        done = await c.wait_exited(WAIT)
+        await c.close()
+        return done
+
+    assert asyncio.run(drive())["exit_code"] == 0
+    assert job.finish()[0] == 0

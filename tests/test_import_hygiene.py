@@ -19,7 +19,8 @@ def loaded_after(code: str) -> list[str]:
 @pytest.mark.parametrize("code", [
     "import stepdbg",
     "import stepdbg.conditions, stepdbg.report, stepdbg.cli",
-    "import stepdbg.protocol, stepdbg.client, stepdbg.remote, stepdbg.sessions, stepdbg.console, stepdbg.frontend_cli",
+    "import stepdbg.protocol, stepdbg.client, stepdbg.async_client, stepdbg.remote, stepdbg.sessions",
+    "import stepdbg.console, stepdbg.frontend_cli",
 ])
 def test_the_facade_and_the_light_modules_load_nothing_heavy(code):
     assert loaded_after(code) == []
