@@ -60,6 +60,13 @@ def main() -> int:
         serve(session, config.get("listen"), announce=bool(config.get("serve") or config.get("listen")))
     except OSError as e:  # the job runs on; it just cannot be attached to
         print(f"stepdbg: cannot listen ({e}); the job runs without attach", file=sys.stderr)
+    tee = None
+    if config.get("forward_output"):
+        from stepdbg.output import OutputTee
+
+        tee = OutputTee(lambda stream, lines: session._emit("output", {"stream": stream, "lines": lines}))
+        session.on_stop.append(tee.stop)
+        tee.start()
     code = 0
     try:
         if module:

@@ -47,6 +47,8 @@ options (run and serve):
   --report FILE       write JSON lines, one event per line, flushed as written
   --listen HOST:PORT  also accept TCP (default host 127.0.0.1; the token is still required)
   --detach-timeout S  a paused job with no client left resumes by itself after S seconds
+  --forward-output    also send the job's stdout/stderr lines to clients (output events;
+                      the job then sees pipes, not a terminal, on fds 1 and 2)
   -q, --quiet         no stepdbg messages on stderr (the report still gets everything)
   --help-conditions   list every condition spec
   -h, --help          this text;   --version   the version
@@ -81,6 +83,7 @@ class RunConfig:
     serve: bool = False
     listen: str | None = None
     detach_timeout: float | None = None
+    forward_output: bool = False
     python: str = sys.executable
     module: str | None = None
     script: str | None = None
@@ -96,6 +99,7 @@ class RunConfig:
             "serve": self.serve,
             "listen": self.listen,
             "detach_timeout": self.detach_timeout,
+            "forward_output": self.forward_output,
         })
 
 
@@ -116,6 +120,10 @@ def parse_args(argv: list[str]) -> RunConfig | str:
             return CONDITIONS_HELP
         if a in ("-q", "--quiet"):
             cfg.quiet = True
+            i += 1
+            continue
+        if a == "--forward-output":
+            cfg.forward_output = True
             i += 1
             continue
         name, eq, val = a.partition("=")

@@ -148,6 +148,7 @@ class Server:
         self._lock = threading.Lock()
         self._stopped = threading.Event()
         self._latest_step: dict[str, Any] | None = None
+        self._output: list[dict[str, Any]] = []
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -189,6 +190,7 @@ class Server:
         if self._stopped.is_set():
             return
         self._stopped.set()
+        self._flush_output()
         self.broadcast(protocol.event("exited", {"exit_code": exit_code, "steps": self.session.step}))
         with self._lock:
             clients = list(self._clients)
@@ -211,6 +213,10 @@ class Server:
         if name == "step":
             self._latest_step = data  # coalesced: at most STEP_EVENTS_PER_SECOND go out
             return
+        if name == "output":
+            with self._lock:
+                self._output.append(data)  # batched by the flusher
+            return
         if name == "paused":
             data = asdict(data)
         self.broadcast(protocol.event(name, data))
@@ -218,10 +224,17 @@ class Server:
     def _step_flusher(self) -> None:
         sent = None
         while not self._stopped.wait(1 / STEP_EVENTS_PER_SECOND):
+            self._flush_output()
             latest = self._latest_step
             if latest is not None and latest is not sent and self._clients:
                 self.broadcast(protocol.event("step", latest))
                 sent = latest
+
+    def _flush_output(self) -> None:
+        with self._lock:
+            batch, self._output = self._output, []
+        if batch and self._clients:
+            self.broadcast(protocol.event("output", batch))
 
     def broadcast(self, message: dict[str, Any]) -> None:
         with self._lock:

@@ -192,6 +192,7 @@ class Session:
         self._alone_since: float | None = None
         self._end_requested = False
         self.server: Any = None
+        self.on_stop: list[Callable[[], None]] = []  # run before the server says "exited"
         self._paused_cv = threading.Condition()
         self._watchdog: Any = None
 
@@ -232,6 +233,9 @@ class Session:
         if self._watchdog is not None:
             self._watchdog.stop()
         self._hooks.remove_all()
+        for fn in self.on_stop:
+            with contextlib.suppress(Exception):
+                fn()
         if self.server is not None:
             self.server.stop(exit_code)
         self.report.write("end", exit_code=exit_code, steps=self.step, breaks=len(self.breaks),

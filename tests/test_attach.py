@@ -320,3 +320,24 @@ def test_async_client_drives_a_job(start_job):
 
     assert asyncio.run(drive())["exit_code"] == 0
     assert job.finish()[0] == 0
+
+
+def test_forwarded_output_reaches_clients_and_the_terminal(start_job):
+    job = start_job("--break", "step==2", "--forward-output", script_args=("--steps", "5"))
+    job.info()
+    with client.connect() as c:
+        c.wait_paused(WAIT)
+        c.cont()
+        c.wait_exited(WAIT)
+        lines = []
+        while not c.events.empty():
+            e = c.events.get()
+            if e["event"] == "output":
+                lines += [ln for batch in e["data"] if batch["stream"] == "stdout" for ln in batch["lines"]]
+    code, out, err = job.finish()
+    assert code == 0
+    printed = out.splitlines()
+    assert [ln.split()[:2] for ln in printed] == [["step", str(i)] for i in range(5)] + [["finished"]]
+    forwarded = [ln for ln in lines if ln.startswith("step ")]
+    # Everything printed once a client is there (steps 2-4 at least) reached it, in order.
+    assert forwarded == printed[5 - len(forwarded):5] and len(forwarded) >= 3
