@@ -29,11 +29,13 @@ def current() -> Session | None:
 
 
 def watch(*breaks: str, on_break: str | list[str] = "report", report: str | None = None,
-          quiet: bool = False) -> Session:
+          quiet: bool = False, serve: bool | None = None) -> Session:
     """Start watching the training loop of this process for `breaks` (condition specs).
 
     With no breaks, watches for ``nan`` and ``exception``. Calling it again adds the new
     conditions to the running session. A malformed spec raises ConditionError at once.
+    `serve` (or STEPDBG_SERVE=1) makes the job attachable (`stepdbg attach`); with
+    ``on_break="pause"`` a break then waits for a client.
     """
     global _session
     from .conditions import parse
@@ -48,7 +50,15 @@ def watch(*breaks: str, on_break: str | list[str] = "report", report: str | None
     actions = [on_break] if isinstance(on_break, str) else list(on_break)
     _session = Session(breaks=conds or ["nan", "exception"], actions=actions,
                        report=report or os.environ.get("STEPDBG_REPORT"), quiet=quiet)
-    _session.start()
+    _session.start(scan_existing=True)
+    import atexit
+
+    atexit.register(stop)  # the end event, and the session file and socket removed
+    if serve or (serve is None and os.environ.get("STEPDBG_SERVE") == "1"):
+        from .server import serve as start_server
+
+        _session.wait_for_frontend = "pause" in actions
+        start_server(_session)
     if any(c.kind == "exception" for c in _session.conditions):
         _install_excepthook(_session)
     return _session

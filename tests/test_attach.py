@@ -341,3 +341,26 @@ def test_forwarded_output_reaches_clients_and_the_terminal(start_job):
     forwarded = [ln for ln in lines if ln.startswith("step ")]
     # Everything printed once a client is there (steps 2-4 at least) reached it, in order.
     assert forwarded == printed[5 - len(forwarded):5] and len(forwarded) >= 3
+
+
+def test_watch_from_code_with_serve_is_attachable(tmp_path):
+    script = tmp_path / "train.py"
+    script.write_text(
+        "import runpy, stepdbg\n"
+        "stepdbg.watch('step==1', on_break='pause', serve=True)\n"
+        f"runpy.run_path({str(FIXTURE)!r}, run_name='__main__')\n"
+    )
+    proc = subprocess.Popen([sys.executable, str(script), "--steps", "3"], cwd=ROOT, stdin=subprocess.DEVNULL,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        job = Job(proc, tmp_path / "none")
+        info = job.info()
+        with client.connect() as c:
+            assert c.wait_paused(WAIT)["step"] == 1
+            c.cont()
+        code, out, err = job.finish()
+        assert code == 0 and "finished" in out and f"attach with: stepdbg attach {info.id}" in err
+        assert sessions.listing() == []  # removed at exit
+    finally:
+        if proc.poll() is None:
+            proc.kill()
