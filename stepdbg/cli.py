@@ -27,13 +27,16 @@ USAGE = """\
 usage: stepdbg [run] [OPTIONS] [python] SCRIPT.py [ARGS...]
        stepdbg [run] [OPTIONS] [python] -m MODULE [ARGS...]
        stepdbg serve [--listen HOST:PORT] [OPTIONS] [python] SCRIPT.py [ARGS...]
-       stepdbg attach [TARGET] [--token TOKEN]
+       stepdbg attach [TARGET] [--token TOKEN] [--repl]
        stepdbg ls [--json] [ssh://[user@]host[:port]]
 
 Run a PyTorch training script under stepdbg: it breaks when a condition holds
 (a NaN, an exploding gradient, a stalled dataloader, an exception, ...) and reports,
-replays, skips, aborts or pauses there. Every job is attachable from another shell
-(stepdbg attach); `serve` runs headless and waits for a client at each break.
+replays, skips, aborts or pauses there. At a terminal, `run` opens the TUI (the job's
+output goes to its Log panel, and to the terminal when the TUI closes); elsewhere it
+runs headless. Every job is attachable from another shell (stepdbg attach, the TUI at
+a terminal, --repl for a line console); `serve` runs headless and waits for a client
+at each break.
 
 options (run and serve):
   --break SPEC        break when SPEC holds (repeatable; default: nan and exception)
@@ -49,6 +52,7 @@ options (run and serve):
   --detach-timeout S  a paused job with no client left resumes by itself after S seconds
   --forward-output    also send the job's stdout/stderr lines to clients (output events;
                       the job then sees pipes, not a terminal, on fds 1 and 2)
+  --no-tui            at a terminal, run headless instead of opening the TUI
   -q, --quiet         no stepdbg messages on stderr (the report still gets everything)
   --help-conditions   list every condition spec
   -h, --help          this text;   --version   the version
@@ -84,6 +88,7 @@ class RunConfig:
     listen: str | None = None
     detach_timeout: float | None = None
     forward_output: bool = False
+    tui: bool = True
     python: str = sys.executable
     module: str | None = None
     script: str | None = None
@@ -124,6 +129,10 @@ def parse_args(argv: list[str]) -> RunConfig | str:
             continue
         if a == "--forward-output":
             cfg.forward_output = True
+            i += 1
+            continue
+        if a == "--no-tui":
+            cfg.tui = False
             i += 1
             continue
         name, eq, val = a.partition("=")
@@ -183,6 +192,10 @@ def parse_args(argv: list[str]) -> RunConfig | str:
     return cfg
 
 
+def _at_terminal() -> bool:
+    return sys.stdin.isatty() and sys.stdout.isatty() and os.environ.get("TERM") != "dumb"
+
+
 def _looks_like_python(word: str) -> bool:
     base = os.path.basename(word)
     return base.startswith("python") or base in ("py", "pypy", "pypy3")
@@ -206,13 +219,21 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def launch(cfg: RunConfig) -> int:
-    """Replace this process with the interpreter running the script under the agent."""
+    """Headless: replace this process with the interpreter running the script under the
+    agent. At a terminal (run, not serve): the job as a child, the TUI in front."""
+    with_tui = cfg.tui and not cfg.serve and _at_terminal()
+    if with_tui:
+        cfg.serve = True  # a break waits for the TUI, which attaches as soon as it can
     env = dict(os.environ)
     env["STEPDBG_CONFIG"] = cfg.to_env()
     pkg_parent = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     env["PYTHONPATH"] = os.pathsep.join(p for p in (pkg_parent, env.get("PYTHONPATH")) if p)
     target = ["-m", cfg.module] if cfg.module else [cfg.script]
     cmd = [cfg.python, "-m", "stepdbg.bootstrap", *target, *cfg.args]
+    if with_tui:
+        from stepdbg_tui.launch import launch_tui
+
+        return launch_tui(cmd, env)
     sys.stdout.flush()
     sys.stderr.flush()
     try:

@@ -64,6 +64,12 @@ class Ops:
     def remove_break(self, spec: str) -> Any:
         return self.call("break_remove", spec=spec)
 
+    def breakpoints(self) -> Any:
+        return self.call("breakpoints")
+
+    def enable_break(self, spec: str, enabled: bool = True) -> Any:
+        return self.call("break_enable", spec=spec, enabled=enabled)
+
     def pause(self) -> Any:
         return self.call("pause")
 

@@ -33,13 +33,16 @@ class _Usage(Exception):
 
 def attach(args: list[str]) -> int:
     target, token = None, os.environ.get("STEPDBG_TOKEN")
+    repl = "--repl" in args
+    args = [a for a in args if a != "--repl"]
     i = 0
     while i < len(args):
         a = args[i]
         if a in ("-h", "--help"):
-            print("usage: stepdbg attach [TARGET] [--token TOKEN]\n"
+            print("usage: stepdbg attach [TARGET] [--token TOKEN] [--repl]\n"
                   "TARGET: a session id or pid, a socket path, HOST:PORT, or ssh://[user@]host[:port][/session];\n"
-                  "none: the only local session (stepdbg ls lists them).")
+                  "none: the only local session (stepdbg ls lists them).\n"
+                  "At a terminal it opens the TUI; --repl (or no terminal) gives the line console.")
             return 0
         if a == "--token":
             if i + 1 >= len(args):
@@ -51,6 +54,12 @@ def attach(args: list[str]) -> int:
         if target is not None:
             raise _Usage(f"one TARGET only (got {target!r} and {a!r})")
         target, i = a, i + 1
+    from .cli import _at_terminal
+
+    if not repl and _at_terminal():
+        from stepdbg_tui.launch import attach_tui
+
+        return attach_tui(target, token)
     from .console import attach_console
 
     client = connect(target, token=token)

@@ -53,6 +53,16 @@ class Handlers:
             raise protocol.ProtocolError("bad_args", str(e)) from None
         return self.op_breaks()
 
+    def op_breakpoints(self) -> list[dict[str, Any]]:
+        return self.s.breakpoints()
+
+    def op_break_enable(self, spec: str, enabled: bool = True) -> list[dict[str, Any]]:
+        try:
+            self.s.enable_break(spec, bool(enabled))
+        except KeyError as e:
+            raise protocol.ProtocolError("bad_args", str(e.args[0])) from None
+        return self.s.breakpoints()
+
     def op_break_remove(self, spec: str) -> list[str]:
         try:
             self.s.remove_break(spec)

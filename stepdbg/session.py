@@ -134,6 +134,7 @@ class Session:
         argv: list[str] | None = None,
         quiet: bool = False,
     ) -> None:
+        self.disabled_breaks: set[str] = set()
         self.conditions: list[Condition] = [
             c if isinstance(c, Condition) else cond_mod.parse(c) for c in breaks
         ]
@@ -260,6 +261,17 @@ class Session:
 
     def break_specs(self) -> list[str]:
         return [c.spec for c in self.conditions]
+
+    def breakpoints(self) -> list[dict[str, Any]]:
+        """Each breakpoint with its kind, where it is checked and whether it is on."""
+        return [{"spec": c.spec, "kind": c.kind, "phase": c.phase, "enabled": c.spec not in self.disabled_breaks}
+                for c in self.conditions]
+
+    def enable_break(self, spec: str, enabled: bool = True) -> None:
+        if spec not in self.break_specs():
+            raise KeyError(f"no breakpoint {spec!r}; set: {self.break_specs()}")
+        (self.disabled_breaks.discard if enabled else self.disabled_breaks.add)(spec)
+        self._log_change("break_enable", spec=spec, enabled=enabled)
 
     def remove_break(self, spec: str) -> None:
         before = len(self.conditions)
@@ -678,6 +690,8 @@ class Session:
     def _check(self, phase: str) -> tuple[str, str, dict[str, Any]] | None:
         scalars: dict[str, Any] | None = None
         for c in self.conditions:
+            if c.spec in self.disabled_breaks:
+                continue
             if c.kind == "nan":
                 found = self._check_nonfinite(phase)
                 if found:

@@ -1,0 +1,597 @@
+"""StepdbgApp: the Textual front end. It gets its connection injected (``StepdbgApp(source)``)
+and only knows what the protocol carries; it never imports torch.
+
+Wire events become Textual messages in one worker; widgets react to messages and
+never touch the connection; every request runs in a worker so nothing blocks the UI.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+from textual import on, work
+from textual.app import App, ComposeResult
+from textual.binding import Binding
+from textual.containers import Grid, Vertical
+from textual.message import Message
+from textual.reactive import reactive
+from textual.screen import ModalScreen
+from textual.suggester import SuggestFromList
+from textual.widgets import (
+    Button,
+    Checkbox,
+    DataTable,
+    Footer,
+    Input,
+    Label,
+    Static,
+    TabbedContent,
+    TabPane,
+)
+
+from .panels import (
+    BreakPanel,
+    BreakpointsPanel,
+    LogPanel,
+    MemoryPanel,
+    ModelPanel,
+    OptimizerPanel,
+    PlotsPanel,
+    TensorPanel,
+    ThreadsPanel,
+    render_header,
+)
+from .source import Source
+
+PANELS = (("break", "Break"), ("model", "Model"), ("tensor", "Tensor"), ("optimizer", "Optimizer"),
+          ("memory", "Memory"), ("plots", "Plots"), ("breakpoints", "Breakpoints"), ("threads", "Threads"),
+          ("log", "Log"))
+
+HELP = """\
+[b]keys[/b]
+  c  continue          p  pause at the next pause point
+  n  next phase        s  next step
+  r  replay the step under anomaly detection (finds the op, module and line)
+  l  set the learning rate (once or pinned)      k  skip this step's update
+  b  breakpoints       e  the REPL line (Python in the paused frame; ↑↓ history)
+  1-9  panels: Break Model Tensor Optimizer Memory Plots Breakpoints Threads Log
+  q  quit: continue the job, leave it paused for a re-attach, or end it
+  ?  this help         escape  close a dialog / leave the REPL line"""
+
+
+# ---------------------------------------------------------------------- messages
+
+
+class JobEvent(Message):
+    """A pushed event from the agent (handled by ``on_job_event``)."""
+
+    def __init__(self, event: str, data: Any) -> None:
+        super().__init__()
+        self.event = event
+        self.data = data
+
+
+class StepSummary(Message, bubble=False):
+    """The latest step summary (handled by ``on_step_summary``); a newer one replaces an older one."""
+
+    def __init__(self, data: dict[str, Any]) -> None:
+        super().__init__()
+        self.data = data
+
+    def can_replace(self, message: Message) -> bool:
+        return isinstance(message, StepSummary)
+
+
+class ConnectionLost(Message):
+    """The connection to the job is gone (handled by ``on_connection_lost``)."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__()
+        self.reason = reason
+
+
+# ---------------------------------------------------------------------- dialogs
+
+
+class LrScreen(ModalScreen[tuple[float, bool] | None]):
+    """Ask for a learning rate and whether to pin it."""
+
+    DEFAULT_CSS = """
+    LrScreen { align: center middle; }
+    LrScreen > Vertical { width: 60; height: auto; border: thick $accent; padding: 1 2; background: $surface; }
+    LrScreen #lr-error { color: $error; }
+    """
+    BINDINGS = [Binding("escape", "dismiss(None)", "cancel")]
+    AUTO_FOCUS = "#lr-value"
+
+    def __init__(self, current: float | None, group: int | None) -> None:
+        super().__init__()
+        self.current = current
+        self.group = group
+
+    def compose(self) -> ComposeResult:
+        with Vertical():
+            g = "all groups" if self.group is None else f"group {self.group}"
+            yield Label(f"learning rate for {g} (now {self.current})")
+            yield Input(placeholder="e.g. 1e-4", id="lr-value")
+            yield Checkbox("pin it (re-applied before every step; schedulers scaled)", True, id="lr-pin")
+            yield Label("", id="lr-error")
+            yield Button("set", variant="primary", id="lr-ok")
+
+    @on(Input.Submitted)
+    @on(Button.Pressed, "#lr-ok")
+    def submit(self) -> None:
+        raw = self.query_one("#lr-value", Input).value.strip()
+        try:
+            lr = float(raw)
+            if not lr >= 0 or lr == float("inf"):
+                raise ValueError
+        except ValueError:
+            self.query_one("#lr-error", Label).update(f"{raw!r} is not a learning rate (a number >= 0)")
+            return
+        self.dismiss((lr, self.query_one("#lr-pin", Checkbox).value))
+
+
+class QuitScreen(ModalScreen[str | None]):
+    """What happens to the job when the UI goes: continue, stay paused, or end."""
+
+    DEFAULT_CSS = """
+    QuitScreen { align: center middle; }
+    QuitScreen > Grid { grid-size: 2; grid-gutter: 1; width: 64; height: auto; border: thick $accent;
+                        padding: 1 2; background: $surface; }
+    QuitScreen Label { column-span: 2; width: 1fr; }
+    QuitScreen Button { width: 1fr; }
+    """
+    BINDINGS = [Binding("escape", "dismiss(None)", "cancel"), Binding("c", "pick('continue')", show=False),
+                Binding("l", "pick('stay')", show=False), Binding("e", "pick('end')", show=False)]
+
+    def compose(self) -> ComposeResult:
+        with Grid():
+            yield Label("Quit stepdbg. What happens to the job?")
+            yield Button("c: continue it", id="continue", variant="primary")
+            yield Button("l: leave it paused (re-attach later)", id="stay")
+            yield Button("e: end it (exit code 3)", id="end", variant="error")
+            yield Button("cancel", id="cancel")
+
+    def action_pick(self, choice: str) -> None:
+        self.dismiss(choice)
+
+    @on(Button.Pressed)
+    def pressed(self, event: Button.Pressed) -> None:
+        self.dismiss(None if event.button.id == "cancel" else event.button.id)
+
+
+class HelpScreen(ModalScreen[None]):
+    DEFAULT_CSS = """
+    HelpScreen { align: center middle; }
+    HelpScreen > Static { width: 84; height: auto; border: thick $accent; padding: 1 2; background: $surface; }
+    """
+    BINDINGS = [Binding("escape,question_mark,q", "dismiss(None)", "close")]
+
+    def compose(self) -> ComposeResult:
+        yield Static(HELP)
+
+
+# ---------------------------------------------------------------------- the app
+
+
+class StepdbgApp(App[str | None]):
+    """The debugger UI over one job. Returns the quit choice: continue, stay, end, or None."""
+
+    TITLE = "stepdbg"
+    ENABLE_COMMAND_PALETTE = False
+    AUTO_FOCUS = None  # keys drive the debugger until a field is chosen (e, b, or a click)
+    CSS = """
+    #header { height: 1; background: $boost; padding: 0 1; }
+    TabbedContent { height: 1fr; }
+    .hint { color: $text-muted; }
+    #repl { dock: bottom; height: 3; }
+    #repl-out { dock: bottom; height: auto; max-height: 6; padding: 0 1; color: $text-muted; }
+    """
+    BINDINGS = [
+        Binding("c", "cont", "continue"),
+        Binding("p", "pause", "pause"),
+        Binding("n", "next_phase", "next phase"),
+        Binding("s", "next_step", "next step"),
+        Binding("r", "replay", "replay"),
+        Binding("l", "set_lr", "set LR"),
+        Binding("k", "skip", "skip step"),
+        Binding("b", "breakpoints", "breakpoints"),
+        Binding("e", "focus_repl", "REPL", show=False),
+        Binding("q", "quit_job", "quit"),
+        Binding("question_mark", "help", "help"),
+        *[Binding(str(i + 1), f"panel('{pid}')", title, show=False) for i, (pid, title) in enumerate(PANELS)],
+    ]
+
+    status: reactive[dict[str, Any]] = reactive(dict, always_update=True)
+    """The job's status: step, phase, state, the break it is paused at."""
+    connection: reactive[str] = reactive("connected")
+    """connected, or why not."""
+
+    def __init__(self, source: Source, clock: Callable[[], float] = time.time) -> None:
+        super().__init__()
+        self.source = source
+        self.clock = clock
+        self.replay_result: dict[str, Any] | None = None
+        self.history: list[dict[str, Any]] = []
+        self.repl_history: list[str] = []
+        self._repl_pos = 0
+        self.quit_choice: str | None = None
+        self.set_reactive(StepdbgApp.status, dict(source.status_at_attach or {}))
+        self.log_buffer: list[tuple[str, str]] = []  # (stream, line) printed before the UI came up
+        self._mounted = False
+
+    # ------------------------------------------------------------------ layout
+
+    def compose(self) -> ComposeResult:
+        yield Static(id="header")
+        with TabbedContent(id="panels"):
+            for pid, title in PANELS:
+                with TabPane(f"{PANELS.index((pid, title)) + 1} {title}", id=pid):
+                    yield {"break": BreakPanel, "model": ModelPanel, "tensor": TensorPanel,
+                           "optimizer": OptimizerPanel, "memory": MemoryPanel, "plots": PlotsPanel,
+                           "breakpoints": BreakpointsPanel, "threads": ThreadsPanel, "log": LogPanel}[pid]()
+        yield Static(id="repl-out")
+        yield Input(placeholder="e: Python in the paused frame (p EXPR, lr X pin, break add SPEC, ...)", id="repl")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self._mounted = True
+        for stream, line in self.log_buffer:
+            self.log_line(line, "red" if stream == "stderr" else "")
+        self.refresh_header()
+        self.set_interval(1.0, self.refresh_header)
+        self.pump_events()
+        self.refresh_all()
+
+    def refresh_header(self) -> None:
+        started = self.source.session.get("started") or self.clock()
+        self.query_one("#header", Static).update(
+            render_header(self.source.session, self.status, max(0.0, self.clock() - started), self.connection))
+
+    def watch_status(self) -> None:
+        if self._mounted:
+            self.refresh_header()
+
+    def watch_connection(self) -> None:
+        if self._mounted:
+            self.refresh_header()
+
+    # ------------------------------------------------------------------ events from the job
+
+    @work(group="events")
+    async def pump_events(self) -> None:
+        try:
+            async for ev in self.source.iter_events():
+                if ev.get("event") == "step":
+                    self.post_message(StepSummary(ev["data"]))
+                else:
+                    self.post_message(JobEvent(ev.get("event", "?"), ev.get("data")))
+                if ev.get("event") == "exited":
+                    break
+        except Exception as e:  # the connection broke
+            self.post_message(ConnectionLost(str(e)))
+
+    def on_job_event(self, msg: JobEvent) -> None:
+        if msg.event == "paused":
+            self.replay_result = None
+            self.status = {**self.status, "state": "paused", "paused": msg.data, "step": msg.data["step"],
+                           "phase": msg.data["phase"]}
+            self.log_line(f"paused at step {msg.data['step']} ({msg.data['phase']}): {msg.data['reason']}", "yellow")
+            self.query_one(TabbedContent).active = "break"
+            self.refresh_all()
+        elif msg.event == "resumed":
+            self.status = {**self.status, "state": "running", "paused": None}
+            self.refresh_break()
+        elif msg.event == "output":
+            for batch in msg.data or []:
+                for line in batch["lines"]:
+                    self.log_line(line, "red" if batch["stream"] == "stderr" else "")
+        elif msg.event == "change":
+            self.log_line(f"change: {msg.data.get('what')} {({k: v for k, v in msg.data.items() if k != 'what'})}",
+                          "cyan")
+        elif msg.event == "break":
+            self.log_line(f"break at step {msg.data['step']} [{msg.data['condition']}]: {msg.data['reason']}",
+                          "magenta")
+        elif msg.event == "exited":
+            self.status = {**self.status, "state": f"exited ({msg.data.get('exit_code')})", "paused": None}
+            self.connection = f"job ended, exit code {msg.data.get('exit_code')}"
+            self.log_line(f"the job ended with exit code {msg.data.get('exit_code')}", "bold")
+
+    def on_step_summary(self, msg: StepSummary) -> None:
+        d = msg.data
+        self.history = (self.history + [d])[-500:]
+        if self.status.get("state") != "paused":  # a late summary must not hide the pause
+            self.status = {**self.status, "step": d["step"] + 1, "phase": "between steps"}
+        if self.query_one(TabbedContent).active == "plots":
+            self.query_one(PlotsPanel).show(self.history, None)
+
+    def on_connection_lost(self, msg: ConnectionLost) -> None:
+        self.connection = f"connection lost: {msg.reason}"
+        self.notify(f"lost the connection to the job: {msg.reason}", severity="error", timeout=10)
+
+    def log_line(self, line: str, style: str = "") -> None:
+        self.query_one(LogPanel).write(line, style)
+
+    # ------------------------------------------------------------------ requests (workers)
+
+    async def _ask(self, what: str, coro: Any) -> Any:
+        """Await one request; errors become notifications, never crashes."""
+        try:
+            return await coro
+        except Exception as e:
+            self.notify(f"{what}: {getattr(e, 'message', None) or e}", severity="error", timeout=6)
+            return None
+
+    @work(exclusive=True, group="refresh")
+    async def refresh_all(self) -> None:
+        st = await self._ask("status", self.source.status())
+        if st:
+            self.status = st
+        hist = await self._ask("history", self.source.get_history(200))
+        if hist is not None:
+            self.history = hist
+        await self._refresh_break()
+        await self._refresh_panel(self.query_one(TabbedContent).active)
+
+    @work(exclusive=True, group="break")
+    async def refresh_break(self) -> None:
+        await self._refresh_break()
+
+    async def _refresh_break(self) -> None:
+        brk = self.status.get("paused")
+        src = await self._ask("source", self.source.source(4)) if brk else None
+        self.query_one(BreakPanel).show(brk, self.replay_result, src)
+        if brk:
+            names = await self._ask("names", self.source.evaluate("sorted(vars())"))
+            if names and names.get("value"):
+                words = [w.strip(" '[]") for w in names["value"].split(",")]
+                self.query_one("#repl", Input).suggester = SuggestFromList(words, case_sensitive=True)
+
+    async def _refresh_panel(self, pid: str) -> None:
+        paused = self.status.get("state") == "paused"
+        if pid == "model" and paused:
+            rows = await self._ask("module tree", self.source.module_tree())
+            if rows is not None:
+                self.query_one(ModelPanel).show(rows)
+        elif pid == "optimizer":
+            info = await self._ask("optimizer", self.source.optimizer_info())
+            if info is not None:
+                self.query_one(OptimizerPanel).show(info)
+        elif pid == "memory":
+            mem = await self._ask("memory", self.source.memory())
+            if mem is not None:
+                self.query_one(MemoryPanel).show(mem, self.history)
+        elif pid == "plots":
+            brk = self.status.get("paused")
+            self.query_one(PlotsPanel).show(self.history, brk["step"] if brk else None)
+        elif pid == "breakpoints":
+            rows = await self._ask("breakpoints", self.source.breakpoints())
+            if rows is not None:
+                self.query_one(BreakpointsPanel).show(rows)
+        elif pid == "threads":
+            stacks = await self._ask("stacks", self.source.stacks())
+            if stacks is not None:
+                self.query_one(ThreadsPanel).show(stacks)
+        elif pid == "tensor" and paused and not self.query_one("#tensor-name", Input).value:
+            self.query_one("#tensor-name", Input).value = "loss"
+            await self._show_tensor("loss", "")
+
+    @on(TabbedContent.TabActivated)
+    def tab_changed(self, event: TabbedContent.TabActivated) -> None:
+        self.load_panel(event.pane.id or "")
+
+    @work(exclusive=True, group="panel")
+    async def load_panel(self, pid: str) -> None:
+        await self._refresh_panel(pid)
+
+    # ------------------------------------------------------------------ actions
+
+    def action_panel(self, pid: str) -> None:
+        self.query_one(TabbedContent).active = pid
+
+    def action_breakpoints(self) -> None:
+        self.action_panel("breakpoints")
+        self.query_one("#break-input", Input).focus()
+
+    def _resume(self, what: str, coro: Any) -> None:
+        if self.status.get("state") != "paused":
+            self.notify("the job is not paused", severity="warning")
+            coro.close()
+            return
+        self.run_worker(self._ask(what, coro), group="control")
+
+    def action_cont(self) -> None:
+        self._resume("continue", self.source.cont())
+
+    def action_next_phase(self) -> None:
+        self._resume("next phase", self.source.next_phase())
+
+    def action_next_step(self) -> None:
+        self._resume("next step", self.source.next_step())
+
+    def action_pause(self) -> None:
+        self.run_worker(self._ask("pause", self.source.pause()), group="control")
+        self.notify("pausing at the next pause point…")
+
+    def action_replay(self) -> None:
+        if self.status.get("state") != "paused":
+            self.notify("replay needs a paused step", severity="warning")
+            return
+        self.do_replay()
+
+    @work(exclusive=True, group="replay")
+    async def do_replay(self) -> None:
+        panel = self.query_one(BreakPanel)
+        panel.loading = True  # a spinner while the step is replayed
+        self.notify("replaying the step under anomaly detection…")
+        try:
+            result = await self._ask("replay", self.source.replay())
+        finally:
+            panel.loading = False
+        if result is not None:
+            self.replay_result = result
+            self.query_one(TabbedContent).active = "break"
+            await self._refresh_break()
+
+    def action_set_lr(self) -> None:
+        group = None
+        if self.query_one(TabbedContent).active == "optimizer":
+            t = self.query_one("#opt-table", DataTable)
+            if t.row_count:
+                group = t.cursor_row
+        brk = self.status.get("paused") or {}
+        lrs = (brk.get("scalars") or {}).get("lr") or []
+        current = lrs[group or 0] if len(lrs) > (group or 0) else None
+
+        def done(answer: tuple[float, bool] | None) -> None:
+            if answer is not None:
+                self.apply_lr(answer[0], group, answer[1])
+
+        self.push_screen(LrScreen(current, group), done)
+
+    @work(group="control")
+    async def apply_lr(self, lr: float, group: int | None, pin: bool) -> None:
+        r = await self._ask("set LR", self.source.set_lr(lr, group=group, pin=pin))
+        if r is not None:
+            self.notify(f"LR set to {lr:g}{' (pinned)' if pin else ''}")
+            await self._refresh_panel(self.query_one(TabbedContent).active)
+
+    def action_skip(self) -> None:
+        self.run_worker(self._skip(), group="control")
+
+    async def _skip(self) -> None:
+        if await self._ask("skip", self.source.skip_step()) is not None:
+            self.notify("this step's update will not be applied")
+
+    def action_focus_repl(self) -> None:
+        self.query_one("#repl", Input).focus()
+
+    def action_help(self) -> None:
+        self.push_screen(HelpScreen())
+
+    def action_quit_job(self) -> None:
+        if self.connection != "connected":
+            self.exit(None)
+            return
+
+        def done(choice: str | None) -> None:
+            if choice is not None:
+                self.quit_choice = choice
+                self.exit(choice)
+
+        self.push_screen(QuitScreen(), done)
+
+    # ------------------------------------------------------------------ inputs
+
+    @on(Input.Submitted, "#tensor-name")
+    @on(Input.Submitted, "#tensor-index")
+    def tensor_submitted(self) -> None:
+        name = self.query_one("#tensor-name", Input).value.strip()
+        index = self.query_one("#tensor-index", Input).value.strip()
+        if name:
+            self.run_worker(self._show_tensor(name, index), group="tensor", exclusive=True)
+
+    async def _show_tensor(self, name: str, index: str) -> None:
+        s = await self._ask(f"tensor {name}", self.source.summary(name))
+        if s is None:
+            return
+        values = await self._ask("slice", self.source.slice(name, index, 64)) if s.get("type") == "Tensor" else None
+        self.query_one(TensorPanel).show(s, values)
+
+    @on(DataTable.RowSelected, "#model-table")
+    def module_selected(self, event: DataTable.RowSelected) -> None:
+        name = str(event.row_key.value)
+        path = "model" if name == "(root)" else "model." + ".".join(
+            f"[{p}]" if p.isdigit() else p for p in name.split(".")).replace(".[", "[")
+        self.query_one("#tensor-name", Input).value = f"next(({path}).parameters(), None)"
+        self.query_one(TabbedContent).active = "tensor"
+        self.tensor_submitted()
+
+    @on(Input.Submitted, "#break-input")
+    def break_submitted(self, event: Input.Submitted) -> None:
+        spec = event.value.strip()
+        if spec:
+            self.run_worker(self._add_break(spec), group="breaks")
+
+    async def _add_break(self, spec: str) -> None:
+        try:
+            await self.source.add_break(spec)
+        except Exception as e:  # the agent's own error, shown where it was typed
+            self.query_one("#break-error", Label).update(getattr(e, "message", None) or str(e))
+            return
+        self.query_one("#break-input", Input).value = ""
+        await self._refresh_panel("breakpoints")
+
+    def on_key(self, event: Any) -> None:
+        focused = self.focused
+        if isinstance(focused, DataTable) and focused.id == "breaks-table" and focused.row_count:
+            spec = str(focused.coordinate_to_cell_key(focused.cursor_coordinate).row_key.value)
+            if event.key == "space":
+                enabled = str(focused.get_cell_at((focused.cursor_row, 0))) == "●"
+                self.run_worker(self._toggle_break(spec, not enabled), group="breaks")
+                event.stop()
+            elif event.key == "delete":
+                self.run_worker(self._remove_break(spec), group="breaks")
+                event.stop()
+        elif isinstance(focused, Input) and focused.id == "repl" and event.key in ("up", "down"):
+            self._repl_recall(-1 if event.key == "up" else 1)
+            event.stop()
+        elif isinstance(focused, Input) and event.key == "escape":
+            self.set_focus(None)
+            event.stop()
+
+    async def _toggle_break(self, spec: str, enabled: bool) -> None:
+        await self._ask("breakpoint", self.source.enable_break(spec, enabled))
+        await self._refresh_panel("breakpoints")
+
+    async def _remove_break(self, spec: str) -> None:
+        await self._ask("breakpoint", self.source.remove_break(spec))
+        await self._refresh_panel("breakpoints")
+
+    @on(Input.Submitted, "#repl")
+    def repl_submitted(self, event: Input.Submitted) -> None:
+        line = event.value.strip()
+        event.input.value = ""
+        if not line:
+            return
+        self.repl_history.append(line)
+        self._repl_pos = len(self.repl_history)
+        self.run_worker(self._repl(line), group="repl")
+
+    def _repl_recall(self, delta: int) -> None:
+        if not self.repl_history:
+            return
+        self._repl_pos = max(0, min(len(self.repl_history), self._repl_pos + delta))
+        repl = self.query_one("#repl", Input)
+        repl.value = self.repl_history[self._repl_pos] if self._repl_pos < len(self.repl_history) else ""
+        repl.cursor_position = len(repl.value)
+
+    async def _repl(self, line: str) -> None:
+        out = self.query_one("#repl-out", Static)
+        word, _, rest = line.partition(" ")
+        if word == "lr" and rest:
+            parts = rest.split()
+            try:
+                lr = float(parts[0])
+            except ValueError:
+                out.update(f"lr needs a number, not {parts[0]!r}")
+                return
+            r = await self._ask("set LR", self.source.set_lr(lr, pin="pin" in parts[1:]))
+            out.update(f"» {line}\n{r}" if r else "")
+        elif word == "break" and rest.startswith("add "):
+            await self._add_break(rest[4:].strip())
+            out.update(f"» {line}")
+        elif word == "p" and rest:
+            s = await self._ask(f"tensor {rest}", self.source.summary(rest))
+            if s is not None:
+                from .panels import render_summary
+
+                out.update(render_summary(s))
+        else:
+            r = await self._ask("eval", self.source.evaluate(line))
+            if r is not None:
+                text = (r.get("output") or "") + (r.get("error") or "") + (r.get("value") or "")
+                out.update(f"» {line}\n{text.rstrip()[-2000:]}")

@@ -1,0 +1,102 @@
+"""Running the app: on a job it launches (`stepdbg python train.py` at a terminal) or
+on one it attaches to (`stepdbg attach TARGET`)."""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import sys
+import threading
+import time
+from typing import Any
+
+from stepdbg import sessions
+from stepdbg.async_client import AsyncClient
+from stepdbg.client import TargetError
+
+START_TIMEOUT = 120.0
+
+
+async def _run(target: str | None, token: str | None, output: list[tuple[str, str]] | None,
+               hold: dict[str, Any]) -> str | None:
+    from .app import StepdbgApp
+
+    client = await AsyncClient.connect(target, token=token)
+    app = StepdbgApp(client)
+    hold["app"] = app
+    app.log_buffer.extend(output or [])  # what the job printed before the UI came up
+    try:
+        choice = await app.run_async()
+    finally:
+        hold["app"] = None
+    await client.close(then=choice or "stay")
+    return choice
+
+
+def attach_tui(target: str | None, token: str | None) -> int:
+    """`stepdbg attach` with the TUI. 0 on a normal quit."""
+    asyncio.run(_run(target, token, None, {}))
+    return 0
+
+
+def launch_tui(cmd: list[str], env: dict[str, str]) -> int:
+    """Start the job as a child with the agent serving, show the TUI, relay its output.
+
+    The child's stdout/stderr go to the Log panel while the UI runs and to this terminal
+    after it closes (nothing is lost); the child's exit code is returned."""
+    child = subprocess.Popen(cmd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True, errors="replace", bufsize=1)
+    output: list[tuple[str, str]] = []
+    hold: dict[str, Any] = {"app": None}
+    lock = threading.Lock()
+
+    def relay(stream: Any, name: str) -> None:
+        for line in stream:
+            line = line.rstrip("\n")
+            with lock:
+                app = hold.get("app")
+                if app is None:
+                    output.append((name, line))
+                    if hold.get("done"):
+                        print(line, file=sys.stdout if name == "stdout" else sys.stderr, flush=True)
+                    continue
+            from .app import JobEvent
+
+            app.post_message(JobEvent("output", [{"stream": name, "lines": [line]}]))
+            output.append((name, line))
+
+    readers = [threading.Thread(target=relay, args=(child.stdout, "stdout"), daemon=True),
+               threading.Thread(target=relay, args=(child.stderr, "stderr"), daemon=True)]
+    for r in readers:
+        r.start()
+    try:
+        info = _wait_for_session(child)
+        if info is not None:
+            asyncio.run(_run(str(info.pid), None, list(output), hold))
+    except KeyboardInterrupt:
+        child.terminate()
+    except TargetError as e:
+        print(f"stepdbg: {e}", file=sys.stderr)
+    finally:
+        with lock:
+            hold["done"] = True
+            hold["app"] = None
+            for name, line in output:  # the whole log, on the terminal once the UI is gone
+                print(line, file=sys.stdout if name == "stdout" else sys.stderr)
+            sys.stdout.flush()
+    code = child.wait()
+    for r in readers:
+        r.join(timeout=5)
+    return code
+
+
+def _wait_for_session(child: subprocess.Popen[str]) -> sessions.SessionInfo | None:
+    deadline = time.monotonic() + START_TIMEOUT
+    while time.monotonic() < deadline:
+        for s in sessions.listing():
+            if s.pid == child.pid:
+                return s
+        if child.poll() is not None:
+            return None  # it ended before it could be attached to; its output says why
+        time.sleep(0.05)
+    raise TargetError(f"the job (pid {child.pid}) did not start its agent in {START_TIMEOUT:g}s")

@@ -1,0 +1,386 @@
+"""The panels: each renders plain protocol data; none of them touches the connection.
+
+Rendering is split into small pure functions (``render_*``) so the words on screen are
+testable without a terminal.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from rich.console import Group
+from rich.syntax import Syntax
+from rich.table import Table
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.widgets import DataTable, Input, Label, RichLog, Sparkline, Static
+
+from stepdbg.conditions import ConditionError, format_size, parse
+
+
+def num(v: Any, digits: int = 4) -> str:
+    if v is None:
+        return "-"
+    if isinstance(v, str):
+        return v
+    if isinstance(v, float):
+        return f"{v:.{digits}g}"
+    return str(v)
+
+
+def bad(v: Any) -> bool:
+    return isinstance(v, str) and v in ("nan", "inf", "-inf") or (isinstance(v, float) and not math.isfinite(v))
+
+
+# ---------------------------------------------------------------------- break
+
+
+def hints(brk: dict[str, Any], replay: dict[str, Any] | None) -> list[str]:
+    """Rule-based hints from the break record and the replay (no guessing beyond them)."""
+    out = []
+    d = brk.get("details") or {}
+    if d.get("explanation"):
+        out.append(d["explanation"])
+    if brk.get("condition") == "nan" or "nan" in brk.get("reason", ""):
+        if d.get("model_output") == "finite":
+            out.append("the model output was finite: look at the loss computation (log of 0, division by 0)")
+        if d.get("nonfinite_params"):
+            out.append("parameters are already non-finite: the previous update broke them; lower the LR or clip")
+        if not replay:
+            out.append("press r to replay the step and find the op that made the first non-finite value")
+    if brk.get("condition", "").startswith("grad_norm"):
+        out.append("a large gradient norm: lower the LR (l, pinned), add clipping or warmup; see Plots (6)")
+    if brk.get("condition", "").startswith("data_wait") or brk.get("condition", "").startswith("stall"):
+        out.append("the step waited for data: check num_workers against the cores, and heavy transforms (Threads: 8)")
+    if brk.get("condition") == "stale_grad":
+        out.append("call optimizer.zero_grad() once per optimizer step")
+    if replay and replay.get("first_nonfinite"):
+        f = replay["first_nonfinite"]
+        out.append(f"guard the input of {f['op']} in {f.get('module') or 'the loss'} (clamp, eps) or fix the data")
+    return out
+
+
+def render_break(brk: dict[str, Any] | None, replay: dict[str, Any] | None) -> Group | Text:
+    if brk is None:
+        return Text("running — no break yet. p pauses at the next pause point.", style="dim")
+    lines: list[Any] = []
+    head = Text()
+    head.append(f"step {brk['step']} · {brk['phase']} · ", style="bold")
+    head.append(f"[{brk['condition']}] ", style="bold magenta")
+    head.append(brk["reason"], style="bold red" if "nan" in brk["reason"] or "inf" in brk["reason"] else "bold")
+    lines.append(head)
+    s = brk.get("scalars") or {}
+    scal = Text("loss ")
+    scal.append(num(s.get("loss")), style="red" if bad(s.get("loss")) else "green")
+    scal.append(f"   grad_norm {num(s.get('grad_norm'))}   lr {num((s.get('lr') or [None])[0])}"
+                f"   data_wait {num(s.get('data_wait'), 3)}s")
+    lines.append(scal)
+    w = brk.get("where")
+    if w:
+        lines.append(Text(f"at {w['file']}:{w['line']} in {w['function']}", style="dim"))
+    if replay:
+        lines.append(Text(""))
+        first = replay.get("first_nonfinite") or replay.get("failing_op")
+        title = Text("replay: ", style="bold cyan")
+        title.append(replay.get("summary", ""))
+        lines.append(title)
+        if first:
+            t = Text("  module ", style="dim")
+            t.append(str(first.get("module") or "(loss computation)"), style="bold yellow")
+            t.append(f" ({first.get('module_type') or '-'})  op ", style="dim")
+            t.append(str(first.get("op")), style="bold yellow")
+            t.append("  line ", style="dim")
+            t.append(f"{first.get('file')}:{first.get('line')}", style="bold yellow")
+            lines.append(t)
+            if first.get("code"):
+                lines.append(Text(f"  {first['code']}", style="yellow"))
+            for ln in first.get("forward_trace") or []:
+                lines.append(Text(f"  {ln}", style="dim"))
+    for h in hints(brk, replay):
+        lines.append(Text(f"• {h}", style="italic"))
+    return Group(*lines)
+
+
+def render_source(src: dict[str, Any] | None) -> Syntax | Text:
+    if not src or not src.get("lines"):
+        return Text("")
+    code = "\n".join(ln["text"] for ln in src["lines"])
+    first = src["lines"][0]["line"]
+    return Syntax(code, "python", line_numbers=True, start_line=first, highlight_lines={src["line"]},
+                  theme="ansi_dark", word_wrap=False)
+
+
+class BreakPanel(VerticalScroll):
+    DEFAULT_CSS = """
+    BreakPanel #break-record { height: auto; }
+    BreakPanel #break-source { height: auto; margin-top: 1; }
+    """
+
+    def compose(self) -> ComposeResult:
+        yield Static(id="break-record")
+        yield Static(id="break-source")
+
+    def show(self, brk: dict[str, Any] | None, replay: dict[str, Any] | None, src: dict[str, Any] | None) -> None:
+        self.query_one("#break-record", Static).update(render_break(brk, replay))
+        self.query_one("#break-source", Static).update(render_source(src) if brk else "")
+
+
+# ---------------------------------------------------------------------- model
+
+
+def grad_ratio(row: dict[str, Any]) -> float | None:
+    g, w = row.get("grad_norm"), row.get("weight_norm")
+    if isinstance(g, (int, float)) and isinstance(w, (int, float)) and w and math.isfinite(g):
+        return g / w
+    return None
+
+
+class ModelPanel(Vertical):
+    def compose(self) -> ComposeResult:
+        yield DataTable(id="model-table", cursor_type="row", zebra_stripes=True)
+        yield Label("Enter: inspect the module's weight in Tensor (3). red: non-finite · yellow: |g|/|w| < 1e-6",
+                    classes="hint")
+
+    def on_mount(self) -> None:
+        t = self.query_one(DataTable)
+        t.add_columns("module", "type", "out", "params", "|w|", "|g|", "|g|/|w|", "mode")
+
+    def show(self, rows: list[dict[str, Any]]) -> None:
+        t = self.query_one(DataTable)
+        t.clear()
+        for r in rows:
+            ratio = grad_ratio(r)
+            style = "red" if bad(r.get("grad_norm")) or bad(r.get("weight_norm")) else (
+                "yellow" if ratio is not None and ratio < 1e-6 else "")
+            name = "  " * max(0, r["depth"] - 1) + r["name"]
+            cells = [name, r["type"], str(r.get("output_shape") or "-"), str(r["params"]), num(r.get("weight_norm"), 3),
+                     num(r.get("grad_norm"), 3), num(ratio, 2), "train" if r["training"] else "eval"]
+            t.add_row(*[Text(c, style=style) for c in cells], key=r["name"])
+
+
+# ---------------------------------------------------------------------- tensor
+
+
+def render_summary(s: dict[str, Any]) -> Text:
+    if s.get("type") != "Tensor":
+        return Text(f"{s.get('name')}: {s.get('type')} {s.get('repr', '')}")
+    t = Text()
+    t.append(f"{s['name']}", style="bold")
+    t.append(f"  {s['dtype']} {s['shape']} on {s['device']}{'  requires_grad' if s.get('requires_grad') else ''}\n")
+    if "min" in s:
+        t.append(f"min {num(s['min'])}  max {num(s['max'])}  mean {num(s['mean'])}  std {num(s['std'])}  "
+                 f"norm {num(s['norm'])}\n")
+    t.append("nan ", style="dim")
+    t.append(str(s.get("nan", 0)), style="red bold" if s.get("nan") else "")
+    t.append("  inf ", style="dim")
+    t.append(str(s.get("inf", 0)), style="red bold" if s.get("inf") else "")
+    t.append(f"  zeros {s.get('zeros', 0)} of {s.get('numel')}", style="dim")
+    return t
+
+
+class TensorPanel(Vertical):
+    DEFAULT_CSS = """
+    TensorPanel Input { width: 1fr; }
+    TensorPanel #tensor-summary { height: auto; margin: 1 0; }
+    TensorPanel Sparkline { height: 3; }
+    TensorPanel #tensor-slice { height: auto; }
+    """
+
+    def compose(self) -> ComposeResult:
+        with Horizontal(classes="inputs"):
+            yield Input(placeholder="tensor: loss, batch, x, model.head[0].weight.grad", id="tensor-name")
+            yield Input(placeholder="slice: 0, :8", id="tensor-index")
+        yield Static(id="tensor-summary")
+        yield Label("histogram", classes="hint")
+        yield Sparkline([], id="tensor-hist")
+        yield Static(id="tensor-slice")
+
+    def show(self, summary: dict[str, Any], values: list[Any] | None) -> None:
+        self.query_one("#tensor-summary", Static).update(render_summary(summary))
+        counts = (summary.get("hist") or {}).get("counts") or []
+        self.query_one("#tensor-hist", Sparkline).data = counts
+        h = summary.get("hist")
+        label = f"histogram {num(h['lo'])} … {num(h['hi'])}" if h else "histogram"
+        self.query_one(".hint", Label).update(label)
+        self.query_one("#tensor-slice", Static).update(
+            "" if values is None else "values: " + ", ".join(num(v) for v in values))
+
+
+# ---------------------------------------------------------------------- optimizer, memory
+
+
+class OptimizerPanel(Vertical):
+    def compose(self) -> ComposeResult:
+        yield DataTable(id="opt-table", cursor_type="row")
+        yield Label("l: set the LR of the selected group (once or pinned)", classes="hint")
+        yield Static(id="opt-state")
+
+    def on_mount(self) -> None:
+        self.query_one(DataTable).add_columns("group", "lr", "pinned", "params", "other")
+
+    def show(self, infos: list[dict[str, Any]]) -> None:
+        t = self.query_one(DataTable)
+        t.clear()
+        lines = []
+        for info in infos:
+            for g in info["groups"]:
+                other = ", ".join(f"{k}={num(v) if not isinstance(v, list) else v}" for k, v in g.items()
+                                  if k not in ("index", "lr", "pinned_lr", "params"))
+                t.add_row(f"{info['type']}[{g['index']}]", num(g.get("lr")), num(g.get("pinned_lr")),
+                          str(g["params"]), other, key=str(g["index"]))
+            for k, st in info["state"].items():
+                lines.append(f"state {k}: {st['tensors']} tensors, norm {num(st['norm'])}, max |x| {num(st['max_abs'])}")
+            for s in info["schedulers"]:
+                lines.append(f"scheduler {s['type']}: last_epoch {s['last_epoch']}, base {s['base_lrs']}, "
+                             f"last {s['last_lr']}")
+            if not info["schedulers"]:
+                lines.append("no LR scheduler")
+        self.query_one("#opt-state", Static).update("\n".join(lines))
+
+
+class MemoryPanel(Vertical):
+    DEFAULT_CSS = "MemoryPanel Sparkline { height: 4; }"
+
+    def compose(self) -> ComposeResult:
+        yield Static(id="mem-now")
+        yield Label("memory over steps", classes="hint")
+        yield Sparkline([], id="mem-hist")
+
+    def show(self, mem: dict[str, Any], history: list[dict[str, Any]]) -> None:
+        lines = [f"host RSS {format_size(mem.get('host_rss') or 0)}"]
+        for d in mem.get("cuda", []):
+            lines.append(f"cuda:{d['device']} {d['name']}: allocated {format_size(d['allocated'])}, reserved "
+                         f"{format_size(d['reserved'])}, peak {format_size(d['peak_allocated'])} of "
+                         f"{format_size(d['total'])}")
+        if not mem.get("cuda"):
+            lines.append("no CUDA in use: mem>SIZE compares host RSS")
+        self.query_one("#mem-now", Static).update("\n".join(lines))
+        series = [h["mem"] for h in history if isinstance(h.get("mem"), (int, float))]
+        self.query_one("#mem-hist", Sparkline).data = series
+        if series:
+            self.query_one(".hint", Label).update(
+                f"memory over steps: {format_size(series[0])} → {format_size(series[-1])}")
+
+
+# ---------------------------------------------------------------------- plots
+
+PLOTS = (("loss", "loss"), ("grad_norm", "grad norm"), ("lr", "lr"), ("data_wait", "data wait s"),
+         ("step_time", "step time s"))
+
+
+def series(history: list[dict[str, Any]], key: str) -> list[float]:
+    out = []
+    for h in history:
+        v = h.get(key)
+        if isinstance(v, list):
+            v = v[0] if v else None
+        if isinstance(v, (int, float)) and math.isfinite(v):
+            out.append(float(v))
+    return out
+
+
+class PlotsPanel(VerticalScroll):
+    DEFAULT_CSS = "PlotsPanel Sparkline { height: 2; margin-bottom: 1; }"
+
+    def compose(self) -> ComposeResult:
+        for key, title in PLOTS:
+            yield Label(title, id=f"plot-{key}-label", classes="hint")
+            yield Sparkline([], id=f"plot-{key}")
+
+    def show(self, history: list[dict[str, Any]], break_step: int | None) -> None:
+        for key, title in PLOTS:
+            data = series(history, key)
+            self.query_one(f"#plot-{key}", Sparkline).data = data
+            rng = f"{num(min(data), 3)} … {num(max(data), 3)}, last {num(data[-1], 3)}" if data else "no data"
+            at = f" · break at step {break_step} (right edge)" if break_step is not None and key == "loss" else ""
+            self.query_one(f"#plot-{key}-label", Label).update(
+                f"{title}: steps {history[0]['step'] if history else '-'}–{history[-1]['step'] if history else '-'}"
+                f", {rng}{at}")
+
+
+# ---------------------------------------------------------------------- breakpoints, threads, log
+
+
+def check_spec(spec: str) -> str | None:
+    """The agent's own grammar, checked as you type; None when the spec is good."""
+    if not spec.strip():
+        return None
+    try:
+        parse(spec)
+    except ConditionError as e:
+        return str(e)
+    return None
+
+
+class BreakpointsPanel(Vertical):
+    def compose(self) -> ComposeResult:
+        yield DataTable(id="breaks-table", cursor_type="row")
+        yield Label("space: on/off · delete: remove · type a spec below and Enter to add", classes="hint")
+        yield Input(placeholder="add: nan, grad_norm>100, loss_spike>3, expr:loss > 4 and step > 100",
+                    id="break-input")
+        yield Label("", id="break-error")
+
+    def on_mount(self) -> None:
+        self.query_one(DataTable).add_columns("on", "spec", "kind", "checked at")
+
+    def show(self, rows: list[dict[str, Any]]) -> None:
+        t = self.query_one(DataTable)
+        t.clear()
+        for r in rows:
+            t.add_row("●" if r["enabled"] else "○", r["spec"], r["kind"], r["phase"], key=r["spec"])
+
+    def on_input_changed(self, event: Input.Changed) -> None:
+        if event.input.id == "break-input":
+            self.query_one("#break-error", Label).update(check_spec(event.value) or "")
+
+
+def render_stacks(stacks: list[dict[str, Any]]) -> Text:
+    t = Text()
+    for th in stacks:
+        t.append(f"{th['name']}{' (main)' if th.get('main') else ''}\n", style="bold")
+        for fr in th["stack"][-10:]:
+            t.append(f"  {fr['file']}:{fr['line']} in {fr['function']}\n", style="dim")
+            if fr.get("code"):
+                t.append(f"      {fr['code']}\n")
+    return t
+
+
+class ThreadsPanel(VerticalScroll):
+    def compose(self) -> ComposeResult:
+        yield Static(id="threads")
+
+    def show(self, stacks: list[dict[str, Any]]) -> None:
+        self.query_one("#threads", Static).update(render_stacks(stacks))
+
+
+class LogPanel(Vertical):
+    def compose(self) -> ComposeResult:
+        yield RichLog(id="log", max_lines=5000, wrap=False, markup=False)
+
+    def write(self, line: str, style: str = "") -> None:
+        self.query_one(RichLog).write(Text(line, style=style))
+
+
+def render_header(session: dict[str, Any], status: dict[str, Any], elapsed: float, connection: str) -> Table:
+    t = Table.grid(expand=True)
+    t.add_column(ratio=1, no_wrap=True, overflow="ellipsis")
+    t.add_column(justify="right", no_wrap=True)
+    argv = session.get("argv") or []
+    script = " ".join(argv[1:3]) if len(argv) > 1 else "?"
+    rank = f" rank {session['rank']}/{session['world_size']}" if session.get("rank") is not None else ""
+    left = Text(f"{script}  pid {session.get('pid')} @ {session.get('host')}{rank}", style="bold")
+    state = status.get("state", "?")
+    paused = status.get("paused")
+    right = Text()
+    right.append(f"{int(elapsed // 3600):02d}:{int(elapsed % 3600 // 60):02d}:{int(elapsed % 60):02d} · ")
+    right.append(f"step {status.get('step', '?')} · {status.get('phase', '?')} · ")
+    if connection != "connected":
+        right.append(connection, style="bold red")
+    elif state == "paused" and paused:
+        right.append(f"PAUSED [{paused.get('condition')}]", style="bold black on yellow")
+    else:
+        right.append(state.upper(), style="bold green")
+    t.add_row(left, right)
+    return t

@@ -1,0 +1,252 @@
+"""What the app needs from its connection, and a fake one for tests.
+
+The app depends on this small async surface only. ``stepdbg.async_client.AsyncClient``
+provides it for a real job; ``FakeSource`` provides it from canned data, so the UI can
+be tested (and pictured) without torch or a process.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+from collections.abc import AsyncIterator
+from typing import Any, Protocol
+
+
+class Source(Protocol):
+    session: dict[str, Any]
+    status_at_attach: dict[str, Any]
+    paused: dict[str, Any] | None
+    exited: dict[str, Any] | None
+
+    def iter_events(self) -> AsyncIterator[dict[str, Any]]: ...
+    async def status(self) -> dict[str, Any]: ...
+    async def cont(self) -> None: ...
+    async def pause(self) -> None: ...
+    async def next_phase(self) -> None: ...
+    async def next_step(self) -> None: ...
+    async def end(self) -> None: ...
+    async def replay(self) -> dict[str, Any]: ...
+    async def set_lr(self, lr: float, group: int | None = None, pin: bool = False) -> dict[str, Any]: ...
+    async def skip_step(self) -> dict[str, Any]: ...
+    async def summary(self, name: str) -> dict[str, Any]: ...
+    async def slice(self, name: str, index: str = "", limit: int = 256) -> list[Any]: ...
+    async def module_tree(self) -> list[dict[str, Any]]: ...
+    async def optimizer_info(self) -> list[dict[str, Any]]: ...
+    async def memory(self) -> dict[str, Any]: ...
+    async def get_history(self, last: int = 200) -> list[dict[str, Any]]: ...
+    async def source(self, context: int = 5) -> dict[str, Any] | None: ...
+    async def stacks(self) -> list[dict[str, Any]]: ...
+    async def evaluate(self, source: str) -> dict[str, Any]: ...
+    async def breakpoints(self) -> list[dict[str, Any]]: ...
+    async def add_break(self, spec: str) -> list[str]: ...
+    async def remove_break(self, spec: str) -> list[str]: ...
+    async def enable_break(self, spec: str, enabled: bool = True) -> list[dict[str, Any]]: ...
+    async def close(self, then: str = "stay") -> None: ...
+
+
+DEMO_FILE = "/work/demos/nan_log.py"
+
+BREAK = {
+    "step": 30, "phase": "before_backward", "condition": "nan",
+    "reason": "loss is nan; the model output is already non-finite: it was born in the forward",
+    "scalars": {"loss": "nan", "grad_norm": None, "data_wait": 0.0002, "lr": [0.01]},
+    "where": {"file": DEMO_FILE, "line": 52, "function": "main", "code": "loss.backward()"},
+    "details": {"model_output": "nonfinite"},
+}
+
+REPLAY = {
+    "step": 30, "phase": "before_backward", "seconds": 0.0046,
+    "first_nonfinite": {"where": "forward", "module": "features", "module_type": "LogFeatures", "op": "log",
+                        "file": DEMO_FILE, "line": 20, "function": "forward",
+                        "code": "return torch.log(x)  # @nan-here"},
+    "summary": f"log in features produced the first non-finite value (forward), at {DEMO_FILE}:20",
+}
+
+SOURCE_LINES = [
+    (48, "    for step in range(args.steps):"),
+    (49, "        x, y = get_batch(step, args.bad_step, g)"),
+    (50, "        loss = nn.functional.mse_loss(model(x), y)"),
+    (51, ""),
+    (52, "        loss.backward()"),
+    (53, "        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)"),
+    (54, "        opt.step()"),
+]
+
+MODULES = [
+    {"name": "(root)", "type": "Net", "depth": 0, "params": 321, "trainable": 321, "training": True,
+     "output_shape": [64, 1], "weight_norm": None, "grad_norm": None},
+    {"name": "features", "type": "LogFeatures", "depth": 1, "params": 0, "trainable": 0, "training": True,
+     "output_shape": [64, 8], "weight_norm": None, "grad_norm": None},
+    {"name": "head", "type": "Sequential", "depth": 1, "params": 321, "trainable": 321, "training": True,
+     "output_shape": [64, 1], "weight_norm": None, "grad_norm": None},
+    {"name": "head.0", "type": "Linear", "depth": 2, "params": 288, "trainable": 288, "training": True,
+     "output_shape": [64, 32], "weight_norm": 4.3, "grad_norm": "nan"},
+    {"name": "head.1", "type": "ReLU", "depth": 2, "params": 0, "trainable": 0, "training": False,
+     "output_shape": [64, 32], "weight_norm": None, "grad_norm": None},
+    {"name": "head.2", "type": "Linear", "depth": 2, "params": 33, "trainable": 33, "training": True,
+     "output_shape": [64, 1], "weight_norm": 1.19, "grad_norm": 2.1e-9},
+]
+
+SUMMARY = {
+    "name": "x", "type": "Tensor", "shape": [64, 8], "dtype": "float32", "device": "cpu", "requires_grad": False,
+    "numel": 512, "nan": 0, "inf": 0, "zeros": 1, "min": 0.0, "max": 1.049, "mean": 0.548, "std": 0.29,
+    "norm": 14.1, "hist": {"lo": 0.0, "hi": 1.049, "counts": [3, 20, 27, 25, 30, 26, 28, 24, 27, 29, 25, 27, 26,
+                                                              24, 28, 27, 26, 25, 24, 21]},
+}
+
+OPTIMIZER = [{
+    "type": "AdamW",
+    "groups": [{"index": 0, "params": 4, "pinned_lr": None, "lr": 0.01, "betas": [0.9, 0.999], "eps": 1e-08,
+                "weight_decay": 0.01, "amsgrad": False}],
+    "state": {"exp_avg": {"tensors": 4, "norm": 0.31, "max_abs": 0.05},
+              "exp_avg_sq": {"tensors": 4, "norm": 0.002, "max_abs": 0.0004}},
+    "schedulers": [],
+}]
+
+HISTORY = [
+    {"step": i, "loss": round(48.0 * (0.88 ** i) + 0.5, 4), "grad_norm": round(12.0 * (0.93 ** i) + 0.3, 4),
+     "lr": [0.01], "data_wait": 0.0002 + 0.0001 * (i % 3), "step_time": 0.0021 + 0.0002 * (i % 4),
+     "mem": 300_000_000 + 1_000_000 * i, "skipped": False, "skipped_by_scaler": False}
+    for i in range(30)
+]
+
+STACKS = [
+    {"id": 1, "name": "MainThread", "daemon": False, "main": True, "stack": [
+        {"file": DEMO_FILE, "line": 67, "function": "<module>", "code": "main()"},
+        {"file": DEMO_FILE, "line": 52, "function": "main", "code": "loss.backward()"}]},
+    {"id": 2, "name": "stepdbg-server", "daemon": True, "main": False, "stack": [
+        {"file": "/usr/lib/python3.11/socket.py", "line": 294, "function": "accept", "code": "fd, addr = self._accept()"}]},
+]
+
+
+class FakeSource:
+    """Canned data from the row-1 demo, paused at step 30; records every call."""
+
+    def __init__(self, paused: bool = True) -> None:
+        self.session = {"id": "4242", "pid": 4242, "host": "node17", "argv": ["python", "demos/nan_log.py"],
+                        "address": "/run/stepdbg/4242.sock", "started": 1000.0, "rank": None, "world_size": None}
+        self.paused: dict[str, Any] | None = copy.deepcopy(BREAK) if paused else None
+        self.status_at_attach = {"pid": 4242, "step": 30, "phase": "before_backward",
+                                 "state": "paused" if paused else "running", "paused": self.paused}
+        self.exited: dict[str, Any] | None = None
+        self.calls: list[tuple[str, Any]] = []
+        self.events: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
+        self.breaks = [{"spec": "nan", "kind": "nan", "phase": "any", "enabled": True},
+                       {"spec": "grad_norm>100", "kind": "grad_norm", "phase": "before_optimizer_step", "enabled": True}]
+        self.replay_delay = 0.0
+
+    def push(self, event: str, data: Any = None) -> None:
+        if event == "paused":
+            self.paused = data
+        elif event == "resumed":
+            self.paused = None
+        elif event == "exited":
+            self.exited = data
+        self.events.put_nowait({"type": "event", "event": event, "data": data})
+
+    async def iter_events(self) -> AsyncIterator[dict[str, Any]]:
+        while True:
+            yield await self.events.get()
+
+    def _call(self, name: str, *args: Any) -> None:
+        self.calls.append((name, args))
+
+    async def status(self) -> dict[str, Any]:
+        self._call("status")
+        return {**self.status_at_attach, "paused": self.paused, "state": "paused" if self.paused else "running"}
+
+    async def cont(self) -> None:
+        self._call("cont")
+
+    async def pause(self) -> None:
+        self._call("pause")
+
+    async def next_phase(self) -> None:
+        self._call("next_phase")
+
+    async def next_step(self) -> None:
+        self._call("next_step")
+
+    async def end(self) -> None:
+        self._call("end")
+
+    async def replay(self) -> dict[str, Any]:
+        self._call("replay")
+        await asyncio.sleep(self.replay_delay)
+        return copy.deepcopy(REPLAY)
+
+    async def set_lr(self, lr: float, group: int | None = None, pin: bool = False) -> dict[str, Any]:
+        self._call("set_lr", lr, group, pin)
+        if not lr >= 0:
+            raise ValueError(f"learning rate must be a finite number >= 0, got {lr!r}")
+        return {"what": "lr", "lr": lr, "pinned": pin, "groups": [{"group": 0, "old": 0.01, "new": lr}]}
+
+    async def skip_step(self) -> dict[str, Any]:
+        self._call("skip")
+        return {"what": "skip", "target_step": 30}
+
+    async def summary(self, name: str) -> dict[str, Any]:
+        self._call("summary", name)
+        return {**copy.deepcopy(SUMMARY), "name": name}
+
+    async def slice(self, name: str, index: str = "", limit: int = 256) -> list[Any]:
+        self._call("slice", name, index)
+        return [0.2153, 0.9712, 0.0, 0.5521, 0.3317, 0.8021, 0.1198, 0.6614]
+
+    async def module_tree(self) -> list[dict[str, Any]]:
+        self._call("module_tree")
+        return copy.deepcopy(MODULES)
+
+    async def optimizer_info(self) -> list[dict[str, Any]]:
+        self._call("optimizer")
+        return copy.deepcopy(OPTIMIZER)
+
+    async def memory(self) -> dict[str, Any]:
+        self._call("memory")
+        return {"host_rss": 331_000_000, "cuda": []}
+
+    async def get_history(self, last: int = 200) -> list[dict[str, Any]]:
+        self._call("history")
+        return copy.deepcopy(HISTORY)[-last:]
+
+    async def source(self, context: int = 5) -> dict[str, Any] | None:
+        self._call("source")
+        return {"file": DEMO_FILE, "line": 52, "function": "main",
+                "lines": [{"line": n, "text": t} for n, t in SOURCE_LINES]}
+
+    async def stacks(self) -> list[dict[str, Any]]:
+        self._call("stacks")
+        return copy.deepcopy(STACKS)
+
+    async def evaluate(self, source: str) -> dict[str, Any]:
+        self._call("eval", source)
+        if source == "sorted(vars())":
+            return {"output": "", "value": "['args', 'g', 'loss', 'model', 'opt', 'step', 'x', 'y']", "error": None}
+        if source.startswith("raise"):
+            return {"output": "", "value": None, "error": "Traceback (most recent call last):\nValueError: boom\n"}
+        return {"output": "", "value": "tensor(nan, grad_fn=<MseLossBackward0>)", "error": None}
+
+    async def breakpoints(self) -> list[dict[str, Any]]:
+        self._call("breakpoints")
+        return copy.deepcopy(self.breaks)
+
+    async def add_break(self, spec: str) -> list[str]:
+        self._call("break_add", spec)
+        self.breaks.append({"spec": spec, "kind": spec.split(">")[0], "phase": "any", "enabled": True})
+        return [b["spec"] for b in self.breaks]
+
+    async def remove_break(self, spec: str) -> list[str]:
+        self._call("break_remove", spec)
+        self.breaks = [b for b in self.breaks if b["spec"] != spec]
+        return [b["spec"] for b in self.breaks]
+
+    async def enable_break(self, spec: str, enabled: bool = True) -> list[dict[str, Any]]:
+        self._call("break_enable", spec, enabled)
+        for b in self.breaks:
+            if b["spec"] == spec:
+                b["enabled"] = enabled
+        return copy.deepcopy(self.breaks)
+
+    async def close(self, then: str = "stay") -> None:
+        self._call("close", then)
