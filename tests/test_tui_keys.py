@@ -1,0 +1,215 @@
+"""Every key and panel of the TUI, driven by Pilot against a fake source (STYLE.md 2, 10)."""
+
+from __future__ import annotations
+
+import pytest
+from textual.widgets import DataTable, Input, Static, TabbedContent
+
+from stepdbg_tui.app import HelpScreen, LrScreen, QuitScreen, StepdbgApp
+from stepdbg_tui.panels import check_spec, hints, render_break
+from stepdbg_tui.source import BREAK, HISTORY, REPLAY, FakeSource
+
+pytestmark = pytest.mark.timeout(60)
+
+
+def text_of(app: StepdbgApp, selector: str) -> str:
+    """The words a Static shows (its content rendered as plain text, 200 columns wide)."""
+    from rich.console import Console
+
+    content = app.screen.query_one(selector, Static).content
+    if isinstance(content, str):
+        return content
+    console = Console(width=200, record=True, file=open("/dev/null", "w"))  # noqa: SIM115
+    console.print(content)
+    return console.export_text()
+
+
+async def started(size=(120, 40), paused=True):
+    src = FakeSource(paused=paused)
+    app = StepdbgApp(src, clock=lambda: 1754.0)
+    return src, app, app.run_test(size=size)
+
+
+async def test_resume_keys_call_the_agent():
+    src, app, ctx = await started()
+    async with ctx as pilot:
+        await pilot.pause()
+        for key, call in (("c", "cont"), ("n", "next_phase"), ("s", "next_step")):
+            await pilot.press(key)
+            await pilot.pause()
+            assert src.calls[-1][0] == call
+        await pilot.press("p")
+        await pilot.pause()
+        assert src.calls[-1][0] == "pause"
+        await pilot.press("k")
+        await pilot.pause()
+        assert src.calls[-1][0] == "skip"
+
+
+async def test_resume_keys_are_refused_while_running():
+    src, app, ctx = await started(paused=False)
+    async with ctx as pilot:
+        await pilot.pause()
+        await pilot.press("c", "r")
+        await pilot.pause()
+        assert not any(c[0] in ("cont", "replay") for c in src.calls)
+        assert "running" in text_of(app, "#break-record")
+
+
+async def test_replay_shows_module_op_and_line_on_the_break_panel():
+    src, app, ctx = await started()
+    async with ctx as pilot:
+        await pilot.pause()
+        assert "press r to replay" in text_of(app, "#break-record")
+        await pilot.press("r")
+        await pilot.pause(0.2)
+        text = text_of(app, "#break-record")
+        assert "module features (LogFeatures)  op log  line /work/demos/nan_log.py:20" in text
+        assert "return torch.log(x)" in text
+
+
+async def test_set_lr_dialog_validates_then_sets_pinned():
+    src, app, ctx = await started()
+    async with ctx as pilot:
+        await pilot.pause()
+        await pilot.press("l")
+        await pilot.pause()
+        assert isinstance(app.screen, LrScreen)
+        await pilot.press(*"abc", "enter")
+        await pilot.pause()
+        assert "not a learning rate" in text_of(app, "#lr-error")
+        inp = app.screen.query_one("#lr-value", Input)
+        inp.value = "1e-4"
+        await pilot.press("enter")
+        await pilot.pause(0.2)
+        assert not isinstance(app.screen, LrScreen)
+        assert ("set_lr", (1e-4, None, True)) in src.calls
+
+
+async def test_quit_asks_what_happens_to_the_job():
+    for key, choice in (("c", "continue"), ("l", "stay"), ("e", "end")):
+        src, app, ctx = await started()
+        async with ctx as pilot:
+            await pilot.pause()
+            await pilot.press("q")
+            await pilot.pause()
+            assert isinstance(app.screen, QuitScreen)
+            await pilot.press(key)
+            await pilot.pause()
+        assert app.return_value == choice
+
+
+async def test_quit_can_be_cancelled_and_help_opens():
+    src, app, ctx = await started()
+    async with ctx as pilot:
+        await pilot.pause()
+        await pilot.press("q", "escape")
+        await pilot.pause()
+        assert not isinstance(app.screen, QuitScreen) and app.is_running
+        await pilot.press("question_mark")
+        await pilot.pause()
+        assert isinstance(app.screen, HelpScreen)
+        await pilot.press("escape")
+
+
+async def test_number_keys_switch_panels_and_load_them():
+    src, app, ctx = await started()
+    async with ctx as pilot:
+        await pilot.pause()
+        expected = {"2": "module_tree", "3": "summary", "4": "optimizer", "5": "memory", "7": "breakpoints",
+                    "8": "stacks"}
+        for key, pid in zip("123456789", ("break", "model", "tensor", "optimizer", "memory", "plots",
+                                          "breakpoints", "threads", "log"), strict=True):
+            await pilot.press(key)
+            await pilot.pause(0.1)
+            assert app.query_one(TabbedContent).active == pid
+            if key in expected:
+                assert any(c[0] == expected[key] for c in src.calls), key
+        assert app.query_one("#model-table", DataTable).row_count == 6
+        assert "AdamW[0]" in str(app.query_one("#opt-table", DataTable).get_row_at(0)[0])
+
+
+async def test_model_row_opens_its_weight_in_the_tensor_panel():
+    src, app, ctx = await started()
+    async with ctx as pilot:
+        await pilot.press("2")
+        await pilot.pause(0.2)
+        table = app.query_one("#model-table", DataTable)
+        table.focus()
+        table.move_cursor(row=3)
+        await pilot.press("enter")
+        await pilot.pause(0.2)
+        assert app.query_one(TabbedContent).active == "tensor"
+        assert ("summary", ("next((model.head[0]).parameters(), None)",)) in src.calls
+
+
+async def test_breakpoints_add_validates_as_you_type_toggle_and_remove():
+    src, app, ctx = await started()
+    async with ctx as pilot:
+        await pilot.press("b")
+        await pilot.pause(0.2)
+        assert app.focused.id == "break-input"
+        await pilot.press(*"los>1")
+        await pilot.pause()
+        assert "unknown condition 'los'" in text_of(app, "#break-error")
+        app.focused.value = ""
+        await pilot.press(*"loss>4", "enter")
+        await pilot.pause(0.2)
+        assert ("break_add", ("loss>4",)) in src.calls
+        table = app.query_one("#breaks-table", DataTable)
+        assert table.row_count == 3
+        table.focus()
+        table.move_cursor(row=0)
+        await pilot.press("space")
+        await pilot.pause(0.2)
+        assert ("break_enable", ("nan", False)) in src.calls
+        await pilot.press("delete")
+        await pilot.pause(0.2)
+        assert ("break_remove", ("nan",)) in src.calls
+
+
+async def test_repl_line_evaluates_with_history():
+    src, app, ctx = await started()
+    async with ctx as pilot:
+        await pilot.press("e")
+        await pilot.pause()
+        await pilot.press(*"loss", "enter")
+        await pilot.pause(0.2)
+        assert "tensor(nan" in text_of(app, "#repl-out")
+        await pilot.press(*"raise x", "enter")
+        await pilot.pause(0.2)
+        assert "ValueError: boom" in text_of(app, "#repl-out")
+        await pilot.press("up", "up")
+        assert app.query_one("#repl", Input).value == "loss"
+        await pilot.press("escape")
+        assert app.focused is None
+
+
+async def test_pushed_events_update_the_screen():
+    src, app, ctx = await started(paused=False)
+    async with ctx as pilot:
+        await pilot.pause()
+        src.push("step", HISTORY[5])
+        src.push("output", [{"stream": "stdout", "lines": ["step 10 loss 21.17"]}])
+        src.push("paused", dict(BREAK))
+        await pilot.pause(0.3)
+        assert app.status["state"] == "paused"
+        assert "step 30 · before_backward" in text_of(app, "#break-record")
+        src.push("resumed", {"step": 30})
+        await pilot.pause(0.2)
+        assert app.status["state"] == "running"
+        src.push("exited", {"exit_code": 0, "steps": 60})
+        await pilot.pause(0.2)
+        assert app.connection == "job ended, exit code 0"
+        await pilot.press("q")  # the job is gone: no question
+        await pilot.pause()
+    assert app.return_value is None
+
+
+def test_hints_are_rules_over_the_record():
+    assert any("press r" in h for h in hints(BREAK, None))
+    assert any("guard the input of log in features" in h for h in hints(BREAK, REPLAY))
+    grad = {**BREAK, "condition": "grad_norm>100", "reason": "gradient norm 250 is above 100", "details": {}}
+    assert any("lower the LR" in h for h in hints(grad, None))
+    assert render_break(None, None).plain.startswith("running")
+    assert check_spec("grad_norm>100") is None and "needs a value" in check_spec("grad_norm")
