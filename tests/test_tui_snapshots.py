@@ -1,0 +1,110 @@
+"""Pictures of every panel at 80x24 and 160x48 (pytest-textual-snapshot).
+
+The fake source holds the row-1 demo paused at step 30 with a frozen clock, so the
+pictures only change when the UI does. Regenerate with ``pytest --snapshot-update``
+after checking the new pictures by eye.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from stepdbg_tui.app import StepdbgApp
+from stepdbg_tui.source import FakeSource
+
+SIZES = [pytest.param((80, 24), id="80x24"), pytest.param((160, 48), id="160x48")]
+
+
+def app() -> StepdbgApp:
+    return StepdbgApp(FakeSource(), clock=lambda: 1754.0)
+
+
+async def settle(pilot) -> None:
+    await pilot.pause(0.3)
+    pilot.app.clear_notifications()
+    await pilot.pause()
+
+
+def picture(snap_compare, size, *keys: str, events: tuple = ()) -> bool:
+    async def run_before(pilot) -> None:
+        for name, data in events:
+            pilot.app.source.push(name, data)
+        await settle(pilot)
+        for k in keys:
+            await pilot.press(k)
+            await settle(pilot)
+
+    return snap_compare(app(), terminal_size=size, run_before=run_before)
+
+
+@pytest.mark.parametrize("size", SIZES)
+def test_break_panel_after_replay(snap_compare, size):
+    """Break panel: step 30 before_backward [nan], the loss in red, the replay naming module
+    `features` (LogFeatures), op `log` and line 20, a hint, and the source around line 52
+    with line 52 marked."""
+    assert picture(snap_compare, size, "r")
+
+
+@pytest.mark.parametrize("size", SIZES)
+def test_model_panel(snap_compare, size):
+    """Model panel: the module tree with output shapes and params; head.0's grad norm nan
+    in red; head.2's tiny |g|/|w| in yellow; head.1 in eval mode."""
+    assert picture(snap_compare, size, "2")
+
+
+@pytest.mark.parametrize("size", SIZES)
+def test_tensor_panel(snap_compare, size):
+    """Tensor panel: the summary of `loss` (dtype, shape, min/max/mean/std, nan/inf/zero
+    counts), its histogram as a sparkline, and a slice of values."""
+    assert picture(snap_compare, size, "3")
+
+
+@pytest.mark.parametrize("size", SIZES)
+def test_optimizer_panel(snap_compare, size):
+    """Optimizer panel: AdamW group 0 with lr 0.01, not pinned; state statistics for
+    exp_avg and exp_avg_sq; 'no LR scheduler'."""
+    assert picture(snap_compare, size, "4")
+
+
+@pytest.mark.parametrize("size", SIZES)
+def test_memory_panel(snap_compare, size):
+    """Memory panel: host RSS 331MB, the note that no CUDA is in use, and memory over 30
+    steps as a rising sparkline."""
+    assert picture(snap_compare, size, "5")
+
+
+@pytest.mark.parametrize("size", SIZES)
+def test_plots_panel(snap_compare, size):
+    """Plots panel: loss and grad norm falling over steps 0-29 with their ranges, lr flat,
+    data wait and step time; the loss label says the break is at step 30."""
+    assert picture(snap_compare, size, "6")
+
+
+@pytest.mark.parametrize("size", SIZES)
+def test_breakpoints_panel(snap_compare, size):
+    """Breakpoints panel: nan and grad_norm>100, both on, with where they are checked,
+    and the add field."""
+    assert picture(snap_compare, size, "7")
+
+
+@pytest.mark.parametrize("size", SIZES)
+def test_threads_panel(snap_compare, size):
+    """Threads panel: MainThread (main) at nan_log.py:52 loss.backward(), and the
+    stepdbg-server thread in accept."""
+    assert picture(snap_compare, size, "8")
+
+
+@pytest.mark.parametrize("size", SIZES)
+def test_log_panel(snap_compare, size):
+    """Log panel: two lines of the job's stdout, one of its stderr in red, and a change
+    (the LR set to 0.001, pinned) in cyan."""
+    output = [{"stream": "stdout", "lines": ["step 0 loss 48.1737", "step 10 loss 21.1704"]},
+              {"stream": "stderr", "lines": ["UserWarning: something the job printed"]}]
+    change = {"what": "lr", "step": 30, "lr": 0.001, "pinned": True}
+    assert picture(snap_compare, size, "9", events=(("output", output), ("change", change)))
+
+
+@pytest.mark.parametrize("size", SIZES)
+def test_quit_dialog(snap_compare, size):
+    """Quit dialog over the break panel: continue, leave paused, end (exit code 3), cancel."""
+    assert picture(snap_compare, size, "q")
