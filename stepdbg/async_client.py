@@ -13,6 +13,7 @@ Standard library only.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import socket
 from collections.abc import AsyncIterator, Callable
@@ -141,6 +142,8 @@ class AsyncClient(Ops):
             except (ClientError, ConnectionError, TimeoutError, OSError):
                 pass
         self._w.close()
+        with contextlib.suppress(OSError, ConnectionError):
+            await self._w.wait_closed()  # the agent must see the hang-up now, not at the next loop turn
         self._task.cancel()
         if self._closer is not None:
             await asyncio.to_thread(self._closer)

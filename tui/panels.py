@@ -349,10 +349,10 @@ def render_stacks(stacks: list[dict[str, Any]]) -> Text:
 
 class ThreadsPanel(VerticalScroll):
     def compose(self) -> ComposeResult:
-        yield Static(id="threads")
+        yield Static(id="threads-text")
 
     def show(self, stacks: list[dict[str, Any]]) -> None:
-        self.query_one("#threads", Static).update(render_stacks(stacks))
+        self.query_one("#threads-text", Static).update(render_stacks(stacks))
 
 
 class LogPanel(Vertical):

@@ -1,0 +1,126 @@
+"""The TUI against a real agent: Pilot drives a served demo job in a subprocess, and
+a real terminal (tmux) runs `stepdbg python demos/nan_log.py` end to end."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import time
+import uuid
+
+import pytest
+from conftest import DEMOS, ROOT, marked_line
+from stepdbg_tui.app import LrScreen, QuitScreen, StepdbgApp
+from test_attach import WAIT, private_runtime_dir, start_job  # noqa: F401 (fixtures)
+from textual.widgets import DataTable, Input, TabbedContent
+
+from stepdbg.async_client import AsyncClient
+
+pytestmark = pytest.mark.timeout(120)
+
+
+async def wait_for(pilot, predicate, timeout: float = WAIT) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, "timed out waiting for the UI"
+        await pilot.pause(0.1)
+
+
+async def test_every_key_and_panel_against_a_real_agent(start_job):  # noqa: F811
+    job = start_job("--break", "nan", script=DEMOS / "nan_log.py")
+    job.info()
+    client = await AsyncClient.connect()
+    app = StepdbgApp(client)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await wait_for(pilot, lambda: app.status.get("state") == "paused")
+        assert app.status["paused"]["step"] == 30
+        await pilot.press("r")
+        await wait_for(pilot, lambda: app.replay_result is not None)
+        first = app.replay_result["first_nonfinite"]
+        assert (first["module"], first["op"], first["line"]) == ("features", "log",
+                                                                  marked_line(DEMOS / "nan_log.py", "nan-here"))
+        await pilot.press("2")
+        await wait_for(pilot, lambda: app.query_one("#model-table", DataTable).row_count == 6)
+        await pilot.press("3")
+        await wait_for(pilot, lambda: "loss" in str(app.query_one("#tensor-summary").content))
+        await pilot.press("4")
+        await wait_for(pilot, lambda: app.query_one("#opt-table", DataTable).row_count == 1)
+        for key, pid in (("5", "memory"), ("6", "plots"), ("7", "breakpoints"), ("8", "threads"), ("9", "log")):
+            await pilot.press(key)
+            await pilot.pause(0.3)
+            assert app.query_one(TabbedContent).active == pid
+        assert app.query_one("#breaks-table", DataTable).row_count == 1
+        assert "MainThread" in str(app.query_one("#threads-text").content)
+        await pilot.press("e", *"step", "enter")
+        await wait_for(pilot, lambda: "30" in str(app.query_one("#repl-out").content))
+        await pilot.press("escape", "l")
+        await wait_for(pilot, lambda: isinstance(app.screen, LrScreen))
+        app.screen.query_one("#lr-value", Input).value = "0.001"
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: not isinstance(app.screen, LrScreen))
+        await pilot.pause(0.3)
+        await pilot.press("n")  # next phase: after_backward of step 30
+        await wait_for(pilot, lambda: (app.status.get("paused") or {}).get("phase") == "after_backward")
+        await pilot.press("k")  # skip step 30's update
+        await pilot.pause(0.3)
+        await pilot.press("s")  # next step: after_backward of step 31
+        await wait_for(pilot, lambda: (app.status.get("paused") or {}).get("step") == 31)
+        await pilot.press("q")
+        await wait_for(pilot, lambda: isinstance(app.screen, QuitScreen))
+        await pilot.press("c")
+    assert app.return_value == "continue"
+    await client.close(then="continue")
+    code, out, err = job.finish()
+    assert code == 0 and "done" in out
+    changes = [e for e in job.events() if e["event"] == "change"]
+    assert [c["what"] for c in changes] == ["lr", "skip"] and changes[0]["pinned"] is True
+
+
+@pytest.mark.skipif(shutil.which("tmux") is None, reason="needs tmux")
+def test_real_terminal_nan_demo_replay_lr_continue_quit(tmp_path, private_runtime_dir):  # noqa: F811
+    """In tmux: the TUI comes up at the break, replay names the module, op and line, the
+    LR is set, the job continues to its end, q quits, and the exit code is the job's."""
+    name = f"stepdbg-{uuid.uuid4().hex[:8]}"
+    exit_file = tmp_path / "exit"
+    cmd = (f"cd {ROOT} && STEPDBG_RUNTIME_DIR={private_runtime_dir} {sys.executable} -m stepdbg "
+           f"{sys.executable} demos/nan_log.py; echo $? > {exit_file}; sleep 30")
+    subprocess.run(["tmux", "new-session", "-d", "-s", name, "-x", "100", "-y", "30", cmd], check=True,
+                   env={**os.environ, "TERM": "xterm-256color"})
+
+    def screen() -> str:
+        return subprocess.run(["tmux", "capture-pane", "-p", "-t", name], capture_output=True, text=True).stdout
+
+    def wait_screen(text: str, timeout: float = WAIT) -> str:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            s = screen()
+            if text in s:
+                return s
+            time.sleep(0.2)
+        raise AssertionError(f"{text!r} never appeared; the screen:\n{screen()}")
+
+    def keys(*k: str) -> None:
+        subprocess.run(["tmux", "send-keys", "-t", name, *k], check=True)
+
+    try:
+        wait_screen("PAUSED [nan]")
+        keys("r")
+        s = wait_screen("module features (LogFeatures)")
+        assert f"op log  line {DEMOS / 'nan_log.py'}:{marked_line(DEMOS / 'nan_log.py', 'nan-here')}" in s
+        keys("l")
+        wait_screen("learning rate for all groups")
+        keys("0.001", "Enter")
+        wait_screen("LR set to 0.001 (pinned)")
+        keys("c")
+        wait_screen("job ended, exit code 0")
+        keys("q")
+        deadline = time.monotonic() + WAIT
+        while not exit_file.exists() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert exit_file.read_text().strip() == "0"
+        after = screen()
+        assert "done" in after and "step 20 loss" in after  # the job's output, on the terminal after the TUI
+    finally:
+        subprocess.run(["tmux", "kill-session", "-t", name], capture_output=True)
