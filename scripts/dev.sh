@@ -16,17 +16,17 @@ fi
 
 case "${1:-}" in
   demo)
-    exec .venv/bin/stepdbg --break nan --on-break replay --on-break pause \
-      .venv/bin/python demos/nan_log.py ;;
+    exec .venv/bin/stepdbg --break nan .venv/bin/python demos/nan_log.py ;;
   test)
-    # The remote-attach tests start a real sshd (Debian's openssh-server); without it they skip.
-    if [ ! -x /usr/sbin/sshd ] && command -v apt-get >/dev/null; then
+    # The remote-attach tests start a real sshd and the terminal tests a real tmux (Debian
+    # packages); without them those tests skip.
+    if { [ ! -x /usr/sbin/sshd ] || ! command -v tmux >/dev/null; } && command -v apt-get >/dev/null; then
       SUDO=""; [ "$(id -u)" = 0 ] || SUDO="sudo -n"
       if $SUDO true 2>/dev/null; then
         $SUDO apt-get update -qq >/dev/null && \
-          DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq openssh-server openssh-client >/dev/null
+          DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq openssh-server openssh-client tmux >/dev/null
       else
-        echo "note: openssh-server is not installed and cannot be installed here: the ssh tests will skip" >&2
+        echo "note: openssh-server/tmux missing and not installable here: those tests will skip" >&2
       fi
     fi
     .venv/bin/ruff check .

@@ -64,6 +64,10 @@ def attach(args: list[str]) -> int:
 
     client = connect(target, token=token)
     try:
+        if _at_terminal():  # --repl at a terminal: line editing, history, completion
+            from stepdbg_tui.repl import run_repl
+
+            return run_repl(client)
         return attach_console(client)
     except KeyboardInterrupt:
         client.close()

@@ -273,7 +273,7 @@ def test_cli_attach_console_ls_and_errors(start_job):
                              capture_output=True, text=True, timeout=WAIT, cwd=ROOT)
         assert out.returncode == 0, out.stderr
         assert "paused at step 2 (before_forward) [step==2]: reached step 2" in out.stderr
-        assert '"shape": [' in out.stderr and '"name": "x"' in out.stderr
+        assert "x: float32 [8, 4] on cpu" in out.stderr
         assert watcher.wait_exited(WAIT)["exit_code"] == 0
     assert job.finish()[0] == 0
     assert json.loads([line for line in job.report.read_text().splitlines() if '"change"' in line][0])["lr"] == 0.5

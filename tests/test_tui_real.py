@@ -124,3 +124,44 @@ def test_real_terminal_nan_demo_replay_lr_continue_quit(tmp_path, private_runtim
         assert "done" in after and "step 20 loss" in after  # the job's output, on the terminal after the TUI
     finally:
         subprocess.run(["tmux", "kill-session", "-t", name], capture_output=True)
+
+
+@pytest.mark.skipif(shutil.which("tmux") is None, reason="needs tmux")
+def test_repl_in_a_real_terminal_with_completion(tmp_path, private_runtime_dir, start_job):  # noqa: F811
+    """`stepdbg attach --repl`: p shows a tensor, Tab completes a name of the paused frame,
+    c continues, the end of the job is shown, Ctrl-D leaves with code 0."""
+    job = start_job("--break", "step==3", script_args=("--steps", "6"))
+    job.info()
+    name = f"stepdbg-repl-{uuid.uuid4().hex[:8]}"
+    exit_file = tmp_path / "exit"
+    cmd = (f"cd {ROOT} && XDG_STATE_HOME={tmp_path} STEPDBG_RUNTIME_DIR={private_runtime_dir} "
+           f"{sys.executable} -m stepdbg attach --repl; echo $? > {exit_file}; sleep 30")
+    subprocess.run(["tmux", "new-session", "-d", "-s", name, "-x", "100", "-y", "30", cmd], check=True)
+
+    def screen() -> str:
+        return subprocess.run(["tmux", "capture-pane", "-p", "-t", name], capture_output=True, text=True).stdout
+
+    def wait_screen(text: str) -> None:
+        deadline = time.monotonic() + WAIT
+        while text not in screen():
+            assert time.monotonic() < deadline, f"{text!r} never appeared:\n{screen()}"
+            time.sleep(0.2)
+
+    try:
+        wait_screen("paused at step 3")
+        subprocess.run(["tmux", "send-keys", "-t", name, "p x", "Enter"], check=True)
+        wait_screen("x: float32 [8, 4] on cpu")
+        subprocess.run(["tmux", "send-keys", "-t", name, "mod", "Tab"], check=True)
+        wait_screen("(stepdbg) model")
+        subprocess.run(["tmux", "send-keys", "-t", name, "C-u", "c", "Enter"], check=True)
+        wait_screen("the job ended (exit code 0)")
+        subprocess.run(["tmux", "send-keys", "-t", name, "C-d"], check=True)
+        deadline = time.monotonic() + WAIT
+        while not exit_file.exists():
+            assert time.monotonic() < deadline
+            time.sleep(0.2)
+        assert exit_file.read_text().strip() == "0"
+        assert (tmp_path / "stepdbg" / "repl_history").read_text().count("p x") == 1
+    finally:
+        subprocess.run(["tmux", "kill-session", "-t", name], capture_output=True)
+    assert job.finish()[0] == 0

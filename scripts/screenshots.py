@@ -1,0 +1,49 @@
+"""Make the README's TUI pictures from the real app on the real row-1 demo.
+
+    .venv/bin/python scripts/screenshots.py    # writes docs/break-panel.svg, docs/model-panel.svg
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+async def main() -> None:
+    os.environ["STEPDBG_RUNTIME_DIR"] = tempfile.mkdtemp(prefix="stepdbg-shots-")
+    from stepdbg import sessions
+    from stepdbg.async_client import AsyncClient
+    from stepdbg_tui.app import StepdbgApp
+
+    job = subprocess.Popen([sys.executable, "-m", "stepdbg", "serve", "-q", "--break", "nan", sys.executable,
+                            "demos/nan_log.py"], cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    while not sessions.listing():
+        time.sleep(0.1)
+    client = await AsyncClient.connect()
+    app = StepdbgApp(client)
+    async with app.run_test(size=(110, 32)) as pilot:
+        while app.status.get("state") != "paused":
+            await pilot.pause(0.1)
+        await pilot.press("r")
+        while app.replay_result is None:
+            await pilot.pause(0.1)
+        await pilot.pause(0.5)
+        app.clear_notifications()
+        await pilot.pause(0.2)
+        app.save_screenshot(str(ROOT / "docs" / "break-panel.svg"))
+        await pilot.press("2")
+        await pilot.pause(1.0)
+        app.save_screenshot(str(ROOT / "docs" / "model-panel.svg"))
+    await client.close(then="end")
+    job.wait(30)
+
+
+if __name__ == "__main__":
+    asyncio.run(main())

@@ -1,0 +1,98 @@
+"""`stepdbg attach --repl` at a terminal: the console's commands with prompt-toolkit
+line editing, a history file and completion of commands and of the paused frame's names.
+
+Events (a pause, the end of the job) are printed above the prompt as they arrive.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+import threading
+from typing import Any
+
+from prompt_toolkit import PromptSession
+from prompt_toolkit.completion import WordCompleter
+from prompt_toolkit.history import FileHistory
+from prompt_toolkit.patch_stdout import patch_stdout
+
+from stepdbg.client import ClientError
+from stepdbg.conditions import ConditionError
+from stepdbg.console import execute, show_source
+
+COMMANDS = ["c", "n", "s", "r", "p", "lr", "skip", "info", "model", "opt", "mem", "threads", "source",
+            "history", "timings", "status", "break", "add", "rm", "until", "pause", "q", "detach", "help"]
+
+
+def history_path() -> str:
+    base = os.environ.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"), ".local", "state")
+    os.makedirs(os.path.join(base, "stepdbg"), exist_ok=True)
+    return os.path.join(base, "stepdbg", "repl_history")
+
+
+class _Names(WordCompleter):
+    """Commands plus the names in the paused frame, refreshed at each pause."""
+
+    def __init__(self) -> None:
+        super().__init__(list(COMMANDS), sentence=False, match_middle=False)
+
+    def set_names(self, names: list[str]) -> None:
+        self.words = sorted(set(COMMANDS) | set(names))
+
+
+def run_repl(client: Any) -> int:
+    completer = _Names()
+    session: PromptSession[str] = PromptSession(history=FileHistory(history_path()), completer=completer,
+                                                complete_while_typing=False)
+    stop = threading.Event()
+
+    def refresh_names() -> None:
+        with contextlib.suppress(Exception):
+            r = client.evaluate("sorted(vars())")
+            if r.get("value"):
+                completer.set_names([w.strip(" '[]") for w in r["value"].split(",")])
+
+    def watch() -> None:
+        shown = None
+        while not stop.is_set():
+            brk = client.wait_paused(timeout=0.5)
+            if client.exited is not None:
+                ex = client.exited
+                print(f"\nthe job ended ({ex.get('lost') or 'exit code ' + str(ex.get('exit_code'))})")
+                return
+            if brk is not None and brk is not shown:
+                shown = brk
+                print(f"paused at step {brk['step']} ({brk['phase']}) [{brk['condition']}]: {brk['reason']}")
+                with contextlib.suppress(Exception):
+                    show_source(client)
+                refresh_names()
+
+    st = client.status_at_attach or {}
+    print(f"attached to pid {client.session.get('pid')}, step {st.get('step')}, {st.get('state')}; "
+          "h for help, detach or Ctrl-D to leave")
+    with patch_stdout(), contextlib.redirect_stderr(sys.stdout):
+        watcher = threading.Thread(target=watch, daemon=True)
+        watcher.start()
+        try:
+            while client.exited is None:
+                try:
+                    line = session.prompt("(stepdbg) ")
+                except EOFError:
+                    line = "detach"
+                except KeyboardInterrupt:
+                    continue
+                try:
+                    if execute(client, line) == "detach":
+                        then = line.split()[1] if len(line.split()) > 1 else "stay"
+                        client.close(then=then)
+                        return 0
+                except (ConditionError, ValueError, KeyError, LookupError, RuntimeError, ClientError) as e:
+                    print(f"error: {e}")
+                except ConnectionError as e:
+                    print(f"stepdbg: {e}")
+                    return 1
+        finally:
+            stop.set()
+    ex = client.exited or {}
+    return int(ex.get("exit_code") or 0)
