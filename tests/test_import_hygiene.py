@@ -27,7 +27,7 @@ def test_the_facade_and_the_light_modules_load_nothing_heavy(code):
 
 
 def test_the_front_end_package_never_loads_torch():
-    assert "torch" not in loaded_after("import stepdbg_tui")
+    assert "torch" not in loaded_after("import stepdbg_tui.app, stepdbg_tui.launch, stepdbg_tui.repl")
 
 
 def test_stepdbg_help_answers_without_torch():
