@@ -100,6 +100,7 @@ class AsyncClient(Ops):
         finally:
             if self.exited is None:
                 self.exited = {"exit_code": None, "lost": lost}
+                self.events.put_nowait({"type": "event", "event": "lost", "data": lost})
             for fut in self._waiting.values():
                 if not fut.done():
                     fut.set_exception(ConnectionError(lost))

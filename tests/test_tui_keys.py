@@ -212,3 +212,22 @@ def test_hints_are_rules_over_the_record():
     assert any("lower the LR" in h for h in hints(grad, None))
     assert render_break(None, None).plain.startswith("running")
     assert check_spec("grad_norm>100") is None and "needs a value" in check_spec("grad_norm")
+
+
+async def test_a_lost_connection_is_shown_and_ctrl_r_reconnects():
+    src = FakeSource()
+    fresh = FakeSource()
+    app = StepdbgApp(src, clock=lambda: 1754.0, reconnect=lambda: _ready(fresh))
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.pause()
+        src.push("lost", "the ssh tunnel closed")
+        await pilot.pause(0.2)
+        assert app.connection.startswith("connection lost: the ssh tunnel closed")
+        await pilot.press("ctrl+r")
+        await pilot.pause(0.3)
+        assert app.connection == "connected" and app.source is fresh
+        assert ("status", ()) in fresh.calls
+
+
+async def _ready(source):
+    return source

@@ -8,7 +8,7 @@ never touch the connection; every request runs in a worker so nothing blocks the
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from textual import on, work
@@ -58,6 +58,7 @@ HELP = """\
   b  breakpoints       e  the REPL line (Python in the paused frame; ↑↓ history)
   1-9  panels: Break Model Tensor Optimizer Memory Plots Breakpoints Threads Log
   q  quit: continue the job, leave it paused for a re-attach, or end it
+  ctrl+r  reconnect after the connection was lost
   ?  this help         escape  close a dialog / leave the REPL line"""
 
 
@@ -202,6 +203,7 @@ class StepdbgApp(App[str | None]):
         Binding("e", "focus_repl", "REPL", show=False),
         Binding("q", "quit_job", "quit"),
         Binding("question_mark", "help", "help"),
+        Binding("ctrl+r", "reconnect", "reconnect", show=False),
         *[Binding(str(i + 1), f"panel('{pid}')", title, show=False) for i, (pid, title) in enumerate(PANELS)],
     ]
 
@@ -210,9 +212,11 @@ class StepdbgApp(App[str | None]):
     connection: reactive[str] = reactive("connected")
     """connected, or why not."""
 
-    def __init__(self, source: Source, clock: Callable[[], float] = time.time) -> None:
+    def __init__(self, source: Source, clock: Callable[[], float] = time.time,
+                 reconnect: Callable[[], Awaitable[Source]] | None = None) -> None:
         super().__init__()
         self.source = source
+        self.reconnect = reconnect  # makes a new source for the same job (ctrl+r after a loss)
         self.clock = clock
         self.replay_result: dict[str, Any] | None = None
         self.history: list[dict[str, Any]] = []
@@ -265,6 +269,8 @@ class StepdbgApp(App[str | None]):
     async def pump_events(self) -> None:
         try:
             async for ev in self.source.iter_events():
+                if ev.get("event") == "lost":
+                    raise ConnectionError(ev.get("data") or "the connection closed")
                 if ev.get("event") == "step":
                     self.post_message(StepSummary(ev["data"]))
                 else:
@@ -310,7 +316,24 @@ class StepdbgApp(App[str | None]):
 
     def on_connection_lost(self, msg: ConnectionLost) -> None:
         self.connection = f"connection lost: {msg.reason}"
-        self.notify(f"lost the connection to the job: {msg.reason}", severity="error", timeout=10)
+        again = " — ctrl+r reconnects" if self.reconnect else ""
+        self.notify(f"lost the connection to the job: {msg.reason}{again}", severity="error", timeout=10)
+
+    @work(exclusive=True, group="reconnect")
+    async def action_reconnect(self) -> None:
+        if self.reconnect is None or self.connection == "connected":
+            return
+        self.notify("reconnecting…")
+        try:
+            source = await self.reconnect()
+        except Exception as e:
+            self.notify(f"reconnect failed: {getattr(e, 'message', None) or e}", severity="error", timeout=8)
+            return
+        self.source = source
+        self.connection = "connected"
+        self.pump_events()
+        self.refresh_all()
+        self.notify("reconnected")
 
     def log_line(self, line: str, style: str = "") -> None:
         self.query_one(LogPanel).write(line, style)

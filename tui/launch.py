@@ -22,14 +22,14 @@ async def _run(target: str | None, token: str | None, output: list[tuple[str, st
     from .app import StepdbgApp
 
     client = await AsyncClient.connect(target, token=token)
-    app = StepdbgApp(client)
+    app = StepdbgApp(client, reconnect=lambda: AsyncClient.connect(target, token=token))
     hold["app"] = app
     app.log_buffer.extend(output or [])  # what the job printed before the UI came up
     try:
         choice = await app.run_async()
     finally:
         hold["app"] = None
-    await client.close(then=choice or "stay")
+    await app.source.close(then=choice or "stay")  # the source in use (after a reconnect, a new one)
     return choice
 
 
