@@ -105,6 +105,9 @@ class Ops:
     def module_tree(self) -> Any:
         return self.call("module_tree")
 
+    def model_summary(self, depth: int = 3) -> Any:
+        return self.call("model_summary", depth=depth)
+
     def optimizer_info(self) -> Any:
         return self.call("optimizer")
 

@@ -97,6 +97,13 @@ class Condition:
     names: tuple[str, ...] = ()
     _code: Any = field(default=None, compare=False, repr=False)
 
+    @property
+    def reads(self) -> tuple[str, ...]:
+        """The step scalars this condition's check reads."""
+        if self.kind == "expr":
+            return self.names
+        return {"loss_spike": ("loss", "loss_median"), "every": ("step",)}.get(self.kind, (self.kind,))
+
     def check(self, scalars: Mapping[str, Any]) -> str | None:
         """Return a one-sentence reason when this condition fires on `scalars`, else None.
 

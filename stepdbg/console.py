@@ -26,7 +26,7 @@ stepdbg console:
   p EXPR            summary of a tensor (loss, batch, model.fc.weight.grad, a local)
   lr X [pin]        set the learning rate (pin: keep it against schedulers and loops)
   skip              do not apply this step's update
-  info model|opt|mem|threads|source|history|timings|status
+  info model|torchinfo|opt|mem|threads|source|history|timings|status
   break [add SPEC | rm SPEC]            list, add or remove breakpoints
   q                 end the job (exit code 3)
   detach [continue|end]                 (attach only) leave; the job stays paused unless told
@@ -207,6 +207,8 @@ def _info(target: Any, what: str) -> None:
             w = f"{r['weight_norm']:.3g}" if r["weight_norm"] is not None else "-"
             _out(f"{'  ' * r['depth']}{r['name']:<24} {r['type']:<16} out={r['output_shape']} "
                  f"params={r['params']} |w|={w} |g|={g} {'train' if r['training'] else 'eval'}")
+    elif what == "torchinfo":
+        _out(target.model_summary() or "no model forward seen yet")
     elif what == "mem":
         m = target.memory()
         _out(f"host RSS {format_size(m['host_rss'] or 0)}")
@@ -229,4 +231,5 @@ def _info(target: Any, what: str) -> None:
     elif what == "status":
         _show(target.status())
     else:
-        raise ValueError(f"info what? model, opt, mem, threads, source, history, timings, status (not {what!r})")
+        raise ValueError(f"info what? model, torchinfo, opt, mem, threads, source, history, timings, status "
+                         f"(not {what!r})")

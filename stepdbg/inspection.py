@@ -29,11 +29,16 @@ _PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
 # ---------------------------------------------------------------------- memory
 
 
+_statm: tuple[int, int] | None = None  # (pid, fd): kept open, it is read every step
+
+
 def host_rss() -> int | None:
     """Resident set size of this process in bytes (Linux /proc; None elsewhere)."""
+    global _statm
     try:
-        with open("/proc/self/statm", "rb") as f:
-            return int(f.read().split()[1]) * _PAGE
+        if _statm is None or _statm[0] != os.getpid():  # a forked child reads its own
+            _statm = (os.getpid(), os.open("/proc/self/statm", os.O_RDONLY))
+        return int(os.pread(_statm[1], 128, 0).split()[1]) * _PAGE
     except (OSError, ValueError, IndexError):
         return None
 
@@ -82,52 +87,111 @@ def module_tree(session: Session) -> list[dict[str, Any]]:
     if root is None:
         return []
     shapes = _output_shapes(session, root)
+    # Two fused passes for every parameter of the model, not two per module.
+    params = [p for p in root.parameters()]
+    weight_norms = _per_tensor_norms(params, lambda p: p.detach())
+    grad_norms = _per_tensor_norms([p for p in params if p.grad is not None], lambda p: p.grad)
+    counts: dict[int, tuple[int, int]] = {}
+    _count_params(root, counts)
     rows = []
     for name, m in root.named_modules():
         own = list(m.parameters(recurse=False))
-        w = tensors.total_norm(p.detach() for p in own)
-        grads = [p.grad for p in own if p.grad is not None]
-        g = tensors.total_norm(grads)
+        w = _norm_of(own, weight_norms)
+        g = _norm_of([p for p in own if p.grad is not None], grad_norms)
         rows.append({
             "name": name or "(root)",
             "type": type(m).__name__,
             "depth": name.count(".") + 1 if name else 0,
-            "params": sum(p.numel() for p in m.parameters()),
-            "trainable": sum(p.numel() for p in m.parameters() if p.requires_grad),
+            "params": counts[id(m)][0],
+            "trainable": counts[id(m)][1],
             "training": m.training,
             "output_shape": shapes.get(name),
-            "weight_norm": None if w is None else float(w),
-            "grad_norm": None if g is None else float(g),
+            "weight_norm": w,
+            "grad_norm": g,
         })
     return rows
 
 
+def _count_params(m: torch.nn.Module, counts: dict[int, tuple[int, int]]) -> tuple[int, int]:
+    """(all, trainable) parameter counts of `m` and, into `counts`, of every submodule: one walk."""
+    total = trainable = 0
+    for p in m.parameters(recurse=False):
+        total += p.numel()
+        trainable += p.numel() if p.requires_grad else 0
+    for child in m.children():
+        t, tr = counts[id(child)] if id(child) in counts else _count_params(child, counts)
+        total, trainable = total + t, trainable + tr
+    counts[id(m)] = (total, trainable)
+    return total, trainable
+
+
+def _per_tensor_norms(params: list[torch.nn.Parameter], pick: Any) -> dict[int, float]:
+    if not params:
+        return {}
+    with torch.no_grad():
+        norms = torch._foreach_norm([pick(p).float() for p in params], 2.0)
+        values = torch.stack([n.cpu() for n in norms]).tolist()
+    return {id(p): v for p, v in zip(params, values, strict=True)}
+
+
+def _norm_of(params: list[torch.nn.Parameter], norms: dict[int, float]) -> float | None:
+    if not params:
+        return None
+    return sum(norms[id(p)] ** 2 for p in params) ** 0.5
+
+
 def _output_shapes(session: Session, root: torch.nn.Module) -> dict[str, Any]:
-    """Output shapes from torchinfo on the captured batch; model state restored after."""
+    """Each module's output shape, from one forward of the captured batch with a forward
+    hook (torchinfo does the same with more bookkeeping: 1.1 s against 50 ms on a
+    10,000-module model here). Buffers, RNG and modes are put back afterwards."""
     args = session.capture.get("args")
     if args is None:
         return {}
-    try:
-        import torchinfo
-    except ImportError:
-        return {}
+    from torch.nn.modules import module as nn_module
+
     from .replay import preserved_state
 
+    names = {id(m): n for n, m in root.named_modules()}
+    shapes: dict[str, Any] = {}
+
+    def record(m: torch.nn.Module, a: Any, out: Any) -> None:
+        n = names.get(id(m))
+        if n is not None and n not in shapes:
+            shapes[n] = _shape_of(out)
+
+    handle = nn_module.register_module_forward_hook(record)
     try:
         with preserved_state(session), torch.no_grad():
-            stats = torchinfo.summary(
-                root, input_data=list(args), verbose=0, depth=32,
-                col_names=("output_size",), **session.capture.get("kwargs", {}),
-            )
+            root(*args, **session.capture.get("kwargs", {}))
     except Exception:
-        return {}
-    by_module = {id(m): n for n, m in root.named_modules()}
-    shapes = {}
-    for layer in stats.summary_list:
-        name = by_module.get(id(layer.module))
-        if name is not None:
-            shapes[name] = layer.output_size
+        pass  # a forward that fails (the shape error being debugged) still leaves what it reached
+    finally:
+        handle.remove()
     return shapes
+
+
+def _shape_of(out: Any) -> Any:
+    if isinstance(out, torch.Tensor):
+        return list(out.shape)
+    if isinstance(out, (list, tuple)):
+        return [_shape_of(o) for o in out[:4]]
+    return type(out).__name__
+
+
+def model_summary(session: Session, depth: int = 3) -> str | None:
+    """torchinfo's table (layers, output shapes, params, mult-adds) on the captured batch."""
+    root, args = session.capture.get("root"), session.capture.get("args")
+    if root is None or args is None:
+        return None
+    import torchinfo
+
+    from .replay import preserved_state
+
+    with preserved_state(session), torch.no_grad():
+        stats = torchinfo.summary(root, input_data=list(args), verbose=0, depth=depth,
+                                  col_names=("output_size", "num_params", "mult_adds"),
+                                  **session.capture.get("kwargs", {}))
+    return str(stats)
 
 
 # ---------------------------------------------------------------------- optimizer

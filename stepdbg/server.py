@@ -104,6 +104,9 @@ class Handlers:
     def op_module_tree(self) -> list[dict[str, Any]]:
         return self.s.module_tree()
 
+    def op_model_summary(self, depth: int = 3) -> str | None:
+        return self.s.model_summary(int(depth))
+
     def op_optimizer(self) -> list[dict[str, Any]]:
         return self.s.optimizer_info()
 

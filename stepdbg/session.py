@@ -69,6 +69,7 @@ class Break:
     scalars: dict[str, Any]
     where: dict[str, Any] | None
     details: dict[str, Any] = field(default_factory=dict)
+    at: float = field(default_factory=time.time)  # wall clock, for latency and logs
 
 
 @dataclass
@@ -635,22 +636,29 @@ class Session:
             return [tensors.as_float(g.get("lr")) for g in opt.param_groups]
         return []
 
-    def scalars(self) -> dict[str, Any]:
-        """The step's scalars, as conditions and reports see them."""
+    def scalars(self, names: Iterable[str] | None = None) -> dict[str, Any]:
+        """The step's scalars, as conditions and reports see them; only `names` when given
+        (the hot path asks for what its conditions read, nothing more)."""
         st = self._cur
-        prev = self.history[-1] if self.history else None
-        losses = [h["loss"] for h in list(self.history)[-SPIKE_WINDOW:] if h["loss"] is not None]
-        lrs = self._lrs()
-        return {
-            "step": self.step,
-            "loss": st.losses[-1] if st and st.losses else None,
-            "loss_median": statistics.median(losses) if len(losses) >= SPIKE_MIN_STEPS else None,
-            "grad_norm": st.grad_norm if st else None,
-            "lr": lrs[0] if lrs else None,
-            "data_wait": st.data_wait if st else None,
-            "step_time": prev["step_time"] if prev else None,
-            "mem": inspection.memory_in_use(),
-        }
+        want = set(cond_mod.SCALAR_PHASE) if names is None else set(names)
+        out: dict[str, Any] = {"step": self.step}
+        if "loss" in want:
+            out["loss"] = st.losses[-1] if st and st.losses else None
+        if "loss_median" in want:
+            losses = [h["loss"] for h in list(self.history)[-SPIKE_WINDOW:] if h["loss"] is not None]
+            out["loss_median"] = statistics.median(losses) if len(losses) >= SPIKE_MIN_STEPS else None
+        if "grad_norm" in want:
+            out["grad_norm"] = st.grad_norm if st else None
+        if "lr" in want:
+            lrs = self._lrs()
+            out["lr"] = lrs[0] if lrs else None
+        if "data_wait" in want:
+            out["data_wait"] = st.data_wait if st else None
+        if "step_time" in want:
+            out["step_time"] = self.history[-1]["step_time"] if self.history else None
+        if "mem" in want:
+            out["mem"] = inspection.memory_in_use()
+        return out
 
     def param_names(self) -> dict[int, str]:
         names: dict[int, str] = {}
@@ -703,7 +711,7 @@ class Session:
                         return c.spec, reason, {}
             elif c.phase == phase:
                 if scalars is None:
-                    scalars = self.scalars()
+                    scalars = self.scalars(n for c2 in self.conditions if c2.phase == phase for n in c2.reads)
                 reason = c.check(scalars)
                 if reason:
                     return c.spec, reason, {}
@@ -1179,6 +1187,10 @@ class Session:
 
     def module_tree(self) -> list[dict[str, Any]]:
         return self.on_training_thread(lambda: inspection.module_tree(self))
+
+    def model_summary(self, depth: int = 3) -> str | None:
+        """torchinfo's summary table on the captured batch."""
+        return self.on_training_thread(lambda: inspection.model_summary(self, depth))
 
     def optimizer_info(self) -> list[dict[str, Any]]:
         return inspection.optimizer_info(list(self._optimizers), list(self._schedulers), self._pins)

@@ -103,7 +103,9 @@ def as_float(x: Any) -> float | None:
     if x is None:
         return None
     if isinstance(x, torch.Tensor):
-        return float(x.detach().float().reshape(-1)[0]) if x.numel() else None
+        if x.numel() == 1:
+            return float(x.item())  # one op: this runs every step for the loss
+        return float(x.reshape(-1)[0].item()) if x.numel() else None
     try:
         return float(x)
     except (TypeError, ValueError):

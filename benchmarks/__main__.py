@@ -1,0 +1,94 @@
+"""python -m benchmarks [--quick] [--json FILE] [--only overhead,scaling,responsiveness,memory]
+
+Prints one table per benchmark and writes the same figures as JSON. Ratios are medians
+of interleaved runs in one process (plain, stepdbg, ..., plain, stepdbg, ...), so each
+is measured side by side on the same noisy machine. Nothing here asserts a time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import time
+
+import torch
+
+from . import memory, overhead, responsiveness, scaling
+from .common import table
+
+
+def machine() -> str:
+    cpu = platform.processor() or platform.machine()
+    gpu = f", {torch.cuda.get_device_name(0)}" if torch.cuda.is_available() else ", no GPU"
+    return f"{os.cpu_count()} CPUs ({cpu}){gpu}; torch {torch.__version__}; {torch.get_num_threads()} torch threads"
+
+
+def ok(value: float, limit: float) -> str:
+    return "met" if value <= limit else "MISSED"
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--quick", action="store_true", help="every benchmark briefly (the test suite runs this)")
+    p.add_argument("--json", help="write the figures here")
+    p.add_argument("--only", default="overhead,scaling,responsiveness,memory")
+    a = p.parse_args()
+    only = a.only.split(",")
+    t0 = time.time()
+    results: dict = {"machine": machine(), "quick": a.quick}
+    print(f"machine: {results['machine']}\n")
+    devices = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
+    if "overhead" in only:
+        for dev in devices:
+            r = overhead.run(a.quick, dev)
+            results[f"overhead_{dev}"] = r
+            cols = ["default watch", "activation watch", "every condition", "detect_anomaly", "isfinite hooks"]
+            rows = [[w, f"{r[w]['plain_ms']:.2f}", *[f"{r[w][c]:.3f}x" for c in cols]]
+                    for w in ("mlp", "transformer", "gpt")]
+            print(f"1. step time, ratio to the plain loop ({dev}; medians of interleaved steps)")
+            print(table(rows, ["workload", "plain ms", *cols]))
+            worst = {k: max(r[w][k] for w in ("mlp", "transformer", "gpt")) for k in overhead.TARGETS}
+            print("targets: " + "; ".join(f"{k} <= {v}x: worst {worst[k]:.3f}x {ok(worst[k], v)}"
+                                          for k, v in overhead.TARGETS.items()))
+            if "syncs_per_step" in r:
+                print(f"host-device syncs per step (CUDA sync debug mode): {r['syncs_per_step']}")
+            print()
+    if "scaling" in only:
+        r = scaling.run(a.quick)
+        results["scaling"] = r
+        rows = [[n, v["modules"], f"{v['plain_ms']:.2f}", f"{v['watch_cost_us']:.0f}", f"{v['watch_cost_us'] / n:.2f}"]
+                for n, v in r["rows"].items()]
+        print("2. default watch cost against parameter tensors")
+        print(table(rows, ["tensors", "modules", "plain ms", "watch us/step", "us per tensor"]))
+        print(f"target: grows no faster than linearly: {'met' if r['linear_or_better'] else 'MISSED'}\n")
+    if "responsiveness" in only:
+        r = responsiveness.run(a.quick)
+        results["responsiveness"] = r
+        print(f"3. responsiveness (real served job, real client; module tree of {r['modules']} modules)")
+        rows = [[k, v, f"<= {responsiveness.TARGETS[k]}" if k in responsiveness.TARGETS else "",
+                 ok(v, responsiveness.TARGETS[k]) if k in responsiveness.TARGETS else ""]
+                for k, v in r.items() if k != "modules"]
+        print(table(rows, ["measure", "value", "target", ""]) + "\n")
+    if "memory" in only:
+        for dev in devices:
+            r = memory.run(a.quick, dev)
+            results[f"memory_{dev}"] = r
+            print(f"4. memory ({dev}; gpt workload, fresh process each)")
+            key = "cuda_peak" if dev != "cpu" else "peak_rss"
+            print(table([[m, f"{r[m][key] / 1e6:.1f} MB"] for m in ("plain", "watch", "armed")], ["run", key]))
+            w = r["watch_extra_of_params"]
+            print(f"default watch adds {w * 100:.2f}% of parameter memory (target < 1%: {ok(w, 0.01)}); "
+                  f"replay armed adds {r['armed_extra_of_params'] * 100:.2f}%\n")
+    if not torch.cuda.is_available():
+        print("5. GPU: no CUDA device here; the CUDA rows run where one is present.")
+    results["seconds"] = round(time.time() - t0, 1)
+    print(f"\ntotal {results['seconds']} s")
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump(results, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,93 @@
+"""The three workloads: a small MLP, a 4-layer transformer encoder (d=128), and a
+GPT-style character model shaped like nanoGPT's small config (scaled to run on CPU)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+from torch import nn
+from torch.nn import functional as F  # noqa: N812
+
+
+def mlp() -> nn.Module:
+    return nn.Sequential(nn.Linear(64, 256), nn.ReLU(), nn.Linear(256, 256), nn.ReLU(), nn.Linear(256, 10))
+
+
+def transformer() -> nn.Module:
+    layer = nn.TransformerEncoderLayer(d_model=128, nhead=4, dim_feedforward=256, batch_first=True)
+    return nn.Sequential(nn.TransformerEncoder(layer, num_layers=4, enable_nested_tensor=False), nn.Linear(128, 1))
+
+
+class Block(nn.Module):
+    def __init__(self, d: int, heads: int) -> None:
+        super().__init__()
+        self.ln1, self.ln2 = nn.LayerNorm(d), nn.LayerNorm(d)
+        self.attn = nn.Linear(d, 3 * d)
+        self.proj = nn.Linear(d, d)
+        self.mlp = nn.Sequential(nn.Linear(d, 4 * d), nn.GELU(), nn.Linear(4 * d, d))
+        self.heads = heads
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        b, t, d = x.shape
+        q, k, v = self.attn(self.ln1(x)).split(d, dim=2)
+        q, k, v = (z.view(b, t, self.heads, d // self.heads).transpose(1, 2) for z in (q, k, v))
+        y = F.scaled_dot_product_attention(q, k, v, is_causal=True).transpose(1, 2).reshape(b, t, d)
+        x = x + self.proj(y)
+        return x + self.mlp(self.ln2(x))
+
+
+class CharGPT(nn.Module):
+    """nanoGPT's shakespeare_char shape at a CPU-sized scale: 4 layers, 4 heads, 128 wide."""
+
+    def __init__(self, vocab: int = 65, block: int = 64, d: int = 128, layers: int = 4, heads: int = 4) -> None:
+        super().__init__()
+        self.tok = nn.Embedding(vocab, d)
+        self.pos = nn.Embedding(block, d)
+        self.blocks = nn.ModuleList(Block(d, heads) for _ in range(layers))
+        self.ln = nn.LayerNorm(d)
+        self.head = nn.Linear(d, vocab, bias=False)
+
+    def forward(self, idx: torch.Tensor) -> torch.Tensor:
+        x = self.tok(idx) + self.pos(torch.arange(idx.shape[1], device=idx.device))
+        for blk in self.blocks:
+            x = blk(x)
+        return self.head(self.ln(x))
+
+
+def step_fn(name: str, device: str = "cpu") -> tuple[nn.Module, Callable[[], None]]:
+    """A model and one training step on it (fresh random data each step)."""
+    torch.manual_seed(0)
+    if name == "mlp":
+        model = mlp().to(device)
+
+        def batch() -> tuple[torch.Tensor, torch.Tensor, Callable]:
+            return (torch.randn(128, 64, device=device), torch.randint(0, 10, (128,), device=device),
+                    F.cross_entropy)
+    elif name == "transformer":
+        model = transformer().to(device)
+
+        def batch() -> tuple[torch.Tensor, torch.Tensor, Callable]:
+            return torch.randn(16, 32, 128, device=device), torch.randn(16, 32, 1, device=device), F.mse_loss
+    else:
+        model = CharGPT().to(device)
+
+        def batch() -> tuple[torch.Tensor, torch.Tensor, Callable]:
+            idx = torch.randint(0, 65, (16, 65), device=device)
+            return idx[:, :-1], idx[:, 1:], lambda out, y: F.cross_entropy(out.flatten(0, 1), y.flatten())
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+
+    def step() -> None:
+        x, y, loss_fn = batch()
+        opt.zero_grad(set_to_none=True)
+        loss = loss_fn(model(x), y)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        if device != "cpu":
+            torch.cuda.synchronize()
+
+    return model, step
+
+
+WORKLOADS = ("mlp", "transformer", "gpt")
