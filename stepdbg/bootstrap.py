@@ -51,6 +51,13 @@ def main() -> int:
     stepdbg._session = session
     session.start()
     session.detach_timeout = config.get("detach_timeout")
+    if config.get("doctor"):
+        from stepdbg.diagnostics import Doctor
+
+        session.doctor = Doctor()
+        session.armed = True
+        session.stop_after = config["doctor"].get("steps")
+        session.overfit = bool(config["doctor"].get("overfit"))
     session.actions_defaulted = not config.get("actions_given", True)
     if config.get("serve"):
         session.wait_for_frontend = True

@@ -16,6 +16,7 @@ import os
 import shutil
 import sys
 from dataclasses import dataclass, field
+from typing import Any
 
 from . import __version__
 from .conditions import ACTIONS, ConditionError, parse
@@ -27,6 +28,8 @@ USAGE = """\
 usage: stepdbg [run] [OPTIONS] [python] SCRIPT.py [ARGS...]
        stepdbg [run] [OPTIONS] [python] -m MODULE [ARGS...]
        stepdbg serve [--listen HOST:PORT] [OPTIONS] [python] SCRIPT.py [ARGS...]
+       stepdbg doctor [--steps N] [--json] [OPTIONS] [python] SCRIPT.py [ARGS...]
+       stepdbg overfit [--steps N] [OPTIONS] [python] SCRIPT.py [ARGS...]
        stepdbg attach [TARGET] [--token TOKEN] [--repl]
        stepdbg ls [--json] [ssh://[user@]host[:port]]
 
@@ -57,6 +60,10 @@ options (run and serve):
   --help-conditions   list every condition spec
   -h, --help          this text;   --version   the version
 
+doctor: run the first N steps (default 20) with every rule on, then print the findings
+(exit 1 when there are any, 0 when none). overfit: feed the first DataLoader batch
+again and again for N steps (default 100) and say whether the loss reaches near zero.
+
 TARGET (attach): a session id or pid, a socket path, HOST:PORT (with --token), or
 ssh://[user@]host[:port][/session]; none: the only local session.
 
@@ -67,6 +74,8 @@ examples:
   stepdbg serve --break nan python train.py          # then, in another shell:
   stepdbg attach                                     # or: stepdbg attach ssh://me@node17
   stepdbg ls --json
+  stepdbg doctor --steps 30 python train.py        # a lint for the first minute of a run
+  stepdbg overfit --steps 200 python train.py
 
 exit codes: the script's own; 2 for bad stepdbg options; 3 when abort (or a client) ended it.
 attach: 0 when you detach; the job's exit code when it ends while attached; 1 when
@@ -89,6 +98,7 @@ class RunConfig:
     detach_timeout: float | None = None
     forward_output: bool = False
     tui: bool = True
+    doctor: dict[str, Any] | None = None  # doctor/overfit: {"steps": N, "overfit": bool, "json": bool}
     python: str = sys.executable
     module: str | None = None
     script: str | None = None
@@ -105,6 +115,7 @@ class RunConfig:
             "listen": self.listen,
             "detach_timeout": self.detach_timeout,
             "forward_output": self.forward_output,
+            "doctor": self.doctor,
         })
 
 
@@ -114,6 +125,10 @@ def parse_args(argv: list[str]) -> RunConfig | str:
     i = 0
     if argv and argv[0] in ("run", "serve"):
         cfg.serve = argv[0] == "serve"
+        i = 1
+    elif argv and argv[0] in ("doctor", "overfit"):
+        cfg.doctor = {"steps": 20 if argv[0] == "doctor" else 100, "overfit": argv[0] == "overfit", "json": False}
+        cfg.tui = False
         i = 1
     while i < len(argv):
         a = argv[i]
@@ -134,6 +149,17 @@ def parse_args(argv: list[str]) -> RunConfig | str:
         if a == "--no-tui":
             cfg.tui = False
             i += 1
+            continue
+        if cfg.doctor is not None and a == "--json":
+            cfg.doctor["json"] = True
+            i += 1
+            continue
+        if cfg.doctor is not None and a.partition("=")[0] == "--steps":
+            raw = a.partition("=")[2] or (argv[i + 1] if i + 1 < len(argv) else "")
+            if not raw.isdigit() or int(raw) < 1:
+                raise UsageError(f"--steps needs a whole number of steps >= 1, not {raw!r}")
+            cfg.doctor["steps"] = int(raw)
+            i += 1 if "=" in a else 2
             continue
         name, eq, val = a.partition("=")
         if name in ("--break", "--on-break", "--report", "--listen", "--detach-timeout"):
@@ -234,6 +260,10 @@ def launch(cfg: RunConfig) -> int:
         from stepdbg_tui.launch import launch_tui
 
         return launch_tui(cmd, env)
+    if cfg.doctor is not None:
+        from stepdbg_tui.doctor import run_doctor
+
+        return run_doctor(cmd, env, cfg.report, cfg.doctor)
     sys.stdout.flush()
     sys.stderr.flush()
     try:

@@ -358,3 +358,33 @@ def _guess_line(op: str, session: Session) -> dict[str, Any]:
     line = hits[-1]
     return {"file": os.path.abspath(code.co_filename), "line": line, "function": code.co_name,
             "code": linecache.getline(code.co_filename, line).strip(), "line_from": "source search"}
+
+
+def replay_twice(session: Session, before_each: Any = None) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
+    """Run the captured step's forward (and backward, if the output gradient was captured)
+    twice from the step's starting state; the outputs and parameter gradients of each.
+    The model, its gradients, buffers and RNG are as they were afterwards."""
+    cap = session.capture
+    root, args = cap.get("root"), cap.get("args")
+    if root is None or args is None:
+        return None, None
+    params = [p for p in root.parameters() if p.requires_grad]
+    runs = []
+    with preserved_state(session):
+        for _ in range(2):
+            if before_each is not None:
+                before_each()
+            if "buffers" in cap:
+                with torch.no_grad():
+                    for n, b in root.named_buffers():
+                        if n in cap["buffers"]:
+                            b.copy_(cap["buffers"][n])
+            set_rng_state(cap["rng"])
+            with torch.enable_grad():
+                out = _first_tensor(root(*args, **cap.get("kwargs", {})))
+                grads: list[torch.Tensor] = []
+                g_out = cap.get("grad_output")
+                if out is not None and out.grad_fn is not None and g_out is not None and g_out.shape == out.shape:
+                    grads = [g for g in torch.autograd.grad(out, params, g_out, allow_unused=True) if g is not None]
+            runs.append({"output": [out.detach()] if out is not None else [], "grads": grads})
+    return runs[0], runs[1]

@@ -194,6 +194,10 @@ class Session:
         self._alone_since: float | None = None
         self._end_requested = False
         self.server: Any = None
+        self.doctor: Any = None  # a diagnostics.Doctor when rules are on (stepdbg doctor)
+        self.stop_after: int | None = None  # end the run (exit 0) after this many steps
+        self.overfit = False  # re-yield the first DataLoader batch every step (stepdbg overfit)
+        self._overfit_batch: Any = None
         self.on_stop: list[Callable[[], None]] = []  # run before the server says "exited"
         self._paused_cv = threading.Condition()
         self._watchdog: Any = None
@@ -320,7 +324,12 @@ class Session:
         def wrap_next(orig: Callable[..., Any]) -> Callable[..., Any]:
             def __next__(it: Any) -> Any:
                 t0 = time.perf_counter()
-                batch = orig(it)
+                if session.overfit and session._overfit_batch is not None:
+                    batch = session._overfit_batch  # the same batch again: overfit one batch
+                else:
+                    batch = orig(it)
+                    if session.overfit:
+                        session._overfit_batch = batch
                 if session._tracking():
                     session._guard("dataloader", session._on_loader_next, it, batch, time.perf_counter() - t0)
                 return batch
@@ -454,8 +463,11 @@ class Session:
             return  # forwards on other threads (an eval thread) are not the training step
         d = self._depth
         self._depth = d + 1
-        if d == 0 and torch.is_grad_enabled() and self._tracking():
-            self._guard("forward", self._on_root_forward, module, args)
+        if d == 0 and self._tracking():
+            if torch.is_grad_enabled():
+                self._guard("forward", self._on_root_forward, module, args)
+            elif self.doctor is not None and self._is_model_module(module):
+                self._guard("doctor", self.doctor.on_nograd_forward, self, module)
 
     def _fwd_post(self, module: torch.nn.Module, args: tuple[Any, ...], output: Any) -> None:
         if self._thread is not None and threading.get_ident() != self._thread:
@@ -511,6 +523,8 @@ class Session:
                 st.data_wait = time.perf_counter() - self._last_step_end
             if "batch" not in cap or not st.loader_calls:
                 cap["batch"] = args[0] if len(args) == 1 else args
+            if self.doctor is not None:
+                self._guard("doctor", self.doctor.on_batch, self, module, args)
             self._pause_point("before_forward")
 
     def _on_root_forward_done(self, module: torch.nn.Module, output: Any) -> None:
@@ -535,6 +549,8 @@ class Session:
         self.capture["loss"] = loss
         if loss is not None and loss.numel() == 1:
             st.losses.append(tensors.as_float(loss))
+        if self.doctor is not None:
+            self._guard("doctor", self._doctor_before_backward, loss)
         self._pause_point("before_backward")
 
     def _on_backward_post(self) -> None:
@@ -563,6 +579,8 @@ class Session:
             st.grad_norm = st.clip_norm
         else:
             st.grad_norm = self._measure_grad_norm(_opt_params(opt))
+        if self.doctor is not None:
+            self._guard("doctor", self._doctor_before_update, opt)
         self._pause_point("before_optimizer_step")
         if st.skip:
             self._hide_grads(opt)
@@ -571,6 +589,8 @@ class Session:
         self._in_optimizer_step = False
         st = self._ensure_step()
         self._restore_grads()
+        if self.doctor is not None:
+            self._guard("doctor", self.doctor.on_update, self, _opt_params(opt))
         st.optimizer_stepped = True
         self._pause_point("after_optimizer_step")
         if not self._in_scaler_step:
@@ -606,6 +626,47 @@ class Session:
         self._cur = None
         self._last_step_end = now
         self._in_optimizer_step = False
+        if self.doctor is not None:
+            self._guard("doctor", self.doctor.on_step_end, self)
+        if self.stop_after is not None and self.step >= self.stop_after:
+            self._finish_early()
+
+    def _doctor_before_backward(self, loss: torch.Tensor | None) -> None:
+        self.doctor.on_loss(self, loss)
+        reason = self._check_stale_grad()
+        if reason:
+            self.doctor.add(self, "stale_grad", "error", reason, "call optimizer.zero_grad() once per optimizer step")
+
+    def _doctor_before_update(self, opt: torch.optim.Optimizer) -> None:
+        self.doctor.on_grads(self, _opt_params(opt))
+        if self.step == 1 and self.armed:
+            from .diagnostics import determinism_check
+
+            r = determinism_check(self)
+            self.report.write("determinism", step=self.step, **r)
+            if r.get("checked") and not r["reproducible"]:
+                self.doctor.add(self, "nondeterministic", "warning",
+                                f"replaying step {self.step} twice from the same state differs by up to "
+                                f"{max(r['max_output_diff'], r['max_grad_diff']):.3g}: {r['cause']}",
+                                "seed every RNG the step uses (random, numpy, torch) and "
+                                "torch.use_deterministic_algorithms(True)", **r)
+
+    def _finish_early(self) -> None:
+        """End a doctor/overfit run after its steps: exit code 0 from the script's point of view."""
+        if self.overfit and self.doctor is not None:
+            from .diagnostics import overfit_verdict
+
+            losses = [h["loss"] for h in self.history if h["loss"] is not None]
+            ok, words = overfit_verdict(losses)
+            self.report.write("overfit", losses=losses, reached_near_zero=ok, verdict=words)
+            if not ok:
+                self.doctor.add(self, "cannot_overfit", "error", words,
+                                "check for frozen layers (requires_grad), a too-low LR, the loss reduction "
+                                "(sum vs mean) and that targets match the outputs")
+            else:
+                self._say(words)
+        self._say(f"stopping after {self.step} steps as asked")
+        raise SystemExit(0)
 
     def _progress(self) -> None:
         self._last_progress = time.monotonic()

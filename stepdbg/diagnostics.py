@@ -1,0 +1,406 @@
+"""Rule-based findings: small functions over what the agent measures, no guessing.
+
+A finding is a rule id, a severity, one sentence with the measured numbers in it, and
+what to try. The rules run only when a Doctor is attached to the session (`stepdbg
+doctor`, or ``Session.doctor = Doctor()``); each reports at most once per run.
+"""
+
+from __future__ import annotations
+
+import gc
+import math
+import os
+import statistics
+from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from .conditions import format_size
+
+if TYPE_CHECKING:
+    from .session import Session
+
+SEVERITY_ORDER = {"error": 0, "warning": 1, "info": 2}
+DROPOUT_BN = (torch.nn.Dropout, torch.nn.Dropout1d, torch.nn.Dropout2d, torch.nn.Dropout3d,
+              torch.nn.AlphaDropout, torch.nn.modules.batchnorm._BatchNorm)
+REGRESSION_LOSSES = ("MseLossBackward0", "L1LossBackward0", "SmoothL1LossBackward0", "HuberLossBackward0")
+
+RULES = {
+    "stale_grad": "gradients accumulate across optimizer steps (zero_grad missing)",
+    "vanishing_gradients": "some layers get gradients many orders of magnitude smaller than others",
+    "exploding_updates": "each update moves the weights by over half their norm while the loss does not improve",
+    "lr_too_high": "the loss climbs while the gradient norm grows",
+    "loss_target_mismatch": "a regression loss on class indices, or target and output shapes that broadcast",
+    "input_scale": "input features on scales more than 100x apart",
+    "memory_growth": "memory grows step after step (a tensor kept alive across steps)",
+    "eval_mode_training": "training with the model in eval mode (dropout and batchnorm off)",
+    "train_mode_eval": "evaluating under no_grad with dropout or batchnorm in train mode",
+    "slow_dataloader": "the step waits for data a large part of its time",
+    "nondeterministic": "the same step from the same state gives different results",
+    "cannot_overfit": "the model cannot fit one repeated batch",
+}
+
+
+@dataclass
+class Finding:
+    rule: str
+    severity: str
+    step: int
+    message: str
+    advice: str
+    data: dict[str, Any] = field(default_factory=dict)
+
+
+class Doctor:
+    """Runs the rules during a session and collects findings (each rule at most once)."""
+
+    def __init__(self, window: int = 50) -> None:
+        self.window = window
+        self.findings: list[Finding] = []
+        self._fired: set[str] = set()
+        self._before_update: dict[int, torch.Tensor] = {}
+        self.layer_grads: list[dict[str, float]] = []
+        self.update_ratios: list[dict[str, float]] = []
+
+    # ------------------------------------------------------------------ plumbing
+
+    def add(self, session: Session, rule: str, severity: str, message: str, advice: str, **data: Any) -> None:
+        if rule in self._fired:
+            return
+        self._fired.add(rule)
+        f = Finding(rule, severity, session.step, message, advice, data)
+        self.findings.append(f)
+        session.report.write("finding", **asdict(f))
+        session._emit("finding", asdict(f))
+        session._say(f"finding [{rule}] {message} — try: {advice}")
+
+    def ranked(self) -> list[Finding]:
+        return sorted(self.findings, key=lambda f: (SEVERITY_ORDER[f.severity], f.step))
+
+    # ------------------------------------------------------------------ hooks from the session
+
+    def on_batch(self, s: Session, root: torch.nn.Module, args: tuple[Any, ...]) -> None:
+        if root.training is False and _has(root, DROPOUT_BN):
+            self.add(s, "eval_mode_training", "error",
+                     f"step {s.step} trains with the model in eval mode: "
+                     f"{_count(root, DROPOUT_BN)} dropout/batchnorm modules are switched off",
+                     "call model.train() before the training loop (and after every evaluation)")
+        if s.step < 3:
+            x = args[0] if args and isinstance(args[0], torch.Tensor) else None
+            if x is not None and x.is_floating_point() and x.dim() == 2 and x.shape[1] >= 2 and x.shape[0] >= 2:
+                self._input_scale(s, x)
+
+    def on_nograd_forward(self, s: Session, root: torch.nn.Module) -> None:
+        if root.training and _has(root, DROPOUT_BN):
+            self.add(s, "train_mode_eval", "warning",
+                     f"a forward under no_grad (evaluation) ran with the model in train mode: "
+                     f"{_count(root, DROPOUT_BN)} dropout/batchnorm modules behave as in training",
+                     "call model.eval() before evaluating and model.train() after")
+
+    def on_loss(self, s: Session, loss: torch.Tensor | None) -> None:
+        if loss is None or loss.grad_fn is None or s.step > 2:
+            return
+        node = loss.grad_fn
+        for _ in range(4):  # the loss node may sit under a mean/div (accumulation scaling)
+            if node is None or node.name() in REGRESSION_LOSSES or node.name().startswith("NllLoss"):
+                break
+            node = node.next_functions[0][0] if node.next_functions else None
+        if node is None:
+            return
+        name = node.name()
+        out = getattr(node, "_saved_self", None)
+        target = getattr(node, "_saved_target", None)
+        if name in REGRESSION_LOSSES and isinstance(out, torch.Tensor) and isinstance(target, torch.Tensor):
+            self._regression_target(s, name.replace("Backward0", ""), out, target)
+
+    def on_grads(self, s: Session, params: list[torch.nn.Parameter]) -> None:
+        layers = _layer_norms(s, params, grads=True)
+        if layers:
+            self.layer_grads.append(layers)
+            self._vanishing(s, layers)
+        self._before_update = {id(p): p.detach().clone() for p in params if p.grad is not None}
+
+    def on_update(self, s: Session, params: list[torch.nn.Parameter]) -> None:
+        if not self._before_update:
+            return
+        names = s.param_names()
+        ratios: dict[str, float] = {}
+        with torch.no_grad():
+            for p in params:
+                old = self._before_update.get(id(p))
+                if old is None:
+                    continue
+                w = float(torch.linalg.vector_norm(old.float()))
+                if w > 0:
+                    ratios[names.get(id(p), "?")] = float(torch.linalg.vector_norm((p - old).float())) / w
+        self._before_update = {}
+        if not ratios:
+            return
+        self.update_ratios.append(ratios)
+        med = statistics.median(ratios.values())
+        losses = [h["loss"] for h in list(s.history)[-3:] if h["loss"] is not None]
+        not_improving = len(losses) >= 2 and not (losses[-1] < losses[0])  # nan compares False too
+        if (len(self.update_ratios) >= 3 and not_improving
+                and all(statistics.median(r.values()) > 0.5 for r in self.update_ratios[-3:])):
+            self.add(s, "exploding_updates", "error",
+                     f"each update changes the weights by {med:.0%} of their norm (median over "
+                     f"{len(ratios)} tensors; healthy runs are near 0.1%)",
+                     "lower the learning rate 10-100x, add warmup and gradient clipping")
+
+    def on_step_end(self, s: Session) -> None:
+        hist = list(s.history)
+        self._lr_too_high(s, hist)
+        self._memory_growth(s, hist)
+        self._slow_loader(s, hist)
+
+    # ------------------------------------------------------------------ rules
+
+    def _input_scale(self, s: Session, x: torch.Tensor) -> None:
+        with torch.no_grad():
+            scale = x.detach().float().abs().amax(dim=0)
+        finite = [(i, float(v)) for i, v in enumerate(scale.tolist()) if math.isfinite(v) and v > 0]
+        if len(finite) < 2:
+            return
+        lo_i, lo = min(finite, key=lambda t: t[1])
+        hi_i, hi = max(finite, key=lambda t: t[1])
+        if hi / lo > 100:
+            self.add(s, "input_scale", "warning",
+                     f"input feature {hi_i} reaches {hi:.3g} while feature {lo_i} stays within {lo:.3g}: "
+                     f"{hi / lo:.0f}x apart",
+                     "standardize each feature (subtract the mean, divide by the std of the training set)",
+                     max_feature=hi_i, min_feature=lo_i, ratio=hi / lo)
+
+    def _regression_target(self, s: Session, loss: str, out: torch.Tensor, target: torch.Tensor) -> None:
+        if out.shape != target.shape:
+            shape = list(torch.broadcast_shapes(out.shape, target.shape)) if _broadcasts(out, target) else None
+            self.add(s, "loss_target_mismatch", "error",
+                     f"{loss} gets output {list(out.shape)} and target {list(target.shape)}"
+                     + (f", which broadcast to {shape}: every output is compared with every target" if shape else ""),
+                     "make the shapes equal (e.g. output.squeeze(-1) or target.view_as(output))")
+            return
+        with torch.no_grad():
+            t = target.detach()
+            integral = bool((t == t.round()).all()) if t.is_floating_point() else True
+            uniq = torch.unique(t).numel() if integral else 0
+        if integral and 2 <= uniq <= 20 and t.numel() >= 8:
+            self.add(s, "loss_target_mismatch", "error",
+                     f"{loss} on targets that take only {uniq} integer values: they look like class "
+                     "indices, and a regression loss treats class 9 as 'far' from class 1",
+                     "use cross_entropy on logits with integer class targets", unique_targets=uniq)
+
+    def _vanishing(self, s: Session, layers: dict[str, float]) -> None:
+        if s.step < 1 or len(layers) < 3:
+            return
+        hi_name, hi = max(layers.items(), key=lambda t: t[1])
+        small = [n for n, v in layers.items() if v < 1e-7 and v < hi * 1e-4]
+        if hi > 0 and small:
+            acts = sorted({type(m).__name__ for r in s._roots.values() for m in r.modules()
+                           if isinstance(m, (torch.nn.Sigmoid, torch.nn.Tanh))})
+            through = f": vanishing gradients through {'/'.join(acts)} activations" if acts else ": vanishing gradients"
+            self.add(s, "vanishing_gradients", "error",
+                     f"{len(small)} of {len(layers)} layers ({_span(small)}) get gradient norms under 1e-7 "
+                     f"while {hi_name} gets {hi:.2g}{through}",
+                     "use ReLU/GELU, residual connections or normalization, and a suited init (kaiming/xavier)",
+                     layers=layers)
+
+    def _lr_too_high(self, s: Session, hist: list[dict[str, Any]]) -> None:
+        pts = [(h["loss"], h["grad_norm"]) for h in hist[-10:] if h["loss"] is not None and h["grad_norm"] is not None]
+        if len(pts) < 4:
+            return
+        losses = [p[0] for p in pts]
+        norms = [p[1] for p in pts]
+        finite = [v for v in losses if math.isfinite(v)]
+        rising = len(finite) == len(losses) and losses[-1] > 10 * min(losses) and norms[-1] > 10 * norms[0]
+        blew_up = len(finite) < len(losses) and math.isfinite(losses[0])
+        if rising or blew_up:
+            lrs = hist[-1]["lr"]
+            self.add(s, "lr_too_high", "error",
+                     f"the loss went from {losses[0]:.3g} to {losses[-1]:.3g} and the gradient norm from "
+                     f"{norms[0]:.3g} to {norms[-1]:.3g} in {len(pts)} steps at lr {lrs[0] if lrs else '?'}",
+                     "lower the learning rate 10x (pin it live with 'lr X pin'), add warmup and clipping")
+
+    def _memory_growth(self, s: Session, hist: list[dict[str, Any]]) -> None:
+        mem = [h["mem"] for h in hist[-20:] if h["mem"]]
+        if len(mem) < 12:
+            return
+        rises = sum(b > a for a, b in zip(mem, mem[1:], strict=False))
+        grow = mem[-1] - mem[0]
+        if rises >= 0.75 * (len(mem) - 1) and grow > max(20e6, 0.1 * mem[0]):
+            per_step = grow / (len(mem) - 1)
+            self.add(s, "memory_growth", "error",
+                     f"memory grew in {rises} of the last {len(mem) - 1} steps, by {format_size(grow)} "
+                     f"({format_size(per_step)} per step): something keeps tensors alive across steps",
+                     "look for a tensor kept across steps, e.g. 'total += loss' (use loss.item()) or "
+                     "outputs appended to a list without .detach()",
+                     largest_tensors=largest_tensors(), snapshot=cuda_snapshot())
+
+    def _slow_loader(self, s: Session, hist: list[dict[str, Any]]) -> None:
+        loader = s.capture.get("loader")
+        it = loader() if loader is not None else None
+        if it is None:  # in a get_batch() loop the gap between steps is not only data
+            return
+        rows = [h for h in hist[-10:] if h["data_wait"] is not None and h["step_time"]]
+        if len(rows) < 5:
+            return
+        waited = sum(h["data_wait"] for h in rows)
+        share = waited / (waited + sum(h["step_time"] for h in rows))  # step_time starts after the batch came
+        if share > 0.3 and waited / len(rows) > 0.01:
+            from .inspection import loader_settings
+
+            st = loader_settings(it)
+            cores = st.get("affinity_cpus") or os.cpu_count()
+            workers = st.get("num_workers")
+            wait = waited / len(rows)
+            why = f"num_workers={workers} on {cores} cores"
+            tip = ("fewer workers than cores; move heavy transforms offline" if workers and workers > (cores or 1)
+                   else "more DataLoader workers (up to the cores), pin_memory=True on CUDA, cheaper transforms")
+            self.add(s, "slow_dataloader", "warning",
+                     f"the loop waits for data {share:.0%} of the time (mean {wait * 1e3:.0f} ms per step; {why})",
+                     tip, dataloader=st)
+
+
+# ---------------------------------------------------------------------- measurements used by rules
+
+
+def _has(root: torch.nn.Module, kinds: tuple[type, ...]) -> bool:
+    return any(isinstance(m, kinds) for m in root.modules())
+
+
+def _count(root: torch.nn.Module, kinds: tuple[type, ...]) -> int:
+    return sum(isinstance(m, kinds) for m in root.modules())
+
+
+def _broadcasts(a: torch.Tensor, b: torch.Tensor) -> bool:
+    try:
+        torch.broadcast_shapes(a.shape, b.shape)
+    except RuntimeError:
+        return False
+    return True
+
+
+def _span(names: list[str]) -> str:
+    return names[0] if len(names) == 1 else f"{names[0]} … {names[-1]}"
+
+
+def _layer_norms(s: Session, params: list[torch.nn.Parameter], grads: bool) -> dict[str, float]:
+    """Gradient norm per module that owns weights, in one fused pass."""
+    by_param = {id(p): p for p in params if p.grad is not None}
+    out: dict[str, float] = {}
+    for root in list(s._roots.values()):
+        mods = [(n, m) for n, m in root.named_modules()
+                if any(id(p) in by_param for p in m.parameters(recurse=False))]
+        tensors = [[p.grad for p in m.parameters(recurse=False) if id(p) in by_param] for _, m in mods]
+        flat = [t for ts in tensors for t in ts]
+        if not flat:
+            continue
+        with torch.no_grad():
+            norms = torch.stack([n.float().cpu() for n in torch._foreach_norm(flat, 2.0)]).tolist()
+        i = 0
+        for (name, _), ts in zip(mods, tensors, strict=True):
+            out[name or "(root)"] = math.sqrt(sum(v * v for v in norms[i:i + len(ts)]))
+            i += len(ts)
+    return out
+
+
+def largest_tensors(n: int = 5) -> list[dict[str, Any]]:
+    """The largest live tensors (a gc walk: only on the bad path)."""
+    found = []
+    for obj in gc.get_objects():
+        try:
+            if isinstance(obj, torch.Tensor) and not obj.is_sparse:
+                found.append((obj.numel() * obj.element_size(), obj))
+        except Exception:
+            continue
+    found.sort(key=lambda t: t[0], reverse=True)
+    return [{"bytes": b, "shape": list(t.shape), "dtype": str(t.dtype).removeprefix("torch."),
+             "device": str(t.device), "grad_fn": t.grad_fn.name() if t.grad_fn is not None else None}
+            for b, t in found[:n]]
+
+
+def cuda_snapshot(path: str = "stepdbg_memory_snapshot.pickle") -> str | None:
+    """On CUDA with memory history recording on, dump a snapshot the PyTorch memory viewer opens."""
+    if not (torch.cuda.is_available() and torch.cuda.is_initialized()):
+        return None
+    try:
+        torch.cuda.memory._dump_snapshot(path)
+    except Exception:
+        return None
+    return os.path.abspath(path)
+
+
+# ---------------------------------------------------------------------- determinism (row 11)
+
+
+def determinism_check(s: Session) -> dict[str, Any]:
+    """Replay the captured step twice from the same state; compare outputs and gradients."""
+    import random
+
+    from .replay import replay_twice
+
+    a, b = replay_twice(s)
+    if a is None or b is None:
+        return {"checked": False, "reason": "nothing captured to replay yet"}
+    diff_out, diff_grad = _max_diff(a["output"], b["output"]), _max_diff(a["grads"], b["grads"])
+    result: dict[str, Any] = {
+        "checked": True, "max_output_diff": diff_out, "max_grad_diff": diff_grad,
+        "reproducible": diff_out == 0 and diff_grad == 0,
+        "torch_initial_seed": torch.initial_seed(),
+        "torch_seed_looks_set": torch.initial_seed() < 2**32,
+        "deterministic_algorithms": torch.are_deterministic_algorithms_enabled(),
+        "cudnn_benchmark": torch.backends.cudnn.benchmark,
+        "cudnn_deterministic": torch.backends.cudnn.deterministic,
+    }
+    if not result["reproducible"]:
+        # Same again with Python's and numpy's RNG put back too: if that makes it
+        # reproducible, the step draws from an RNG that torch's state does not cover.
+        py = random.getstate()
+        np_state = _numpy_state()
+        a2, b2 = replay_twice(s, before_each=lambda: (random.setstate(py), _numpy_restore(np_state)))
+        other_rng = a2 is not None and _max_diff(a2["output"], b2["output"]) == 0 and \
+            _max_diff(a2["grads"], b2["grads"]) == 0
+        result["cause"] = ("the step draws from Python's or numpy's RNG, which torch's RNG state does not cover"
+                           if other_rng else "nondeterministic kernels (or another source of randomness)")
+    return result
+
+
+def _numpy_state() -> Any:
+    try:
+        import numpy as np
+    except ImportError:
+        return None
+    return np.random.get_state()
+
+
+def _numpy_restore(state: Any) -> None:
+    if state is not None:
+        import numpy as np
+
+        np.random.set_state(state)
+
+
+def _max_diff(a: list[torch.Tensor], b: list[torch.Tensor]) -> float:
+    worst = 0.0
+    for x, y in zip(a, b, strict=False):
+        if x is None or y is None or x.shape != y.shape:
+            continue
+        d = (x.double() - y.double()).abs()
+        d = d[torch.isfinite(d)]
+        if d.numel():
+            worst = max(worst, float(d.max()))
+    return worst
+
+
+# ---------------------------------------------------------------------- overfit one batch (row 13)
+
+
+def overfit_verdict(losses: list[float]) -> tuple[bool, str]:
+    """Whether a run on one repeated batch reached near zero, in words."""
+    finite = [v for v in losses if math.isfinite(v)]
+    if len(finite) < 2:
+        return False, "the loss was not finite"
+    first, best, last = finite[0], min(finite), finite[-1]
+    ok = last <= max(0.05 * first, 1e-3) or best <= 1e-3
+    return ok, (f"the loss went from {first:.4g} to {last:.4g} (best {best:.4g}) in {len(losses)} steps on one "
+                f"batch: {'it can fit a batch' if ok else 'it cannot fit even one batch'}")
+

@@ -1,0 +1,64 @@
+"""`stepdbg doctor` and `stepdbg overfit`: run the job's first steps with every rule on,
+then show the findings (rich) or print them as JSON."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from typing import Any
+
+from rich.console import Console
+from rich.panel import Panel
+from rich.table import Table
+
+SEVERITY_STYLE = {"error": "bold red", "warning": "bold yellow", "info": "cyan"}
+
+
+def run_doctor(cmd: list[str], env: dict[str, str], report: str | None, opts: dict[str, Any]) -> int:
+    """Run the job (its own output passes through), then report. Exit 1 with findings."""
+    path = report
+    if path is None:
+        fd, path = tempfile.mkstemp(prefix="stepdbg-doctor-", suffix=".jsonl")
+        os.close(fd)
+        config = json.loads(env["STEPDBG_CONFIG"])
+        config["report"] = path
+        env = {**env, "STEPDBG_CONFIG": json.dumps(config)}
+    code = subprocess.call(cmd, env=env)
+    events = [json.loads(line) for line in open(path, encoding="utf-8") if line.strip()]
+    if report is None:
+        os.unlink(path)
+    findings = sorted((e for e in events if e["event"] == "finding"),
+                      key=lambda f: ({"error": 0, "warning": 1, "info": 2}[f["severity"]], f["step"]))
+    end = next((e for e in events if e["event"] == "end"), {})
+    overfit = next((e for e in events if e["event"] == "overfit"), None)
+    if opts.get("json"):
+        print(json.dumps({"findings": findings, "steps": end.get("steps"), "exit_code": code, "overfit": overfit}))
+    else:
+        show(findings, end.get("steps"), code, overfit)
+    if code not in (0, None) and not findings:
+        return code
+    return 1 if findings else 0
+
+
+def show(findings: list[dict[str, Any]], steps: int | None, code: int, overfit: dict[str, Any] | None) -> None:
+    console = Console(file=sys.stdout)
+    title = f"stepdbg doctor: {len(findings)} finding{'s' if len(findings) != 1 else ''} in {steps} steps"
+    if overfit is not None:
+        console.print(Panel(overfit["verdict"], title="overfit one batch",
+                            style="green" if overfit["reached_near_zero"] else "red"))
+    if not findings:
+        console.print(f"[bold green]{title}[/]: nothing to report" + (f" (the script exited with {code})" if code else ""))
+        return
+    table = Table(title=title, show_lines=True, expand=True)
+    table.add_column("", width=7)
+    table.add_column("rule", style="bold", no_wrap=True)
+    table.add_column("step", justify="right")
+    table.add_column("what was measured", ratio=3)
+    table.add_column("try", ratio=2)
+    for f in findings:
+        table.add_row(f"[{SEVERITY_STYLE[f['severity']]}]{f['severity']}[/]", f["rule"], str(f["step"]),
+                      f["message"], f["advice"])
+    console.print(table)
