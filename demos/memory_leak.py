@@ -15,7 +15,7 @@ def main() -> None:
     model = nn.Sequential(nn.Linear(512, 2048), nn.ReLU(), nn.Linear(2048, 2048), nn.ReLU(), nn.Linear(2048, 1))
     opt = torch.optim.SGD(model.parameters(), lr=1e-4)
     total_loss = 0.0
-    for step in range(60):
+    for _ in range(60):
         x, y = torch.randn(512, 512), torch.randn(512, 1)
         opt.zero_grad()
         loss = nn.functional.mse_loss(model(x), y)

@@ -21,7 +21,7 @@ def main() -> None:
     torch.manual_seed(0)
     model = nn.Sequential(NoisyLinear(8, 16), nn.ReLU(), nn.Linear(16, 1))
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
-    for step in range(10):
+    for _ in range(10):
         x, y = torch.randn(32, 8), torch.randn(32, 1)
         opt.zero_grad()
         loss = nn.functional.mse_loss(model(x), y)

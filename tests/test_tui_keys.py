@@ -231,3 +231,15 @@ async def test_a_lost_connection_is_shown_and_ctrl_r_reconnects():
 
 async def _ready(source):
     return source
+
+
+async def test_findings_appear_on_the_break_panel():
+    src, app, ctx = await started()
+    async with ctx as pilot:
+        await pilot.pause()
+        src.push("finding", {"rule": "stale_grad", "severity": "error", "step": 1,
+                             "message": "the gradients of step 0 are still in .grad", "advice": "call zero_grad",
+                             "data": {}})
+        await pilot.pause(0.3)
+        text = text_of(app, "#break-record")
+        assert "finding [stale_grad] the gradients of step 0 are still in .grad — try: call zero_grad" in text

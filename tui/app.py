@@ -219,6 +219,7 @@ class StepdbgApp(App[str | None]):
         self.reconnect = reconnect  # makes a new source for the same job (ctrl+r after a loss)
         self.clock = clock
         self.replay_result: dict[str, Any] | None = None
+        self.findings: list[dict[str, Any]] = []  # rule-based findings pushed by the agent
         self.history: list[dict[str, Any]] = []
         self.repl_history: list[str] = []
         self._repl_pos = 0
@@ -301,6 +302,10 @@ class StepdbgApp(App[str | None]):
         elif msg.event == "break":
             self.log_line(f"break at step {msg.data['step']} [{msg.data['condition']}]: {msg.data['reason']}",
                           "magenta")
+        elif msg.event == "finding":
+            self.findings.append(msg.data)
+            self.log_line(f"finding [{msg.data['rule']}]: {msg.data['message']}", "bold red")
+            self.refresh_break()
         elif msg.event == "exited":
             self.status = {**self.status, "state": f"exited ({msg.data.get('exit_code')})", "paused": None}
             self.connection = f"job ended, exit code {msg.data.get('exit_code')}"
@@ -366,7 +371,7 @@ class StepdbgApp(App[str | None]):
     async def _refresh_break(self) -> None:
         brk = self.status.get("paused")
         src = await self._ask("source", self.source.source(4)) if brk else None
-        self.query_one(BreakPanel).show(brk, self.replay_result, src)
+        self.query_one(BreakPanel).show(brk, self.replay_result, src, self.findings)
         if brk:
             names = await self._ask("names", self.source.evaluate("sorted(vars())"))
             if names and names.get("value"):

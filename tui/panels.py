@@ -62,8 +62,22 @@ def hints(brk: dict[str, Any], replay: dict[str, Any] | None) -> list[str]:
     return out
 
 
-def render_break(brk: dict[str, Any] | None, replay: dict[str, Any] | None) -> Group | Text:
+def render_findings(findings: list[dict[str, Any]]) -> list[Text]:
+    out = []
+    for f in findings:
+        t = Text("finding ", style="bold")
+        t.append(f"[{f['rule']}] ", style="bold red" if f["severity"] == "error" else "bold yellow")
+        t.append(f"{f['message']} ")
+        t.append(f"— try: {f['advice']}", style="italic")
+        out.append(t)
+    return out
+
+
+def render_break(brk: dict[str, Any] | None, replay: dict[str, Any] | None,
+                 findings: list[dict[str, Any]] | None = None) -> Group | Text:
     if brk is None:
+        if findings:
+            return Group(Text("running", style="dim"), *render_findings(findings))
         return Text("running — no break yet. p pauses at the next pause point.", style="dim")
     lines: list[Any] = []
     head = Text()
@@ -100,6 +114,7 @@ def render_break(brk: dict[str, Any] | None, replay: dict[str, Any] | None) -> G
                 lines.append(Text(f"  {ln}", style="dim"))
     for h in hints(brk, replay):
         lines.append(Text(f"• {h}", style="italic"))
+    lines += render_findings(findings or [])
     return Group(*lines)
 
 
@@ -122,8 +137,9 @@ class BreakPanel(VerticalScroll):
         yield Static(id="break-record")
         yield Static(id="break-source")
 
-    def show(self, brk: dict[str, Any] | None, replay: dict[str, Any] | None, src: dict[str, Any] | None) -> None:
-        self.query_one("#break-record", Static).update(render_break(brk, replay))
+    def show(self, brk: dict[str, Any] | None, replay: dict[str, Any] | None, src: dict[str, Any] | None,
+             findings: list[dict[str, Any]] | None = None) -> None:
+        self.query_one("#break-record", Static).update(render_break(brk, replay, findings))
         self.query_one("#break-source", Static).update(render_source(src) if brk else "")
 
 

@@ -1,0 +1,137 @@
+"""Findings: each rule names its failure on its demo, and says nothing on healthy runs."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+import torch
+from conftest import DEMOS, ROOT
+from torch import nn
+
+from stepdbg.diagnostics import RULES, Doctor, determinism_check, overfit_verdict
+
+
+def doctor(demo: str, *args: str, mode: str = "doctor", script_args: tuple[str, ...] = ()) -> dict:
+    out = subprocess.run([sys.executable, "-m", "stepdbg", mode, "--json", "-q", *args, sys.executable,
+                          str(DEMOS / demo), *script_args], capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert out.returncode in (0, 1), out.stderr
+    result = json.loads(out.stdout.strip().splitlines()[-1])
+    assert out.returncode == (1 if result["findings"] else 0)
+    return result
+
+
+@pytest.mark.parametrize(
+    ("demo", "args", "first", "words"),
+    [
+        ("no_zero_grad.py", (), "stale_grad", "zero_grad() was not called"),  # row 3
+        ("vanishing_sigmoid.py", (), "vanishing_gradients", "through Sigmoid activations"),  # row 4
+        ("lr_explode.py", ("--steps", "20"), "exploding_updates", "of their norm"),  # row 2
+        ("slow_loader.py", ("--steps", "19"), "slow_dataloader", "num_workers=2"),  # row 5
+        ("mse_on_classes.py", (), "loss_target_mismatch", "look like class indices"),  # row 6
+        ("unscaled_features.py", (), "input_scale", "input feature 3 reaches"),  # row 7
+        ("memory_leak.py", ("--steps", "30"), "memory_growth", "keeps tensors alive"),  # row 9
+        ("nondeterministic.py", (), "nondeterministic", "Python's or numpy's RNG"),  # row 11
+        ("eval_mode.py", (), "eval_mode_training", "trains with the model in eval mode"),  # row 12
+    ],
+)
+def test_doctor_names_the_right_finding_first(demo, args, first, words):
+    r = doctor(demo, *args)
+    assert r["findings"], f"no finding on {demo}"
+    top = r["findings"][0]
+    assert top["rule"] == first and words in top["message"], r["findings"]
+    assert top["rule"] in RULES and top["advice"]
+
+
+def test_lr_explode_also_says_the_loss_climbs():
+    rules = [f["rule"] for f in doctor("lr_explode.py", "--steps", "20")["findings"]]
+    assert rules == ["exploding_updates", "lr_too_high"]
+
+
+@pytest.mark.parametrize(("demo", "args", "script_args"), [
+    ("healthy.py", (), ()),
+    ("nan_log.py", ("--steps", "25"), ()),  # healthy until its bad sample at step 30
+    ("lr_explode.py", ("--steps", "20"), ("--lr", "0.01")),  # the same loop at a sane LR
+    ("slow_loader.py", ("--steps", "19"), ("--slow", "0")),  # without the heavy transform
+])
+def test_doctor_finds_nothing_on_healthy_runs(demo, args, script_args):
+    assert doctor(demo, *args, script_args=script_args)["findings"] == []
+
+
+def test_overfit_one_batch_says_whether_it_fits():
+    ok = doctor("healthy.py", "--steps", "100", mode="overfit")
+    assert ok["findings"] == [] and ok["overfit"]["reached_near_zero"] is True
+    bad = doctor("cannot_overfit.py", "--steps", "100", mode="overfit")
+    assert [f["rule"] for f in bad["findings"]] == ["cannot_overfit"]
+    assert "it cannot fit even one batch" in bad["findings"][0]["message"]
+    assert overfit_verdict([1.0, 0.5, 0.01])[0] and not overfit_verdict([1.0, 0.9, 0.8])[0]
+
+
+def loops():
+    """The healthy loop styles of the step-model tests, each as a function of a session."""
+    def dataloader_loop():
+        from torch.utils.data import DataLoader, TensorDataset
+
+        model = nn.Sequential(nn.Linear(4, 16), nn.ReLU(), nn.Linear(16, 1))
+        opt = torch.optim.SGD(model.parameters(), lr=0.05)
+        for x, y in DataLoader(TensorDataset(torch.randn(160, 4), torch.randn(160, 1)), batch_size=8):
+            opt.zero_grad()
+            nn.functional.mse_loss(model(x), y).backward()
+            opt.step()
+
+    def accumulation_clip_hand_lr():
+        model = nn.Sequential(nn.Linear(4, 16), nn.Tanh(), nn.Linear(16, 1))
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+        for it in range(12):
+            for g in opt.param_groups:
+                g["lr"] = 1e-3 * (it + 1) / 12
+            for _ in range(4):
+                (nn.functional.mse_loss(model(torch.randn(8, 4)), torch.randn(8, 1)) / 4).backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+
+    def manual_sgd():
+        model = nn.Sequential(nn.Linear(4, 16), nn.ReLU(), nn.Linear(16, 1))
+        for _ in range(12):
+            nn.functional.mse_loss(model(torch.randn(8, 4)), torch.randn(8, 1)).backward()
+            with torch.no_grad():
+                for p in model.parameters():
+                    p -= 0.01 * p.grad
+                    p.grad = None
+
+    def scheduler():
+        model = nn.Sequential(nn.Linear(4, 16), nn.ReLU(), nn.Linear(16, 1))
+        opt = torch.optim.SGD(model.parameters(), lr=0.05)
+        sched = torch.optim.lr_scheduler.StepLR(opt, step_size=3, gamma=0.5)
+        for _ in range(12):
+            opt.zero_grad()
+            nn.functional.mse_loss(model(torch.randn(8, 4)), torch.randn(8, 1)).backward()
+            opt.step()
+            sched.step()
+
+    return [dataloader_loop, accumulation_clip_hand_lr, manual_sgd, scheduler]
+
+
+@pytest.mark.parametrize("loop", loops(), ids=lambda f: f.__name__)
+def test_no_finding_on_the_healthy_loop_styles(session_factory, loop):
+    torch.manual_seed(0)
+    s = session_factory("nan")
+    s.doctor = Doctor()
+    s.armed = True
+    loop()
+    assert s.doctor.findings == []
+
+
+def test_determinism_check_on_a_deterministic_step(session_factory):
+    s = session_factory("nan")
+    s.armed = True
+    model = nn.Sequential(nn.Linear(4, 8), nn.Dropout(0.5), nn.Linear(8, 1))
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    opt.zero_grad()
+    nn.functional.mse_loss(model(torch.randn(16, 4)), torch.randn(16, 1)).backward()
+    r = determinism_check(s)  # dropout masks come back with the RNG state
+    assert r["checked"] and r["reproducible"] and r["max_output_diff"] == 0 and r["max_grad_diff"] == 0
+    assert "deterministic_algorithms" in r and "torch_seed_looks_set" in r
