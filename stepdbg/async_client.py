@@ -85,13 +85,7 @@ class AsyncClient(Ops):
                     else:
                         fut.set_exception(ClientError(msg["error"]["code"], msg["error"]["message"]))
                 elif msg.get("type") == "event":
-                    name, data = msg.get("event"), msg.get("data")
-                    if name == "paused":
-                        self.paused = data
-                    elif name == "resumed":
-                        self.paused = None
-                    elif name == "exited":
-                        self.exited = data
+                    self._track(msg.get("event"), msg.get("data"))
                     await self.events.put(msg)
                     async with self._changed:
                         self._changed.notify_all()

@@ -45,12 +45,22 @@ class Ops:
     wait_paused() waits for the next one."""
 
     paused: dict[str, Any] | None
+    exited: dict[str, Any] | None
 
     def call(self, op: str, timeout: float | None = 300, **args: Any) -> Any:
         raise NotImplementedError
 
     def _forget_pause(self) -> None:
         self.paused = None
+
+    def _track(self, name: str | None, data: Any) -> None:
+        """Keep `paused` and `exited` in step with the job's events."""
+        if name == "paused":
+            self.paused = data
+        elif name == "resumed":
+            self.paused = None
+        elif name == "exited":
+            self.exited = data
 
     def status(self) -> Any:
         return self.call("status")
@@ -195,14 +205,8 @@ class Client(Ops):
             self._waiting.clear()
 
     def _on_event(self, msg: dict[str, Any]) -> None:
-        name, data = msg.get("event"), msg.get("data")
         with self._cv:
-            if name == "paused":
-                self.paused = data
-            elif name == "resumed":
-                self.paused = None
-            elif name == "exited":
-                self.exited = data
+            self._track(msg.get("event"), msg.get("data"))
             self._cv.notify_all()
         self.events.put(msg)
 

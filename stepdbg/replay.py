@@ -196,6 +196,17 @@ def _user_line_from_trace(lines: list[str]) -> dict[str, Any] | None:
     return best
 
 
+def _restore_step_start(cap: dict[str, Any], root: torch.nn.Module) -> None:
+    """Buffers and RNG as the captured step started (parameters have not moved before
+    its optimizer step)."""
+    if "buffers" in cap:
+        with torch.no_grad():
+            for n, b in root.named_buffers():
+                if n in cap["buffers"]:
+                    b.copy_(cap["buffers"][n])
+    set_rng_state(cap["rng"])
+
+
 def replay_step(session: Session) -> dict[str, Any]:
     """Replay the captured step; return a plain-data report (the `replay` event body)."""
     cap = session.capture
@@ -219,12 +230,7 @@ def replay_step(session: Session) -> dict[str, Any]:
         notes.append("the update was already applied: parameters differ from the step's start")
     with preserved_state(session), warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        if "buffers" in cap:
-            with torch.no_grad():
-                for n, b in root.named_buffers():
-                    if n in cap["buffers"]:
-                        b.copy_(cap["buffers"][n])
-        set_rng_state(cap["rng"])
+        _restore_step_start(cap, root)
         out = None
         with torch.enable_grad(), torch.autograd.detect_anomaly(check_nan=False):
             try:
@@ -374,12 +380,7 @@ def replay_twice(session: Session, before_each: Any = None) -> tuple[dict[str, A
         for _ in range(2):
             if before_each is not None:
                 before_each()
-            if "buffers" in cap:
-                with torch.no_grad():
-                    for n, b in root.named_buffers():
-                        if n in cap["buffers"]:
-                            b.copy_(cap["buffers"][n])
-            set_rng_state(cap["rng"])
+            _restore_step_start(cap, root)
             with torch.enable_grad():
                 out = _first_tensor(root(*args, **cap.get("kwargs", {})))
                 grads: list[torch.Tensor] = []
