@@ -28,6 +28,7 @@ USAGE = """\
 usage: stepdbg [run] [OPTIONS] [python] SCRIPT.py [ARGS...]
        stepdbg [run] [OPTIONS] [python] -m MODULE [ARGS...]
        stepdbg serve [--listen HOST:PORT] [OPTIONS] [python] SCRIPT.py [ARGS...]
+       stepdbg [OPTIONS] torchrun [TORCHRUN OPTIONS] SCRIPT.py [ARGS...]
        stepdbg doctor [--steps N] [--json] [OPTIONS] [python] SCRIPT.py [ARGS...]
        stepdbg overfit [--steps N] [OPTIONS] [python] SCRIPT.py [ARGS...]
        stepdbg attach [TARGET] [--token TOKEN] [--repl]
@@ -74,6 +75,7 @@ examples:
   stepdbg serve --break nan python train.py          # then, in another shell:
   stepdbg attach                                     # or: stepdbg attach ssh://me@node17
   stepdbg ls --json
+  stepdbg --break nan --report r.jsonl torchrun --nproc_per_node=2 train.py   # r.rank0.jsonl, r.rank1.jsonl
   stepdbg doctor --steps 30 python train.py        # a lint for the first minute of a run
   stepdbg overfit --steps 200 python train.py
 
@@ -98,7 +100,8 @@ class RunConfig:
     detach_timeout: float | None = None
     forward_output: bool = False
     tui: bool = True
-    doctor: dict[str, Any] | None = None  # doctor/overfit: {"steps": N, "overfit": bool, "json": bool}
+    doctor: dict[str, Any] | None = None
+    torchrun: list[str] | None = None  # torchrun's own arguments: every rank gets an agent  # doctor/overfit: {"steps": N, "overfit": bool, "json": bool}
     python: str = sys.executable
     module: str | None = None
     script: str | None = None
@@ -195,6 +198,13 @@ def parse_args(argv: list[str]) -> RunConfig | str:
     rest = argv[i:]
     if not rest:
         raise UsageError("no script to run; e.g. 'stepdbg python train.py' (see --help)")
+    if rest[0] == "torchrun":
+        script_at = next((k for k, a in enumerate(rest[1:], 1) if a.endswith(".py") or a == "-m"), None)
+        if script_at is None:
+            raise UsageError("torchrun: no SCRIPT.py (or -m MODULE) found after the torchrun options")
+        cfg.torchrun = rest[1:script_at]
+        cfg.tui = False
+        rest = rest[script_at:]
     if _looks_like_python(rest[0]) and not rest[0].endswith(".py"):
         found = shutil.which(rest[0]) or (rest[0] if os.path.exists(rest[0]) else None)
         if found is None:
@@ -256,6 +266,9 @@ def launch(cfg: RunConfig) -> int:
     env["PYTHONPATH"] = os.pathsep.join(p for p in (pkg_parent, env.get("PYTHONPATH")) if p)
     target = ["-m", cfg.module] if cfg.module else [cfg.script]
     cmd = [cfg.python, "-m", "stepdbg.bootstrap", *target, *cfg.args]
+    if cfg.torchrun is not None:  # every rank runs `python -m stepdbg.bootstrap SCRIPT ARGS`
+        cmd = [cfg.python, "-m", "torch.distributed.run", *cfg.torchrun, "-m", "stepdbg.bootstrap", *target,
+               *cfg.args]
     if with_tui:
         from stepdbg_tui.launch import launch_tui
 

@@ -95,6 +95,9 @@ class Ops:
         self._forget_pause()
         return self.call("next_step")
 
+    def pause_at(self, n: int) -> Any:
+        return self.call("pause_at", n=n)
+
     def run_to_step(self, n: int) -> Any:
         self._forget_pause()
         return self.call("run_to_step", n=n)
@@ -353,6 +356,34 @@ def connect(target: str | None = None, token: str | None = None, timeout: float 
         if ep.close is not None:
             ep.close()
         raise
+
+
+def find_job(job: str | None = None) -> list[sessions.SessionInfo]:
+    """The local sessions of one distributed job (its ranks), by job id; None: the only job."""
+    live = [s for s in sessions.listing() if s.job_id is not None]
+    jobs = sorted({s.job_id for s in live})
+    if job is None:
+        if len(jobs) != 1:
+            raise TargetError("no distributed job is running here" if not jobs else
+                              f"several jobs are running ({', '.join(jobs)}); name one")
+        job = jobs[0]
+    ranks = sorted((s for s in live if s.job_id == job), key=lambda s: s.rank or 0)
+    if not ranks:
+        raise TargetError(f"no job {job!r} (running: {', '.join(jobs) or 'none'})")
+    return ranks
+
+
+def connect_job(job: str | None = None, timeout: float = 10.0) -> list[Client]:
+    """One client per rank of a local distributed job, in rank order."""
+    clients: list[Client] = []
+    try:
+        for info in find_job(job):
+            clients.append(connect_address(info.address, info.token, timeout))
+    except Exception:
+        for c in clients:
+            c.close()
+        raise
+    return clients
 
 
 def _looks_like_hostport(target: str) -> bool:

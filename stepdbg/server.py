@@ -83,6 +83,9 @@ class Handlers:
     def op_next_step(self) -> None:
         self.s.next_step()
 
+    def op_pause_at(self, n: int) -> None:
+        self.s.pause_at(int(n))
+
     def op_run_to_step(self, n: int) -> None:
         self.s.run_to_step(int(n))
 

@@ -145,7 +145,13 @@ class Session:
         for a in self.actions:
             if a not in ACTIONS:
                 raise ValueError(f"unknown action {a!r}; known: {', '.join(ACTIONS)}")
-        self.report = Report(report)
+        rank, world = os.environ.get("RANK"), os.environ.get("WORLD_SIZE")
+        if rank is not None and world not in (None, "1"):  # a rank of a distributed job
+            from .report import rank_path
+
+            self.report = Report(rank_path(report, int(rank)) if report else None, {"rank": int(rank)})
+        else:
+            self.report = Report(report)
         self.argv = list(argv if argv is not None else sys.argv)
         self.quiet = quiet
         self.pid = os.getpid()
@@ -198,6 +204,9 @@ class Session:
         self.stop_after: int | None = None  # end the run (exit 0) after this many steps
         self.overfit = False  # re-yield the first DataLoader batch every step (stepdbg overfit)
         self._overfit_batch: Any = None
+        from .ranks import Ranks
+
+        self.ranks = Ranks()
         self.on_stop: list[Callable[[], None]] = []  # run before the server says "exited"
         self._paused_cv = threading.Condition()
         self._watchdog: Any = None
@@ -402,6 +411,18 @@ class Session:
 
             return step
 
+        def wrap_init_pg(orig: Callable[..., Any]) -> Callable[..., Any]:
+            def init_process_group(*args: Any, **kwargs: Any) -> Any:
+                session.ranks.job_timeout = kwargs.get("timeout")
+                result = orig(*args, **kwargs)
+                if session.frontends:
+                    session._guard("ranks", session.ranks.raise_timeout)
+                return result
+
+            return init_process_group
+
+        if torch.distributed.is_available():
+            h.patch(torch.distributed, "init_process_group", wrap_init_pg)
         h.patch(torch.amp.GradScaler, "scale", wrap_scale)
         h.patch(torch.amp.GradScaler, "step", wrap_scaler_step)
 
@@ -581,6 +602,10 @@ class Session:
             st.grad_norm = self._measure_grad_norm(_opt_params(opt))
         if self.doctor is not None:
             self._guard("doctor", self._doctor_before_update, opt)
+        if self.ranks.active():
+            req = self._guard("ranks", self.ranks.due, self.step)
+            if req is not None:
+                self._pause_for_rank(req)
         self._pause_point("before_optimizer_step")
         if st.skip:
             self._hide_grads(opt)
@@ -650,6 +675,16 @@ class Session:
                                 f"{max(r['max_output_diff'], r['max_grad_diff']):.3g}: {r['cause']}",
                                 "seed every RNG the step uses (random, numpy, torch) and "
                                 "torch.use_deterministic_algorithms(True)", **r)
+
+    def _pause_for_rank(self, req: dict[str, Any]) -> None:
+        """Every rank, the one that broke included, pauses here for a rank's break."""
+        mine = req["rank"] == self.ranks.rank
+        self._fired[req["condition"]] = self.step  # the job broke once, not once per rank
+        reason = (f"paused at step {self.step} for this rank's break at step {req['broke_at']}: {req['reason']}"
+                  if mine else f"paused for rank {req['rank']}'s break at step {req['broke_at']}: {req['reason']}")
+        self._break(req["condition"] if mine else f"rank {req['rank']}", reason, phase="before_optimizer_step",
+                    actions=["pause"], details={"for_rank": req["rank"], "broke_at": req["broke_at"]},
+                    coordinated=True)
 
     def _finish_early(self) -> None:
         """End a doctor/overfit run after its steps: exit code 0 from the script's point of view."""
@@ -858,6 +893,7 @@ class Session:
         phase: str | None = None,
         actions: list[str] | None = None,
         frame: FrameType | None = None,
+        coordinated: bool = False,
     ) -> Break:
         st = self._cur
         scalars = self.scalars()
@@ -880,6 +916,12 @@ class Session:
         try:
             if actions is None:
                 actions = ["pause"] if self.frontends and self.actions_defaulted else self.actions
+            if ("pause" in actions and not coordinated and condition != "pause" and phase != "exception"
+                    and self.ranks.active()):
+                # Pause the whole job together, outside any collective (see ranks.py).
+                target = self.ranks.request_pause(brk.step, brk.phase, reason, condition)
+                brk.details["pause_at_step"] = target
+                actions = [a for a in actions if a != "pause"]
             for action in actions:
                 if action == "replay":
                     self.replay()
@@ -1036,10 +1078,12 @@ class Session:
             return self.paused if self.paused is not previous else None
 
     def attach(self) -> None:
-        """A front end is attached: pauses wait for it, and replay is armed."""
+        """A front end is attached: pauses wait for it, replay is armed, and a distributed
+        job's collectives stop timing out (a paused rank would otherwise kill the job)."""
         self.frontends += 1
         self._alone_since = None
         self.armed = True
+        self._guard("ranks", self.ranks.raise_timeout)
 
     def detach(self, then: str = "stay") -> None:
         """A front end left. `then`: "stay" (a paused job waits for a re-attach),
@@ -1048,6 +1092,7 @@ class Session:
         if self.frontends == 0:
             self._alone_since = time.monotonic()
             self.armed = "replay" in self.actions
+            self._guard("ranks", self.ranks.restore_timeout)
         if then == "continue":
             self.cont()
         elif then == "end":
@@ -1080,6 +1125,13 @@ class Session:
         """Continue to the same pause point of the next step."""
         cur = self.paused
         self._resume_with("step", (self.step + 1, cur.phase if cur else "before_forward"))
+
+    def pause_at(self, n: int) -> None:
+        """Pause at step n's before_optimizer_step (outside collectives): what a client
+        sends to every rank of a job, with n past every rank's current step."""
+        if n < self.step:
+            raise ValueError(f"step {n} has passed (the job is at step {self.step})")
+        self._run_mode = ("step", (n, "before_optimizer_step"))
 
     def run_to_step(self, n: int) -> None:
         if n <= self.step:

@@ -1,0 +1,86 @@
+"""One rank of a torch.distributed job: how the ranks agree where to pause, and the
+process-group timeout that must not kill a paused job.
+
+Pausing every rank "now" leaves them at different steps (one inside an all-reduce). So a
+rank that breaks writes a pause request to the job's own store (the one
+torch.distributed created) naming a step, and every rank pauses at that step's
+`before_optimizer_step`: after the backward's gradient all-reduce, before the update,
+outside any collective. A break seen before the step's backward names this step (no
+rank can finish the all-reduce without the breaking rank); a later one names the next.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import uuid
+from datetime import timedelta
+from typing import Any
+
+KEY = "stepdbg/pause"
+EARLY_PHASES = ("before_forward", "after_forward", "before_backward", "forward")
+PAUSED_TIMEOUT = timedelta(days=7)
+
+
+class Ranks:
+    def __init__(self) -> None:
+        self.job_timeout: timedelta | None = None  # what init_process_group was given
+        self._raised = False
+        self._handled: str | None = None
+
+    @staticmethod
+    def _dist() -> Any:
+        import torch.distributed as dist
+
+        return dist
+
+    def active(self) -> bool:
+        dist = self._dist()
+        return dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1
+
+    @property
+    def rank(self) -> int:
+        return self._dist().get_rank() if self.active() else int(os.environ.get("RANK", 0))
+
+    def _store(self) -> Any:
+        from torch.distributed import distributed_c10d
+
+        return distributed_c10d._get_default_store()
+
+    def request_pause(self, step: int, phase: str, reason: str, condition: str) -> int:
+        """Ask every rank to pause; returns the step they will pause at."""
+        target = step if phase in EARLY_PHASES else step + 1
+        req = {"step": target, "rank": self.rank, "reason": reason, "condition": condition,
+               "broke_at": step, "id": uuid.uuid4().hex}
+        self._store().set(KEY, json.dumps(req))
+        return target
+
+    def due(self, step: int) -> dict[str, Any] | None:
+        """The pause request this rank must honour at this step, once (a store round trip)."""
+        store = self._store()
+        if not store.check([KEY]):
+            return None
+        req = json.loads(store.get(KEY))
+        if req["id"] == self._handled or req["step"] > step:
+            return None
+        self._handled = req["id"]
+        return req
+
+    def raise_timeout(self) -> None:
+        """Collectives started from now on wait (almost) forever: a paused rank must not
+        make the others' all-reduce time out and kill the job."""
+        if not self.active() or self._raised:
+            return
+        from torch.distributed import distributed_c10d
+
+        distributed_c10d._set_pg_timeout(PAUSED_TIMEOUT)
+        self._raised = True
+
+    def restore_timeout(self) -> None:
+        if not self._raised or not self.active():
+            return
+        from torch.distributed import distributed_c10d
+
+        backend = self._dist().get_backend()
+        distributed_c10d._set_pg_timeout(self.job_timeout or distributed_c10d._get_default_timeout(backend))
+        self._raised = False

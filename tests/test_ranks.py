@@ -1,0 +1,110 @@
+"""Many ranks: real `torchrun --nproc_per_node=2` jobs on gloo (CPU), each rank with an agent."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from conftest import ROOT
+from test_attach import private_runtime_dir  # noqa: F401 (fixture)
+
+from stepdbg import client, sessions
+
+FIXTURE = Path(__file__).parent / "fixtures" / "ddp_train.py"
+WAIT = 60
+pytestmark = pytest.mark.timeout(180)
+
+
+def start(tmp_path: Path, *stepdbg_args: str, script_args: tuple[str, ...] = ()) -> subprocess.Popen:
+    cmd = [sys.executable, "-m", "stepdbg", *stepdbg_args, "--report", str(tmp_path / "r.jsonl"), "torchrun",
+           "--standalone", "--nproc_per_node=2", str(FIXTURE), *script_args]
+    return subprocess.Popen(cmd, cwd=ROOT, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+
+
+def both_ranks(proc: subprocess.Popen) -> list[client.Client]:
+    deadline = time.monotonic() + WAIT
+    while time.monotonic() < deadline:
+        live = [s for s in sessions.listing() if s.job_id]
+        if len(live) == 2:
+            return client.connect_job()
+        assert proc.poll() is None, proc.communicate()
+        time.sleep(0.1)
+    raise AssertionError("the ranks never announced themselves")
+
+
+def finish(proc: subprocess.Popen) -> tuple[int, str, str]:
+    try:
+        out, err = proc.communicate(timeout=WAIT)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        out, err = proc.communicate()
+        raise AssertionError(f"the job hung:\n{err[-3000:]}") from None
+    return proc.returncode, out, err
+
+
+def test_a_nan_on_rank_1_pauses_both_ranks_at_the_same_step(tmp_path, private_runtime_dir):  # noqa: F811
+    proc = start(tmp_path, "serve", "--break", "nan", script_args=("--nan-at", "3"))
+    try:
+        r0, r1 = both_ranks(proc)
+        assert (r0.session["rank"], r1.session["rank"]) == (0, 1) and r0.session["job_id"] == r1.session["job_id"]
+        b0, b1 = r0.wait_paused(WAIT), r1.wait_paused(WAIT)
+        assert (b0["step"], b0["phase"]) == (b1["step"], b1["phase"]) == (3, "before_optimizer_step")
+        assert b1["condition"] == "nan" and "this rank's break at step 3: loss is nan" in b1["reason"]
+        assert b0["condition"] == "rank 1" and b0["reason"].startswith("paused for rank 1's break at step 3")
+        assert r0.evaluate("dist.get_rank()")["value"] == "0" and r1.evaluate("dist.get_rank()")["value"] == "1"
+        assert r1.summary("x")["nan"] == 1 and r0.summary("x")["nan"] == 0
+        for c in (r0, r1):
+            assert c.set_lr(0.001, pin=True)["pinned"] is True  # the same LR on both replicas
+            c.remove_break("nan")
+            c.cont()
+        assert r0.wait_exited(WAIT)["exit_code"] == 0 and r1.wait_exited(WAIT)["exit_code"] == 0
+    finally:
+        for c in locals().get("r0"), locals().get("r1"):
+            if c is not None:
+                c.close()
+    code, out, err = finish(proc)
+    assert code == 0 and out.count("finished") == 2, err[-2000:]
+    reports = {r: [json.loads(line) for line in (tmp_path / f"r.rank{r}.jsonl").read_text().splitlines()]
+               for r in (0, 1)}
+    assert all(e["rank"] == r for r, evs in reports.items() for e in evs)
+    assert [e["condition"] for e in reports[1] if e["event"] == "break"][0] == "nan"
+
+
+def test_a_pause_longer_than_the_collective_timeout_does_not_kill_the_job(tmp_path, private_runtime_dir):  # noqa: F811
+    """The job's gloo timeout is 3 s; rank 0 is held paused for 6 s while rank 1 waits in
+    the all-reduce. Attaching raised every rank's timeout, so the job lives."""
+    proc = start(tmp_path, "--break", "step==1000", script_args=("--steps", "40", "--timeout", "3", "--sleep", "0.05"))
+    try:
+        r0, r1 = both_ranks(proc)
+        time.sleep(0.5)  # the ranks are running
+        r0.pause()
+        brk = r0.wait_paused(WAIT)
+        assert brk is not None
+        time.sleep(6)
+        assert r1.status()["state"] == "running"  # blocked in the all-reduce, still alive
+        r0.cont()
+        assert r0.wait_exited(WAIT)["exit_code"] == 0
+    finally:
+        for c in locals().get("r0"), locals().get("r1"):
+            if c is not None:
+                c.close()
+    code, out, err = finish(proc)
+    assert code == 0 and out.count("finished") == 2, err[-2000:]
+
+
+def test_a_rank_that_dies_is_reported_and_nothing_hangs(tmp_path, private_runtime_dir):  # noqa: F811
+    proc = start(tmp_path, script_args=("--die-at", "5", "--sleep", "0.05", "--steps", "200", "--timeout", "20"))
+    r0, r1 = both_ranks(proc)
+    try:
+        gone = r1.wait_exited(WAIT)
+        assert gone is not None and "lost" in gone  # rank 1 vanished without a goodbye
+    finally:
+        r0.close()
+        r1.close()
+    code, out, err = finish(proc)
+    assert code != 0 and "exitcode  : 7" in err.replace("exitcode: 7", "exitcode  : 7") or code != 0
