@@ -30,6 +30,8 @@ stepdbg console:
   break [add SPEC | rm SPEC]            list, add or remove breakpoints
   q                 end the job (exit code 3)
   detach [continue|end]                 (attach only) leave; the job stays paused unless told
+  ranks | rank N | on 0,2-3|all | compare EXPR      (a distributed job) status of every rank,
+                    the rank in view, who gets stepping/LR, EXPR on every rank side by side
   anything else     runs as Python in the paused frame"""
 
 RESUMES = {"": "cont", "c": "cont", "continue": "cont", "n": "next_phase", "next": "next_phase",
@@ -63,6 +65,9 @@ def execute(target: Any, cmd: str) -> str | None:
     rest = rest.strip()
     if word == "detach":
         return "detach"
+    if hasattr(target, "rank_table") and word in ("rank", "ranks", "compare", "on"):
+        _job_command(target, word, rest)
+        return None
     if word == "until":
         target.run_to_step(int(rest))
         return "resumed"
@@ -96,6 +101,26 @@ def execute(target: Any, cmd: str) -> str | None:
         elif r["value"] is not None:
             _out(r["value"])
     return None
+
+
+def _job_command(job: Any, word: str, rest: str) -> None:
+    """The commands only a whole job has: which rank is in view, who gets commands, compare."""
+    from .job import parse_ranks
+
+    if word == "rank":
+        job.current = parse_ranks(rest, len(job.clients))[0]
+        _out(f"rank {job.current} in view")
+    elif word == "on":
+        job.targets = None if rest in ("", "all") else parse_ranks(rest, len(job.clients))
+        _out(f"stepping and changes go to ranks {'all' if job.targets is None else job.targets}")
+    elif word == "ranks":
+        for row in job.rank_table():
+            mark = "*" if row["rank"] == job.current else " "
+            _out(f"{mark} rank {row['rank']}: {row['state']:<10} step {row['step']} {row['phase'] or ''}"
+                 + (f"  — {row['break']}" if row.get("break") else ""))
+    else:
+        for rank, value in job.compare(rest):
+            _out(f"  rank {rank}: {value}")
 
 
 def _errors() -> tuple[type[BaseException], ...]:
@@ -142,6 +167,9 @@ def attach_console(client: Any) -> int:
 
     threading.Thread(target=read_stdin, name="stepdbg-stdin", daemon=True).start()
     st = client.status_at_attach or client.status()
+    if hasattr(client, "rank_table"):
+        _out(f"attached to job {client.session.get('job_id')}: {len(client.clients)} ranks, rank {client.current} "
+             "in view (ranks, rank N, on SET, compare EXPR); stepping and LR go to every rank")
     _out(f"attached to pid {client.session.get('pid')} ({' '.join(client.session.get('argv', [])[1:3])}), "
          f"step {st.get('step')}, {st.get('state')}; h for help, detach to leave")
     shown = None

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+from typing import Any
 
 from . import sessions
 from .client import ClientError, TargetError, connect, connect_address, format_listing
@@ -56,13 +57,20 @@ def attach(args: list[str]) -> int:
         target, i = a, i + 1
     from .cli import _at_terminal
 
-    if not repl and _at_terminal():
+    if not repl and _at_terminal() and _job_target(target) is None:
         from stepdbg_tui.launch import attach_tui
 
         return attach_tui(target, token)
     from .console import attach_console
 
-    client = connect(target, token=token)
+    job = _job_target(target)
+    if job is not None:
+        from .client import connect_job
+        from .job import Job
+
+        client: Any = Job(connect_job(job))
+    else:
+        client = connect(target, token=token)
     try:
         if _at_terminal():  # --repl at a terminal: line editing, history, completion
             from stepdbg_tui.repl import run_repl
@@ -73,6 +81,18 @@ def attach(args: list[str]) -> int:
         client.close()
         print("\nstepdbg: detached (the job goes on as it was)", file=sys.stderr)
         return 0
+
+
+def _job_target(target: str | None) -> str | None:
+    """The job id when TARGET names a distributed job (or, with no TARGET, when the local
+    sessions are the ranks of one job); else None."""
+    if target is not None and (target.startswith("ssh://") or os.path.sep in target):
+        return None
+    live = sessions.listing()
+    jobs = {s.job_id for s in live if s.job_id is not None and (s.world_size or 1) > 1}
+    if target is None:
+        return next(iter(jobs)) if len(jobs) == 1 and all(s.job_id in jobs for s in live) else None
+    return target if target in jobs else None
 
 
 def ls(args: list[str]) -> int:

@@ -680,6 +680,7 @@ class Session:
         """Every rank, the one that broke included, pauses here for a rank's break."""
         mine = req["rank"] == self.ranks.rank
         self._fired[req["condition"]] = self.step  # the job broke once, not once per rank
+        self._ensure_step().phase = "before_optimizer_step"
         reason = (f"paused at step {self.step} for this rank's break at step {req['broke_at']}: {req['reason']}"
                   if mine else f"paused for rank {req['rank']}'s break at step {req['broke_at']}: {req['reason']}")
         self._break(req["condition"] if mine else f"rank {req['rank']}", reason, phase="before_optimizer_step",

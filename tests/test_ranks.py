@@ -108,3 +108,35 @@ def test_a_rank_that_dies_is_reported_and_nothing_hangs(tmp_path, private_runtim
         r1.close()
     code, out, err = finish(proc)
     assert code != 0 and "exitcode  : 7" in err.replace("exitcode: 7", "exitcode  : 7") or code != 0
+
+
+def test_attach_to_the_whole_job_from_the_console(tmp_path, private_runtime_dir):  # noqa: F811
+    """`stepdbg attach` with the ranks of one job running: ranks, compare, rank N, and
+    stepping and LR that go to every rank."""
+    proc = start(tmp_path, "serve", "--break", "nan", script_args=("--nan-at", "2"))
+    watchers = both_ranks(proc)
+    try:
+        for w in watchers:
+            assert w.wait_paused(WAIT)["step"] == 2
+        job = sessions.listing()[0].job_id
+        out = subprocess.run([sys.executable, "-m", "stepdbg", "attach", job],
+                             input="ranks\ncompare float(loss)\nrank 1\np x\nlr 0.001 pin\nbreak rm nan\nc\n",
+                             capture_output=True, text=True, timeout=WAIT, cwd=ROOT)
+        assert out.returncode == 0, out.stderr
+        text = out.stderr
+        assert f"attached to job {job}: 2 ranks, rank 0 in view" in text
+        assert "* rank 0: paused     step 2 before_optimizer_step  — paused for rank 1's break" in text
+        assert "  rank 1: paused     step 2 before_optimizer_step  — paused at step 2 for this rank's break" in text
+        assert "rank 0: " in text and "rank 1: nan" in text  # compare: rank 1's loss is the odd one
+        assert "rank 1 in view" in text and "x: float32 [8, 4] on cpu" in text
+        for w in watchers:
+            assert w.wait_exited(WAIT)["exit_code"] == 0
+    finally:
+        for w in watchers:
+            w.close()
+    code, out, err = finish(proc)
+    assert code == 0 and out.count("finished") == 2
+    changes = [json.loads(line) for r in (0, 1) for line in (tmp_path / f"r.rank{r}.jsonl").read_text().splitlines()
+               if '"change"' in line]
+    assert sorted((c["rank"], c["what"]) for c in changes) == [(0, "break_remove"), (0, "lr"), (1, "break_remove"),
+                                                               (1, "lr")]
