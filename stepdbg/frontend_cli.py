@@ -57,19 +57,14 @@ def attach(args: list[str]) -> int:
         target, i = a, i + 1
     from .cli import _at_terminal
 
-    if not repl and _at_terminal() and _job_target(target) is None:
+    if not repl and _at_terminal() and _job_target(target) is None and not _is_ssh_job(target):
         from stepdbg_tui.launch import attach_tui
 
         return attach_tui(target, token)
     from .console import attach_console
 
-    job = _job_target(target)
-    if job is not None:
-        from .client import connect_job
-        from .job import Job
-
-        client: Any = Job(connect_job(job))
-    else:
+    client: Any = _connect_job(target)
+    if client is None:
         client = connect(target, token=token)
     try:
         if _at_terminal():  # --repl at a terminal: line editing, history, completion
@@ -81,6 +76,35 @@ def attach(args: list[str]) -> int:
         client.close()
         print("\nstepdbg: detached (the job goes on as it was)", file=sys.stderr)
         return 0
+
+
+def _connect_job(target: str | None) -> Any:
+    """A Job over every rank when TARGET names a distributed job (locally or ssh://), else None."""
+    from .job import Job
+
+    if target is not None and target.startswith("ssh://"):
+        from .client import connect_address
+        from .remote import job_rows, open_job_tunnels
+
+        found = job_rows(target)
+        if found is None:
+            return None
+        endpoints = open_job_tunnels(*found)
+        return Job([connect_address(ep.address, ep.token, closer=ep.close) for ep in endpoints])
+    job = _job_target(target)
+    if job is None:
+        return None
+    from .client import connect_job
+
+    return Job(connect_job(job))
+
+
+def _is_ssh_job(target: str | None) -> bool:
+    if target is None or not target.startswith("ssh://"):
+        return False
+    from .remote import job_rows
+
+    return job_rows(target) is not None
 
 
 def _job_target(target: str | None) -> str | None:

@@ -105,24 +105,48 @@ def open_tunnel(url: str) -> Endpoint:
     if len(rows) > 1:
         ids = ", ".join(f"{r['id']} ({' '.join(r['argv'][1:2])})" for r in rows)
         raise TargetError(f"several sessions on {t.host}: {ids}; name one: {url.rstrip('/')}/ID")
-    row = rows[0]
+    return _forward(t, rows)[0]
+
+
+def job_rows(url: str) -> tuple[SshTarget, list[dict[str, Any]]] | None:
+    """The ranks of the distributed job an ssh:// URL names (its /JOB part, or the only
+    job there when the host runs nothing else); None when it names no job."""
+    t = ssh_target(url)
+    rows = remote_listing(t, with_token=True)
+    jobs = {r.get("job_id") for r in rows if r.get("job_id") and (r.get("world_size") or 1) > 1}
+    job = t.session if t.session in jobs else (next(iter(jobs)) if t.session is None and len(jobs) == 1 and
+                                               all(r.get("job_id") in jobs for r in rows) else None)
+    if job is None:
+        return None
+    return t, sorted((r for r in rows if r.get("job_id") == job), key=lambda r: r.get("rank") or 0)
+
+
+def open_job_tunnels(t: SshTarget, rows: list[dict[str, Any]]) -> list[Endpoint]:
+    """One ssh connection forwarding a private local socket to every rank's socket."""
+    return _forward(t, rows)
+
+
+def _forward(t: SshTarget, rows: list[dict[str, Any]]) -> list[Endpoint]:
     local_dir = tempfile.mkdtemp(prefix="stepdbg-ssh-")  # 0700
-    local = os.path.join(local_dir, "s.sock")
-    remote = row["address"]
-    forward = f"{local}:{remote}"
+    locals_ = [os.path.join(local_dir, f"s{i}.sock") for i in range(len(rows))]
+    forwards = [a for local, r in zip(locals_, rows, strict=True) for a in ("-L", f"{local}:{r['address']}")]
     proc = subprocess.Popen(
-        [*_ssh(t), "-N", "-o", "ExitOnForwardFailure=yes", "-L", forward, t.dest],
+        [*_ssh(t), "-N", "-o", "ExitOnForwardFailure=yes", *forwards, t.dest],
         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
     )
+    closed = []
 
     def close() -> None:
+        if closed:
+            return
+        closed.append(True)
         proc.terminate()
         with contextlib.suppress(subprocess.TimeoutExpired):
             proc.wait(5)
         shutil.rmtree(local_dir, ignore_errors=True)
 
     deadline = time.monotonic() + SSH_TIMEOUT
-    while not os.path.exists(local):
+    while not all(os.path.exists(p) for p in locals_):
         if proc.poll() is not None:
             stderr = proc.stderr.read() if proc.stderr else ""
             close()
@@ -131,4 +155,6 @@ def open_tunnel(url: str) -> Endpoint:
             close()
             raise TargetError(f"the ssh tunnel to {t.host} did not open in {SSH_TIMEOUT:g}s")
         time.sleep(0.05)
-    return Endpoint(local, row["token"], close)
+    # The last client to close takes the tunnel down.
+    return [Endpoint(local, r["token"], close if i == len(rows) - 1 else None)
+            for i, (local, r) in enumerate(zip(locals_, rows, strict=True))]

@@ -139,3 +139,31 @@ def test_ssh_failures_say_what_went_wrong(sshd, monkeypatch, tmp_path):
         client.connect("ssh://testnode")
     with pytest.raises(TargetError, match="is not ssh://"):
         client.connect("ssh://")
+
+
+def test_attach_a_whole_torchrun_job_over_ssh(sshd, tmp_path):
+    """Both ranks of a torchrun job, reached through one ssh connection: the job console
+    lists both, continues both, and the job ends with code 0."""
+    from test_ranks import FIXTURE as DDP
+
+    proc = subprocess.Popen([sys.executable, "-m", "stepdbg", "serve", "-q", "--break", "step==2", "torchrun",
+                             "--standalone", "--nproc_per_node=2", str(DDP)], cwd=ROOT,
+                            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        from stepdbg import sessions
+
+        deadline = time.monotonic() + WAIT
+        while len([s for s in sessions.listing() if s.job_id]) < 2:
+            assert time.monotonic() < deadline and proc.poll() is None
+            time.sleep(0.1)
+        job = sessions.listing()[0].job_id
+        out = subprocess.run([sys.executable, "-m", "stepdbg", "attach", f"ssh://testnode/{job}"],
+                             input="ranks\nc\n", capture_output=True, text=True, timeout=WAIT, cwd=ROOT)
+        assert out.returncode == 0, out.stderr
+        assert f"attached to job {job}: 2 ranks" in out.stderr
+        assert "rank 1: paused" in out.stderr.replace("* rank", "  rank")
+        stdout, stderr = proc.communicate(timeout=WAIT)
+        assert proc.returncode == 0 and stdout.count("finished") == 2, stderr[-2000:]
+    finally:
+        if proc.poll() is None:
+            proc.kill()
