@@ -203,7 +203,6 @@ def parse_args(argv: list[str]) -> RunConfig | str:
         if script_at is None:
             raise UsageError("torchrun: no SCRIPT.py (or -m MODULE) found after the torchrun options")
         cfg.torchrun = rest[1:script_at]
-        cfg.tui = False
         rest = rest[script_at:]
     if _looks_like_python(rest[0]) and not rest[0].endswith(".py"):
         found = shutil.which(rest[0]) or (rest[0] if os.path.exists(rest[0]) else None)
@@ -226,6 +225,16 @@ def parse_args(argv: list[str]) -> RunConfig | str:
         if not os.path.isdir(d):
             raise UsageError(f"--report {cfg.report!r}: folder {d!r} does not exist")
     return cfg
+
+
+def _nproc(torchrun_args: list[str]) -> int:
+    """--nproc_per_node from torchrun's arguments (the TUI waits for that many ranks)."""
+    for i, a in enumerate(torchrun_args):
+        name, eq, val = a.partition("=")
+        if name in ("--nproc_per_node", "--nproc-per-node"):
+            raw = val if eq else (torchrun_args[i + 1] if i + 1 < len(torchrun_args) else "1")
+            return int(raw) if raw.isdigit() else os.cpu_count() or 1
+    return 1
 
 
 def _at_terminal() -> bool:
@@ -272,7 +281,7 @@ def launch(cfg: RunConfig) -> int:
     if with_tui:
         from stepdbg_tui.launch import launch_tui
 
-        return launch_tui(cmd, env)
+        return launch_tui(cmd, env, ranks=_nproc(cfg.torchrun) if cfg.torchrun is not None else None)
     if cfg.doctor is not None:
         from stepdbg_tui.doctor import run_doctor
 

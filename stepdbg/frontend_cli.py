@@ -57,9 +57,14 @@ def attach(args: list[str]) -> int:
         target, i = a, i + 1
     from .cli import _at_terminal
 
-    if not repl and _at_terminal() and _job_target(target) is None and not _is_ssh_job(target):
+    if not repl and _at_terminal() and not _is_ssh_job(target):
         from stepdbg_tui.launch import attach_tui
 
+        job = _job_target(target)
+        if job is not None:
+            from .client import find_job
+
+            return attach_tui(None, None, find_job(job))
         return attach_tui(target, token)
     from .console import attach_console
 

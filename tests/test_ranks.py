@@ -140,3 +140,53 @@ def test_attach_to_the_whole_job_from_the_console(tmp_path, private_runtime_dir)
                if '"change"' in line]
     assert sorted((c["rank"], c["what"]) for c in changes) == [(0, "break_remove"), (0, "lr"), (1, "break_remove"),
                                                                (1, "lr")]
+
+
+async def test_the_tui_over_a_whole_job(tmp_path, private_runtime_dir):  # noqa: F811
+    """Pilot on the app over both ranks: the Ranks panel, t to switch, an LR set on every
+    rank, continue, and the job ends with 0."""
+    from textual.widgets import DataTable, Input
+
+    from stepdbg.async_client import AsyncClient
+    from stepdbg_tui.app import LrScreen, StepdbgApp
+    from stepdbg_tui.job_source import JobSource
+
+    proc = start(tmp_path, "serve", "--break", "nan", script_args=("--nan-at", "2"))
+    try:
+        deadline = time.monotonic() + WAIT
+        while len([s for s in sessions.listing() if s.job_id]) < 2:
+            assert time.monotonic() < deadline and proc.poll() is None
+            time.sleep(0.1)
+        infos = client.find_job()
+        source = JobSource([await AsyncClient.connect(i.address, token=i.token) for i in infos])
+        app = StepdbgApp(source)
+
+        async def until(pred) -> None:
+            end = time.monotonic() + WAIT
+            while not pred():
+                assert time.monotonic() < end
+                await pilot.pause(0.1)
+
+        async with app.run_test(size=(140, 40)) as pilot:
+            await until(lambda: app.status.get("state") == "paused")
+            assert app.status["paused"]["condition"] == "rank 1"  # rank 0 in view, paused for rank 1
+            await pilot.press("0")
+            await until(lambda: app.query_one("#ranks-table", DataTable).row_count == 2)
+            await pilot.press("t")
+            await until(lambda: (app.status.get("paused") or {}).get("condition") == "nan")
+            assert app.source.current == 1
+            await pilot.press("l")
+            await until(lambda: isinstance(app.screen, LrScreen))
+            app.screen.query_one("#lr-value", Input).value = "0.001"
+            await pilot.press("enter")
+            await pilot.pause(0.5)
+            await pilot.press("c")
+            await until(lambda: "job ended" in app.connection)
+            await pilot.press("q")
+        await source.close()
+    finally:
+        code, out, err = finish(proc)
+    assert code == 0 and out.count("finished") == 2, err[-2000:]
+    changes = [json.loads(line) for r in (0, 1) for line in (tmp_path / f"r.rank{r}.jsonl").read_text().splitlines()
+               if '"change"' in line]
+    assert sorted((c["rank"], c["what"], c["lr"]) for c in changes) == [(0, "lr", 0.001), (1, "lr", 0.001)]

@@ -39,6 +39,7 @@ from .panels import (
     ModelPanel,
     OptimizerPanel,
     PlotsPanel,
+    RanksPanel,
     TensorPanel,
     ThreadsPanel,
     render_header,
@@ -59,6 +60,7 @@ HELP = """\
   1-9  panels: Break Model Tensor Optimizer Memory Plots Breakpoints Threads Log
   q  quit: continue the job, leave it paused for a re-attach, or end it
   ctrl+r  reconnect after the connection was lost
+  t  the next rank (a distributed job)    0  Ranks: every rank side by side
   ?  this help         escape  close a dialog / leave the REPL line"""
 
 
@@ -204,6 +206,8 @@ class StepdbgApp(App[str | None]):
         Binding("q", "quit_job", "quit"),
         Binding("question_mark", "help", "help"),
         Binding("ctrl+r", "reconnect", "reconnect", show=False),
+        Binding("t", "next_rank", "next rank", show=False),
+        Binding("0", "panel('ranks')", "ranks", show=False),
         *[Binding(str(i + 1), f"panel('{pid}')", title, show=False) for i, (pid, title) in enumerate(PANELS)],
     ]
 
@@ -217,6 +221,7 @@ class StepdbgApp(App[str | None]):
         super().__init__()
         self.source = source
         self.reconnect = reconnect  # makes a new source for the same job (ctrl+r after a loss)
+        self.is_job = hasattr(source, "rank_table")  # a distributed job: a Ranks panel and t
         self.clock = clock
         self.replay_result: dict[str, Any] | None = None
         self.findings: list[dict[str, Any]] = []  # rule-based findings pushed by the agent
@@ -238,6 +243,9 @@ class StepdbgApp(App[str | None]):
                     yield {"break": BreakPanel, "model": ModelPanel, "tensor": TensorPanel,
                            "optimizer": OptimizerPanel, "memory": MemoryPanel, "plots": PlotsPanel,
                            "breakpoints": BreakpointsPanel, "threads": ThreadsPanel, "log": LogPanel}[pid]()
+            if self.is_job:
+                with TabPane("0 Ranks", id="ranks"):
+                    yield RanksPanel()
         yield Static(id="repl-out")
         yield Input(placeholder="e: Python in the paused frame (p EXPR, lr X pin, break add SPEC, ...)", id="repl")
         yield Footer()
@@ -399,6 +407,10 @@ class StepdbgApp(App[str | None]):
             rows = await self._ask("breakpoints", self.source.breakpoints())
             if rows is not None:
                 self.query_one(BreakpointsPanel).show(rows)
+        elif pid == "ranks" and self.is_job:
+            rows = await self._ask("ranks", self.source.rank_table())
+            if rows is not None:
+                self.query_one(RanksPanel).show(rows, self.source.current)
         elif pid == "threads":
             stacks = await self._ask("stacks", self.source.stacks())
             if stacks is not None:
@@ -496,6 +508,19 @@ class StepdbgApp(App[str | None]):
 
     def action_focus_repl(self) -> None:
         self.query_one("#repl", Input).focus()
+
+    def action_next_rank(self, rank: int | None = None) -> None:
+        if not self.is_job:
+            self.notify("t switches ranks in a distributed job; this is one process", severity="warning")
+            return
+        self.source.switch(self.source.current + 1 if rank is None else rank)
+        self.replay_result = None
+        self.notify(f"rank {self.source.current} in view")
+        self.refresh_all()
+
+    @on(DataTable.RowSelected, "#ranks-table")
+    def rank_selected(self, event: DataTable.RowSelected) -> None:
+        self.action_next_rank(int(str(event.row_key.value)))
 
     def action_help(self) -> None:
         self.push_screen(HelpScreen())

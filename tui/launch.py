@@ -17,12 +17,20 @@ from stepdbg.client import TargetError
 START_TIMEOUT = 120.0
 
 
+async def _open(target: str | None, token: str | None, job: list[sessions.SessionInfo] | None) -> Any:
+    if job is None:
+        return await AsyncClient.connect(target, token=token)
+    from .job_source import JobSource
+
+    return JobSource([await AsyncClient.connect(info.address, token=info.token) for info in job])
+
+
 async def _run(target: str | None, token: str | None, output: list[tuple[str, str]] | None,
-               hold: dict[str, Any]) -> str | None:
+               hold: dict[str, Any], job: list[sessions.SessionInfo] | None = None) -> str | None:
     from .app import StepdbgApp
 
-    client = await AsyncClient.connect(target, token=token)
-    app = StepdbgApp(client, reconnect=lambda: AsyncClient.connect(target, token=token))
+    client = await _open(target, token, job)
+    app = StepdbgApp(client, reconnect=lambda: _open(target, token, job))
     hold["app"] = app
     app.log_buffer.extend(output or [])  # what the job printed before the UI came up
     try:
@@ -33,13 +41,13 @@ async def _run(target: str | None, token: str | None, output: list[tuple[str, st
     return choice
 
 
-def attach_tui(target: str | None, token: str | None) -> int:
-    """`stepdbg attach` with the TUI. 0 on a normal quit."""
-    asyncio.run(_run(target, token, None, {}))
+def attach_tui(target: str | None, token: str | None, job: list[sessions.SessionInfo] | None = None) -> int:
+    """`stepdbg attach` with the TUI (on one process, or on every rank of a local job)."""
+    asyncio.run(_run(target, token, None, {}, job))
     return 0
 
 
-def launch_tui(cmd: list[str], env: dict[str, str]) -> int:
+def launch_tui(cmd: list[str], env: dict[str, str], ranks: int | None = None) -> int:
     """Start the job as a child with the agent serving, show the TUI, relay its output.
 
     The child's stdout/stderr go to the Log panel while the UI runs and to this terminal
@@ -70,9 +78,14 @@ def launch_tui(cmd: list[str], env: dict[str, str]) -> int:
     for r in readers:
         r.start()
     try:
-        info = _wait_for_session(child)
-        if info is not None:
-            asyncio.run(_run(str(info.pid), None, list(output), hold))
+        if ranks:
+            job = _wait_for_ranks(child, ranks)
+            if job:
+                asyncio.run(_run(None, None, list(output), hold, job))
+        else:
+            info = _wait_for_session(child)
+            if info is not None:
+                asyncio.run(_run(str(info.pid), None, list(output), hold))
     except KeyboardInterrupt:
         child.terminate()
     except TargetError as e:
@@ -100,3 +113,17 @@ def _wait_for_session(child: subprocess.Popen[str]) -> sessions.SessionInfo | No
             return None  # it ended before it could be attached to; its output says why
         time.sleep(0.05)
     raise TargetError(f"the job (pid {child.pid}) did not start its agent in {START_TIMEOUT:g}s")
+
+
+def _wait_for_ranks(child: subprocess.Popen[str], ranks: int) -> list[sessions.SessionInfo] | None:
+    """The sessions of the job torchrun started (the ranks are its grandchildren)."""
+    before = {s.pid for s in sessions.listing()}
+    deadline = time.monotonic() + START_TIMEOUT
+    while time.monotonic() < deadline:
+        new = [s for s in sessions.listing() if s.pid not in before and s.job_id and s.world_size == ranks]
+        if len(new) == ranks:
+            return sorted(new, key=lambda s: s.rank or 0)
+        if child.poll() is not None:
+            return None
+        time.sleep(0.1)
+    raise TargetError(f"the job's {ranks} ranks did not start their agents in {START_TIMEOUT:g}s")

@@ -400,3 +400,24 @@ def render_header(session: dict[str, Any], status: dict[str, Any], elapsed: floa
         right.append(state.upper(), style="bold green")
     t.add_row(left, right)
     return t
+
+
+class RanksPanel(Vertical):
+    """Every rank side by side: state, step, phase, last loss and grad norm, and why."""
+
+    def compose(self) -> ComposeResult:
+        yield DataTable(id="ranks-table", cursor_type="row")
+        yield Label("t: view the next rank · Enter: view the selected rank · a rank that differs is the one to "
+                    "look at", classes="hint")
+
+    def on_mount(self) -> None:
+        self.query_one(DataTable).add_columns("rank", "state", "step", "phase", "loss", "grad norm", "note")
+
+    def show(self, rows: list[dict[str, Any]], current: int) -> None:
+        t = self.query_one(DataTable)
+        t.clear()
+        for r in rows:
+            style = "bold" if r["rank"] == current else ("red" if r["state"] in ("dead", "exited") else "")
+            cells = [f"{'▶ ' if r['rank'] == current else '  '}{r['rank']}", r["state"], num(r["step"]),
+                     num(r["phase"]), num(r["loss"]), num(r["grad_norm"]), r["note"]]
+            t.add_row(*[Text(str(c), style=style) for c in cells], key=str(r["rank"]))

@@ -1,0 +1,113 @@
+"""A distributed job as the app's source: one AsyncClient per rank, one rank in view.
+
+Inspection goes to the rank in view; stepping, LR changes, skip, end and breakpoints go
+to every rank (a per-rank LR silently diverges the replicas); pause asks every rank to
+stop at the next step boundary past all of them, outside any collective.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from typing import Any
+
+from stepdbg.job import BROADCAST
+
+
+class JobSource:
+    def __init__(self, clients: list[Any]) -> None:
+        self.clients = clients
+        self.current = 0
+        self._queue: asyncio.Queue[tuple[int, dict[str, Any]]] = asyncio.Queue()
+        self._tasks = [asyncio.get_running_loop().create_task(self._pump(r, c)) for r, c in enumerate(clients)]
+
+    async def _pump(self, rank: int, c: Any) -> None:
+        async for ev in c.iter_events():
+            await self._queue.put((rank, ev))
+            if ev.get("event") in ("exited", "lost"):
+                return
+
+    # what the app reads, from the rank in view
+    @property
+    def client(self) -> Any:
+        return self.clients[self.current]
+
+    @property
+    def session(self) -> dict[str, Any]:
+        return self.client.session
+
+    @property
+    def status_at_attach(self) -> dict[str, Any]:
+        return self.client.status_at_attach
+
+    @property
+    def paused(self) -> dict[str, Any] | None:
+        return self.client.paused
+
+    @property
+    def exited(self) -> dict[str, Any] | None:
+        return self.client.exited if all(c.exited is not None for c in self.clients) else None
+
+    def switch(self, rank: int) -> None:
+        self.current = rank % len(self.clients)
+
+    async def iter_events(self) -> AsyncIterator[dict[str, Any]]:
+        while True:
+            rank, ev = await self._queue.get()
+            name = ev.get("event")
+            if name in ("paused", "resumed", "step", "replay") and rank != self.current:
+                continue  # the view follows one rank; the Ranks panel shows the others
+            if name in ("exited", "lost"):
+                if all(c.exited is not None for c in self.clients):
+                    yield {"type": "event", "event": "exited", "data": self.client.exited}
+                    return
+                gone = ev.get("data") or {}
+                text = gone if isinstance(gone, str) else f"exit code {gone.get('exit_code')}"
+                yield {"type": "event", "event": "output",
+                       "data": [{"stream": "stderr", "lines": [f"[rank {rank}] is gone: {text}"]}]}
+                continue
+            if name == "output":
+                ev = {**ev, "data": [{**b, "lines": [f"[rank {rank}] {ln}" for ln in b["lines"]]} for b in ev["data"]]}
+            yield ev
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("_"):
+            raise AttributeError(name)
+        if name in BROADCAST:
+            async def every(*args: Any, **kwargs: Any) -> Any:
+                live = [c for c in self.clients if c.exited is None]
+                results = await asyncio.gather(*(getattr(c, name)(*args, **kwargs) for c in live))
+                return results[0] if results else None
+
+            return every
+        return getattr(self.client, name)
+
+    async def pause(self) -> None:
+        live = [c for c in self.clients if c.exited is None]
+        steps = await asyncio.gather(*(c.status() for c in live))
+        n = max(s["step"] for s in steps) + 1
+        await asyncio.gather(*(c.pause_at(n) for c in live))
+
+    async def rank_table(self) -> list[dict[str, Any]]:
+        rows = []
+        any_paused = any(c.paused is not None for c in self.clients if c.exited is None)
+        for r, c in enumerate(self.clients):
+            if c.exited is not None:
+                rows.append({"rank": r, "state": "dead" if "lost" in c.exited else "exited", "step": None,
+                             "phase": None, "loss": None, "grad_norm": None, "note": str(c.exited.get("lost") or
+                                                                                         c.exited.get("exit_code"))})
+                continue
+            st, hist = await asyncio.gather(c.status(), c.get_history(1))
+            last = hist[-1] if hist else {}
+            note = (st.get("paused") or {}).get("reason") or ""
+            if st["state"] == "running" and any_paused:
+                note = "waiting, most likely inside a collective for a paused rank (Threads shows where); " \
+                       "its collective timeout is raised while attached"
+            rows.append({"rank": r, "state": st["state"], "step": st["step"], "phase": st["phase"],
+                         "loss": last.get("loss"), "grad_norm": last.get("grad_norm"), "note": note})
+        return rows
+
+    async def close(self, then: str = "stay") -> None:
+        for t in self._tasks:
+            t.cancel()
+        await asyncio.gather(*(c.close(then=then) for c in self.clients))
