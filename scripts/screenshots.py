@@ -18,10 +18,9 @@ ROOT = Path(__file__).resolve().parent.parent
 
 async def main() -> None:
     os.environ["STEPDBG_RUNTIME_DIR"] = tempfile.mkdtemp(prefix="stepdbg-shots-")
-    from stepdbg_tui.app import StepdbgApp
-
     from stepdbg import sessions
     from stepdbg.async_client import AsyncClient
+    from stepdbg_tui.app import StepdbgApp
 
     job = subprocess.Popen([sys.executable, "-m", "stepdbg", "serve", "-q", "--break", "nan", sys.executable,
                             "demos/nan_log.py"], cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)

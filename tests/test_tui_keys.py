@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import pytest
+from textual.widgets import DataTable, Input, Static, TabbedContent
+
 from stepdbg_tui.app import HelpScreen, LrScreen, QuitScreen, StepdbgApp
 from stepdbg_tui.panels import check_spec, hints, render_break
 from stepdbg_tui.source import BREAK, HISTORY, REPLAY, FakeSource
-from textual.widgets import DataTable, Input, Static, TabbedContent
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -8,6 +8,7 @@ after checking the new pictures by eye.
 from __future__ import annotations
 
 import pytest
+
 from stepdbg_tui.app import StepdbgApp
 from stepdbg_tui.source import FakeSource
 
