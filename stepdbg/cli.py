@@ -33,6 +33,7 @@ usage: stepdbg [run] [OPTIONS] [python] SCRIPT.py [ARGS...]
        stepdbg overfit [--steps N] [OPTIONS] [python] SCRIPT.py [ARGS...]
        stepdbg attach [TARGET] [--token TOKEN] [--repl]
        stepdbg ls [--json] [ssh://[user@]host[:port]]
+       stepdbg hook install|remove|status     (STEPDBG_AUTOSTART=1 then starts an agent in scripts)
 
 Run a PyTorch training script under stepdbg: it breaks when a condition holds
 (a NaN, an exploding gradient, a stalled dataloader, an exception, ...) and reports,
@@ -248,7 +249,7 @@ def _looks_like_python(word: str) -> bool:
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    if argv and argv[0] in ("attach", "ls"):
+    if argv and argv[0] in ("attach", "ls", "hook"):
         from . import frontend_cli
 
         return frontend_cli.main(argv)

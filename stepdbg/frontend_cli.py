@@ -19,6 +19,8 @@ def main(argv: list[str]) -> int:
     try:
         if cmd == "attach":
             return attach(args)
+        if cmd == "hook":
+            return hook(args)
         return ls(args)
     except (TargetError, ClientError) as e:
         print(f"stepdbg: {e}", file=sys.stderr)
@@ -68,7 +70,7 @@ def attach(args: list[str]) -> int:
         return attach_tui(target, token)
     from .console import attach_console
 
-    client: Any = _connect_job(target)
+    client: Any = open_job(target)
     if client is None:
         client = connect(target, token=token)
     try:
@@ -83,7 +85,7 @@ def attach(args: list[str]) -> int:
         return 0
 
 
-def _connect_job(target: str | None) -> Any:
+def open_job(target: str | None) -> Any:
     """A Job over every rank when TARGET names a distributed job (locally or ssh://), else None."""
     from .job import Job
 
@@ -164,3 +166,30 @@ def _with_status(info: sessions.SessionInfo, with_token: bool) -> dict:
     except (TargetError, ClientError, ConnectionError, TimeoutError, OSError) as e:
         row.update(state=f"unreachable: {e}")
     return row
+
+
+HOOK_NAME = "stepdbg-autostart.pth"
+HOOK_LINE = ("import os; exec('try:\\n import stepdbg.autostart\\nexcept Exception as e:\\n import sys; "
+             "print(\\'stepdbg: autostart failed:\\', e, file=sys.stderr)') "
+             "if os.environ.get('STEPDBG_AUTOSTART') else None\n")
+
+
+def hook(args: list[str]) -> int:
+    """stepdbg hook install|remove|status: the STEPDBG_AUTOSTART switch in this environment."""
+    import sysconfig
+
+    path = os.path.join(sysconfig.get_paths()["purelib"], HOOK_NAME)
+    what = args[0] if args else "status"
+    if what == "install":
+        with open(path, "w") as f:
+            f.write(HOOK_LINE)
+        print(f"installed {path}: STEPDBG_AUTOSTART=1 (or =nan,grad_norm>100) now starts an agent in scripts")
+    elif what == "remove":
+        if os.path.exists(path):
+            os.unlink(path)
+        print(f"removed {path}")
+    elif what == "status":
+        print(f"{'installed' if os.path.exists(path) else 'not installed'}: {path}")
+    else:
+        raise _Usage("usage: stepdbg hook install|remove|status")
+    return 0

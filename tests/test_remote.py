@@ -167,3 +167,44 @@ def test_attach_a_whole_torchrun_job_over_ssh(sshd, tmp_path):
     finally:
         if proc.poll() is None:
             proc.kill()
+
+
+def test_a_job_started_with_the_environment_variable_is_attached_as_a_whole_over_ssh(sshd, tmp_path):
+    """`stepdbg hook install` + STEPDBG_AUTOSTART: plain torchrun, no stepdbg on its command
+    line; both ranks are attached through the sshd, pause together, and go on to exit 0."""
+    import os
+
+    from test_ranks import FIXTURE as DDP
+
+    from stepdbg.frontend_cli import open_job
+
+    subprocess.run([sys.executable, "-m", "stepdbg", "hook", "install"], check=True, capture_output=True)
+    try:
+        env = {**os.environ, "STEPDBG_AUTOSTART": "step==12", "STEPDBG_QUIET": "1"}
+        proc = subprocess.Popen([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
+                                 str(DDP), "--steps", "30", "--sleep", "0.2"], cwd=ROOT, env=env,
+                                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            from stepdbg import sessions
+
+            deadline = time.monotonic() + WAIT
+            while len([s for s in sessions.listing() if s.job_id]) < 2:
+                assert time.monotonic() < deadline and proc.poll() is None, proc.communicate()
+                time.sleep(0.1)
+            job = open_job(f"ssh://testnode/{sessions.listing()[0].job_id}")
+            assert job is not None and len(job.clients) == 2
+            for c in job.clients:
+                brk = c.wait_paused(WAIT)
+                assert (brk["step"], brk["phase"]) == (12, "before_optimizer_step")
+            assert {row["state"] for row in job.rank_table()} == {"paused"}
+            job.cont()
+            for c in job.clients:  # started in-process: the agent says goodbye, exit code unknown to it
+                assert "lost" not in c.wait_exited(WAIT)
+            job.close()
+            out, err = proc.communicate(timeout=WAIT)
+            assert proc.returncode == 0 and out.count("finished") == 2, err[-2000:]
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+    finally:
+        subprocess.run([sys.executable, "-m", "stepdbg", "hook", "remove"], check=True, capture_output=True)
