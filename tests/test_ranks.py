@@ -190,3 +190,16 @@ async def test_the_tui_over_a_whole_job(tmp_path, private_runtime_dir):  # noqa:
     changes = [json.loads(line) for r in (0, 1) for line in (tmp_path / f"r.rank{r}.jsonl").read_text().splitlines()
                if '"change"' in line]
     assert sorted((c["rank"], c["what"], c["lr"]) for c in changes) == [(0, "lr", 0.001), (1, "lr", 0.001)]
+
+
+def test_ctrl_c_ends_a_torchrun_job_and_nothing_is_left(tmp_path, private_runtime_dir):  # noqa: F811
+    import signal
+
+    proc = start(tmp_path, "--no-tui", script_args=("--steps", "100000", "--sleep", "0.05"))
+    clients = both_ranks(proc)
+    for c in clients:
+        c.close()
+    proc.send_signal(signal.SIGINT)
+    code, out, err = finish(proc)
+    assert code != 0 and "got signal: 2" in err  # torchrun's own way of saying it was interrupted
+    assert [p.name for p in private_runtime_dir.glob("*")] == []  # every rank removed its socket and file
