@@ -24,19 +24,26 @@ PAUSED_TIMEOUT = timedelta(days=7)
 
 class Ranks:
     def __init__(self) -> None:
+        import torch.distributed as dist
+
         self.job_timeout: timedelta | None = None  # what init_process_group was given
         self._raised = False
         self._handled: str | None = None
+        self._d = dist if dist.is_available() else None
+        self._world: int | None = None
 
-    @staticmethod
-    def _dist() -> Any:
-        import torch.distributed as dist
-
-        return dist
+    def _dist(self) -> Any:
+        return self._d
 
     def active(self) -> bool:
-        dist = self._dist()
-        return dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1
+        """A process group with more than one rank exists (asked every step: kept cheap)."""
+        d = self._d
+        if d is None or not d.is_initialized():
+            self._world = None
+            return False
+        if self._world is None:
+            self._world = d.get_world_size()
+        return self._world > 1
 
     @property
     def rank(self) -> int:

@@ -920,9 +920,10 @@ class Session:
             if ("pause" in actions and not coordinated and condition != "pause" and phase != "exception"
                     and self.ranks.active()):
                 # Pause the whole job together, outside any collective (see ranks.py).
-                target = self.ranks.request_pause(brk.step, brk.phase, reason, condition)
-                brk.details["pause_at_step"] = target
-                actions = [a for a in actions if a != "pause"]
+                target = self._guard("ranks", self.ranks.request_pause, brk.step, brk.phase, reason, condition)
+                if target is not None:  # else (the store is gone) this rank pauses alone
+                    brk.details["pause_at_step"] = target
+                    actions = [a for a in actions if a != "pause"]
             for action in actions:
                 if action == "replay":
                     self.replay()
