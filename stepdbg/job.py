@@ -33,17 +33,15 @@ def parse_ranks(spec: str, world: int) -> list[int]:
     return sorted(set(out))
 
 
-class Job:
-    """Clients of every rank of one job (index = rank)."""
+class RankView:
+    """What a front end reads of a job comes from the rank in view (shared by the sync
+    Job and the TUI's async JobSource)."""
 
-    def __init__(self, clients: list[Client]) -> None:
-        self.clients = clients
-        self.current = 0
-        self.targets: list[int] | None = None  # None: broadcasts go to every rank
+    clients: list[Any]
+    current: int
 
-    # the attributes the console reads, from the rank in view
     @property
-    def client(self) -> Client:
+    def client(self) -> Any:
         return self.clients[self.current]
 
     @property
@@ -60,9 +58,17 @@ class Job:
 
     @property
     def exited(self) -> dict[str, Any] | None:
-        if all(c.exited is not None for c in self.clients):
-            return self.client.exited
-        return None
+        """Set once every rank is gone."""
+        return self.client.exited if all(c.exited is not None for c in self.clients) else None
+
+
+class Job(RankView):
+    """Clients of every rank of one job (index = rank)."""
+
+    def __init__(self, clients: list[Client]) -> None:
+        self.clients = clients
+        self.current = 0
+        self.targets: list[int] | None = None  # None: broadcasts go to every rank
 
     def wait_paused(self, timeout: float | None = None, previous: dict[str, Any] | None = None) -> Any:
         return self.client.wait_paused(timeout, previous)

@@ -11,10 +11,10 @@ import asyncio
 from collections.abc import AsyncIterator
 from typing import Any
 
-from stepdbg.job import BROADCAST
+from stepdbg.job import BROADCAST, RankView
 
 
-class JobSource:
+class JobSource(RankView):
     def __init__(self, clients: list[Any]) -> None:
         self.clients = clients
         self.current = 0
@@ -26,27 +26,6 @@ class JobSource:
             await self._queue.put((rank, ev))
             if ev.get("event") in ("exited", "lost"):
                 return
-
-    # what the app reads, from the rank in view
-    @property
-    def client(self) -> Any:
-        return self.clients[self.current]
-
-    @property
-    def session(self) -> dict[str, Any]:
-        return self.client.session
-
-    @property
-    def status_at_attach(self) -> dict[str, Any]:
-        return self.client.status_at_attach
-
-    @property
-    def paused(self) -> dict[str, Any] | None:
-        return self.client.paused
-
-    @property
-    def exited(self) -> dict[str, Any] | None:
-        return self.client.exited if all(c.exited is not None for c in self.clients) else None
 
     def switch(self, rank: int) -> None:
         self.current = rank % len(self.clients)
