@@ -39,6 +39,11 @@ class RankView:
 
     clients: list[Any]
     current: int
+    targets: list[int] | None = None  # who gets stepping and changes; None: every rank
+
+    def _to(self) -> list[int]:
+        return [r for r in (self.targets if self.targets is not None else range(len(self.clients)))
+                if self.clients[r].exited is None]
 
     @property
     def client(self) -> Any:
@@ -68,7 +73,6 @@ class Job(RankView):
     def __init__(self, clients: list[Client]) -> None:
         self.clients = clients
         self.current = 0
-        self.targets: list[int] | None = None  # None: broadcasts go to every rank
 
     def wait_paused(self, timeout: float | None = None, previous: dict[str, Any] | None = None) -> Any:
         return self.client.wait_paused(timeout, previous)
@@ -83,10 +87,6 @@ class Job(RankView):
 
             return every
         return getattr(self.client, name)
-
-    def _to(self) -> list[int]:
-        return [r for r in (self.targets if self.targets is not None else range(len(self.clients)))
-                if self.clients[r].exited is None]
 
     @property
     def history(self) -> Any:

@@ -143,8 +143,8 @@ def test_attach_to_the_whole_job_from_the_console(tmp_path, private_runtime_dir)
 
 
 async def test_the_tui_over_a_whole_job(tmp_path, private_runtime_dir):  # noqa: F811
-    """Pilot on the app over both ranks: the Ranks panel, t to switch, an LR set on every
-    rank, continue, and the job ends with 0."""
+    """Pilot on the app over both ranks: the Ranks panel, t to switch, an LR set on rank 1
+    alone (o) and then on every rank, continue, and the job ends with 0."""
     from textual.widgets import DataTable, Input
 
     from stepdbg.async_client import AsyncClient
@@ -175,6 +175,16 @@ async def test_the_tui_over_a_whole_job(tmp_path, private_runtime_dir):  # noqa:
             await pilot.press("t")
             await until(lambda: (app.status.get("paused") or {}).get("condition") == "nan")
             assert app.source.current == 1
+            await pilot.press("o", *"1", "enter")  # changes to rank 1 only: a per-rank LR, on purpose
+            await pilot.pause(0.2)
+            assert app.source.targets == [1]
+            await pilot.press("l")
+            await until(lambda: isinstance(app.screen, LrScreen))
+            app.screen.query_one("#lr-value", Input).value = "0.002"
+            await pilot.press("enter")
+            await pilot.pause(0.5)
+            await pilot.press("o", *"all", "enter")
+            await pilot.pause(0.2)
             await pilot.press("l")
             await until(lambda: isinstance(app.screen, LrScreen))
             app.screen.query_one("#lr-value", Input).value = "0.001"
@@ -189,7 +199,7 @@ async def test_the_tui_over_a_whole_job(tmp_path, private_runtime_dir):  # noqa:
     assert code == 0 and out.count("finished") == 2, err[-2000:]
     changes = [json.loads(line) for r in (0, 1) for line in (tmp_path / f"r.rank{r}.jsonl").read_text().splitlines()
                if '"change"' in line]
-    assert sorted((c["rank"], c["what"], c["lr"]) for c in changes) == [(0, "lr", 0.001), (1, "lr", 0.001)]
+    assert sorted((c["rank"], c["lr"]) for c in changes) == [(0, 0.001), (1, 0.001), (1, 0.002)]
 
 
 def test_ctrl_c_ends_a_torchrun_job_and_nothing_is_left(tmp_path, private_runtime_dir):  # noqa: F811

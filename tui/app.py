@@ -61,6 +61,7 @@ HELP = """\
   q  quit: continue the job, leave it paused for a re-attach, or end it
   ctrl+r  reconnect after the connection was lost
   t  the next rank (a distributed job)    0  Ranks: every rank side by side
+  o  which ranks get stepping, LR, skip and breakpoints (0,2-3 or all)
   ?  this help         escape  close a dialog / leave the REPL line"""
 
 
@@ -137,6 +138,30 @@ class LrScreen(ModalScreen[tuple[float, bool] | None]):
         self.dismiss((lr, self.query_one("#lr-pin", Checkbox).value))
 
 
+class AskScreen(ModalScreen[str | None]):
+    """One line of input."""
+
+    DEFAULT_CSS = """
+    AskScreen { align: center middle; }
+    AskScreen > Vertical { width: 64; height: auto; border: thick $accent; padding: 1 2; background: $surface; }
+    """
+    BINDINGS = [Binding("escape", "dismiss(None)", "cancel")]
+    AUTO_FOCUS = "Input"
+
+    def __init__(self, question: str) -> None:
+        super().__init__()
+        self.question = question
+
+    def compose(self) -> ComposeResult:
+        with Vertical():
+            yield Label(self.question)
+            yield Input()
+
+    @on(Input.Submitted)
+    def submit(self, event: Input.Submitted) -> None:
+        self.dismiss(event.value.strip())
+
+
 class QuitScreen(ModalScreen[str | None]):
     """What happens to the job when the UI goes: continue, stay paused, or end."""
 
@@ -208,6 +233,7 @@ class StepdbgApp(App[str | None]):
         Binding("ctrl+r", "reconnect", "reconnect", show=False),
         Binding("t", "next_rank", "next rank", show=False),
         Binding("0", "panel('ranks')", "ranks", show=False),
+        Binding("o", "rank_set", "ranks for commands", show=False),
         *[Binding(str(i + 1), f"panel('{pid}')", title, show=False) for i, (pid, title) in enumerate(PANELS)],
     ]
 
@@ -517,6 +543,25 @@ class StepdbgApp(App[str | None]):
         self.replay_result = None
         self.notify(f"rank {self.source.current} in view")
         self.refresh_all()
+
+    def action_rank_set(self) -> None:
+        if not self.is_job:
+            self.notify("o picks ranks in a distributed job; this is one process", severity="warning")
+            return
+
+        def done(answer: str | None) -> None:
+            if answer is None:
+                return
+            from stepdbg.job import parse_ranks
+
+            try:
+                self.source.targets = None if answer in ("", "all") else parse_ranks(answer, len(self.source.clients))
+            except ValueError as e:
+                self.notify(str(e), severity="error")
+                return
+            self.notify(f"stepping and changes go to ranks {'all' if self.source.targets is None else self.source.targets}")
+
+        self.push_screen(AskScreen("send stepping, LR, skip and breakpoints to ranks (e.g. 0,2-3 or all)"), done)
 
     @on(DataTable.RowSelected, "#ranks-table")
     def rank_selected(self, event: DataTable.RowSelected) -> None:

@@ -54,8 +54,8 @@ class JobSource(RankView):
             raise AttributeError(name)
         if name in BROADCAST:
             async def every(*args: Any, **kwargs: Any) -> Any:
-                live = [c for c in self.clients if c.exited is None]
-                results = await asyncio.gather(*(getattr(c, name)(*args, **kwargs) for c in live))
+                results = await asyncio.gather(*(getattr(self.clients[r], name)(*args, **kwargs)
+                                                 for r in self._to()))
                 return results[0] if results else None
 
             return every
