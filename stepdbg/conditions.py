@@ -178,10 +178,6 @@ def parse(spec: str) -> Condition:
     return Condition(spec=spec, kind=name, phase=phase, threshold=value)
 
 
-def parse_all(specs: list[str]) -> list[Condition]:
-    return [parse(s) for s in specs]
-
-
 def phase_index(phase: str) -> int:
     return PHASES.index(phase)
 

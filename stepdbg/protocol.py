@@ -202,7 +202,6 @@ class Connection:
         self._decoder = FrameDecoder()
         self._pending: list[dict[str, Any]] = []
         self._send_lock = threading.Lock()
-        self.closed = False
 
     def send(self, message: dict[str, Any]) -> None:
         data = encode(message)
@@ -220,7 +219,6 @@ class Connection:
         return self._pending.pop(0)
 
     def close(self) -> None:
-        self.closed = True
         try:
             self.sock.shutdown(socket.SHUT_RDWR)
         except OSError:

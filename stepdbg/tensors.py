@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable
 from typing import Any
 
@@ -110,10 +109,6 @@ def as_float(x: Any) -> float | None:
         return float(x)
     except (TypeError, ValueError):
         return None
-
-
-def is_finite(x: float | None) -> bool:
-    return x is None or math.isfinite(x)
 
 
 def _short_repr(x: Any, n: int = 200) -> str:
