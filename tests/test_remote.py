@@ -157,6 +157,10 @@ def test_attach_a_whole_torchrun_job_over_ssh(sshd, tmp_path):
             assert time.monotonic() < deadline and proc.poll() is None
             time.sleep(0.1)
         job = sessions.listing()[0].job_id
+        watchers = client.connect_job(job)  # attach once both ranks are paused, not before
+        for w in watchers:
+            w.wait_paused(WAIT)
+            w.close()
         out = subprocess.run([sys.executable, "-m", "stepdbg", "attach", f"ssh://testnode/{job}"],
                              input="ranks\nc\n", capture_output=True, text=True, timeout=WAIT, cwd=ROOT)
         assert out.returncode == 0, out.stderr
