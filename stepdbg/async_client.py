@@ -16,11 +16,12 @@ import asyncio
 import contextlib
 import itertools
 import socket
+from collections import deque
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from . import protocol
-from .client import ClientError, Ops, TargetError, resolve
+from .client import OUTPUT_TAIL, ClientError, Ops, TargetError, resolve
 
 
 class AsyncClient(Ops):
@@ -31,6 +32,7 @@ class AsyncClient(Ops):
         self.status_at_attach: dict[str, Any] = welcome.get("status", {})
         self.paused: dict[str, Any] | None = self.status_at_attach.get("paused")
         self.exited: dict[str, Any] | None = None
+        self.output_tail: deque[str] = deque(maxlen=OUTPUT_TAIL)
         self.events: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
         self._ids = itertools.count(1)
         self._waiting: dict[int, asyncio.Future[Any]] = {}

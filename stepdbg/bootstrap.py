@@ -74,7 +74,7 @@ def main() -> int:
         tee = OutputTee(lambda stream, lines: session._emit("output", {"stream": stream, "lines": lines}))
         session.on_stop.append(tee.stop)
         tee.start()
-    code = 0
+    code, error = 0, None
     try:
         if module:
             runpy.run_module(module, run_name="__main__", alter_sys=True)
@@ -96,9 +96,10 @@ def main() -> int:
         except SystemExit as inner:  # abort chosen at the post-mortem
             code = _exit_code(inner)
         traceback.print_exception(type(e), e, _user_tb(e.__traceback__))
+        error = "".join(traceback.format_exception(type(e), e, _user_tb(e.__traceback__), limit=-1)[-3:])
     finally:
         sys.stdout.flush()
-    session.stop(exit_code=code)
+    session.stop(exit_code=code, error=error)
     return code
 
 

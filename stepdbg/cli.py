@@ -228,6 +228,10 @@ def parse_args(argv: list[str]) -> RunConfig | str:
     return cfg
 
 
+def _has_option(args: list[str], *names: str) -> bool:
+    return any(a in names or a.startswith(tuple(f"{n}=" for n in names if n.startswith("--"))) for a in args)
+
+
 def _nproc(torchrun_args: list[str]) -> int:
     """--nproc_per_node from torchrun's arguments (the TUI waits for that many ranks)."""
     for i, a in enumerate(torchrun_args):
@@ -277,7 +281,8 @@ def launch(cfg: RunConfig) -> int:
     target = ["-m", cfg.module] if cfg.module else [cfg.script]
     cmd = [cfg.python, "-m", "stepdbg.bootstrap", *target, *cfg.args]
     if cfg.torchrun is not None:  # every rank runs `python -m stepdbg.bootstrap SCRIPT ARGS`
-        cmd = [cfg.python, "-m", "torch.distributed.run", *cfg.torchrun, "-m", "stepdbg.bootstrap", *target,
+        tee = ["--tee", "3"] if with_tui and not _has_option(cfg.torchrun, "--tee", "-t", "--redirects", "-r") else []
+        cmd = [cfg.python, "-m", "torch.distributed.run", *tee, *cfg.torchrun, "-m", "stepdbg.bootstrap", *target,
                *cfg.args]
     if with_tui:
         from stepdbg_tui.launch import launch_tui

@@ -18,6 +18,7 @@ import os
 import queue
 import socket
 import threading
+from collections import deque
 from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass
@@ -39,6 +40,9 @@ class TargetError(Exception):
     """The target could not be found or reached; the message says what to do."""
 
 
+OUTPUT_TAIL = 20  # lines of a job's forwarded output kept per client (a dead rank's last words)
+
+
 class Ops:
     """The agent's ops as methods, over ``self.call``: the sync Client returns results,
     the AsyncClient coroutines. Resuming ops forget the current pause first, so that
@@ -46,6 +50,7 @@ class Ops:
 
     paused: dict[str, Any] | None
     exited: dict[str, Any] | None
+    output_tail: deque[str]
 
     def call(self, op: str, timeout: float | None = 300, **args: Any) -> Any:
         raise NotImplementedError
@@ -61,6 +66,9 @@ class Ops:
             self.paused = None
         elif name == "exited":
             self.exited = data
+        elif name == "output":
+            for block in data if isinstance(data, list) else [data]:
+                self.output_tail.extend(block.get("lines", []))
 
     def status(self) -> Any:
         return self.call("status")
@@ -166,6 +174,7 @@ class Client(Ops):
         self.events: queue.Queue[dict[str, Any]] = queue.Queue()
         self.paused: dict[str, Any] | None = (self.status_at_attach or {}).get("paused")
         self.exited: dict[str, Any] | None = None
+        self.output_tail: deque[str] = deque(maxlen=OUTPUT_TAIL)
         self._ids = itertools.count(1)
         self._waiting: dict[int, Future[Any]] = {}
         self._cv = threading.Condition()

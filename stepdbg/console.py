@@ -117,7 +117,7 @@ def _job_command(job: Any, word: str, rest: str) -> None:
         for row in job.rank_table():
             mark = "*" if row["rank"] == job.current else " "
             _out(f"{mark} rank {row['rank']}: {row['state']:<10} step {row['step']} {row['phase'] or ''}"
-                 + (f"  — {row['break']}" if row.get("break") else ""))
+                 + (f"  — {row['note']}" if row["note"] else ""))
     else:
         for rank, value in job.compare(rest):
             _out(f"  rank {rank}: {value}")

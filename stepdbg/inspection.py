@@ -23,7 +23,19 @@ from . import tensors
 if TYPE_CHECKING:
     from .session import Session
 
+_PKG_DIR = os.path.dirname(os.path.abspath(__file__))
+_TORCH_DIR = os.path.dirname(os.path.abspath(torch.__file__))
+_STDLIB_DIR = os.path.dirname(os.path.abspath(os.__file__))
+_NOT_USER = (_PKG_DIR, _TORCH_DIR, "<frozen")
 _PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
+
+
+def is_user_file(path: str) -> bool:
+    """False for torch's, stepdbg's and the standard library's files."""
+    if path.startswith(_NOT_USER) or path.startswith("<"):
+        return False
+    path = os.path.abspath(path)
+    return not (path.startswith(_STDLIB_DIR) and "site-packages" not in path)
 
 
 # ---------------------------------------------------------------------- memory
@@ -277,6 +289,27 @@ def thread_stacks() -> list[dict[str, Any]]:
             ],
         })
     return out
+
+
+def blocked_in(frame: FrameType, multi_rank: bool) -> dict[str, Any]:
+    """Where a thread that makes no progress waits: the user's line it is on, the
+    innermost Python function, and the collective when it is one."""
+    stack = traceback.extract_stack(frame)
+    user = next((fs for fs in reversed(stack) if is_user_file(fs.filename)), stack[-1])
+    collective = None
+    for fs in stack:
+        path = fs.filename.replace(os.sep, "/")
+        if path.endswith("torch/distributed/distributed_c10d.py"):
+            collective = fs.name  # all_reduce, barrier, broadcast...; the outermost one
+            break
+        if path.endswith("torch/nn/parallel/distributed.py"):
+            collective = f"DistributedDataParallel.{fs.name}"
+            break
+    if collective is None and multi_rank and any(fs.name == "_engine_run_backward" for fs in stack):
+        collective = "backward (DDP's gradient all-reduce waits in it)"
+    return {"file": user.filename, "line": user.lineno, "function": user.name, "code": user.line,
+            "inner": f"{stack[-1].name} ({os.path.basename(stack[-1].filename)}:{stack[-1].lineno})",
+            "collective": collective}
 
 
 def loader_settings(it: Any) -> dict[str, Any]:

@@ -9,9 +9,13 @@ so no rank is left inside a collective.
 
 from __future__ import annotations
 
+import os
+import re
+import signal
+from collections import deque
 from typing import Any
 
-from .client import Client
+from .client import OUTPUT_TAIL, Client
 
 BROADCAST = ("cont", "next_phase", "next_step", "run_to_step", "end", "set_lr", "set_param_group", "skip_step",
              "add_break", "remove_break", "enable_break")
@@ -31,6 +35,107 @@ def parse_ranks(spec: str, world: int) -> list[int]:
     if bad:
         raise ValueError(f"no rank {bad[0]}: the job has ranks 0-{world - 1}")
     return sorted(set(out))
+
+
+def duration(seconds: float) -> str:
+    """12.3 -> '12s', 754 -> '12m 34s', 93784 -> '1d 2h'."""
+    s = int(seconds)
+    if s < 60:
+        return f"{seconds:.0f}s"
+    if s < 3600:
+        return f"{s // 60}m {s % 60:02d}s"
+    if s < 86400:
+        return f"{s // 3600}h {s % 3600 // 60:02d}m"
+    return f"{s // 86400}d {s % 86400 // 3600}h"
+
+
+def wait_note(w: dict[str, Any]) -> str:
+    """What a rank that makes no progress waits in, and for a collective how long it has."""
+    at = f"{os.path.basename(w['file'])}:{w['line']}"
+    if not w.get("collective"):
+        return f"no progress for {duration(w['idle_s'])}, at {at} in {w['inner']}"
+    note = f"waiting {duration(w['idle_s'])} in {w['collective']} at {at}"
+    if w.get("timeout_s") is None:
+        return note
+    if w["timeout_s"] >= 86400:
+        return note + "; no collective timeout while a client is attached"
+    return note + f"; {duration(w['left_s'])} left before the {duration(w['timeout_s'])} collective timeout ends the job"
+
+
+def gone_note(exited: dict[str, Any], tail: list[str]) -> str:
+    """A dead rank: its exit code (or why there is none), its error and its last output."""
+    code = exited.get("exit_code")
+    if exited.get("stopped_by"):
+        parts = [exited["stopped_by"]]
+    elif code is None:
+        parts = ["no exit code seen: killed by a signal, os._exit or a crash"]
+    elif code < 0:
+        try:
+            name = signal.Signals(-code).name
+        except ValueError:
+            name = f"signal {-code}"
+        parts = [f"killed by {name}"]
+    else:
+        parts = [f"exit code {code}"]
+    if exited.get("exit_code_from"):
+        parts[0] += f" (from {exited['exit_code_from']})"
+    if exited.get("error"):
+        lines = exited["error"].strip().splitlines()
+        at = next((m for ln in reversed(lines) if (m := re.search(r'File "([^"]+)", line (\d+)', ln))), None)
+        error = lines[-1] if len(lines[-1]) <= 160 else lines[-1][:160] + "…"
+        parts.append(error + (f" at {os.path.basename(at.group(1))}:{at.group(2)}" if at else ""))
+    last = next((ln.strip() for ln in reversed(tail) if ln.strip()), None)
+    if last:
+        parts.append(f"last output: {last if len(last) <= 160 else last[:160] + '…'}")
+    return "; ".join(parts)
+
+
+class TorchrunLog:
+    """What torchrun's own output says of each rank, read line by line by a launcher:
+    the exit code of the rank that failed (by pid), the signal it sent the others, and
+    each rank's last lines (with ``--tee 3`` torchrun prefixes them ``[default0]:``)."""
+
+    FAILED = re.compile(r"failed \(exitcode: (-?\d+)\) local_rank: \d+ \(pid: (\d+)\)")
+    STOPPING = re.compile(r"Sending process (\d+) closing signal (SIG\w+)")
+    PREFIX = re.compile(r"^\[[A-Za-z_]*?(\d+)\]:(.*)$")
+
+    def __init__(self) -> None:
+        self.ends: dict[int, dict[str, Any]] = {}
+        self.tails: dict[int, deque[str]] = {}
+
+    def feed(self, line: str) -> None:
+        if m := self.PREFIX.match(line):
+            if m.group(2).strip():
+                self.tails.setdefault(int(m.group(1)), deque(maxlen=OUTPUT_TAIL)).append(m.group(2))
+        elif m := self.FAILED.search(line):
+            self.ends[int(m.group(2))] = {"exit_code": int(m.group(1)), "exit_code_from": "torchrun"}
+        elif m := self.STOPPING.search(line):
+            self.ends[int(m.group(1))] = {"stopped_by": f"torchrun sent {m.group(2)} after a rank failed"}
+
+    def about(self, session: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
+        """(torchrun's word on how this rank ended, its last lines) for a rank's session."""
+        return self.ends.get(session.get("pid"), {}), list(self.tails.get(session.get("local_rank"), ()))
+
+
+def rank_row(rank: int, c: Any, status: dict[str, Any] | None, last: dict[str, Any] | None,
+             log: TorchrunLog | None = None) -> dict[str, Any]:
+    """One row of the ranks table: running, paused, in collective or dead, and why."""
+    row: dict[str, Any] = {"rank": rank, "step": None, "phase": None, "loss": None, "grad_norm": None}
+    if c.exited is not None or status is None:
+        exited, tail = dict(c.exited or {}), list(c.output_tail)
+        if log is not None and "lost" in exited:
+            end, tail = log.about(c.session)
+            exited.update(end)
+            tail = tail or list(c.output_tail)
+        return {**row, "state": "dead" if "lost" in exited or exited.get("exit_code") else "exited",
+                "note": gone_note(exited, tail)}
+    state, note = status["state"], (status.get("paused") or {}).get("reason") or ""
+    if status.get("waiting"):
+        note = wait_note(status["waiting"])
+        if status["waiting"].get("collective"):
+            state = "in collective"
+    return {**row, "state": state, "step": status["step"], "phase": status["phase"],
+            "loss": (last or {}).get("loss"), "grad_norm": (last or {}).get("grad_norm"), "note": note}
 
 
 class RankView:
@@ -100,16 +205,14 @@ class Job(RankView):
         return n
 
     def rank_table(self) -> list[dict[str, Any]]:
-        """Per rank: state (running, paused, dead), step, phase, and the break."""
+        """Per rank: state (running, paused, in collective, dead), step, phase, and why."""
         rows = []
         for r, c in enumerate(self.clients):
-            if c.exited is not None:
-                rows.append({"rank": r, "state": "dead" if "lost" in c.exited else
-                             f"exited ({c.exited.get('exit_code')})", "step": None, "phase": None})
-                continue
-            st = c.status()
-            rows.append({"rank": r, "state": st["state"], "step": st["step"], "phase": st["phase"],
-                         "break": (st.get("paused") or {}).get("reason")})
+            try:
+                st, hist = (c.status(), c.get_history(1)) if c.exited is None else (None, [])
+            except ConnectionError:
+                st, hist = None, []
+            rows.append(rank_row(r, c, st, hist[-1] if hist else None))
         return rows
 
     def compare(self, expr: str) -> list[tuple[int, str]]:

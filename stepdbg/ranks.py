@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 import uuid
 from datetime import timedelta
 from typing import Any
@@ -27,6 +28,7 @@ class Ranks:
         import torch.distributed as dist
 
         self.job_timeout: timedelta | None = None  # what init_process_group was given
+        self._timeouts: list[tuple[float, timedelta | None]] = []  # (monotonic time, new timeout; None: default)
         self._raised = False
         self._handled: str | None = None
         self._d = dist if dist.is_available() else None
@@ -73,6 +75,29 @@ class Ranks:
         self._handled = req["id"]
         return req
 
+    def job_started(self, timeout: timedelta | None) -> None:
+        """init_process_group was called with this timeout (None: the backend's default)."""
+        self.job_timeout = timeout
+        self._changed(timeout)
+
+    def _changed(self, timeout: timedelta | None) -> None:
+        self._timeouts = [*self._timeouts[-15:], (time.monotonic(), timeout)]
+
+    def timeout_at(self, started: float) -> float | None:
+        """Seconds of collective timeout for a collective started at `started` (monotonic):
+        `_set_pg_timeout` only changes collectives started after it."""
+        if not self.active():
+            return None
+        current = self.job_timeout
+        for when, value in self._timeouts:
+            if when <= started:
+                current = value
+        if current is None:
+            from torch.distributed import distributed_c10d
+
+            current = distributed_c10d._get_default_timeout(self._dist().get_backend())
+        return current.total_seconds()
+
     def raise_timeout(self) -> None:
         """Collectives started from now on wait (almost) forever: a paused rank must not
         make the others' all-reduce time out and kill the job."""
@@ -82,6 +107,7 @@ class Ranks:
 
         distributed_c10d._set_pg_timeout(PAUSED_TIMEOUT)
         self._raised = True
+        self._changed(PAUSED_TIMEOUT)
 
     def restore_timeout(self) -> None:
         if not self._raised or not self.active():
@@ -91,3 +117,4 @@ class Ranks:
         backend = self._dist().get_backend()
         distributed_c10d._set_pg_timeout(self.job_timeout or distributed_c10d._get_default_timeout(backend))
         self._raised = False
+        self._changed(self.job_timeout)

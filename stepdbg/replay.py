@@ -33,7 +33,8 @@ from typing import TYPE_CHECKING, Any
 import torch
 from torch.overrides import TorchFunctionMode
 
-from .session import _first_tensor, _rng_state, is_user_file, set_rng_state, user_frame, where_of
+from .inspection import is_user_file
+from .session import _first_tensor, _rng_state, set_rng_state, user_frame, where_of
 
 if TYPE_CHECKING:
     from .session import Session

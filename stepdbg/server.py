@@ -193,7 +193,7 @@ class Server:
         self.info = sessions.SessionInfo(
             id=str(os.getpid()), pid=os.getpid(), host=socket.gethostname(), argv=s.argv,
             address=address, token=self.token, started=time.time(),
-            rank=_env_int("RANK"), world_size=_env_int("WORLD_SIZE"),
+            rank=_env_int("RANK"), local_rank=_env_int("LOCAL_RANK"), world_size=_env_int("WORLD_SIZE"),
             job_id=os.environ.get("TORCHELASTIC_RUN_ID") or os.environ.get("SLURM_JOB_ID"),
         )
         sessions.write(self.info)
@@ -202,12 +202,12 @@ class Server:
             threading.Thread(target=target, name=name, daemon=True).start()
         return self
 
-    def stop(self, exit_code: int | None = None) -> None:
+    def stop(self, exit_code: int | None = None, error: str | None = None) -> None:
         if self._stopped.is_set():
             return
         self._stopped.set()
         self._flush_output()
-        self.broadcast(protocol.event("exited", {"exit_code": exit_code, "steps": self.session.step}))
+        self.broadcast(protocol.event("exited", {"exit_code": exit_code, "steps": self.session.step, "error": error}))
         with self._lock:
             clients = list(self._clients)
         for c in clients:

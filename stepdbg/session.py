@@ -34,6 +34,7 @@ from . import conditions as cond_mod
 from . import inspection, tensors
 from .conditions import ACTIONS, Condition
 from .hooks import HookSet
+from .inspection import is_user_file
 from .report import Report
 
 EXIT_ABORT = 3
@@ -41,10 +42,9 @@ HISTORY_LEN = 10_000
 SPIKE_WINDOW = 50
 SPIKE_MIN_STEPS = 5
 
-_PKG_DIR = os.path.dirname(os.path.abspath(__file__))
-_TORCH_DIR = os.path.dirname(os.path.abspath(torch.__file__))
-_STDLIB_DIR = os.path.dirname(os.path.abspath(os.__file__))
-_NOT_USER = (_PKG_DIR, _TORCH_DIR, "<frozen")
+
+
+WAIT_SHOWN_AFTER = 1.0  # seconds without progress before status() says where the loop waits
 
 
 class Abort(SystemExit):
@@ -102,14 +102,6 @@ def user_frame(start: FrameType | None) -> FrameType | None:
             return f
         f = f.f_back
     return None
-
-
-def is_user_file(path: str) -> bool:
-    """False for torch's, stepdbg's and the standard library's files."""
-    if path.startswith(_NOT_USER) or path.startswith("<"):
-        return False
-    path = os.path.abspath(path)
-    return not (path.startswith(_STDLIB_DIR) and "site-packages" not in path)
 
 
 def where_of(frame: FrameType | None, lineno: int | None = None) -> dict[str, Any] | None:
@@ -240,8 +232,9 @@ class Session:
         os.register_at_fork(after_in_child=self._forked)
         return self
 
-    def stop(self, exit_code: int | None = None) -> None:
-        """Remove every hook, write the end event, close the report."""
+    def stop(self, exit_code: int | None = None, error: str | None = None) -> None:
+        """Remove every hook, write the end event, close the report. `error`: the
+        exception that ended the script, as its traceback's last lines."""
         if not self._active:
             return
         self._active = False
@@ -252,8 +245,8 @@ class Session:
             with contextlib.suppress(Exception):
                 fn()
         if self.server is not None:
-            self.server.stop(exit_code)
-        self.report.write("end", exit_code=exit_code, steps=self.step, breaks=len(self.breaks),
+            self.server.stop(exit_code, error)
+        self.report.write("end", exit_code=exit_code, error=error, steps=self.step, breaks=len(self.breaks),
                           repeats_not_reported=self.repeats)
         if self.repeats:
             self._say("conditions that stayed true (reported once): "
@@ -413,7 +406,7 @@ class Session:
 
         def wrap_init_pg(orig: Callable[..., Any]) -> Callable[..., Any]:
             def init_process_group(*args: Any, **kwargs: Any) -> Any:
-                session.ranks.job_timeout = kwargs.get("timeout")
+                session.ranks.job_started(kwargs.get("timeout"))
                 result = orig(*args, **kwargs)
                 if session.frontends:
                     session._guard("ranks", session.ranks.raise_timeout)
@@ -1332,8 +1325,27 @@ class Session:
             "state": "paused" if self.paused else "running",
             "frontends": self.frontends,
             "paused": asdict(self.paused) if self.paused else None,
+            "waiting": self._guard("waiting", self.waiting),
             "breaks": [c.spec for c in self.conditions], "actions": self.actions,
         }
+
+    def waiting(self) -> dict[str, Any] | None:
+        """Where the training thread waits when it has made no progress for a second (a
+        stalled loader, a collective waiting for another rank); in a collective, how long
+        it has before the process-group timeout ends the job."""
+        if self.paused is not None or self._thread is None:
+            return None
+        idle = time.monotonic() - self._last_progress
+        frame = sys._current_frames().get(self._thread)
+        if idle < WAIT_SHOWN_AFTER or frame is None:
+            return None
+        multi = self.ranks.active()
+        out = {"idle_s": round(idle, 1), **inspection.blocked_in(frame, multi), "timeout_s": None, "left_s": None}
+        if out["collective"] and multi:
+            timeout = self.ranks.timeout_at(self._last_progress)
+            if timeout is not None:
+                out["timeout_s"], out["left_s"] = timeout, round(max(0.0, timeout - idle), 1)
+        return out
 
     def replay(self) -> dict[str, Any]:
         """Replay the step under anomaly detection and per-module checks; report the producer."""

@@ -51,6 +51,7 @@ class SessionInfo:
     token: str
     started: float
     rank: int | None = None
+    local_rank: int | None = None
     world_size: int | None = None
     job_id: str | None = None
     path: str = ""

@@ -9,19 +9,20 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import ROOT
+from conftest import ROOT, marked_line
 from test_attach import private_runtime_dir  # noqa: F401 (fixture)
 
-from stepdbg import client, sessions
+from stepdbg import client, job, sessions
 
 FIXTURE = Path(__file__).parent / "fixtures" / "ddp_train.py"
 WAIT = 60
 pytestmark = pytest.mark.timeout(180)
 
 
-def start(tmp_path: Path, *stepdbg_args: str, script_args: tuple[str, ...] = ()) -> subprocess.Popen:
+def start(tmp_path: Path, *stepdbg_args: str, script_args: tuple[str, ...] = (),
+          torchrun_args: tuple[str, ...] = ()) -> subprocess.Popen:
     cmd = [sys.executable, "-m", "stepdbg", *stepdbg_args, "--report", str(tmp_path / "r.jsonl"), "torchrun",
-           "--standalone", "--nproc_per_node=2", str(FIXTURE), *script_args]
+           "--standalone", "--nproc_per_node=2", *torchrun_args, str(FIXTURE), *script_args]
     return subprocess.Popen(cmd, cwd=ROOT, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
 
@@ -97,17 +98,59 @@ def test_a_pause_longer_than_the_collective_timeout_does_not_kill_the_job(tmp_pa
     assert code == 0 and out.count("finished") == 2, err[-2000:]
 
 
-def test_a_rank_that_dies_is_reported_and_nothing_hangs(tmp_path, private_runtime_dir):  # noqa: F811
-    proc = start(tmp_path, script_args=("--die-at", "5", "--sleep", "0.05", "--steps", "200", "--timeout", "20"))
-    r0, r1 = both_ranks(proc)
+def test_a_rank_that_dies_is_shown_dead_with_its_exit_code_and_last_output(tmp_path, private_runtime_dir):  # noqa: F811
+    """Rank 1 prints a line and os._exit(7)s at step 5. Its client sees it gone and
+    nothing hangs. torchrun's output (with --tee 3, as the TUI launcher runs it) gives the
+    exit code by pid and each rank's last lines, which the ranks table ties to the rank."""
+    proc = start(tmp_path, torchrun_args=("--tee", "3"),
+                 script_args=("--die-at", "5", "--sleep", "0.05", "--steps", "200", "--timeout", "20"))
+    ranks = job.Job(both_ranks(proc))
     try:
-        gone = r1.wait_exited(WAIT)
-        assert gone is not None and "lost" in gone  # rank 1 vanished without a goodbye
+        assert "lost" in ranks.clients[1].wait_exited(WAIT)  # vanished without a goodbye
+        assert ranks.clients[0].wait_exited(WAIT) is not None  # torchrun stops the others
+        rows = ranks.rank_table()
+        assert [r["state"] for r in rows] == ["dead", "dead"]
+        assert rows[1]["note"].startswith("no exit code seen: killed by a signal, os._exit or a crash")
     finally:
-        r0.close()
-        r1.close()
+        ranks.close()
     code, out, err = finish(proc)
-    assert code != 0 and "exitcode  : 7" in err.replace("exitcode: 7", "exitcode  : 7") or code != 0
+    assert code != 0
+    log = job.TorchrunLog()
+    for line in (out + err).splitlines():
+        log.feed(line)
+    rows = [job.rank_row(r, c, None, None, log) for r, c in enumerate(ranks.clients)]
+    assert rows[1]["note"] == "exit code 7 (from torchrun); last output: rank 1 dies now", rows
+    # Rank 0 either ends on its own (the all-reduce fails: exit code 1 and the error) or
+    # is stopped by torchrun first; both are said.
+    assert rows[0]["note"].startswith(("exit code 1; RuntimeError:", "torchrun sent SIGTERM after a rank failed")), rows
+
+
+def test_a_stalled_rank_and_the_time_the_waiting_rank_has_left(tmp_path, private_runtime_dir):  # noqa: F811
+    """Rank 1 hangs 12 s before its step-2 forward (a loader that stalls); rank 0 waits in
+    the backward's all-reduce under the job's 60 s gloo timeout. Attached after the wait
+    began, the ranks table shows rank 0 in a collective with the time left (the raised
+    timeout only covers collectives started after the attach) and where rank 1 is stuck."""
+    proc = start(tmp_path, script_args=("--stall-at", "2", "--stall-s", "12", "--steps", "4", "--timeout", "60"))
+    assert proc.stdout is not None
+    for line in proc.stdout:  # the stall began
+        if "rank 1 stalls" in line:
+            break
+    time.sleep(1.5)
+    ranks = job.Job(client.connect_job())
+    try:
+        deadline = time.monotonic() + 8
+        while (rows := ranks.rank_table())[0]["state"] != "in collective" and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert rows[0]["state"] == "in collective", rows
+        assert "in backward (DDP's gradient all-reduce waits in it) at ddp_train.py:" in rows[0]["note"]
+        left = int(rows[0]["note"].split("; ")[1].split("s left")[0])
+        assert 40 <= left <= 59 and rows[0]["note"].endswith("left before the 1m 00s collective timeout ends the job")
+        assert rows[1]["state"] == "running" and rows[1]["note"].startswith("no progress for "), rows
+        assert f"at ddp_train.py:{marked_line(FIXTURE, 'stall')} in <module>" in rows[1]["note"]
+    finally:
+        ranks.close()
+    code, out, err = finish(proc)
+    assert code == 0, err[-2000:]
 
 
 def test_attach_to_the_whole_job_from_the_console(tmp_path, private_runtime_dir):  # noqa: F811
@@ -118,13 +161,13 @@ def test_attach_to_the_whole_job_from_the_console(tmp_path, private_runtime_dir)
     try:
         for w in watchers:
             assert w.wait_paused(WAIT)["step"] == 2
-        job = sessions.listing()[0].job_id
-        out = subprocess.run([sys.executable, "-m", "stepdbg", "attach", job],
+        job_id = sessions.listing()[0].job_id
+        out = subprocess.run([sys.executable, "-m", "stepdbg", "attach", job_id],
                              input="ranks\ncompare float(loss)\nrank 1\np x\nlr 0.001 pin\nbreak rm nan\nc\n",
                              capture_output=True, text=True, timeout=WAIT, cwd=ROOT)
         assert out.returncode == 0, out.stderr
         text = out.stderr
-        assert f"attached to job {job}: 2 ranks, rank 0 in view" in text
+        assert f"attached to job {job_id}: 2 ranks, rank 0 in view" in text
         assert "* rank 0: paused     step 2 before_optimizer_step  — paused for rank 1's break" in text
         assert "  rank 1: paused     step 2 before_optimizer_step  — paused at step 2 for this rank's break" in text
         assert "rank 0: " in text and "rank 1: nan" in text  # compare: rank 1's loss is the odd one

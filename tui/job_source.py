@@ -11,13 +11,17 @@ import asyncio
 from collections.abc import AsyncIterator
 from typing import Any
 
-from stepdbg.job import BROADCAST, RankView
+from stepdbg.job import BROADCAST, RankView, TorchrunLog, gone_note, rank_row
 
 
 class JobSource(RankView):
-    def __init__(self, clients: list[Any]) -> None:
+    """`torchrun`: what the launcher reads of torchrun's output (exit codes, each rank's
+    last lines); None when attached to a job started elsewhere."""
+
+    def __init__(self, clients: list[Any], torchrun: TorchrunLog | None = None) -> None:
         self.clients = clients
         self.current = 0
+        self.torchrun = torchrun
         self._queue: asyncio.Queue[tuple[int, dict[str, Any]]] = asyncio.Queue()
         self._tasks = [asyncio.get_running_loop().create_task(self._pump(r, c)) for r, c in enumerate(clients)]
 
@@ -40,10 +44,9 @@ class JobSource(RankView):
                 if all(c.exited is not None for c in self.clients):
                     yield {"type": "event", "event": "exited", "data": self.client.exited}
                     return
-                gone = ev.get("data") or {}
-                text = gone if isinstance(gone, str) else f"exit code {gone.get('exit_code')}"
-                yield {"type": "event", "event": "output",
-                       "data": [{"stream": "stderr", "lines": [f"[rank {rank}] is gone: {text}"]}]}
+                c = self.clients[rank]
+                yield {"type": "event", "event": "output", "data": [
+                    {"stream": "stderr", "lines": [f"[rank {rank}] is gone: {gone_note(c.exited or {}, [])}"]}]}
                 continue
             if name == "output":
                 ev = {**ev, "data": [{**b, "lines": [f"[rank {rank}] {ln}" for ln in b["lines"]]} for b in ev["data"]]}
@@ -68,23 +71,14 @@ class JobSource(RankView):
         await asyncio.gather(*(c.pause_at(n) for c in live))
 
     async def rank_table(self) -> list[dict[str, Any]]:
-        rows = []
-        any_paused = any(c.paused is not None for c in self.clients if c.exited is None)
-        for r, c in enumerate(self.clients):
-            if c.exited is not None:
-                rows.append({"rank": r, "state": "dead" if "lost" in c.exited else "exited", "step": None,
-                             "phase": None, "loss": None, "grad_norm": None, "note": str(c.exited.get("lost") or
-                                                                                         c.exited.get("exit_code"))})
-                continue
-            st, hist = await asyncio.gather(c.status(), c.get_history(1))
-            last = hist[-1] if hist else {}
-            note = (st.get("paused") or {}).get("reason") or ""
-            if st["state"] == "running" and any_paused:
-                note = "waiting, most likely inside a collective for a paused rank (Threads shows where); " \
-                       "its collective timeout is raised while attached"
-            rows.append({"rank": r, "state": st["state"], "step": st["step"], "phase": st["phase"],
-                         "loss": last.get("loss"), "grad_norm": last.get("grad_norm"), "note": note})
-        return rows
+        async def row(r: int, c: Any) -> dict[str, Any]:
+            try:
+                st, hist = await asyncio.gather(c.status(), c.get_history(1)) if c.exited is None else (None, [])
+            except ConnectionError:
+                st, hist = None, []
+            return rank_row(r, c, st, hist[-1] if hist else None, self.torchrun)
+
+        return list(await asyncio.gather(*(row(r, c) for r, c in enumerate(self.clients))))
 
     async def close(self, then: str = "stay") -> None:
         for t in self._tasks:

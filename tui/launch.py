@@ -13,24 +13,27 @@ from typing import Any
 from stepdbg import sessions
 from stepdbg.async_client import AsyncClient
 from stepdbg.client import TargetError
+from stepdbg.job import TorchrunLog
 
 START_TIMEOUT = 120.0
 
 
-async def _open(target: str | None, token: str | None, job: list[sessions.SessionInfo] | None) -> Any:
+async def _open(target: str | None, token: str | None, job: list[sessions.SessionInfo] | None,
+                torchrun: TorchrunLog | None = None) -> Any:
     if job is None:
         return await AsyncClient.connect(target, token=token)
     from .job_source import JobSource
 
-    return JobSource([await AsyncClient.connect(info.address, token=info.token) for info in job])
+    return JobSource([await AsyncClient.connect(info.address, token=info.token) for info in job], torchrun)
 
 
 async def _run(target: str | None, token: str | None, output: list[tuple[str, str]] | None,
-               hold: dict[str, Any], job: list[sessions.SessionInfo] | None = None) -> str | None:
+               hold: dict[str, Any], job: list[sessions.SessionInfo] | None = None,
+               torchrun: TorchrunLog | None = None) -> str | None:
     from .app import StepdbgApp
 
-    client = await _open(target, token, job)
-    app = StepdbgApp(client, reconnect=lambda: _open(target, token, job))
+    client = await _open(target, token, job, torchrun)
+    app = StepdbgApp(client, reconnect=lambda: _open(target, token, job, torchrun))
     hold["app"] = app
     app.log_buffer.extend(output or [])  # what the job printed before the UI came up
     try:
@@ -57,10 +60,13 @@ def launch_tui(cmd: list[str], env: dict[str, str], ranks: int | None = None) ->
     output: list[tuple[str, str]] = []
     hold: dict[str, Any] = {"app": None}
     lock = threading.Lock()
+    torchrun = TorchrunLog()  # exit codes and each rank's last lines, from torchrun's output
 
     def relay(stream: Any, name: str) -> None:
         for line in stream:
             line = line.rstrip("\n")
+            if ranks:
+                torchrun.feed(line)
             with lock:
                 app = hold.get("app")
                 if app is None:
@@ -81,7 +87,7 @@ def launch_tui(cmd: list[str], env: dict[str, str], ranks: int | None = None) ->
         if ranks:
             job = _wait_for_ranks(child, ranks)
             if job:
-                asyncio.run(_run(None, None, list(output), hold, job))
+                asyncio.run(_run(None, None, list(output), hold, job, torchrun))
         else:
             info = _wait_for_session(child)
             if info is not None:
