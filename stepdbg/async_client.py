@@ -21,7 +21,7 @@ from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from . import protocol
-from .client import OUTPUT_TAIL, ClientError, Ops, TargetError, resolve
+from .client import OUTPUT_TAIL, ClientError, Endpoint, Ops, TargetError, resolve
 
 
 class AsyncClient(Ops):
@@ -44,6 +44,11 @@ class AsyncClient(Ops):
     async def connect(cls, target: str | None = None, token: str | None = None, timeout: float = 10.0,
                       probe: bool = False) -> AsyncClient:
         ep = await asyncio.to_thread(resolve, target, token)  # ssh listing blocks: off the loop
+        return await cls.connect_endpoint(ep, timeout, probe)
+
+    @classmethod
+    async def connect_endpoint(cls, ep: Endpoint, timeout: float = 10.0, probe: bool = False) -> AsyncClient:
+        """Connect to a resolved endpoint; its `close` (an ssh tunnel) goes with the client."""
         try:
             return await asyncio.wait_for(cls._open(ep.address, ep.token, ep.close, probe), timeout)
         except (OSError, TimeoutError) as e:

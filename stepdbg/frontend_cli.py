@@ -59,14 +59,14 @@ def attach(args: list[str]) -> int:
         target, i = a, i + 1
     from .cli import _at_terminal
 
-    if not repl and _at_terminal() and not _is_ssh_job(target):
+    if not repl and _at_terminal():
         from stepdbg_tui.launch import attach_tui
 
-        job = _job_target(target)
-        if job is not None:
-            from .client import find_job
+        endpoints = job_endpoints(target)
+        if endpoints is not None:
+            first = [endpoints]  # a reconnect (ctrl+r) finds the ranks again
 
-            return attach_tui(None, None, find_job(job))
+            return attach_tui(None, None, lambda: first.pop() if first else job_endpoints(target) or [])
         return attach_tui(target, token)
     from .console import attach_console
 
@@ -89,29 +89,38 @@ def open_job(target: str | None) -> Any:
     """A Job over every rank when TARGET names a distributed job (locally or ssh://), else None."""
     from .job import Job
 
-    if target is not None and target.startswith("ssh://"):
-        from .client import connect_address
-        from .remote import job_rows, open_job_tunnels
+    endpoints = job_endpoints(target)
+    if endpoints is None:
+        return None
+    clients: list[Any] = []
+    try:
+        for ep in endpoints:
+            clients.append(connect_address(ep.address, ep.token, closer=ep.close))
+    except BaseException:
+        for c in clients:
+            c.close()
+        for ep in endpoints[len(clients) + 1:]:  # tunnels no client holds yet
+            if ep.close is not None:
+                ep.close()
+        raise
+    return Job(clients)
 
+
+def job_endpoints(target: str | None) -> list[Any] | None:
+    """Every rank's endpoint, in rank order, when TARGET names a distributed job: on this
+    machine, or ssh://node/JOB; ranks on other nodes are reached over ssh to each node."""
+    from .remote import job_endpoints as gather
+    from .remote import job_rows
+
+    if target is not None and target.startswith("ssh://"):
         found = job_rows(target)
-        if found is None:
-            return None
-        endpoints = open_job_tunnels(*found)
-        return Job([connect_address(ep.address, ep.token, closer=ep.close) for ep in endpoints])
+        return gather(*found) if found is not None else None
     job = _job_target(target)
     if job is None:
         return None
-    from .client import connect_job
+    from .client import find_job
 
-    return Job(connect_job(job))
-
-
-def _is_ssh_job(target: str | None) -> bool:
-    if target is None or not target.startswith("ssh://"):
-        return False
-    from .remote import job_rows
-
-    return job_rows(target) is not None
+    return gather(None, [_with_status(s, with_token=True) for s in find_job(job)])
 
 
 def _job_target(target: str | None) -> str | None:
@@ -161,6 +170,8 @@ def _with_status(info: sessions.SessionInfo, with_token: bool) -> dict:
         try:
             st = c.status()
             row.update(step=st["step"], state=st["state"], phase=st["phase"])
+            if with_token and (info.world_size or 1) > 1:  # attaching: where the job's other ranks run
+                row["nodes"] = {int(r): n for r, n in c.call("job_nodes")["nodes"].items()}
         finally:
             c.close()
     except (TargetError, ClientError, ConnectionError, TimeoutError, OSError) as e:

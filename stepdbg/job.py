@@ -95,7 +95,9 @@ class TorchrunLog:
     the exit code of the rank that failed (by pid), the signal it sent the others, and
     each rank's last lines (with ``--tee 3`` torchrun prefixes them ``[default0]:``)."""
 
-    FAILED = re.compile(r"failed \(exitcode: (-?\d+)\) local_rank: \d+ \(pid: (\d+)\)")
+    # The first failure as it happens, and every failure in the summary torchrun prints last.
+    FAILED = re.compile(r"failed \(exitcode: (-?\d+)\) local_rank: \d+ \(pid: (\d+)\)|"
+                        r"^\s*exitcode\s*: (-?\d+) \(pid: (\d+)\)")
     STOPPING = re.compile(r"Sending process (\d+) closing signal (SIG\w+)")
     PREFIX = re.compile(r"^\[[A-Za-z_]*?(\d+)\]:(.*)$")
 
@@ -108,7 +110,8 @@ class TorchrunLog:
             if m.group(2).strip():
                 self.tails.setdefault(int(m.group(1)), deque(maxlen=OUTPUT_TAIL)).append(m.group(2))
         elif m := self.FAILED.search(line):
-            self.ends[int(m.group(2))] = {"exit_code": int(m.group(1)), "exit_code_from": "torchrun"}
+            code, pid = (m.group(1), m.group(2)) if m.group(1) is not None else (m.group(3), m.group(4))
+            self.ends[int(pid)] = {"exit_code": int(code), "exit_code_from": "torchrun"}
         elif m := self.STOPPING.search(line):
             self.ends[int(m.group(1))] = {"stopped_by": f"torchrun sent {m.group(2)} after a rank failed"}
 

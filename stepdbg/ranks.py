@@ -19,6 +19,7 @@ from datetime import timedelta
 from typing import Any
 
 KEY = "stepdbg/pause"
+NODE_KEY = "stepdbg/node/"
 EARLY_PHASES = ("before_forward", "after_forward", "before_backward", "forward")
 PAUSED_TIMEOUT = timedelta(days=7)
 
@@ -45,7 +46,30 @@ class Ranks:
             return False
         if self._world is None:
             self._world = d.get_world_size()
+            if self._world > 1:
+                self._publish_node()
         return self._world > 1
+
+    def world(self) -> int:
+        return (self._world or 1) if self.active() else int(os.environ.get("WORLD_SIZE", 1))
+
+    def _publish_node(self) -> None:
+        """Say in the store which node this rank runs on, so that a client that reached
+        one node finds the others (once, when the process group is first seen)."""
+        try:
+            from .sessions import node_name
+
+            self._store().set(f"{NODE_KEY}{self._dist().get_rank()}", node_name())
+        except Exception:  # a job without a usable store still trains; attach reaches this node only
+            pass
+
+    def nodes(self) -> dict[int, str]:
+        """rank -> node name, for the ranks that have said so."""
+        if not self.active():
+            return {}
+        store = self._store()
+        keys = [(r, f"{NODE_KEY}{r}") for r in range(self.world())]
+        return {r: store.get(k).decode() for r, k in keys if store.check([k])}
 
     @property
     def rank(self) -> int:

@@ -121,12 +121,45 @@ def job_rows(url: str) -> tuple[SshTarget, list[dict[str, Any]]] | None:
     return t, sorted((r for r in rows if r.get("job_id") == job), key=lambda r: r.get("rank") or 0)
 
 
-def open_job_tunnels(t: SshTarget, rows: list[dict[str, Any]]) -> list[Endpoint]:
-    """One ssh connection forwarding a private local socket to every rank's socket."""
-    return _forward(t, rows)
+def job_endpoints(first: SshTarget | None, rows: list[dict[str, Any]]) -> list[Endpoint]:
+    """Every rank of the job, in rank order, from the rows of its ranks on one node
+    (`first`: the ssh target they came from; None: this machine). The other nodes are
+    named by the ranks themselves (each puts its node in the job's store; `nodes` in the
+    rows) and reached with one ssh connection per node, as the same user and port."""
+    job = rows[0]["job_id"]
+    world = max(r.get("world_size") or 1 for r in rows)
+    groups: list[tuple[SshTarget | None, list[dict[str, Any]]]] = [(first, rows)]
+    nodes: dict[int, str] = next((r["nodes"] for r in rows if r.get("nodes")), {})
+    for node in sorted(set(nodes.values()) - {r["host"] for r in rows}):
+        there = SshTarget(first.user if first else None, node, first.port if first else None, job)
+        groups.append((there, [r for r in remote_listing(there, with_token=True) if r.get("job_id") == job]))
+    owner: dict[int, tuple[SshTarget | None, dict[str, Any]]] = {}
+    for t, rs in groups:
+        for r in rs:
+            owner.setdefault(r["rank"], (t, r))
+    missing = [r for r in range(world) if r not in owner]
+    if missing:
+        seen = ", ".join(sorted({r["host"] for _, rs in groups for r in rs}))
+        raise TargetError(f"job {job} has {world} ranks; ranks {missing} were not found (searched {seen}). Each rank "
+                          "names its node in the job's store once its process group exists; set STEPDBG_NODE where "
+                          "the hostname is not what ssh reaches")
+    found: dict[int, Endpoint] = {}
+    try:
+        for t, rs in groups:
+            mine = [r for r in rs if owner[r["rank"]][1] is r]
+            eps = _forward(t, mine) if t is not None else [Endpoint(r["address"], r["token"]) for r in mine]
+            found.update({r["rank"]: ep for r, ep in zip(mine, eps, strict=True)})
+    except BaseException:
+        for ep in found.values():
+            if ep.close is not None:
+                ep.close()
+        raise
+    return [found[r] for r in range(world)]
 
 
 def _forward(t: SshTarget, rows: list[dict[str, Any]]) -> list[Endpoint]:
+    if not rows:
+        return []
     local_dir = tempfile.mkdtemp(prefix="stepdbg-ssh-")  # 0700
     locals_ = [os.path.join(local_dir, f"s{i}.sock") for i in range(len(rows))]
     forwards = [a for local, r in zip(locals_, rows, strict=True) for a in ("-L", f"{local}:{r['address']}")]

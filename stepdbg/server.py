@@ -41,6 +41,10 @@ class Handlers:
     def op_status(self) -> dict[str, Any]:
         return self.s.status()
 
+    def op_job_nodes(self) -> dict[str, Any]:
+        """The node of every rank of this distributed job, from the job's store."""
+        return {"world_size": self.s.ranks.world(), "nodes": self.s.ranks.nodes()}
+
     def op_breaks(self) -> list[str]:
         return [c.spec for c in self.s.conditions]
 
@@ -191,7 +195,7 @@ class Server:
         self._sock = sock
         s = self.session
         self.info = sessions.SessionInfo(
-            id=str(os.getpid()), pid=os.getpid(), host=socket.gethostname(), argv=s.argv,
+            id=str(os.getpid()), pid=os.getpid(), host=sessions.node_name(), argv=s.argv,
             address=address, token=self.token, started=time.time(),
             rank=_env_int("RANK"), local_rank=_env_int("LOCAL_RANK"), world_size=_env_int("WORLD_SIZE"),
             job_id=os.environ.get("TORCHELASTIC_RUN_ID") or os.environ.get("SLURM_JOB_ID"),

@@ -408,6 +408,7 @@ class Session:
             def init_process_group(*args: Any, **kwargs: Any) -> Any:
                 session.ranks.job_started(kwargs.get("timeout"))
                 result = orig(*args, **kwargs)
+                session._guard("ranks", session.ranks.active)  # says which node this rank is on
                 if session.frontends:
                     session._guard("ranks", session.ranks.raise_timeout)
                 return result

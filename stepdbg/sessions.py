@@ -12,10 +12,16 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import socket
 import stat
 import tempfile
 from dataclasses import dataclass
 from typing import Any
+
+
+def node_name() -> str:
+    """This machine's name as other machines reach it over ssh: STEPDBG_NODE, else the hostname."""
+    return os.environ.get("STEPDBG_NODE") or socket.gethostname()
 
 
 def runtime_dir() -> str:

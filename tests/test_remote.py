@@ -56,7 +56,7 @@ PermitRootLogin yes
 PermitUserEnvironment yes
 AllowStreamLocalForwarding yes
 AllowTcpForwarding yes
-SetEnv STEPDBG_RUNTIME_DIR={private_runtime_dir}
+AcceptEnv STEPDBG_RUNTIME_DIR
 """)
     os.makedirs("/run/sshd", exist_ok=True)
     proc = subprocess.Popen([SSHD, "-D", "-e", "-f", str(d / "sshd_config")],
@@ -212,3 +212,57 @@ def test_a_job_started_with_the_environment_variable_is_attached_as_a_whole_over
                 proc.kill()
     finally:
         subprocess.run([sys.executable, "-m", "stepdbg", "hook", "remove"], check=True, capture_output=True)
+
+
+def test_a_job_on_two_nodes_is_attached_through_ssh_to_each_node(sshd, tmp_path, monkeypatch):
+    """Two "nodes" on this machine: two torchrun agents (--nnodes=2, one rank each) whose
+    ranks keep their session files apart, as two machines would, and ssh reaches them as
+    nodeA and nodeB (one sshd; each alias sends its own runtime dir). Attaching to
+    ssh://nodeA/JOB finds rank 1 on nodeB from the node names the ranks put in the job's
+    store, opens a tunnel to each node, and pauses and continues the whole job."""
+    from test_ranks import FIXTURE as DDP
+
+    from stepdbg.frontend_cli import open_job
+
+    port, dirs = free_port(), {n: tmp_path / n for n in ("nodeA", "nodeB")}
+    for d in dirs.values():
+        d.mkdir(mode=0o700)
+    cfg = tmp_path / "two_nodes_ssh_config"
+    cfg.write_text("".join(f"Host {n}\n    HostName 127.0.0.1\n    Port {sshd['port']}\n    SetEnv STEPDBG_RUNTIME_DIR={d}\n"
+                           for n, d in dirs.items()) + (sshd["dir"] / "ssh_config").read_text())
+    monkeypatch.setenv("STEPDBG_SSH", f"ssh -F {cfg}")
+    monkeypatch.setenv("STEPDBG_REMOTE", f"{sys.executable} -m stepdbg")
+    procs = [subprocess.Popen(
+        [sys.executable, "-m", "stepdbg", "serve", "-q", "--break", "step==3", "torchrun", "--nnodes=2",
+         f"--node_rank={i}", "--nproc_per_node=1", "--rdzv-id=twonodes", "--master_addr=127.0.0.1",
+         f"--master_port={port}", str(DDP), "--steps", "8"],
+        cwd=ROOT, env={**os.environ, "STEPDBG_RUNTIME_DIR": str(d), "STEPDBG_NODE": n},
+        stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        for i, (n, d) in enumerate(dirs.items())]
+    job = None
+    try:
+        deadline = time.monotonic() + WAIT
+        while job is None:  # rank 1's node is known once the process group exists
+            assert time.monotonic() < deadline and all(p.poll() is None for p in procs)
+            try:
+                job = open_job("ssh://nodeA/twonodes")
+            except TargetError as e:
+                assert "not found" in str(e) or "no session" in str(e), e
+                time.sleep(0.5)
+        assert job is not None and [c.session["host"] for c in job.clients] == ["nodeA", "nodeB"]
+        for c in job.clients:
+            brk = c.wait_paused(WAIT)
+            assert (brk["step"], brk["phase"]) == (3, "before_optimizer_step")
+        assert [(r["rank"], r["state"]) for r in job.rank_table()] == [(0, "paused"), (1, "paused")]
+        assert job.compare("dist.get_rank()") == [(0, "0"), (1, "1")]
+        job.cont()
+        for c in job.clients:
+            assert c.wait_exited(WAIT)["exit_code"] == 0
+    finally:
+        if job is not None:
+            job.close()
+        for p in procs:
+            if job is None:
+                p.kill()
+        outs = [p.communicate(timeout=WAIT) for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], [err[-1500:] for _, err in outs]

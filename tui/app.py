@@ -50,6 +50,7 @@ PANELS = (("break", "Break"), ("model", "Model"), ("tensor", "Tensor"), ("optimi
           ("memory", "Memory"), ("plots", "Plots"), ("breakpoints", "Breakpoints"), ("threads", "Threads"),
           ("log", "Log"))
 
+RANKS_EVERY = 1.0  # seconds between Ranks panel refreshes while it is shown
 HELP = """\
 [b]keys[/b]
   c  continue          p  pause at the next pause point
@@ -60,7 +61,8 @@ HELP = """\
   1-9  panels: Break Model Tensor Optimizer Memory Plots Breakpoints Threads Log
   q  quit: continue the job, leave it paused for a re-attach, or end it
   ctrl+r  reconnect after the connection was lost
-  t  the next rank (a distributed job)    0  Ranks: every rank side by side
+  t  the next rank (a distributed job)    0  Ranks: every rank's state (running, paused,
+     in a collective with the time its timeout leaves, dead with its exit code), live
   o  which ranks get stepping, LR, skip and breakpoints (0,2-3 or all)
   ?  this help         escape  close a dialog / leave the REPL line"""
 
@@ -282,6 +284,8 @@ class StepdbgApp(App[str | None]):
             self.log_line(line, "red" if stream == "stderr" else "")
         self.refresh_header()
         self.set_interval(1.0, self.refresh_header)
+        if self.is_job:
+            self.set_interval(RANKS_EVERY, self.tick_ranks)
         self.pump_events()
         self.refresh_all()
 
@@ -444,6 +448,11 @@ class StepdbgApp(App[str | None]):
         elif pid == "tensor" and paused and not self.query_one("#tensor-name", Input).value:
             self.query_one("#tensor-name", Input).value = "loss"
             await self._show_tensor("loss", "")
+
+    def tick_ranks(self) -> None:
+        """The Ranks panel follows the job while it is shown (waits and countdowns move)."""
+        if self.query_one(TabbedContent).active == "ranks":
+            self.load_panel("ranks")
 
     @on(TabbedContent.TabActivated)
     def tab_changed(self, event: TabbedContent.TabActivated) -> None:

@@ -8,32 +8,45 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 from stepdbg import sessions
 from stepdbg.async_client import AsyncClient
-from stepdbg.client import TargetError
+from stepdbg.client import Endpoint, TargetError
 from stepdbg.job import TorchrunLog
 
 START_TIMEOUT = 120.0
 
 
-async def _open(target: str | None, token: str | None, job: list[sessions.SessionInfo] | None,
-                torchrun: TorchrunLog | None = None) -> Any:
-    if job is None:
+Ranks = Callable[[], list[Endpoint]]  # finds every rank of a job again (for a reconnect too)
+
+
+async def _open(target: str | None, token: str | None, ranks: Ranks | None, torchrun: TorchrunLog | None = None) -> Any:
+    if ranks is None:
         return await AsyncClient.connect(target, token=token)
     from .job_source import JobSource
 
-    return JobSource([await AsyncClient.connect(info.address, token=info.token) for info in job], torchrun)
+    clients: list[AsyncClient] = []
+    endpoints = await asyncio.to_thread(ranks)  # ssh listings block: off the loop
+    try:
+        for ep in endpoints:
+            clients.append(await AsyncClient.connect_endpoint(ep))
+    except BaseException:
+        await asyncio.gather(*(c.close() for c in clients))
+        for ep in endpoints[len(clients) + 1:]:
+            if ep.close is not None:
+                ep.close()
+        raise
+    return JobSource(clients, torchrun)
 
 
 async def _run(target: str | None, token: str | None, output: list[tuple[str, str]] | None,
-               hold: dict[str, Any], job: list[sessions.SessionInfo] | None = None,
-               torchrun: TorchrunLog | None = None) -> str | None:
+               hold: dict[str, Any], ranks: Ranks | None = None, torchrun: TorchrunLog | None = None) -> str | None:
     from .app import StepdbgApp
 
-    client = await _open(target, token, job, torchrun)
-    app = StepdbgApp(client, reconnect=lambda: _open(target, token, job, torchrun))
+    client = await _open(target, token, ranks, torchrun)
+    app = StepdbgApp(client, reconnect=lambda: _open(target, token, ranks, torchrun))
     hold["app"] = app
     app.log_buffer.extend(output or [])  # what the job printed before the UI came up
     try:
@@ -44,9 +57,9 @@ async def _run(target: str | None, token: str | None, output: list[tuple[str, st
     return choice
 
 
-def attach_tui(target: str | None, token: str | None, job: list[sessions.SessionInfo] | None = None) -> int:
-    """`stepdbg attach` with the TUI (on one process, or on every rank of a local job)."""
-    asyncio.run(_run(target, token, None, {}, job))
+def attach_tui(target: str | None, token: str | None, ranks: Ranks | None = None) -> int:
+    """`stepdbg attach` with the TUI (on one process, or on every rank of a job)."""
+    asyncio.run(_run(target, token, None, {}, ranks))
     return 0
 
 
@@ -87,7 +100,8 @@ def launch_tui(cmd: list[str], env: dict[str, str], ranks: int | None = None) ->
         if ranks:
             job = _wait_for_ranks(child, ranks)
             if job:
-                asyncio.run(_run(None, None, list(output), hold, job, torchrun))
+                endpoints = [Endpoint(s.address, s.token) for s in job]
+                asyncio.run(_run(None, None, list(output), hold, lambda: endpoints, torchrun))
         else:
             info = _wait_for_session(child)
             if info is not None:

@@ -402,6 +402,9 @@ def render_header(session: dict[str, Any], status: dict[str, Any], elapsed: floa
     return t
 
 
+STATE_STYLE = {"dead": "red", "exited": "red", "in collective": "yellow"}
+
+
 class RanksPanel(Vertical):
     """Every rank side by side: state, step, phase, last loss and grad norm, and why."""
 
@@ -417,7 +420,7 @@ class RanksPanel(Vertical):
         t = self.query_one(DataTable)
         t.clear()
         for r in rows:
-            style = "bold" if r["rank"] == current else ("red" if r["state"] in ("dead", "exited") else "")
+            style = "bold" if r["rank"] == current else STATE_STYLE.get(r["state"], "")
             cells = [f"{'▶ ' if r['rank'] == current else '  '}{r['rank']}", r["state"], num(r["step"]),
                      num(r["phase"]), num(r["loss"]), num(r["grad_norm"]), r["note"]]
             t.add_row(*[Text(str(c), style=style) for c in cells], key=str(r["rank"]))
