@@ -44,7 +44,9 @@ def attach(args: list[str]) -> int:
         if a in ("-h", "--help"):
             print("usage: stepdbg attach [TARGET] [--token TOKEN] [--repl]\n"
                   "TARGET: a session id or pid, a socket path, HOST:PORT, or ssh://[user@]host[:port][/session];\n"
-                  "none: the only local session (stepdbg ls lists them).\n"
+                  "a distributed job: its id (torchrun run id or SLURM job id) or ssh://node/JOB, every rank on\n"
+                  "every node (the other nodes are reached over ssh as the same user);\n"
+                  "none: the only local session or job (stepdbg ls lists them).\n"
                   "At a terminal it opens the TUI; --repl (or no terminal) gives the line console.")
             return 0
         if a == "--token":
@@ -169,7 +171,8 @@ def _with_status(info: sessions.SessionInfo, with_token: bool) -> dict:
         c = connect_address(info.address, info.token, timeout=3, probe=True)
         try:
             st = c.status()
-            row.update(step=st["step"], state=st["state"], phase=st["phase"])
+            waits_in = (st.get("waiting") or {}).get("collective")
+            row.update(step=st["step"], state="in collective" if waits_in else st["state"], phase=st["phase"])
             if with_token and (info.world_size or 1) > 1:  # attaching: where the job's other ranks run
                 row["nodes"] = {int(r): n for r, n in c.call("job_nodes")["nodes"].items()}
         finally:

@@ -53,7 +53,8 @@ def wait_note(w: dict[str, Any]) -> str:
     """What a rank that makes no progress waits in, and for a collective how long it has."""
     at = f"{os.path.basename(w['file'])}:{w['line']}"
     if not w.get("collective"):
-        return f"no progress for {duration(w['idle_s'])}, at {at} in {w['inner']}"
+        inner = "" if w["inner"].endswith(f"({at})") else f" in {w['inner']}"
+        return f"no progress for {duration(w['idle_s'])}, at {at}{inner}"
     note = f"waiting {duration(w['idle_s'])} in {w['collective']} at {at}"
     if w.get("timeout_s") is None:
         return note
