@@ -306,7 +306,7 @@ def blocked_in(frame: FrameType, multi_rank: bool) -> dict[str, Any]:
             collective = f"DistributedDataParallel.{fs.name}"
             break
     if collective is None and multi_rank and any(fs.name == "_engine_run_backward" for fs in stack):
-        collective = "backward (DDP's gradient all-reduce waits in it)"
+        collective = "backward (DDP's all-reduce)"
     return {"file": user.filename, "line": user.lineno, "function": user.name, "code": user.line,
             "inner": f"{stack[-1].name} ({os.path.basename(stack[-1].filename)}:{stack[-1].lineno})",
             "collective": collective}

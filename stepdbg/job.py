@@ -55,12 +55,12 @@ def wait_note(w: dict[str, Any]) -> str:
     if not w.get("collective"):
         inner = "" if w["inner"].endswith(f"({at})") else f" in {w['inner']}"
         return f"no progress for {duration(w['idle_s'])}, at {at}{inner}"
-    note = f"waiting {duration(w['idle_s'])} in {w['collective']} at {at}"
+    waiting = f"waiting {duration(w['idle_s'])} in {w['collective']} at {at}"
     if w.get("timeout_s") is None:
-        return note
+        return waiting
     if w["timeout_s"] >= 86400:
-        return note + "; no collective timeout while a client is attached"
-    return note + f"; {duration(w['left_s'])} left before the {duration(w['timeout_s'])} collective timeout ends the job"
+        return f"no collective timeout while a client is attached · {waiting}"
+    return f"{duration(w['left_s'])} left of its {duration(w['timeout_s'])} collective timeout · {waiting}"
 
 
 def gone_note(exited: dict[str, Any], tail: list[str]) -> str:

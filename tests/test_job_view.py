@@ -29,10 +29,9 @@ def test_durations(seconds, words):
 
 def test_a_rank_in_a_collective_says_how_long_its_timeout_leaves():
     w = {**WAIT, "idle_s": 95.0, "collective": "all_reduce", "timeout_s": 600.0, "left_s": 505.0}
-    assert wait_note(w) == ("waiting 1m 35s in all_reduce at train.py:40; "
-                            "8m 25s left before the 10m 00s collective timeout ends the job")
+    assert wait_note(w) == "8m 25s left of its 10m 00s collective timeout · waiting 1m 35s in all_reduce at train.py:40"
     raised = {**w, "timeout_s": 604800.0, "left_s": 604705.0}
-    assert wait_note(raised).endswith("; no collective timeout while a client is attached")
+    assert wait_note(raised).startswith("no collective timeout while a client is attached · waiting 1m 35s")
 
 
 def test_a_stalled_rank_says_where_it_is():
@@ -70,7 +69,7 @@ def test_torchrun_output_gives_exit_codes_by_pid_and_each_ranks_last_lines():
 def test_a_row_for_a_rank_in_a_collective():
     live = SimpleNamespace(exited=None, output_tail=[], session={})
     status = {"state": "running", "step": 4, "phase": "before_backward", "paused": None,
-              "waiting": {**WAIT, "idle_s": 5.0, "collective": "backward (DDP's gradient all-reduce waits in it)",
+              "waiting": {**WAIT, "idle_s": 5.0, "collective": "backward (DDP's all-reduce)",
                           "timeout_s": 60.0, "left_s": 55.0}}
     row = rank_row(0, live, status, {"loss": 0.5, "grad_norm": 1.0})
-    assert row["state"] == "in collective" and row["loss"] == 0.5 and "55s left before the 1m 00s" in row["note"]
+    assert row["state"] == "in collective" and row["loss"] == 0.5 and row["note"].startswith("55s left of its 1m 00s")

@@ -108,3 +108,19 @@ def test_log_panel(snap_compare, size):
 def test_quit_dialog(snap_compare, size):
     """Quit dialog over the break panel: continue, leave paused, end (exit code 3), cancel."""
     assert picture(snap_compare, size, "q")
+
+
+@pytest.mark.parametrize("size", SIZES)
+def test_ranks_panel_of_a_job_that_hangs(snap_compare, size):
+    """Ranks panel (0) of a 4-rank job: ranks 0 and 1 'in collective' (yellow), 5m 50s left
+    of their 10m timeout, waiting 4m 10s in the backward; rank 2 running with no progress
+    for 4m 12s at train.py:61 in _poll; rank 3 dead (red), killed by SIGKILL (from
+    torchrun), last output 'step 1811 loss 2.318'."""
+    from stepdbg_tui.source import FakeJobSource
+
+    async def run_before(pilot) -> None:
+        await settle(pilot)
+        await pilot.press("0")
+        await settle(pilot)
+
+    assert snap_compare(StepdbgApp(FakeJobSource(), clock=lambda: 1754.0), terminal_size=size, run_before=run_before)

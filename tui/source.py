@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import copy
 from collections.abc import AsyncIterator
+from types import SimpleNamespace
 from typing import Any, Protocol
 
 
@@ -250,3 +251,39 @@ class FakeSource:
 
     async def close(self, then: str = "stay") -> None:
         self._call("close", then)
+
+
+class FakeJobSource(FakeSource):
+    """A 4-rank job that hangs: rank 2 is stuck in its DataLoader, ranks 0 and 1 wait for
+    it in the backward's all-reduce with the time their timeout leaves, rank 3 was killed.
+    The rows come from the real `rank_row`, so the pictures show the words users get."""
+
+    def __init__(self) -> None:
+        super().__init__(paused=False)
+        self.session = {**self.session, "rank": 0, "world_size": 4, "job_id": "train-7f3a"}
+        self.current = 0
+        self.targets: list[int] | None = None
+        self.clients = [SimpleNamespace(exited=None, output_tail=[], session={}) for _ in range(3)] + [
+            SimpleNamespace(exited={"exit_code": None, "lost": "closed"}, output_tail=["step 1811 loss 2.318"],
+                            session={"pid": 5003, "local_rank": 3})]
+
+    def switch(self, rank: int) -> None:
+        self.current = rank % len(self.clients)
+
+    async def rank_table(self) -> list[dict[str, Any]]:
+        from stepdbg.job import TorchrunLog, rank_row
+
+        where = {"file": "/work/train.py", "line": 88, "function": "main", "code": "loss.backward()",
+                 "inner": "_engine_run_backward (graph.py:829)"}
+        waiting = {**where, "idle_s": 250.0, "collective": "backward (DDP's all-reduce)",
+                   "timeout_s": 600.0, "left_s": 350.0}
+        stalled = {**where, "line": 61, "code": "for batch in loader:", "idle_s": 252.0, "collective": None,
+                   "inner": "_poll (connection.py:440)"}
+        log = TorchrunLog()
+        log.feed("E1122 api.py:1002] failed (exitcode: -9) local_rank: 3 (pid: 5003) of binary: python")
+        statuses = [{"state": "running", "step": 1812, "phase": "before_backward", "waiting": waiting},
+                    {"state": "running", "step": 1812, "phase": "before_backward", "waiting": waiting},
+                    {"state": "running", "step": 1812, "phase": "before_forward", "waiting": stalled}, None]
+        last = {"loss": 2.318, "grad_norm": 0.91}
+        return [rank_row(r, c, st, last if st else None, log)
+                for r, (c, st) in enumerate(zip(self.clients, statuses, strict=True))]
