@@ -83,12 +83,15 @@ def gone_note(exited: dict[str, Any], tail: list[str]) -> str:
     if exited.get("error"):
         lines = exited["error"].strip().splitlines()
         at = next((m for ln in reversed(lines) if (m := re.search(r'File "([^"]+)", line (\d+)', ln))), None)
-        error = lines[-1] if len(lines[-1]) <= 160 else lines[-1][:160] + "…"
-        parts.append(error + (f" at {os.path.basename(at.group(1))}:{at.group(2)}" if at else ""))
+        parts.append(_clip(lines[-1]) + (f" at {os.path.basename(at.group(1))}:{at.group(2)}" if at else ""))
     last = next((ln.strip() for ln in reversed(tail) if ln.strip()), None)
     if last:
-        parts.append(f"last output: {last if len(last) <= 160 else last[:160] + '…'}")
+        parts.append(f"last output: {_clip(last)}")
     return "; ".join(parts)
+
+
+def _clip(text: str, width: int = 160) -> str:
+    return text if len(text) <= width else text[:width] + "…"
 
 
 class TorchrunLog:
