@@ -11,7 +11,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from stepdbg.session import Session
+from stepdbg.agent.session import Session
 
 DEFAULT_WATCH = ("nan", "grad_norm>1e9", "data_wait>60")
 EVERY_CONDITION = DEFAULT_WATCH + ("loss>1e9", "loss_spike>1e6", "mem>1TB", "every=1000000", "stale_grad",

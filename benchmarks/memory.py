@@ -12,7 +12,7 @@ from typing import Any
 PROBE = """
 import json, resource, sys, torch
 from benchmarks.workloads import step_fn
-from stepdbg.session import Session
+from stepdbg.agent.session import Session
 mode, device = sys.argv[1], sys.argv[2]
 model, step = step_fn("gpt", device)
 params = sum(p.numel() * p.element_size() for p in model.parameters())

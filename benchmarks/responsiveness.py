@@ -34,7 +34,8 @@ def _ms(seconds: float) -> float:
 
 
 def run(quick: bool) -> dict[str, Any]:
-    from stepdbg import client, sessions
+    from stepdbg import client
+    from stepdbg.wire import sessions
 
     modules = 3000 if quick else 10_000
     d = tempfile.mkdtemp(prefix="stepdbg-bench-")

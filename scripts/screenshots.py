@@ -18,8 +18,8 @@ ROOT = Path(__file__).resolve().parent.parent
 
 async def main() -> None:
     os.environ["STEPDBG_RUNTIME_DIR"] = tempfile.mkdtemp(prefix="stepdbg-shots-")
-    from stepdbg import sessions
-    from stepdbg.async_client import AsyncClient
+    from stepdbg.client.async_client import AsyncClient
+    from stepdbg.wire import sessions
     from stepdbg_tui.app import StepdbgApp
 
     job = subprocess.Popen([sys.executable, "-m", "stepdbg", "serve", "-q", "--break", "nan", sys.executable,

@@ -18,7 +18,7 @@ __version__ = "0.1.0"
 __all__ = ["__version__", "breakpoint", "current", "watch", "stop"]
 
 if TYPE_CHECKING:
-    from .session import Session
+    from .agent.session import Session
 
 _session: Session | None = None
 
@@ -38,14 +38,14 @@ def watch(*breaks: str, on_break: str | list[str] = "report", report: str | None
     ``on_break="pause"`` a break then waits for a client.
     """
     global _session
-    from .conditions import parse
+    from .wire.conditions import parse
 
     conds = [parse(b) for b in breaks]  # refuse bad input before touching torch
     if _session is not None:
         for c in conds:
             _session.add_break(c)
         return _session
-    from .session import Session
+    from .agent.session import Session
 
     actions = [on_break] if isinstance(on_break, str) else list(on_break)
     _session = Session(breaks=conds or ["nan", "exception"], actions=actions,
@@ -55,7 +55,7 @@ def watch(*breaks: str, on_break: str | list[str] = "report", report: str | None
 
     atexit.register(stop)  # the end event, and the session file and socket removed
     if serve or (serve is None and os.environ.get("STEPDBG_SERVE") == "1"):
-        from .server import serve as start_server
+        from .agent.server import serve as start_server
 
         _session.wait_for_frontend = "pause" in actions
         start_server(_session)

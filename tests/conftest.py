@@ -54,7 +54,7 @@ def run_stepdbg(tmp_path: Path, *args: str, script_args: tuple[str, ...] = (), t
 @pytest.fixture
 def session_factory():
     """Make in-process sessions; every one is stopped (hooks removed) after the test."""
-    from stepdbg.session import Session
+    from stepdbg.agent.session import Session
 
     made: list[Session] = []
 

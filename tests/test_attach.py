@@ -15,8 +15,9 @@ from pathlib import Path
 import pytest
 from conftest import DEMOS, ROOT
 
-from stepdbg import client, protocol, sessions
+from stepdbg import client
 from stepdbg.client import ClientError, TargetError
+from stepdbg.wire import protocol, sessions
 
 FIXTURE = Path(__file__).parent / "fixtures" / "train_loop.py"
 WAIT = 30
@@ -296,7 +297,7 @@ def test_async_client_drives_a_job(start_job):
     """The asyncio client (what the TUI uses): pause, inspect, step, continue to the end."""
     import asyncio
 
-    from stepdbg.async_client import AsyncClient
+    from stepdbg.client.async_client import AsyncClient
 
     job = start_job("--break", "step==2", script_args=("--steps", "5"))
     job.info()

@@ -25,7 +25,7 @@ def echo_script(tmp_path: Path) -> Path:
         import json, os, sys
         import torch
         print(json.dumps({"argv": sys.argv, "name": __name__, "path0": sys.path[0],
-                          "stepdbg_loaded": "stepdbg.session" in sys.modules}))
+                          "stepdbg_loaded": "stepdbg.agent.session" in sys.modules}))
         print("to stderr", file=sys.stderr)
         sys.exit(int(os.environ.get("EXIT_WITH", "0")))
     """))
@@ -110,7 +110,7 @@ def test_report_has_start_and_end_with_versions(tmp_path, echo_script):
 
 
 def test_non_finite_floats_are_written_as_strings(tmp_path):
-    from stepdbg.report import Report, read
+    from stepdbg.agent.report import Report, read
 
     r = Report(str(tmp_path / "r.jsonl"))
     r.write("x", a=float("nan"), b=[float("inf"), -float("inf")], c={"d": 1.5})

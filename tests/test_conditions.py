@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from stepdbg.conditions import ConditionError, parse
+from stepdbg.wire.conditions import ConditionError, parse
 
 
 @pytest.mark.parametrize(

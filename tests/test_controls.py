@@ -13,7 +13,7 @@ import pytest
 import torch
 from torch import nn
 
-from stepdbg.session import NotPaused
+from stepdbg.agent.session import NotPaused
 
 WAIT = 20
 

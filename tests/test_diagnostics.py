@@ -11,7 +11,7 @@ import torch
 from conftest import DEMOS, ROOT
 from torch import nn
 
-from stepdbg.diagnostics import RULES, Doctor, determinism_check, overfit_verdict
+from stepdbg.agent.diagnostics import RULES, Doctor, determinism_check, overfit_verdict
 
 
 def doctor(demo: str, *args: str, mode: str = "doctor", script_args: tuple[str, ...] = ()) -> dict:
@@ -132,6 +132,6 @@ def test_determinism_check_on_a_deterministic_step(session_factory):
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
     opt.zero_grad()
     nn.functional.mse_loss(model(torch.randn(16, 4)), torch.randn(16, 1)).backward()
-    r = determinism_check(s)  # dropout masks come back with the RNG state
+    r = determinism_check(s.model)  # dropout masks come back with the RNG state
     assert r["checked"] and r["reproducible"] and r["max_output_diff"] == 0 and r["max_grad_diff"] == 0
     assert "deterministic_algorithms" in r and "torch_seed_looks_set" in r

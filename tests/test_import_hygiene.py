@@ -18,9 +18,9 @@ def loaded_after(code: str) -> list[str]:
 
 @pytest.mark.parametrize("code", [
     "import stepdbg",
-    "import stepdbg.conditions, stepdbg.report, stepdbg.cli",
-    "import stepdbg.protocol, stepdbg.client, stepdbg.async_client, stepdbg.remote, stepdbg.sessions",
-    "import stepdbg.console, stepdbg.frontend_cli",
+    "import stepdbg.wire.conditions, stepdbg.agent.report, stepdbg.cli",
+    "import stepdbg.wire.protocol, stepdbg.client, stepdbg.client.async_client, stepdbg.client.remote, stepdbg.wire.sessions",
+    "import stepdbg.client.console, stepdbg.cli.attach",
 ])
 def test_the_facade_and_the_light_modules_load_nothing_heavy(code):
     assert loaded_after(code) == []

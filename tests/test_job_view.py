@@ -8,7 +8,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from stepdbg.job import TorchrunLog, duration, gone_note, parse_ranks, rank_row, wait_note
+from stepdbg.client.job import TorchrunLog, duration, gone_note, parse_ranks, rank_row, wait_note
 
 WAIT = {"file": "/x/train.py", "line": 40, "function": "<module>", "inner": "_engine_run_backward (graph.py:829)"}
 

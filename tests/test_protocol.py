@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from stepdbg import protocol
-from stepdbg.protocol import Connection, Dispatcher, FrameDecoder, ProtocolError
+from stepdbg.wire import protocol
+from stepdbg.wire.protocol import Connection, Dispatcher, FrameDecoder, ProtocolError
 
 
 def test_frames_round_trip_in_pieces():

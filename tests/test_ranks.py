@@ -12,7 +12,9 @@ import pytest
 from conftest import ROOT, marked_line
 from test_attach import private_runtime_dir  # noqa: F401 (fixture)
 
-from stepdbg import client, job, sessions
+from stepdbg import client
+from stepdbg.client import job
+from stepdbg.wire import sessions
 
 FIXTURE = Path(__file__).parent / "fixtures" / "ddp_train.py"
 WAIT = 60
@@ -190,7 +192,7 @@ async def test_the_tui_over_a_whole_job(tmp_path, private_runtime_dir):  # noqa:
     alone (o) and then on every rank, continue, and the job ends with 0."""
     from textual.widgets import DataTable, Input
 
-    from stepdbg.async_client import AsyncClient
+    from stepdbg.client.async_client import AsyncClient
     from stepdbg_tui.app import LrScreen, StepdbgApp
     from stepdbg_tui.job_source import JobSource
 

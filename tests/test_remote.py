@@ -150,7 +150,7 @@ def test_attach_a_whole_torchrun_job_over_ssh(sshd, tmp_path):
                              "--standalone", "--nproc_per_node=2", str(DDP)], cwd=ROOT,
                             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
-        from stepdbg import sessions
+        from stepdbg.wire import sessions
 
         deadline = time.monotonic() + WAIT
         while len([s for s in sessions.listing() if s.job_id]) < 2:
@@ -180,7 +180,7 @@ def test_a_job_started_with_the_environment_variable_is_attached_as_a_whole_over
 
     from test_ranks import FIXTURE as DDP
 
-    from stepdbg.frontend_cli import open_job
+    from stepdbg.cli.attach import open_job
 
     subprocess.run([sys.executable, "-m", "stepdbg", "hook", "install"], check=True, capture_output=True)
     try:
@@ -189,7 +189,7 @@ def test_a_job_started_with_the_environment_variable_is_attached_as_a_whole_over
                                  str(DDP), "--steps", "30", "--sleep", "0.2"], cwd=ROOT, env=env,
                                 stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         try:
-            from stepdbg import sessions
+            from stepdbg.wire import sessions
 
             deadline = time.monotonic() + WAIT
             while len([s for s in sessions.listing() if s.job_id]) < 2:
@@ -222,7 +222,7 @@ def test_a_job_on_two_nodes_is_attached_through_ssh_to_each_node(sshd, tmp_path,
     store, opens a tunnel to each node, and pauses and continues the whole job."""
     from test_ranks import FIXTURE as DDP
 
-    from stepdbg.frontend_cli import open_job
+    from stepdbg.cli.attach import open_job
 
     port, dirs = free_port(), {n: tmp_path / n for n in ("nodeA", "nodeB")}
     for d in dirs.values():

@@ -10,7 +10,7 @@ import torch
 from conftest import ROOT
 from torch import nn
 
-from stepdbg.report import read
+from stepdbg.agent.report import read
 
 
 def test_a_failing_hook_logs_once_turns_itself_off_and_the_loop_goes_on(session_factory, tmp_path, capsys):
@@ -20,7 +20,7 @@ def test_a_failing_hook_logs_once_turns_itself_off_and_the_loop_goes_on(session_
     def broken(*args):
         raise RuntimeError("bug in stepdbg")
 
-    s._on_backward_pre = broken  # a bug in one of our hooks
+    s.model.on_backward_pre = broken  # a bug in one of our hooks
     model = nn.Linear(4, 1)
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
     for _ in range(3):

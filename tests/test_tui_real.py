@@ -15,7 +15,7 @@ from conftest import DEMOS, ROOT, marked_line
 from test_attach import WAIT, private_runtime_dir, start_job  # noqa: F401 (fixtures)
 from textual.widgets import DataTable, Input, TabbedContent
 
-from stepdbg.async_client import AsyncClient
+from stepdbg.client.async_client import AsyncClient
 from stepdbg_tui.app import LrScreen, QuitScreen, StepdbgApp
 
 pytestmark = pytest.mark.timeout(120)

@@ -561,7 +561,7 @@ class StepdbgApp(App[str | None]):
         def done(answer: str | None) -> None:
             if answer is None:
                 return
-            from stepdbg.job import parse_ranks
+            from stepdbg.client.job import parse_ranks
 
             try:
                 self.source.targets = None if answer in ("", "all") else parse_ranks(answer, len(self.source.clients))

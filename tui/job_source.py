@@ -11,7 +11,7 @@ import asyncio
 from collections.abc import AsyncIterator
 from typing import Any
 
-from stepdbg.job import BROADCAST, RankView, TorchrunLog, gone_note, rank_row
+from stepdbg.client.job import BROADCAST, RankView, TorchrunLog, gone_note, rank_row
 
 
 class JobSource(RankView):

@@ -11,10 +11,10 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from stepdbg import sessions
-from stepdbg.async_client import AsyncClient
 from stepdbg.client import Endpoint, TargetError
-from stepdbg.job import TorchrunLog
+from stepdbg.client.async_client import AsyncClient
+from stepdbg.client.job import TorchrunLog
+from stepdbg.wire import sessions
 
 START_TIMEOUT = 120.0
 

@@ -17,7 +17,7 @@ from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.widgets import DataTable, Input, Label, RichLog, Sparkline, Static
 
-from stepdbg.conditions import ConditionError, format_size, parse
+from stepdbg.wire.conditions import ConditionError, format_size, parse
 
 
 def num(v: Any, digits: int = 4) -> str:

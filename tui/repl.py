@@ -18,8 +18,8 @@ from prompt_toolkit.history import FileHistory
 from prompt_toolkit.patch_stdout import patch_stdout
 
 from stepdbg.client import ClientError
-from stepdbg.conditions import ConditionError
-from stepdbg.console import execute, show_source
+from stepdbg.client.console import execute, show_source
+from stepdbg.wire.conditions import ConditionError
 
 COMMANDS = ["c", "n", "s", "r", "p", "lr", "skip", "info", "model", "opt", "mem", "threads", "source",
             "history", "timings", "status", "break", "add", "rm", "until", "pause", "q", "detach", "help"]

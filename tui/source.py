@@ -1,6 +1,6 @@
 """What the app needs from its connection, and a fake one for tests.
 
-The app depends on this small async surface only. ``stepdbg.async_client.AsyncClient``
+The app depends on this small async surface only. ``stepdbg.client.async_client.AsyncClient``
 provides it for a real job; ``FakeSource`` provides it from canned data, so the UI can
 be tested (and pictured) without torch or a process.
 """
@@ -271,7 +271,7 @@ class FakeJobSource(FakeSource):
         self.current = rank % len(self.clients)
 
     async def rank_table(self) -> list[dict[str, Any]]:
-        from stepdbg.job import TorchrunLog, rank_row
+        from stepdbg.client.job import TorchrunLog, rank_row
 
         where = {"file": "/work/train.py", "line": 88, "function": "main", "code": "loss.backward()",
                  "inner": "_engine_run_backward (graph.py:829)"}

@@ -22,7 +22,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from .client import Endpoint, TargetError
+from .targets import Endpoint, TargetError
 
 SSH_TIMEOUT = 30.0
 

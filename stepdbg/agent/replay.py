@@ -28,16 +28,17 @@ import re
 import time
 import warnings
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+from types import FrameType
+from typing import Any
 
 import torch
 from torch.overrides import TorchFunctionMode
 
-from .inspection import is_user_file
-from .session import _first_tensor, _rng_state, set_rng_state, user_frame, where_of
-
-if TYPE_CHECKING:
-    from .session import Session
+from .frames import is_user_file, user_frame, where_of
+from .step_model import StepModel
+from .tensors import first_tensor as _first_tensor
+from .tensors import rng_state as _rng_state
+from .tensors import set_rng_state
 
 _TRACE_LINE = re.compile(r'File "([^"]+)", line (\d+), in (\S+)')
 
@@ -55,18 +56,18 @@ def _finite(x: Any) -> bool:
 
 
 @contextlib.contextmanager
-def preserved_state(session: Session) -> Iterator[None]:
+def preserved_state(model: StepModel) -> Iterator[None]:
     """Put buffers, RNG and train/eval modes of the step's model back as they are now."""
-    root = session.capture.get("root")
+    root = model.capture.get("root")
     buffers = {n: b.detach().clone() for n, b in root.named_buffers()} if root is not None else {}
     modes = [(m, m.training) for m in root.modules()] if root is not None else []
     rng = _rng_state()
-    busy = session._busy
-    session._busy = True
+    busy = model.busy
+    model.busy = True
     try:
         yield
     finally:
-        session._busy = busy
+        model.busy = busy
         set_rng_state(rng)
         for m, training in modes:
             m.training = training
@@ -208,13 +209,13 @@ def _restore_step_start(cap: dict[str, Any], root: torch.nn.Module) -> None:
     set_rng_state(cap["rng"])
 
 
-def replay_step(session: Session) -> dict[str, Any]:
-    """Replay the captured step; return a plain-data report (the `replay` event body)."""
-    cap = session.capture
+def replay_step(model: StepModel, brk: Any = None, frame: FrameType | None = None) -> dict[str, Any]:
+    """Replay the captured step of the break `brk` (paused in the user's `frame`); return a
+    plain-data report (the `replay` event body)."""
+    cap = model.capture
     root, args = cap.get("root"), cap.get("args")
-    brk = session.breaks[-1] if session.breaks else None
     result: dict[str, Any] = {
-        "step": cap.get("step", session.step),
+        "step": cap.get("step", model.step),
         "phase": brk.phase if brk else None,
         "first_nonfinite": None,
     }
@@ -229,7 +230,7 @@ def replay_step(session: Session) -> dict[str, Any]:
     notes: list[str] = []
     if brk is not None and brk.phase == "after_optimizer_step":
         notes.append("the update was already applied: parameters differ from the step's start")
-    with preserved_state(session), warnings.catch_warnings(record=True) as caught:
+    with preserved_state(model), warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         _restore_step_start(cap, root)
         out = None
@@ -255,7 +256,7 @@ def replay_step(session: Session) -> dict[str, Any]:
             loss = cap.get("loss")
             if loss is not None and loss.grad_fn is not None and brk is not None and brk.phase == "before_backward":
                 try:
-                    result["first_nonfinite"] = _search_loss_graph(loss, cap.get("output"), session)
+                    result["first_nonfinite"] = _search_loss_graph(loss, cap.get("output"), frame)
                 except RuntimeError as e:  # saved tensors already freed
                     notes.append(f"the loss graph could not be searched: {str(e).splitlines()[0]}")
         result["anomaly_warnings"] = [str(w.message).splitlines()[0] for w in caught
@@ -318,7 +319,7 @@ def _module_at(mode: _FirstNonFinite, where: dict[str, Any] | None) -> tuple[str
     return mode.line_module.get((where["file"], where["line"]), (None, None))
 
 
-def _search_loss_graph(loss: torch.Tensor, output: Any, session: Session) -> dict[str, Any] | None:
+def _search_loss_graph(loss: torch.Tensor, output: Any, frame: FrameType | None) -> dict[str, Any] | None:
     """Name the op in the loss computation that made the loss non-finite."""
     out_t = _first_tensor(output)
     stop = {id(out_t.grad_fn)} if out_t is not None and out_t.grad_fn is not None else set()
@@ -345,13 +346,12 @@ def _search_loss_graph(loss: torch.Tensor, output: Any, session: Session) -> dic
     if producer is None:
         return None
     op = producer.name()
-    where = _guess_line(op, session)
+    where = _guess_line(op, frame)
     return {"where": "loss", "module": None, "module_type": None, "op": op, **where}
 
 
-def _guess_line(op: str, session: Session) -> dict[str, Any]:
+def _guess_line(op: str, frame: FrameType | None) -> dict[str, Any]:
     """The user line that most likely ran `op`: the backward-calling function is searched."""
-    frame = session._paused_frame
     if frame is None:
         return {}
     name = re.sub(r"Backward\d*$", "", op).lower()
@@ -367,17 +367,17 @@ def _guess_line(op: str, session: Session) -> dict[str, Any]:
             "code": linecache.getline(code.co_filename, line).strip(), "line_from": "source search"}
 
 
-def replay_twice(session: Session, before_each: Any = None) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
+def replay_twice(model: StepModel, before_each: Any = None) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
     """Run the captured step's forward (and backward, if the output gradient was captured)
     twice from the step's starting state; the outputs and parameter gradients of each.
     The model, its gradients, buffers and RNG are as they were afterwards."""
-    cap = session.capture
+    cap = model.capture
     root, args = cap.get("root"), cap.get("args")
     if root is None or args is None:
         return None, None
     params = [p for p in root.parameters() if p.requires_grad]
     runs = []
-    with preserved_state(session):
+    with preserved_state(model):
         for _ in range(2):
             if before_each is not None:
                 before_each()

@@ -1,6 +1,6 @@
 """Runs a training script with the agent installed before its first line.
 
-Started by the CLI as ``python -m stepdbg.bootstrap SCRIPT ARGS`` (or ``-m MODULE``)
+Started by the CLI as ``python -m stepdbg.agent.bootstrap SCRIPT ARGS`` (or ``-m MODULE``)
 with the configuration in ``STEPDBG_CONFIG``. It keeps the script's ``__main__``
 semantics (``runpy`` with ``run_name="__main__"``), its ``sys.argv`` and ``sys.path[0]``,
 and its exit code; an uncaught exception is printed as Python prints it.
@@ -16,7 +16,7 @@ import sys
 import traceback
 
 import stepdbg
-from stepdbg.session import Session
+from stepdbg.agent.session import Session
 
 
 def _exit_code(e: SystemExit) -> int:
@@ -32,7 +32,7 @@ def main() -> int:
     config = json.loads(os.environ.pop("STEPDBG_CONFIG", "{}"))
     argv = sys.argv[1:]
     if not argv:
-        print("usage: python -m stepdbg.bootstrap SCRIPT [ARGS] | -m MODULE [ARGS]", file=sys.stderr)
+        print("usage: python -m stepdbg.agent.bootstrap SCRIPT [ARGS] | -m MODULE [ARGS]", file=sys.stderr)
         return 2
     module = None
     if argv[0] == "-m":
@@ -52,7 +52,7 @@ def main() -> int:
     session.start()
     session.detach_timeout = config.get("detach_timeout")
     if config.get("doctor"):
-        from stepdbg.diagnostics import Doctor
+        from stepdbg.agent.diagnostics import Doctor
 
         session.doctor = Doctor()
         session.armed = True
@@ -62,16 +62,16 @@ def main() -> int:
     if config.get("serve"):
         session.wait_for_frontend = True
     try:
-        from stepdbg.server import serve
+        from stepdbg.agent.server import serve
 
         serve(session, config.get("listen"), announce=bool(config.get("serve") or config.get("listen")))
     except OSError as e:  # the job runs on; it just cannot be attached to
         print(f"stepdbg: cannot listen ({e}); the job runs without attach", file=sys.stderr)
     tee = None
     if config.get("forward_output"):
-        from stepdbg.output import OutputTee
+        from stepdbg.agent.output import OutputTee
 
-        tee = OutputTee(lambda stream, lines: session._emit("output", {"stream": stream, "lines": lines}))
+        tee = OutputTee(lambda stream, lines: session.emit("output", {"stream": stream, "lines": lines}))
         session.on_stop.append(tee.stop)
         tee.start()
     code, error = 0, None

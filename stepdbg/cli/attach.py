@@ -7,8 +7,8 @@ import os
 import sys
 from typing import Any
 
-from . import sessions
-from .client import ClientError, TargetError, connect, connect_address, format_listing
+from ..client import ClientError, TargetError, connect, connect_address, format_listing
+from ..wire import sessions
 
 EXIT_FAILED = 1
 EXIT_USAGE = 2
@@ -59,7 +59,7 @@ def attach(args: list[str]) -> int:
         if target is not None:
             raise _Usage(f"one TARGET only (got {target!r} and {a!r})")
         target, i = a, i + 1
-    from .cli import _at_terminal
+    from . import _at_terminal
 
     if not repl and _at_terminal():
         from stepdbg_tui.launch import attach_tui
@@ -70,7 +70,7 @@ def attach(args: list[str]) -> int:
 
             return attach_tui(None, None, lambda: first.pop() if first else job_endpoints(target) or [])
         return attach_tui(target, token)
-    from .console import attach_console
+    from ..client.console import attach_console
 
     client: Any = open_job(target)
     if client is None:
@@ -89,7 +89,7 @@ def attach(args: list[str]) -> int:
 
 def open_job(target: str | None) -> Any:
     """A Job over every rank when TARGET names a distributed job (locally or ssh://), else None."""
-    from .job import Job
+    from ..client.job import Job
 
     endpoints = job_endpoints(target)
     if endpoints is None:
@@ -111,8 +111,8 @@ def open_job(target: str | None) -> Any:
 def job_endpoints(target: str | None) -> list[Any] | None:
     """Every rank's endpoint, in rank order, when TARGET names a distributed job: on this
     machine, or ssh://node/JOB; ranks on other nodes are reached over ssh to each node."""
-    from .remote import job_endpoints as gather
-    from .remote import job_rows
+    from ..client.remote import job_endpoints as gather
+    from ..client.remote import job_rows
 
     if target is not None and target.startswith("ssh://"):
         found = job_rows(target)
@@ -120,7 +120,7 @@ def job_endpoints(target: str | None) -> list[Any] | None:
     job = _job_target(target)
     if job is None:
         return None
-    from .client import find_job
+    from ..client import find_job
 
     return gather(None, [_with_status(s, with_token=True) for s in find_job(job)])
 
@@ -146,7 +146,7 @@ def ls(args: list[str]) -> int:
     if rest:
         if not rest[0].startswith("ssh://"):
             raise _Usage(f"{rest[0]!r}: only ssh:// hosts can be listed")
-        from .remote import remote_listing, ssh_target
+        from ..client.remote import remote_listing, ssh_target
 
         rows = remote_listing(ssh_target(rest[0]))
     else:
@@ -183,7 +183,7 @@ def _with_status(info: sessions.SessionInfo, with_token: bool) -> dict:
 
 
 HOOK_NAME = "stepdbg-autostart.pth"
-HOOK_LINE = ("import os; exec('try:\\n import stepdbg.autostart\\nexcept Exception as e:\\n import sys; "
+HOOK_LINE = ("import os; exec('try:\\n import stepdbg.agent.autostart\\nexcept Exception as e:\\n import sys; "
              "print(\\'stepdbg: autostart failed:\\', e, file=sys.stderr)') "
              "if os.environ.get('STEPDBG_AUTOSTART') else None\n")
 

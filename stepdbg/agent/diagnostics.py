@@ -11,15 +11,15 @@ import gc
 import math
 import os
 import statistics
-from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
 
 import torch
 
-from .conditions import format_size
-
-if TYPE_CHECKING:
-    from .session import Session
+from ..wire.conditions import format_size
+from .breakpoints import stale_grad
+from .step_model import StepModel, opt_params
 
 SEVERITY_ORDER = {"error": 0, "warning": 1, "info": 2}
 DROPOUT_BN = (torch.nn.Dropout, torch.nn.Dropout1d, torch.nn.Dropout2d, torch.nn.Dropout3d,
@@ -62,44 +62,45 @@ class Doctor:
         self._before_update: dict[int, torch.Tensor] = {}
         self.layer_grads: list[dict[str, float]] = []
         self.update_ratios: list[dict[str, float]] = []
+        # Set by the session: where findings and other events go (report, clients, stderr).
+        self.notify: Callable[[Finding], None] = lambda f: None
+        self.write: Callable[..., None] = lambda event, **fields: None
 
     # ------------------------------------------------------------------ plumbing
 
-    def add(self, session: Session, rule: str, severity: str, message: str, advice: str, **data: Any) -> None:
+    def add(self, m: StepModel, rule: str, severity: str, message: str, advice: str, **data: Any) -> None:
         if rule in self._fired:
             return
         self._fired.add(rule)
-        f = Finding(rule, severity, session.step, message, advice, data)
+        f = Finding(rule, severity, m.step, message, advice, data)
         self.findings.append(f)
-        session.report.write("finding", **asdict(f))
-        session._emit("finding", asdict(f))
-        session._say(f"finding [{rule}] {message} — try: {advice}")
+        self.notify(f)
 
     def ranked(self) -> list[Finding]:
         return sorted(self.findings, key=lambda f: (SEVERITY_ORDER[f.severity], f.step))
 
     # ------------------------------------------------------------------ hooks from the session
 
-    def on_batch(self, s: Session, root: torch.nn.Module, args: tuple[Any, ...]) -> None:
+    def on_batch(self, m: StepModel, root: torch.nn.Module, args: tuple[Any, ...]) -> None:
         if root.training is False and _has(root, DROPOUT_BN):
-            self.add(s, "eval_mode_training", "error",
-                     f"step {s.step} trains with the model in eval mode: "
+            self.add(m, "eval_mode_training", "error",
+                     f"step {m.step} trains with the model in eval mode: "
                      f"{_count(root, DROPOUT_BN)} dropout/batchnorm modules are switched off",
                      "call model.train() before the training loop (and after every evaluation)")
-        if s.step < 3:
+        if m.step < 3:
             x = args[0] if args and isinstance(args[0], torch.Tensor) else None
             if x is not None and x.is_floating_point() and x.dim() == 2 and x.shape[1] >= 2 and x.shape[0] >= 2:
-                self._input_scale(s, x)
+                self._input_scale(m, x)
 
-    def on_nograd_forward(self, s: Session, root: torch.nn.Module) -> None:
+    def on_nograd_forward(self, m: StepModel, root: torch.nn.Module) -> None:
         if root.training and _has(root, DROPOUT_BN):
-            self.add(s, "train_mode_eval", "warning",
+            self.add(m, "train_mode_eval", "warning",
                      f"a forward under no_grad (evaluation) ran with the model in train mode: "
                      f"{_count(root, DROPOUT_BN)} dropout/batchnorm modules behave as in training",
                      "call model.eval() before evaluating and model.train() after")
 
-    def on_loss(self, s: Session, loss: torch.Tensor | None) -> None:
-        if loss is None or loss.grad_fn is None or s.step > 2:
+    def on_loss(self, m: StepModel, loss: torch.Tensor | None) -> None:
+        if loss is None or loss.grad_fn is None or m.step > 2:
             return
         node = loss.grad_fn
         for _ in range(4):  # the loss node may sit under a mean/div (accumulation scaling)
@@ -112,19 +113,19 @@ class Doctor:
         out = getattr(node, "_saved_self", None)
         target = getattr(node, "_saved_target", None)
         if name in REGRESSION_LOSSES and isinstance(out, torch.Tensor) and isinstance(target, torch.Tensor):
-            self._regression_target(s, name.replace("Backward0", ""), out, target)
+            self._regression_target(m, name.replace("Backward0", ""), out, target)
 
-    def on_grads(self, s: Session, params: list[torch.nn.Parameter]) -> None:
-        layers = _layer_norms(s, params, grads=True)
+    def on_grads(self, m: StepModel, params: list[torch.nn.Parameter]) -> None:
+        layers = _layer_norms(m, params, grads=True)
         if layers:
             self.layer_grads.append(layers)
-            self._vanishing(s, layers)
+            self._vanishing(m, layers)
         self._before_update = {id(p): p.detach().clone() for p in params if p.grad is not None}
 
-    def on_update(self, s: Session, params: list[torch.nn.Parameter]) -> None:
+    def on_update(self, m: StepModel, params: list[torch.nn.Parameter]) -> None:
         if not self._before_update:
             return
-        names = s.param_names()
+        names = m.param_names()
         ratios: dict[str, float] = {}
         with torch.no_grad():
             for p in params:
@@ -139,24 +140,53 @@ class Doctor:
             return
         self.update_ratios.append(ratios)
         med = statistics.median(ratios.values())
-        losses = [h["loss"] for h in list(s.history)[-3:] if h["loss"] is not None]
+        losses = [h["loss"] for h in list(m.history)[-3:] if h["loss"] is not None]
         not_improving = len(losses) >= 2 and not (losses[-1] < losses[0])  # nan compares False too
         if (len(self.update_ratios) >= 3 and not_improving
                 and all(statistics.median(r.values()) > 0.5 for r in self.update_ratios[-3:])):
-            self.add(s, "exploding_updates", "error",
+            self.add(m, "exploding_updates", "error",
                      f"each update changes the weights by {med:.0%} of their norm (median over "
                      f"{len(ratios)} tensors; healthy runs are near 0.1%)",
                      "lower the learning rate 10-100x, add warmup and gradient clipping")
 
-    def on_step_end(self, s: Session) -> None:
-        hist = list(s.history)
-        self._lr_too_high(s, hist)
-        self._memory_growth(s, hist)
-        self._slow_loader(s, hist)
+    def before_backward(self, m: StepModel, loss: torch.Tensor | None) -> None:
+        self.on_loss(m, loss)
+        reason = stale_grad(m)
+        if reason:
+            self.add(m, "stale_grad", "error", reason, "call optimizer.zero_grad() once per optimizer step")
+
+    def before_update(self, m: StepModel, opt: torch.optim.Optimizer) -> None:
+        self.on_grads(m, opt_params(opt))
+        if m.step == 1 and m.armed:
+            r = determinism_check(m)
+            self.write("determinism", step=m.step, **r)
+            if r.get("checked") and not r["reproducible"]:
+                self.add(m, "nondeterministic", "warning",
+                         f"replaying step {m.step} twice from the same state differs by up to "
+                         f"{max(r['max_output_diff'], r['max_grad_diff']):.3g}: {r['cause']}",
+                         "seed every RNG the step uses (random, numpy, torch) and "
+                         "torch.use_deterministic_algorithms(True)", **r)
+
+    def overfit_result(self, m: StepModel) -> tuple[bool, str]:
+        """At the end of `stepdbg overfit`: whether the loss reached near zero, in words."""
+        losses = [h["loss"] for h in m.history if h["loss"] is not None]
+        ok, words = overfit_verdict(losses)
+        self.write("overfit", losses=losses, reached_near_zero=ok, verdict=words)
+        if not ok:
+            self.add(m, "cannot_overfit", "error", words,
+                     "check for frozen layers (requires_grad), a too-low LR, the loss reduction "
+                     "(sum vs mean) and that targets match the outputs")
+        return ok, words
+
+    def on_step_end(self, m: StepModel) -> None:
+        hist = list(m.history)
+        self._lr_too_high(m, hist)
+        self._memory_growth(m, hist)
+        self._slow_loader(m, hist)
 
     # ------------------------------------------------------------------ rules
 
-    def _input_scale(self, s: Session, x: torch.Tensor) -> None:
+    def _input_scale(self, m: StepModel, x: torch.Tensor) -> None:
         with torch.no_grad():
             scale = x.detach().float().abs().amax(dim=0)
         finite = [(i, float(v)) for i, v in enumerate(scale.tolist()) if math.isfinite(v) and v > 0]
@@ -165,16 +195,16 @@ class Doctor:
         lo_i, lo = min(finite, key=lambda t: t[1])
         hi_i, hi = max(finite, key=lambda t: t[1])
         if hi / lo > 100:
-            self.add(s, "input_scale", "warning",
+            self.add(m, "input_scale", "warning",
                      f"input feature {hi_i} reaches {hi:.3g} while feature {lo_i} stays within {lo:.3g}: "
                      f"{hi / lo:.0f}x apart",
                      "standardize each feature (subtract the mean, divide by the std of the training set)",
                      max_feature=hi_i, min_feature=lo_i, ratio=hi / lo)
 
-    def _regression_target(self, s: Session, loss: str, out: torch.Tensor, target: torch.Tensor) -> None:
+    def _regression_target(self, m: StepModel, loss: str, out: torch.Tensor, target: torch.Tensor) -> None:
         if out.shape != target.shape:
             shape = list(torch.broadcast_shapes(out.shape, target.shape)) if _broadcasts(out, target) else None
-            self.add(s, "loss_target_mismatch", "error",
+            self.add(m, "loss_target_mismatch", "error",
                      f"{loss} gets output {list(out.shape)} and target {list(target.shape)}"
                      + (f", which broadcast to {shape}: every output is compared with every target" if shape else ""),
                      "make the shapes equal (e.g. output.squeeze(-1) or target.view_as(output))")
@@ -184,27 +214,27 @@ class Doctor:
             integral = bool((t == t.round()).all()) if t.is_floating_point() else True
             uniq = torch.unique(t).numel() if integral else 0
         if integral and 2 <= uniq <= 20 and t.numel() >= 8:
-            self.add(s, "loss_target_mismatch", "error",
+            self.add(m, "loss_target_mismatch", "error",
                      f"{loss} on targets that take only {uniq} integer values: they look like class "
                      "indices, and a regression loss treats class 9 as 'far' from class 1",
                      "use cross_entropy on logits with integer class targets", unique_targets=uniq)
 
-    def _vanishing(self, s: Session, layers: dict[str, float]) -> None:
-        if s.step < 1 or len(layers) < 3:
+    def _vanishing(self, m: StepModel, layers: dict[str, float]) -> None:
+        if m.step < 1 or len(layers) < 3:
             return
         hi_name, hi = max(layers.items(), key=lambda t: t[1])
         small = [n for n, v in layers.items() if v < 1e-7 and v < hi * 1e-4]
         if hi > 0 and small:
-            acts = sorted({type(m).__name__ for r in s._roots.values() for m in r.modules()
+            acts = sorted({type(m).__name__ for r in m.roots.values() for m in r.modules()
                            if isinstance(m, (torch.nn.Sigmoid, torch.nn.Tanh))})
             through = f": vanishing gradients through {'/'.join(acts)} activations" if acts else ": vanishing gradients"
-            self.add(s, "vanishing_gradients", "error",
+            self.add(m, "vanishing_gradients", "error",
                      f"{len(small)} of {len(layers)} layers ({_span(small)}) get gradient norms under 1e-7 "
                      f"while {hi_name} gets {hi:.2g}{through}",
                      "use ReLU/GELU, residual connections or normalization, and a suited init (kaiming/xavier)",
                      layers=layers)
 
-    def _lr_too_high(self, s: Session, hist: list[dict[str, Any]]) -> None:
+    def _lr_too_high(self, m: StepModel, hist: list[dict[str, Any]]) -> None:
         pts = [(h["loss"], h["grad_norm"]) for h in hist[-10:] if h["loss"] is not None and h["grad_norm"] is not None]
         if len(pts) < 4:
             return
@@ -215,12 +245,12 @@ class Doctor:
         blew_up = len(finite) < len(losses) and math.isfinite(losses[0])
         if rising or blew_up:
             lrs = hist[-1]["lr"]
-            self.add(s, "lr_too_high", "error",
+            self.add(m, "lr_too_high", "error",
                      f"the loss went from {losses[0]:.3g} to {losses[-1]:.3g} and the gradient norm from "
                      f"{norms[0]:.3g} to {norms[-1]:.3g} in {len(pts)} steps at lr {lrs[0] if lrs else '?'}",
                      "lower the learning rate 10x (pin it live with 'lr X pin'), add warmup and clipping")
 
-    def _memory_growth(self, s: Session, hist: list[dict[str, Any]]) -> None:
+    def _memory_growth(self, m: StepModel, hist: list[dict[str, Any]]) -> None:
         mem = [h["mem"] for h in hist[-20:] if h["mem"]]
         if len(mem) < 12:
             return
@@ -228,15 +258,15 @@ class Doctor:
         grow = mem[-1] - mem[0]
         if rises >= 0.75 * (len(mem) - 1) and grow > max(20e6, 0.1 * mem[0]):
             per_step = grow / (len(mem) - 1)
-            self.add(s, "memory_growth", "error",
+            self.add(m, "memory_growth", "error",
                      f"memory grew in {rises} of the last {len(mem) - 1} steps, by {format_size(grow)} "
                      f"({format_size(per_step)} per step): something keeps tensors alive across steps",
                      "look for a tensor kept across steps, e.g. 'total += loss' (use loss.item()) or "
                      "outputs appended to a list without .detach()",
                      largest_tensors=largest_tensors(), snapshot=cuda_snapshot())
 
-    def _slow_loader(self, s: Session, hist: list[dict[str, Any]]) -> None:
-        loader = s.capture.get("loader")
+    def _slow_loader(self, m: StepModel, hist: list[dict[str, Any]]) -> None:
+        loader = m.capture.get("loader")
         it = loader() if loader is not None else None
         if it is None:  # in a get_batch() loop the gap between steps is not only data
             return
@@ -255,7 +285,7 @@ class Doctor:
             why = f"num_workers={workers} on {cores} cores"
             tip = ("fewer workers than cores; move heavy transforms offline" if workers and workers > (cores or 1)
                    else "more DataLoader workers (up to the cores), pin_memory=True on CUDA, cheaper transforms")
-            self.add(s, "slow_dataloader", "warning",
+            self.add(m, "slow_dataloader", "warning",
                      f"the loop waits for data {share:.0%} of the time (mean {wait * 1e3:.0f} ms per step; {why})",
                      tip, dataloader=st)
 
@@ -283,11 +313,11 @@ def _span(names: list[str]) -> str:
     return names[0] if len(names) == 1 else f"{names[0]} … {names[-1]}"
 
 
-def _layer_norms(s: Session, params: list[torch.nn.Parameter], grads: bool) -> dict[str, float]:
+def _layer_norms(m: StepModel, params: list[torch.nn.Parameter], grads: bool) -> dict[str, float]:
     """Gradient norm per module that owns weights, in one fused pass."""
     by_param = {id(p): p for p in params if p.grad is not None}
     out: dict[str, float] = {}
-    for root in list(s._roots.values()):
+    for root in list(m.roots.values()):
         mods = [(n, m) for n, m in root.named_modules()
                 if any(id(p) in by_param for p in m.parameters(recurse=False))]
         tensors = [[p.grad for p in m.parameters(recurse=False) if id(p) in by_param] for _, m in mods]
@@ -332,13 +362,13 @@ def cuda_snapshot(path: str = "stepdbg_memory_snapshot.pickle") -> str | None:
 # ---------------------------------------------------------------------- determinism (row 11)
 
 
-def determinism_check(s: Session) -> dict[str, Any]:
+def determinism_check(m: StepModel) -> dict[str, Any]:
     """Replay the captured step twice from the same state; compare outputs and gradients."""
     import random
 
     from .replay import replay_twice
 
-    a, b = replay_twice(s)
+    a, b = replay_twice(m)
     if a is None or b is None:
         return {"checked": False, "reason": "nothing captured to replay yet"}
     diff_out, diff_grad = _max_diff(a["output"], b["output"]), _max_diff(a["grads"], b["grads"])
@@ -356,7 +386,7 @@ def determinism_check(s: Session) -> dict[str, Any]:
         # reproducible, the step draws from an RNG that torch's state does not cover.
         py = random.getstate()
         np_state = _numpy_state()
-        a2, b2 = replay_twice(s, before_each=lambda: (random.setstate(py), _numpy_restore(np_state)))
+        a2, b2 = replay_twice(m, before_each=lambda: (random.setstate(py), _numpy_restore(np_state)))
         other_rng = a2 is not None and _max_diff(a2["output"], b2["output"]) == 0 and \
             _max_diff(a2["grads"], b2["grads"]) == 0
         result["cause"] = ("the step draws from Python's or numpy's RNG, which torch's RNG state does not cover"

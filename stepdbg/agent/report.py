@@ -11,7 +11,7 @@ import os
 import threading
 from typing import Any, TextIO
 
-from .protocol import plain
+from ..wire.protocol import plain
 
 
 class Report:

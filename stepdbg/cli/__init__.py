@@ -5,7 +5,7 @@
 
 Options are stepdbg's until the script (or the interpreter, or -m) is named; every
 argument after it goes to the script untouched. The script runs in a fresh interpreter
-with the agent installed before its first line (``python -m stepdbg.bootstrap``), so
+with the agent installed before its first line (``python -m stepdbg.agent.bootstrap``), so
 its ``__main__``, stdout/stderr and exit code are its own.
 """
 
@@ -18,9 +18,9 @@ import sys
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import __version__
-from .conditions import ACTIONS, ConditionError, parse
-from .conditions import HELP as CONDITIONS_HELP
+from .. import __version__
+from ..wire.conditions import ACTIONS, ConditionError, parse
+from ..wire.conditions import HELP as CONDITIONS_HELP
 
 EXIT_USAGE = 2
 
@@ -254,7 +254,7 @@ def _looks_like_python(word: str) -> bool:
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv and argv[0] in ("attach", "ls", "hook"):
-        from . import frontend_cli
+        from . import attach as frontend_cli
 
         return frontend_cli.main(argv)
     try:
@@ -276,13 +276,13 @@ def launch(cfg: RunConfig) -> int:
         cfg.serve = True  # a break waits for the TUI, which attaches as soon as it can
     env = dict(os.environ)
     env["STEPDBG_CONFIG"] = cfg.to_env()
-    pkg_parent = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    pkg_parent = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     env["PYTHONPATH"] = os.pathsep.join(p for p in (pkg_parent, env.get("PYTHONPATH")) if p)
     target = ["-m", cfg.module] if cfg.module else [cfg.script]
-    cmd = [cfg.python, "-m", "stepdbg.bootstrap", *target, *cfg.args]
-    if cfg.torchrun is not None:  # every rank runs `python -m stepdbg.bootstrap SCRIPT ARGS`
+    cmd = [cfg.python, "-m", "stepdbg.agent.bootstrap", *target, *cfg.args]
+    if cfg.torchrun is not None:  # every rank runs `python -m stepdbg.agent.bootstrap SCRIPT ARGS`
         tee = ["--tee", "3"] if with_tui and not _has_option(cfg.torchrun, "--tee", "-t", "--redirects", "-r") else []
-        cmd = [cfg.python, "-m", "torch.distributed.run", *tee, *cfg.torchrun, "-m", "stepdbg.bootstrap", *target,
+        cmd = [cfg.python, "-m", "torch.distributed.run", *tee, *cfg.torchrun, "-m", "stepdbg.agent.bootstrap", *target,
                *cfg.args]
     if with_tui:
         from stepdbg_tui.launch import launch_tui

@@ -16,7 +16,7 @@ def summarize(t: Any, name: str = "", bins: int = HIST_BINS) -> dict[str, Any]:
     Statistics are taken over finite values; nan/inf/zero counts say what was left out.
     """
     if not isinstance(t, torch.Tensor):
-        return {"name": name, "type": type(t).__name__, "repr": _short_repr(t)}
+        return {"name": name, "type": type(t).__name__, "repr": short_repr(t)}
     out: dict[str, Any] = {
         "name": name,
         "type": "Tensor",
@@ -111,9 +111,40 @@ def as_float(x: Any) -> float | None:
         return None
 
 
-def _short_repr(x: Any, n: int = 200) -> str:
+def short_repr(x: Any, n: int = 200) -> str:
     try:
         r = repr(x)
     except Exception as e:  # a user object whose repr fails
         r = f"<repr failed: {e}>"
     return r if len(r) <= n else r[: n - 3] + "..."
+
+
+def first_tensor(x: Any) -> torch.Tensor | None:
+    """The first tensor in a (nested) output: a tensor, a list/tuple or a dict of them."""
+    if isinstance(x, torch.Tensor):
+        return x
+    if isinstance(x, (list, tuple)):
+        for v in x:
+            t = first_tensor(v)
+            if t is not None:
+                return t
+    if isinstance(x, dict):
+        for v in x.values():
+            t = first_tensor(v)
+            if t is not None:
+                return t
+    return None
+
+
+def rng_state() -> dict[str, Any]:
+    """torch's CPU RNG state, and CUDA's when CUDA is in use."""
+    state: dict[str, Any] = {"cpu": torch.get_rng_state()}
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        state["cuda"] = torch.cuda.get_rng_state_all()
+    return state
+
+
+def set_rng_state(state: dict[str, Any]) -> None:
+    torch.set_rng_state(state["cpu"])
+    if "cuda" in state:
+        torch.cuda.set_rng_state_all(state["cuda"])

@@ -20,7 +20,7 @@ import time
 from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
 
-from . import protocol, sessions
+from ..wire import protocol, sessions
 
 if TYPE_CHECKING:
     from .session import Session
@@ -49,7 +49,7 @@ class Handlers:
         return [c.spec for c in self.s.conditions]
 
     def op_break_add(self, spec: str) -> list[str]:
-        from .conditions import ConditionError
+        from ..wire.conditions import ConditionError
 
         try:
             self.s.add_break(spec)
@@ -302,7 +302,7 @@ class Server:
         except OSError:
             return
         except Exception as e:  # never let a client take the job down
-            self.session._say(f"client connection failed: {type(e).__name__}: {e}")
+            self.session.say(f"client connection failed: {type(e).__name__}: {e}")
         finally:
             was_client = self._drop(conn)
             conn.close()

@@ -54,3 +54,25 @@ class HookSet:
                 h.remove()
             except Exception:  # removal must never fail a shutdown
                 pass
+
+
+class Guard:
+    """Runs hook bodies so that a bug in stepdbg never reaches the training loop: a
+    failure is reported once through `on_error` and turns that hook off for good."""
+
+    def __init__(self, on_error: Callable[[str, BaseException], None], passthrough: tuple[type[BaseException], ...]):
+        self.on_error = on_error
+        self.passthrough = passthrough  # what a hook may raise on purpose (abort, Ctrl-C)
+        self.disabled: set[str] = set()
+
+    def __call__(self, name: str, fn: Callable[..., Any], *args: Any) -> Any:
+        if name in self.disabled:
+            return None
+        try:
+            return fn(*args)
+        except self.passthrough:
+            raise
+        except Exception as e:
+            self.disabled.add(name)
+            self.on_error(name, e)
+            return None

@@ -1,11 +1,5 @@
-"""The client library: drive a running job from a script, a test or a front end.
-
-    from stepdbg import client
-    with client.connect() as c:              # the only local session
-        brk = c.wait_paused(timeout=60)
-        print(c.eval("loss.item()")["value"])
-        c.set_lr(1e-4, pin=True)
-        c.cont()
+"""The sync client: one connection to a job's agent, its ops as methods, pushed events
+tracked (paused, resumed, exited, output). See ``stepdbg.client`` for an example.
 
 TARGET forms: a session id or pid, a socket path, HOST:PORT (TCP), or
 ``ssh://[user@]host[:port][/session]``. Standard library only; never imports torch.
@@ -19,12 +13,17 @@ import queue
 import socket
 import threading
 from collections import deque
-from collections.abc import Callable
 from concurrent.futures import Future
-from dataclasses import dataclass
 from typing import Any
 
-from . import protocol, sessions
+from ..wire import protocol
+from .targets import (
+    Endpoint,
+    TargetError,
+    find_job,
+    find_local,
+    looks_like_hostport,
+)
 
 
 class ClientError(Exception):
@@ -34,10 +33,6 @@ class ClientError(Exception):
         super().__init__(message)
         self.code = code
         self.message = message
-
-
-class TargetError(Exception):
-    """The target could not be found or reached; the message says what to do."""
 
 
 OUTPUT_TAIL = 20  # lines of a job's forwarded output kept per client (a dead rank's last words)
@@ -317,38 +312,13 @@ def connect_address(address: str, token: str, timeout: float = 10.0, closer: Any
     return Client(conn, welcome, closer)
 
 
-def find_local(target: str | None) -> sessions.SessionInfo:
-    """The local session a TARGET names (None: the only one)."""
-    live = sessions.listing()
-    if target is None:
-        if not live:
-            raise TargetError("no stepdbg session is running here (start one with 'stepdbg serve python train.py')")
-        if len(live) > 1:
-            raise TargetError("several sessions are running; name one:\n" + format_listing(live))
-        return live[0]
-    for s in live:
-        if target in (s.id, str(s.pid), s.address) or os.path.abspath(target) == s.address:
-            return s
-    known = ", ".join(s.id for s in live) or "none"
-    raise TargetError(f"no session {target!r} (running: {known}); the job may have ended")
-
-
-@dataclass
-class Endpoint:
-    """Where a session listens and its token; `close` tears down what reaching it took (ssh)."""
-
-    address: str
-    token: str
-    close: Callable[[], None] | None = None
-
-
 def resolve(target: str | None = None, token: str | None = None) -> Endpoint:
     """Find TARGET (see the module docstring); for ssh:// this opens the tunnel."""
     if target and target.startswith("ssh://"):
         from .remote import open_tunnel
 
         return open_tunnel(target)
-    if target and token is None and _looks_like_hostport(target):
+    if target and token is None and looks_like_hostport(target):
         raise TargetError(f"{target} is a TCP address: pass its token (--token or STEPDBG_TOKEN)")
     if target and token is not None:
         return Endpoint(target, token)
@@ -367,21 +337,6 @@ def connect(target: str | None = None, token: str | None = None, timeout: float 
         raise
 
 
-def find_job(job: str | None = None) -> list[sessions.SessionInfo]:
-    """The local sessions of one distributed job (its ranks), by job id; None: the only job."""
-    live = [s for s in sessions.listing() if s.job_id is not None]
-    jobs = sorted({s.job_id for s in live})
-    if job is None:
-        if len(jobs) != 1:
-            raise TargetError("no distributed job is running here" if not jobs else
-                              f"several jobs are running ({', '.join(jobs)}); name one")
-        job = jobs[0]
-    ranks = sorted((s for s in live if s.job_id == job), key=lambda s: s.rank or 0)
-    if not ranks:
-        raise TargetError(f"no job {job!r} (running: {', '.join(jobs) or 'none'})")
-    return ranks
-
-
 def connect_job(job: str | None = None, timeout: float = 10.0) -> list[Client]:
     """One client per rank of a local distributed job, in rank order."""
     clients: list[Client] = []
@@ -395,15 +350,3 @@ def connect_job(job: str | None = None, timeout: float = 10.0) -> list[Client]:
     return clients
 
 
-def _looks_like_hostport(target: str) -> bool:
-    host, _, port = target.rpartition(":")
-    return bool(host) and port.isdigit() and os.path.sep not in target
-
-
-def format_listing(infos: list[sessions.SessionInfo]) -> str:
-    rows = [f"{'ID':<10} {'PID':<8} {'HOST':<16} {'RANK':<6} SCRIPT"]
-    for s in infos:
-        script = " ".join(a for a in s.argv[1:3])
-        rank = "" if s.rank is None else f"{s.rank}/{s.world_size}"
-        rows.append(f"{s.id:<10} {s.pid:<8} {s.host[:16]:<16} {rank:<6} {script}")
-    return "\n".join(rows)

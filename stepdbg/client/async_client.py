@@ -20,8 +20,9 @@ from collections import deque
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
-from . import protocol
-from .client import OUTPUT_TAIL, ClientError, Endpoint, Ops, TargetError, resolve
+from ..wire import protocol
+from .connection import OUTPUT_TAIL, ClientError, Ops, resolve
+from .targets import Endpoint, TargetError
 
 
 class AsyncClient(Ops):

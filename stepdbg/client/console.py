@@ -16,7 +16,7 @@ import sys
 import threading
 from typing import Any
 
-from .conditions import ConditionError, format_size
+from ..wire.conditions import ConditionError, format_size
 
 HELP = """\
 stepdbg console:
@@ -124,7 +124,7 @@ def _job_command(job: Any, word: str, rest: str) -> None:
 
 
 def _errors() -> tuple[type[BaseException], ...]:
-    from .client import ClientError
+    from .connection import ClientError
 
     return (ConditionError, ValueError, KeyError, LookupError, RuntimeError, ClientError, IndexError)
 

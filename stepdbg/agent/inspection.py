@@ -14,73 +14,14 @@ import threading
 import traceback
 from collections.abc import Iterable
 from types import FrameType
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
 
 from . import tensors
-
-if TYPE_CHECKING:
-    from .session import Session
-
-_PKG_DIR = os.path.dirname(os.path.abspath(__file__))
-_TORCH_DIR = os.path.dirname(os.path.abspath(torch.__file__))
-_STDLIB_DIR = os.path.dirname(os.path.abspath(os.__file__))
-_NOT_USER = (_PKG_DIR, _TORCH_DIR, "<frozen")
-_PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
-
-
-def is_user_file(path: str) -> bool:
-    """False for torch's, stepdbg's and the standard library's files."""
-    if path.startswith(_NOT_USER) or path.startswith("<"):
-        return False
-    path = os.path.abspath(path)
-    return not (path.startswith(_STDLIB_DIR) and "site-packages" not in path)
-
-
-# ---------------------------------------------------------------------- memory
-
-
-_statm: tuple[int, int] | None = None  # (pid, fd): kept open, it is read every step
-
-
-def host_rss() -> int | None:
-    """Resident set size of this process in bytes (Linux /proc; None elsewhere)."""
-    global _statm
-    try:
-        if _statm is None or _statm[0] != os.getpid():  # a forked child reads its own
-            _statm = (os.getpid(), os.open("/proc/self/statm", os.O_RDONLY))
-        return int(os.pread(_statm[1], 128, 0).split()[1]) * _PAGE
-    except (OSError, ValueError, IndexError):
-        return None
-
-
-def _cuda_used() -> bool:
-    return torch.cuda.is_available() and torch.cuda.is_initialized()
-
-
-def memory_in_use() -> int | None:
-    """The number `mem>SIZE` compares: CUDA allocated where CUDA is used, else host RSS."""
-    if _cuda_used():
-        return sum(torch.cuda.memory_allocated(d) for d in range(torch.cuda.device_count()))
-    return host_rss()
-
-
-def memory() -> dict[str, Any]:
-    """CUDA allocated / reserved / peak per device (where CUDA is used) and host RSS."""
-    out: dict[str, Any] = {"host_rss": host_rss(), "cuda": []}
-    if _cuda_used():
-        for d in range(torch.cuda.device_count()):
-            out["cuda"].append({
-                "device": d,
-                "name": torch.cuda.get_device_name(d),
-                "allocated": torch.cuda.memory_allocated(d),
-                "reserved": torch.cuda.memory_reserved(d),
-                "peak_allocated": torch.cuda.max_memory_allocated(d),
-                "total": torch.cuda.get_device_properties(d).total_memory,
-            })
-    return out
-
+from .frames import is_user_file
+from .replay import preserved_state
+from .step_model import StepModel
 
 # ---------------------------------------------------------------------- modules
 
@@ -93,12 +34,12 @@ def module_name(roots: Iterable[torch.nn.Module], module: torch.nn.Module) -> st
     return type(module).__name__
 
 
-def module_tree(session: Session) -> list[dict[str, Any]]:
+def module_tree(model: StepModel) -> list[dict[str, Any]]:
     """One row per module: path, type, params, output shape, grad/weight norms, mode."""
-    root = session.capture.get("root")
+    root = model.capture.get("root")
     if root is None:
         return []
-    shapes = _output_shapes(session, root)
+    shapes = _output_shapes(model, root)
     # Two fused passes for every parameter of the model, not two per module.
     params = [p for p in root.parameters()]
     weight_norms = _per_tensor_norms(params, lambda p: p.detach())
@@ -152,16 +93,15 @@ def _norm_of(params: list[torch.nn.Parameter], norms: dict[int, float]) -> float
     return sum(norms[id(p)] ** 2 for p in params) ** 0.5
 
 
-def _output_shapes(session: Session, root: torch.nn.Module) -> dict[str, Any]:
+def _output_shapes(model: StepModel, root: torch.nn.Module) -> dict[str, Any]:
     """Each module's output shape, from one forward of the captured batch with a forward
     hook (torchinfo does the same with more bookkeeping: 1.1 s against 50 ms on a
     10,000-module model here). Buffers, RNG and modes are put back afterwards."""
-    args = session.capture.get("args")
+    args = model.capture.get("args")
     if args is None:
         return {}
     from torch.nn.modules import module as nn_module
 
-    from .replay import preserved_state
 
     names = {id(m): n for n, m in root.named_modules()}
     shapes: dict[str, Any] = {}
@@ -173,8 +113,8 @@ def _output_shapes(session: Session, root: torch.nn.Module) -> dict[str, Any]:
 
     handle = nn_module.register_module_forward_hook(record)
     try:
-        with preserved_state(session), torch.no_grad():
-            root(*args, **session.capture.get("kwargs", {}))
+        with preserved_state(model), torch.no_grad():
+            root(*args, **model.capture.get("kwargs", {}))
     except Exception:
         pass  # a forward that fails (the shape error being debugged) still leaves what it reached
     finally:
@@ -190,19 +130,18 @@ def _shape_of(out: Any) -> Any:
     return type(out).__name__
 
 
-def model_summary(session: Session, depth: int = 3) -> str | None:
+def model_summary(model: StepModel, depth: int = 3) -> str | None:
     """torchinfo's table (layers, output shapes, params, mult-adds) on the captured batch."""
-    root, args = session.capture.get("root"), session.capture.get("args")
+    root, args = model.capture.get("root"), model.capture.get("args")
     if root is None or args is None:
         return None
     import torchinfo
 
-    from .replay import preserved_state
 
-    with preserved_state(session), torch.no_grad():
+    with preserved_state(model), torch.no_grad():
         stats = torchinfo.summary(root, input_data=list(args), verbose=0, depth=depth,
                                   col_names=("output_size", "num_params", "mult_adds"),
-                                  **session.capture.get("kwargs", {}))
+                                  **model.capture.get("kwargs", {}))
     return str(stats)
 
 

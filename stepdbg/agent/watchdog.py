@@ -9,18 +9,22 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from typing import Any
 
+from ..wire.conditions import Condition
 from . import inspection
-from .conditions import Condition
-
-if TYPE_CHECKING:
-    from .session import Session
+from .step_model import StepModel
 
 
 class Watchdog:
-    def __init__(self, session: Session, condition: Condition) -> None:
-        self.session = session
+    """Watches `model`'s progress; `on_stall(spec, reason, details)` reports a stall."""
+
+    def __init__(self, model: StepModel, condition: Condition, on_stall: Callable[[str, str, dict[str, Any]], None],
+                 say: Callable[[str], None]) -> None:
+        self.model = model
+        self.on_stall = on_stall
+        self.say = say
         self.condition = condition
         self.limit = float(condition.threshold or 60.0)
         self._stop = threading.Event()
@@ -33,27 +37,27 @@ class Watchdog:
         self._stop.set()
 
     def _run(self) -> None:
-        s = self.session
+        m = self.model
         fired_at = None  # one report per stall episode
         while not self._stop.wait(min(1.0, self.limit / 4)):
-            if s.paused is not None or s._thread is None:
+            if m.halted or m.thread is None:
                 continue
-            last = s._last_progress
+            last = m.last_progress
             idle = time.monotonic() - last
             if idle < self.limit or fired_at == last:
                 continue
             fired_at = last
             try:
-                loader = s.capture.get("loader")
+                loader = m.capture.get("loader")
                 it = loader() if loader is not None else None
                 details = {
                     "idle_seconds": round(idle, 2),
                     "threads": inspection.thread_stacks(),
                     "dataloader": inspection.loader_settings(it) if it is not None else None,
                 }
-                train = next((t for t in details["threads"] if t["id"] == s._thread), None)
+                train = next((t for t in details["threads"] if t["id"] == m.thread), None)
                 top = train["stack"][-1] if train and train["stack"] else None
                 where = f"; the training thread waits in {top['function']} ({top['file']}:{top['line']})" if top else ""
-                s.report_stall(self.condition.spec, f"no progress for {idle:.1f}s{where}", details)
+                self.on_stall(self.condition.spec, f"no progress for {idle:.1f}s{where}", details)
             except Exception as e:  # the watchdog must never take the job down
-                s._say(f"watchdog failed: {type(e).__name__}: {e}")
+                self.say(f"watchdog failed: {type(e).__name__}: {e}")

@@ -15,7 +15,7 @@ import signal
 from collections import deque
 from typing import Any
 
-from .client import OUTPUT_TAIL, Client
+from .connection import OUTPUT_TAIL, Client
 
 BROADCAST = ("cont", "next_phase", "next_step", "run_to_step", "end", "set_lr", "set_param_group", "skip_step",
              "add_break", "remove_break", "enable_break")

@@ -1,0 +1,169 @@
+"""Breakpoints: the conditions set, and which of them hold at a pause point.
+
+Conditions are parsed by ``stepdbg.wire.conditions`` (the same grammar on the command
+line, in code and in a front end); here they are evaluated against the step model's
+scalars, plus the two that look at tensors (non-finite values, stale gradients).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from typing import Any
+
+import torch
+
+from ..wire import conditions as cond_mod
+from ..wire.conditions import Condition
+from . import tensors
+from .step_model import StepModel
+
+Hit = tuple[str, str, dict[str, Any]]  # (spec, reason, details)
+
+
+class Breakpoints:
+    """The conditions of a session, which are on, and which already fired."""
+
+    def __init__(self, specs: Iterable[str | Condition]) -> None:
+        self.conditions: list[Condition] = [
+            c if isinstance(c, Condition) else cond_mod.parse(c) for c in specs
+        ]
+        self.disabled: set[str] = set()
+        self.repeats: dict[str, int] = {}  # conditions that stayed true, counted, not reported
+        self._fired: dict[str, int] = {}
+        self._grad_norm_read = self._reads_grad_norm()
+
+    # ------------------------------------------------------------------ the set
+
+    def specs(self) -> list[str]:
+        return [c.spec for c in self.conditions]
+
+    def add(self, spec: str | Condition) -> Condition:
+        c = spec if isinstance(spec, Condition) else cond_mod.parse(spec)
+        self.conditions.append(c)
+        self._grad_norm_read = self._reads_grad_norm()
+        return c
+
+    def remove(self, spec: str) -> None:
+        before = len(self.conditions)
+        self.conditions = [c for c in self.conditions if c.spec != spec]
+        if len(self.conditions) == before:
+            raise KeyError(f"no breakpoint {spec!r}; set: {self.specs()}")
+        self._grad_norm_read = self._reads_grad_norm()
+
+    def enable(self, spec: str, enabled: bool = True) -> None:
+        if spec not in self.specs():
+            raise KeyError(f"no breakpoint {spec!r}; set: {self.specs()}")
+        (self.disabled.discard if enabled else self.disabled.add)(spec)
+
+    def listing(self) -> list[dict[str, Any]]:
+        """Each breakpoint with its kind, where it is checked and whether it is on."""
+        return [{"spec": c.spec, "kind": c.kind, "phase": c.phase, "enabled": c.spec not in self.disabled}
+                for c in self.conditions]
+
+    def first(self, kind: str) -> Condition | None:
+        return next((c for c in self.conditions if c.kind == kind), None)
+
+    def has(self, kind: str) -> bool:
+        return self.first(kind) is not None
+
+    def reads_grad_norm(self) -> bool:
+        """Whether any condition needs the step's gradient norm (it costs a host sync)."""
+        return self._grad_norm_read
+
+    def _reads_grad_norm(self) -> bool:
+        return any(c.kind in ("nan", "grad_norm") or "grad_norm" in c.names for c in self.conditions)
+
+    # ------------------------------------------------------------------ checking
+
+    def repeat(self, spec: str, step: int) -> bool:
+        """True when `spec` fired in this step or the one before: a NaN that stays, or a
+        norm that stays high, is one break, not one per step. Counted in the end event."""
+        last = self._fired.get(spec)
+        self._fired[spec] = step
+        if last is not None and step - last <= 1 and not spec.startswith(("step", "every")):
+            self.repeats[spec] = self.repeats.get(spec, 0) + 1
+            return True
+        return False
+
+    def mark_fired(self, spec: str, step: int) -> None:
+        self._fired[spec] = step
+
+    def check(self, phase: str, model: StepModel) -> Hit | None:
+        """The first condition that holds at `phase`, with its reason."""
+        scalars: dict[str, Any] | None = None
+        for c in self.conditions:
+            if c.spec in self.disabled:
+                continue
+            if c.kind == "nan":
+                found = nonfinite(phase, model)
+                if found:
+                    return c.spec, found[0], found[1]
+            elif c.kind == "stale_grad":
+                if phase == "before_backward":
+                    reason = stale_grad(model)
+                    if reason:
+                        return c.spec, reason, {}
+            elif c.phase == phase:
+                if scalars is None:
+                    scalars = model.scalars(n for c2 in self.conditions if c2.phase == phase for n in c2.reads)
+                reason = c.check(scalars)
+                if reason:
+                    return c.spec, reason, {}
+        return None
+
+
+def nonfinite(phase: str, model: StepModel) -> tuple[str, dict[str, Any]] | None:
+    """A non-finite loss (before backward) or gradient (before the update), and why."""
+    st = model.current
+    assert st is not None
+    if phase == "before_backward" and st.losses and not math.isfinite(st.losses[-1]):
+        loss = st.losses[-1]
+        details: dict[str, Any] = {}
+        bad_params = tensors.nonfinite_names(model.named(model.params_of_step(), grads=False))
+        out = tensors.first_tensor(model.capture.get("output"))
+        if bad_params:
+            details["nonfinite_params"] = bad_params
+            why = f"parameters {', '.join(bad_params[:3])} are non-finite (the update of the previous step made them so)"
+        elif out is not None and not bool(torch.isfinite(out.detach()).all()):
+            details["model_output"] = "nonfinite"
+            why = "the model output is already non-finite: it was born in the forward"
+        else:
+            details["model_output"] = "finite"
+            why = "the model output is finite: it was born in the loss computation"
+        return f"loss is {_fmt_nonfinite(loss)}; {why}", details
+    if phase == "before_optimizer_step" and st.grad_norm is not None and not math.isfinite(st.grad_norm):
+        bad = tensors.nonfinite_names(model.named(model.params_of_step(), grads=True))
+        if not bad:
+            return None  # a finite gradient whose norm overflowed is not a NaN
+        return (
+            f"gradient norm is {_fmt_nonfinite(st.grad_norm)}: non-finite gradients in {', '.join(bad[:3])}"
+            + (f" and {len(bad) - 3} more" if len(bad) > 3 else ""),
+            {"nonfinite_grads": bad},
+        )
+    return None
+
+
+def stale_grad(model: StepModel) -> str | None:
+    """The previous step's gradients still in .grad at this step's first backward."""
+    st = model.current
+    assert st is not None
+    if st.index == 0 or st.backward_calls != 1 or st.zero_grad_called:
+        return None
+    if not model.optimizers:
+        return None
+    grads = [p.grad for p in model.params_of_step() if p.grad is not None]
+    if not grads:
+        return None
+    norm = tensors.total_norm(grads)
+    if norm is None or float(norm) == 0.0:
+        return None
+    return (
+        f"the gradients of step {st.index - 1} are still in .grad at this step's backward "
+        f"(norm {float(norm):.4g}): optimizer.zero_grad() was not called, so gradients "
+        "accumulate across steps"
+    )
+
+
+def _fmt_nonfinite(v: float) -> str:
+    return "nan" if math.isnan(v) else ("inf" if v > 0 else "-inf")

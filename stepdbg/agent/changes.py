@@ -1,0 +1,98 @@
+"""Changes a person makes to a running job: learning rates (once or pinned), other
+hyperparameters, skipping this step's update. Every change is logged through `log`."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from . import tensors
+from .step_model import StepModel, opt_params
+
+
+class Changes:
+    """LR pins and skips over the step model's optimizers and schedulers."""
+
+    def __init__(self, model: StepModel, log: Callable[..., dict[str, Any]]) -> None:
+        self.model = model
+        self.log = log  # log(what, **fields) -> the change record
+        self.pins: dict[tuple[int, int], float] = {}
+        self._hidden: list[tuple[torch.Tensor, torch.Tensor]] = []
+
+    def set_lr(self, lr: float, group: int | None = None, pin: bool = False) -> dict[str, Any]:
+        """Set the learning rate of one param group (or all); `pin` keeps it set."""
+        if not (isinstance(lr, (int, float)) and math.isfinite(lr) and lr >= 0):
+            raise ValueError(f"learning rate must be a finite number >= 0, got {lr!r}")
+        opts = list(self.model.optimizers)
+        if not opts:
+            raise RuntimeError("no optimizer seen yet: there is no learning rate to set")
+        changed = []
+        for opt in opts:
+            for i, g in enumerate(opt.param_groups):
+                if group is not None and i != group:
+                    continue
+                old = tensors.as_float(g["lr"])
+                _set_group_lr(g, lr)
+                for sched in list(self.model.schedulers):
+                    if getattr(sched, "optimizer", None) is opt and hasattr(sched, "base_lrs") and old:
+                        sched.base_lrs[i] = sched.base_lrs[i] * lr / old
+                if pin:
+                    self.pins[(id(opt), i)] = lr
+                else:
+                    self.pins.pop((id(opt), i), None)
+                changed.append({"group": i, "old": old, "new": lr})
+        if not changed:
+            raise ValueError(f"no param group {group}")
+        return self.log("lr", lr=lr, pinned=pin, groups=changed)
+
+    def apply_pins(self, opt: torch.optim.Optimizer) -> None:
+        """Before an update: a pinned LR wins over a scheduler or the loop's own setting."""
+        for i, g in enumerate(opt.param_groups):
+            pinned = self.pins.get((id(opt), i))
+            if pinned is not None and tensors.as_float(g["lr"]) != pinned:
+                _set_group_lr(g, pinned)
+
+    def set_param_group(self, key: str, value: float, group: int | None = None) -> dict[str, Any]:
+        """Set another hyperparameter (weight_decay, momentum, ...) of a param group."""
+        changed = []
+        for opt in list(self.model.optimizers):
+            for i, g in enumerate(opt.param_groups):
+                if group is not None and i != group:
+                    continue
+                if key not in g:
+                    raise KeyError(f"param group {i} has no {key!r}; it has {sorted(k for k in g if k != 'params')}")
+                changed.append({"group": i, "old": g[key], "new": value})
+                g[key] = value
+        return self.log("param_group", key=key, value=value, groups=changed)
+
+    def skip_step(self) -> dict[str, Any]:
+        """Do not apply this step's update (the optimizer sees no gradients this once)."""
+        st = self.model.ensure_step()
+        if not self.model.optimizers:
+            raise RuntimeError("no optimizer: a manual update cannot be skipped by stepdbg")
+        if st.optimizer_stepped:
+            raise RuntimeError(f"step {st.index}'s update was already applied")
+        st.skip = True
+        return self.log("skip", target_step=st.index)
+
+    def hide_grads(self, opt: torch.optim.Optimizer) -> None:
+        """A skipped step: optimizers pass over parameters whose .grad is None (state
+        untouched); restore_grads() puts them back after the update."""
+        self._hidden = [(p, p.grad) for p in opt_params(opt) if p.grad is not None]
+        for p, _ in self._hidden:
+            p.grad = None
+
+    def restore_grads(self) -> None:
+        for p, g in self._hidden:
+            p.grad = g
+        self._hidden = []
+
+
+def _set_group_lr(group: dict[str, Any], lr: float) -> None:
+    if isinstance(group["lr"], torch.Tensor):
+        group["lr"].fill_(lr)
+    else:
+        group["lr"] = lr

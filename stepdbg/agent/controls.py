@@ -1,0 +1,159 @@
+"""Controls: the pause/resume state machine and the work handed to the paused thread.
+
+The training thread pauses in ``hold()`` and runs, one at a time, the calls other
+threads queue with ``on_training_thread()`` (evaluating code in the paused frame,
+replaying the step: grad mode, autocast and the device are per thread) until a resume
+arrives. Resuming ops set the run mode that ``stop_reason()`` reads at the next pause
+points. Front ends are counted here, since whether anyone is attached decides what a
+pause waits for.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import Future
+from typing import Any
+
+from ..wire import conditions as cond_mod
+
+
+class NotPaused(RuntimeError):
+    """A request that needs the paused training thread arrived while the job runs."""
+
+
+class Controls:
+    """Pause, resume and stepping; the call queue of the paused training thread."""
+
+    def __init__(self, training_thread: Callable[[], int | None]) -> None:
+        self._training_thread = training_thread
+        self.paused: Any = None  # the Break the job is paused at
+        self.end_requested = False
+        self.frontends = 0
+        self.wait_for_frontend = False  # serve mode: a pause waits for a client to attach
+        self.detach_timeout: float | None = None
+        self.alone_since: float | None = None
+        self._resume = threading.Event()
+        self._calls: queue.Queue[tuple[Callable[[], Any], Future[Any]]] = queue.Queue()
+        self._run_mode: tuple[str, Any] = ("run", None)
+        self._paused_cv = threading.Condition()
+
+    # ------------------------------------------------------------------ on the training thread
+
+    def begin_pause(self, brk: Any) -> None:
+        self._resume.clear()
+        self._run_mode = ("run", None)
+        with self._paused_cv:
+            self.paused = brk
+            self._paused_cv.notify_all()
+
+    def end_pause(self) -> None:
+        with self._paused_cv:
+            self.paused = None
+            self._paused_cv.notify_all()
+
+    def hold(self, on_idle: Callable[[], None] | None = None) -> None:
+        """Run queued requests on the training thread until someone resumes."""
+        while not self._resume.is_set():
+            try:
+                fn, fut = self._calls.get(timeout=0.1)
+            except queue.Empty:
+                alone = self.alone_since
+                if (self.detach_timeout is not None and alone is not None and self.frontends == 0
+                        and time.monotonic() - alone > self.detach_timeout and on_idle is not None):
+                    on_idle()
+                continue
+            if fut.set_running_or_notify_cancel():
+                try:
+                    fut.set_result(fn())
+                except BaseException as e:  # handed back to the caller
+                    fut.set_exception(e)
+        # Anything left unanswered is cancelled, never silently lost.
+        while not self._calls.empty():
+            _, fut = self._calls.get_nowait()
+            fut.set_exception(NotPaused("the job resumed before this request ran"))
+
+    def stop_reason(self, phase: str, step: int) -> str | None:
+        """Why the run mode stops at this pause point, if it does."""
+        mode, arg = self._run_mode
+        if mode == "phase":
+            return f"paused at the next pause point ({phase})"
+        if mode == "step" and step >= arg[0] and (phase == arg[1] or arg[1] not in cond_mod.PHASES):
+            return f"next step: step {step}"
+        if mode == "to_step" and step >= arg:
+            return f"ran to step {step}"
+        return None
+
+    # ------------------------------------------------------------------ from any thread
+
+    def on_training_thread(self, fn: Callable[[], Any], timeout: float = 300.0) -> Any:
+        """Run `fn` on the paused training thread and return its result."""
+        me = threading.current_thread()
+        thread = self._training_thread()
+        if me.ident == thread or (thread is None and not me.name.startswith("stepdbg-")):
+            return fn()  # the training thread itself (the console), or nothing trains yet
+        if self.paused is None:
+            raise NotPaused("the job is running; pause it first")
+        fut: Future[Any] = Future()
+        self._calls.put((fn, fut))
+        return fut.result(timeout=timeout)
+
+    def wait_paused(self, timeout: float | None = None, previous: Any = None) -> Any:
+        """Wait until the job is paused at a break other than `previous`; None on timeout."""
+        with self._paused_cv:
+            self._paused_cv.wait_for(
+                lambda: self.paused is not None and self.paused is not previous, timeout=timeout)
+            return self.paused if self.paused is not previous else None
+
+    def _resume_with(self, mode: str, arg: Any = None) -> None:
+        self._run_mode = (mode, arg)
+        self._resume.set()
+
+    def cont(self) -> None:
+        """Continue until the next break."""
+        self._resume_with("run")
+
+    def pause(self) -> None:
+        """Pause at the next pause point."""
+        self._run_mode = ("phase", None)
+
+    def next_phase(self) -> None:
+        self._resume_with("phase")
+
+    def next_step(self, step: int) -> None:
+        """Continue to the same pause point of the next step."""
+        cur = self.paused
+        self._resume_with("step", (step + 1, cur.phase if cur else "before_forward"))
+
+    def pause_at(self, n: int, step: int) -> None:
+        """Pause at step n's before_optimizer_step (outside collectives)."""
+        if n < step:
+            raise ValueError(f"step {n} has passed (the job is at step {step})")
+        self._run_mode = ("step", (n, "before_optimizer_step"))
+
+    def run_to_step(self, n: int, step: int) -> None:
+        if n <= step:
+            raise ValueError(f"step {n} is not ahead (the job is at step {step})")
+        self._resume_with("to_step", n)
+
+    def end(self) -> None:
+        """End the job: at once if paused, else at the next pause point."""
+        self.end_requested = True
+        if self.paused is not None:
+            self.cont()
+        else:
+            self._run_mode = ("phase", None)
+
+    def attached(self) -> None:
+        self.frontends += 1
+        self.alone_since = None
+
+    def detached(self) -> bool:
+        """One front end fewer; True when none is left."""
+        self.frontends = max(0, self.frontends - 1)
+        if self.frontends == 0:
+            self.alone_since = time.monotonic()
+            return True
+        return False

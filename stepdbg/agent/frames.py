@@ -1,0 +1,66 @@
+"""Frames: which code is the user's, where a break is, what the root call's kwargs were."""
+
+from __future__ import annotations
+
+import linecache
+import os
+import sys
+from types import FrameType
+from typing import Any
+
+import torch
+
+_PKG_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # stepdbg/
+_TORCH_DIR = os.path.dirname(os.path.abspath(torch.__file__))
+_STDLIB_DIR = os.path.dirname(os.path.abspath(os.__file__))
+_NOT_USER = (_PKG_DIR, _TORCH_DIR, "<frozen")
+
+
+def is_user_file(path: str) -> bool:
+    """False for torch's, stepdbg's and the standard library's files."""
+    if path.startswith(_NOT_USER) or path.startswith("<"):
+        return False
+    path = os.path.abspath(path)
+    return not (path.startswith(_STDLIB_DIR) and "site-packages" not in path)
+
+
+def user_frame(start: FrameType | None) -> FrameType | None:
+    """The innermost frame that belongs to the user's code (not torch, not stepdbg)."""
+    f = start
+    while f is not None:
+        if is_user_file(f.f_code.co_filename):
+            return f
+        f = f.f_back
+    return None
+
+
+def where_of(frame: FrameType | None, lineno: int | None = None) -> dict[str, Any] | None:
+    """File, line, function and code of a frame, as a break reports them."""
+    if frame is None:
+        return None
+    line = lineno or frame.f_lineno
+    return {
+        "file": os.path.abspath(frame.f_code.co_filename),
+        "line": line,
+        "function": frame.f_code.co_name,
+        "code": linecache.getline(frame.f_code.co_filename, line).strip(),
+    }
+
+
+def caller_kwargs() -> dict[str, Any]:
+    """The kwargs of the root module call being entered.
+
+    Global forward pre-hooks get args only; the kwargs live in the frame of
+    Module._call_impl (torch 2.x), a few frames up from the hook."""
+    try:
+        f: FrameType | None = sys._getframe(3)
+    except ValueError:
+        return {}
+    for _ in range(6):
+        if f is None:
+            break
+        if f.f_code.co_name in ("_call_impl", "inner") and "kwargs" in f.f_locals:
+            kw = f.f_locals["kwargs"]
+            return dict(kw) if isinstance(kw, dict) else {}
+        f = f.f_back
+    return {}

@@ -1,0 +1,684 @@
+"""The Session: one per training process, a small facade over the agent's parts.
+
+- ``StepModel`` (step_model.py): torch's hooks → phases → steps; it calls this Session
+  (its ``StepListener``) at every pause point, on the training thread;
+- ``Breakpoints`` (breakpoints.py): which conditions hold at a pause point;
+- ``Controls`` (controls.py): pause/resume and the work handed to the paused thread;
+- ``Changes`` (changes.py): LR, pins and skips; ``Evaluator`` (evaluate.py): code in
+  the paused frame.
+
+Everything a front end may ask for is a public method here that is safe to call from any
+thread; work that must run on the training thread is queued to it while it is paused.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+import time
+import traceback
+from collections.abc import Callable, Iterable
+from dataclasses import asdict, dataclass, field
+from types import FrameType
+from typing import Any
+
+import torch
+
+from ..wire.conditions import ACTIONS, Condition
+from . import inspection
+from .breakpoints import Breakpoints
+from .changes import Changes
+from .controls import Controls, NotPaused
+from .evaluate import Evaluator
+from .frames import user_frame, where_of
+from .hooks import Guard
+from .memory import memory
+from .ranks import Ranks
+from .report import Report, rank_path
+from .step_model import StepModel, opt_params
+
+__all__ = ["EXIT_ABORT", "Abort", "Break", "NotPaused", "Session"]
+
+EXIT_ABORT = 3
+WAIT_SHOWN_AFTER = 1.0  # seconds without progress before status() says where the loop waits
+
+
+class Abort(SystemExit):
+    """Raised into the training loop by the `abort` action: ends the script with code 3."""
+
+    def __init__(self) -> None:
+        super().__init__(EXIT_ABORT)
+
+
+@dataclass
+class Break:
+    """Why and where the job stopped."""
+
+    step: int
+    phase: str
+    condition: str
+    reason: str
+    scalars: dict[str, Any]
+    where: dict[str, Any] | None
+    details: dict[str, Any] = field(default_factory=dict)
+    at: float = field(default_factory=time.time)  # wall clock, for latency and logs
+
+
+class Session:
+    """The in-process debugger: one per training process."""
+
+    def __init__(
+        self,
+        breaks: Iterable[str | Condition] = ("nan", "exception"),
+        actions: Iterable[str] = ("report",),
+        report: str | None = None,
+        argv: list[str] | None = None,
+        quiet: bool = False,
+    ) -> None:
+        self.break_set = Breakpoints(breaks)
+        self.actions = list(actions)
+        for a in self.actions:
+            if a not in ACTIONS:
+                raise ValueError(f"unknown action {a!r}; known: {', '.join(ACTIONS)}")
+        # Actions nobody chose (the defaults): with a front end attached, a break pauses.
+        self.actions_defaulted = False
+        rank, world = os.environ.get("RANK"), os.environ.get("WORLD_SIZE")
+        if rank is not None and world not in (None, "1"):  # a rank of a distributed job
+            self.report = Report(rank_path(report, int(rank)) if report else None, {"rank": int(rank)})
+        else:
+            self.report = Report(report)
+        self.argv = list(argv if argv is not None else sys.argv)
+        self.quiet = quiet
+        self.pid = os.getpid()
+        self.breaks: list[Break] = []
+        self.changes: list[dict[str, Any]] = []
+        self.replays: list[dict[str, Any]] = []
+        self.guard = Guard(self._hook_failed, passthrough=(Abort, KeyboardInterrupt))
+        self.model = StepModel(self, self.guard)
+        self.model.armed = "replay" in self.actions
+        self.controls = Controls(lambda: self.model.thread)
+        self.changer = Changes(self.model, self._log_change)
+        self._paused_frame: FrameType | None = None
+        self.evaluator = Evaluator(self.model, self.controls, lambda: self._paused_frame)
+        self.ranks = Ranks()
+        # Called with (event, data) on the thread where it happens: "break", "paused",
+        # "resumed", "step", "change", "replay", "finding", "output". The server forwards them.
+        self.listeners: list[Callable[[str, Any], None]] = []
+        self.on_stop: list[Callable[[], None]] = []  # run before the server says "exited"
+        self.server: Any = None
+        self._doctor: Any = None
+        self.stop_after: int | None = None  # end the run (exit 0) after this many steps
+        self._watchdog: Any = None
+        self._started = False
+
+    # ------------------------------------------------------------------ parts, as attributes
+
+    @property
+    def step(self) -> int:
+        return self.model.step
+
+    @property
+    def history(self) -> Any:
+        return self.model.history
+
+    @property
+    def capture(self) -> dict[str, Any]:
+        return self.model.capture
+
+    @property
+    def conditions(self) -> list[Condition]:
+        return self.break_set.conditions
+
+    @property
+    def disabled_hooks(self) -> set[str]:
+        """Hooks that failed and turned themselves off."""
+        return self.guard.disabled
+
+    @property
+    def paused(self) -> Break | None:
+        return self.controls.paused
+
+    @property
+    def frontends(self) -> int:
+        return self.controls.frontends
+
+    @property
+    def armed(self) -> bool:
+        """Whether what a replay of the backward needs is kept (a front end is attached,
+        or the replay action was chosen)."""
+        return self.model.armed
+
+    @armed.setter
+    def armed(self, value: bool) -> None:
+        self.model.armed = value
+
+    @property
+    def overfit(self) -> bool:
+        return self.model.overfit
+
+    @overfit.setter
+    def overfit(self, value: bool) -> None:
+        self.model.overfit = value
+
+    @property
+    def wait_for_frontend(self) -> bool:
+        return self.controls.wait_for_frontend
+
+    @wait_for_frontend.setter
+    def wait_for_frontend(self, value: bool) -> None:
+        self.controls.wait_for_frontend = value
+
+    @property
+    def detach_timeout(self) -> float | None:
+        return self.controls.detach_timeout
+
+    @detach_timeout.setter
+    def detach_timeout(self, value: float | None) -> None:
+        self.controls.detach_timeout = value
+
+    @property
+    def doctor(self) -> Any:
+        """A diagnostics.Doctor when the rules are on (stepdbg doctor), else None."""
+        return self._doctor
+
+    @doctor.setter
+    def doctor(self, doctor: Any) -> None:
+        self._doctor = doctor
+        if doctor is not None:
+            doctor.notify = self._finding
+            doctor.write = self.report.write
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def start(self, scan_existing: bool = False) -> Session:
+        """Install the hooks and write the start event. Idempotent.
+
+        `scan_existing` looks for optimizers built before this call (``watch()`` in a
+        script); the launcher starts the session before the script's first line.
+        """
+        if self._started:
+            return self
+        from .. import __version__
+
+        self._started = True
+        self.model.install(self._on_activation if self.break_set.has("activations") else None)
+        if scan_existing:
+            self.model.find_existing_optimizers()
+        self.report.write(
+            "start", pid=self.pid, argv=self.argv, torch=torch.__version__, stepdbg=__version__,
+            breaks=self.break_specs(), actions=self.actions,
+        )
+        stall = self.break_set.first("stall")
+        if stall is not None:
+            from .watchdog import Watchdog
+
+            self._watchdog = Watchdog(self.model, stall, self.report_stall, self._say)
+            self._watchdog.start()
+        os.register_at_fork(after_in_child=self._forked)
+        return self
+
+    def stop(self, exit_code: int | None = None, error: str | None = None) -> None:
+        """Remove every hook, write the end event, close the report. `error`: the
+        exception that ended the script, as its traceback's last lines."""
+        if not self._started:
+            return
+        self._started = False
+        if self._watchdog is not None:
+            self._watchdog.stop()
+        self.model.remove()
+        for fn in self.on_stop:
+            with contextlib.suppress(Exception):
+                fn()
+        if self.server is not None:
+            self.server.stop(exit_code, error)
+        repeats = self.break_set.repeats
+        self.report.write("end", exit_code=exit_code, error=error, steps=self.step, breaks=len(self.breaks),
+                          repeats_not_reported=repeats)
+        if repeats:
+            self.say("conditions that stayed true (reported once): "
+                      + ", ".join(f"{k} x{v}" for k, v in repeats.items()))
+        self.report.close()
+
+    def _forked(self) -> None:
+        # A DataLoader worker (fork) inherits us; it must not report or pause.
+        self.model.active = False
+        self._started = False
+        self._watchdog = None
+
+    # ------------------------------------------------------------------ breakpoints
+
+    def add_break(self, spec: str | Condition) -> Condition:
+        c = self.break_set.add(spec)
+        if c.kind == "activations" and self.model.active:
+            self.model.install_activation_hook(self._on_activation)
+        self._log_change("break_add", spec=c.spec)
+        return c
+
+    def break_specs(self) -> list[str]:
+        return self.break_set.specs()
+
+    def breakpoints(self) -> list[dict[str, Any]]:
+        """Each breakpoint with its kind, where it is checked and whether it is on."""
+        return self.break_set.listing()
+
+    def enable_break(self, spec: str, enabled: bool = True) -> None:
+        self.break_set.enable(spec, enabled)
+        self._log_change("break_enable", spec=spec, enabled=enabled)
+
+    def remove_break(self, spec: str) -> None:
+        self.break_set.remove(spec)
+        self._log_change("break_remove", spec=spec)
+
+    # ------------------------------------------------------------------ the step model's listener
+
+    def pause_point(self, phase: str) -> None:
+        if self.controls.end_requested:
+            self.say(f"ending the job (exit code {EXIT_ABORT}) as asked by a client")
+            raise Abort()
+        self.model.enter(phase)
+        hit = self.break_set.check(phase, self.model)
+        if hit is not None and not self.break_set.repeat(hit[0], self.step):
+            self._break(*hit, phase=phase)
+            return
+        stop = self.controls.stop_reason(phase, self.step)
+        if stop:
+            self._break("pause", stop, phase=phase, actions=["pause"])
+
+    def needs_grad_norm(self) -> bool:
+        return self.break_set.reads_grad_norm()
+
+    def on_batch(self, module: torch.nn.Module, args: tuple[Any, ...]) -> None:
+        if self._doctor is not None:
+            self._doctor.on_batch(self.model, module, args)
+
+    def on_nograd_forward(self, module: torch.nn.Module) -> None:
+        if self._doctor is not None:
+            self._doctor.on_nograd_forward(self.model, module)
+
+    def on_loss(self, loss: torch.Tensor | None) -> None:
+        if self._doctor is not None:
+            self._doctor.before_backward(self.model, loss)
+
+    def before_update(self, opt: torch.optim.Optimizer) -> None:
+        self.changer.apply_pins(opt)
+        if self._doctor is not None:
+            self.guard("doctor", self._doctor.before_update, self.model, opt)
+        if self.ranks.active():
+            req = self.guard("ranks", self.ranks.due, self.step)
+            if req is not None:
+                self._pause_for_rank(req)
+
+    def update_starts(self, opt: torch.optim.Optimizer) -> None:
+        if self.model.ensure_step().skip:
+            self.changer.hide_grads(opt)
+
+    def after_update(self, opt: torch.optim.Optimizer) -> None:
+        self.changer.restore_grads()
+        if self._doctor is not None:
+            self.guard("doctor", self._doctor.on_update, self.model, opt_params(opt))
+
+    def on_step_end(self, record: dict[str, Any]) -> None:
+        if self.listeners:
+            self.emit("step", record)
+        if self._doctor is not None:
+            self.guard("doctor", self._doctor.on_step_end, self.model)
+        if self.stop_after is not None and self.step >= self.stop_after:
+            self._finish_early()
+
+    def on_process_group(self, timeout: Any, ready: bool) -> None:
+        if not ready:
+            self.ranks.job_started(timeout)
+            return
+        self.guard("ranks", self.ranks.active)  # says which node this rank is on
+        if self.frontends:
+            self.guard("ranks", self.ranks.raise_timeout)
+
+    def _on_activation(self, module: torch.nn.Module, args: Any, output: Any) -> None:
+        from .tensors import first_tensor
+
+        out = first_tensor(output)
+        if out is None or not out.is_floating_point() or bool(torch.isfinite(out).all()):
+            return
+        inputs = [a for a in args if isinstance(a, torch.Tensor) and a.is_floating_point()]
+        if any(not bool(torch.isfinite(a).all()) for a in inputs):
+            return  # passed on, not produced here
+        spec = self.break_set.first("activations").spec  # type: ignore[union-attr]
+        if self.break_set.repeat(spec, self.step):  # the innermost module reports first
+            return
+        name = inspection.module_name(self.model.roots.values(), module)
+        self._break(spec, f"module {name} ({type(module).__name__}) produced a non-finite output from finite inputs",
+                    phase="forward", details={"module": name, "module_type": type(module).__name__})
+
+    def _pause_for_rank(self, req: dict[str, Any]) -> None:
+        """Every rank, the one that broke included, pauses here for a rank's break."""
+        mine = req["rank"] == self.ranks.rank
+        self.break_set.mark_fired(req["condition"], self.step)  # the job broke once, not once per rank
+        self.model.ensure_step().phase = "before_optimizer_step"
+        reason = (f"paused at step {self.step} for this rank's break at step {req['broke_at']}: {req['reason']}"
+                  if mine else f"paused for rank {req['rank']}'s break at step {req['broke_at']}: {req['reason']}")
+        self._break(req["condition"] if mine else f"rank {req['rank']}", reason, phase="before_optimizer_step",
+                    actions=["pause"], details={"for_rank": req["rank"], "broke_at": req["broke_at"]},
+                    coordinated=True)
+
+    def _finish_early(self) -> None:
+        """End a doctor/overfit run after its steps: exit code 0 from the script's point of view."""
+        if self.overfit and self._doctor is not None:
+            ok, words = self._doctor.overfit_result(self.model)
+            if ok:
+                self.say(words)
+        self.say(f"stopping after {self.step} steps as asked")
+        raise SystemExit(0)
+
+    # ------------------------------------------------------------------ breaks
+
+    def _break(self, condition: str, reason: str, details: dict[str, Any] | None = None, phase: str | None = None,
+               actions: list[str] | None = None, frame: FrameType | None = None, coordinated: bool = False) -> Break:
+        st = self.model.current
+        frame = frame or user_frame(sys._getframe(1))
+        brk = Break(step=st.index if st else self.step, phase=phase or (st.phase if st else "none"),
+                    condition=condition, reason=reason, scalars=self.model.break_scalars(), where=where_of(frame),
+                    details=details or {})
+        self.breaks.append(brk)
+        self.report.write("break", **asdict(brk))
+        self.emit("break", asdict(brk))
+        self.say(f"break at step {brk.step} ({brk.phase}) [{condition}]: {reason}"
+                  + (f"\n  at {brk.where['file']}:{brk.where['line']}  {brk.where['code']}" if brk.where else ""))
+        self._paused_frame = frame  # the frame the actions (replay, the console) look at
+        try:
+            if actions is None:
+                actions = ["pause"] if self.frontends and self.actions_defaulted else self.actions
+            if ("pause" in actions and not coordinated and condition != "pause" and phase != "exception"
+                    and self.ranks.active()):
+                # Pause the whole job together, outside any collective (see ranks.py).
+                target = self.guard("ranks", self.ranks.request_pause, brk.step, brk.phase, reason, condition)
+                if target is not None:  # else (the store is gone) this rank pauses alone
+                    brk.details["pause_at_step"] = target
+                    actions = [a for a in actions if a != "pause"]
+            for action in actions:
+                if action == "replay":
+                    self.replay()
+                elif action == "skip":
+                    self.skip_step()
+                elif action == "abort":
+                    self.say(f"aborting (exit code {EXIT_ABORT}) as asked by --on-break abort")
+                    raise Abort()
+                elif action == "pause":
+                    self._pause(brk)
+        finally:
+            self._paused_frame = None
+        return brk
+
+    def breakpoint(self, frame: FrameType | None = None) -> None:
+        """Pause here, as asked by the user's code."""
+        if not self.model.active or self.model.busy or self.paused is not None:
+            return
+        self.model.ensure_step()
+        self._break("breakpoint()", "stepdbg.breakpoint() was called", phase="breakpoint",
+                    actions=["pause"], frame=frame or user_frame(sys._getframe(1)))
+
+    def post_mortem(self, exc: BaseException) -> Break | None:
+        """Break on an uncaught exception, if asked to (condition `exception`)."""
+        cond = self.break_set.first("exception")
+        if cond is None or isinstance(exc, (SystemExit, KeyboardInterrupt)) or not self.model.active:
+            return None
+        tb = exc.__traceback__
+        frames = []
+        while tb is not None:
+            frames.append((tb.tb_frame, tb.tb_lineno))
+            tb = tb.tb_next
+        user = [(f, n) for f, n in frames if user_frame(f) is f]
+        frame, lineno = user[-1] if user else (frames[-1] if frames else (None, None))
+        details = {
+            "exception": type(exc).__name__,
+            "message": str(exc),
+            "explanation": inspection.explain_error(exc),
+            "traceback": "".join(traceback.format_exception(type(exc), exc, exc.__traceback__)),
+            "locals": inspection.tensor_locals(frame) if frame is not None else {},
+            "module": inspection.failing_module(self.model.roots.values(), [f for f, _ in frames]),
+        }
+        self.model.reset_depths()
+        brk = self._break(cond.spec, f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}",
+                          details=details, phase="exception",
+                          actions=[a for a in self.actions if a != "skip"], frame=frame)
+        if brk.where and lineno:
+            brk.where = where_of(frame, lineno)
+        return brk
+
+    def report_stall(self, spec: str, reason: str, details: dict[str, Any]) -> None:
+        """Called by the watchdog thread: the main thread cannot pause itself."""
+        m = self.model
+        frame = sys._current_frames().get(m.thread) if m.thread else None
+        brk = Break(step=self.step, phase=m.current.phase if m.current else "between steps", condition=spec,
+                    reason=reason, scalars=m.break_scalars(), where=where_of(user_frame(frame)), details=details)
+        self.breaks.append(brk)
+        self.report.write("break", **asdict(brk))
+        self.say(f"break at step {brk.step} ({brk.phase}) [{spec}]: {reason}")
+        if "abort" in self.actions:
+            self.say(f"aborting (exit code {EXIT_ABORT}): the job is stalled")
+            self.stop(exit_code=EXIT_ABORT)
+            # Stuck DataLoader workers would outlive us and hold the terminal's pipes.
+            for w in (details.get("dataloader") or {}).get("workers", []):
+                with contextlib.suppress(OSError, TypeError):
+                    os.kill(w["pid"], 9)
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(EXIT_ABORT)
+
+    # ------------------------------------------------------------------ pausing and controls
+
+    def _pause(self, brk: Break) -> None:
+        console = self.frontends == 0 and not self.wait_for_frontend
+        if console:
+            from ..client.console import can_prompt, run_console
+
+            if not can_prompt():
+                self.say("not pausing: no front end is attached and stdin is not a terminal")
+                return
+        self.controls.begin_pause(brk)
+        self.model.halted = True
+        self.emit("paused", brk)
+        try:
+            if console:
+                run_console(self)
+            else:
+                if self.frontends == 0:
+                    self.say(f"paused; waiting for a client: {self.server.attach_command if self.server else ''}")
+                self.controls.hold(on_idle=self._alone_too_long)
+        finally:
+            self.model.halted = False
+            self.controls.end_pause()
+            self.model.progress()
+            self.emit("resumed", {"step": self.step})
+        if self.controls.end_requested:
+            self.say(f"ending the job (exit code {EXIT_ABORT}) as asked by a client")
+            raise Abort()
+
+    def _alone_too_long(self) -> None:
+        self.say(f"no client for {self.detach_timeout:g}s: resuming (--detach-timeout)")
+        self.cont()
+
+    def on_training_thread(self, fn: Callable[[], Any], timeout: float = 300.0) -> Any:
+        """Run `fn` on the paused training thread and return its result."""
+        return self.controls.on_training_thread(fn, timeout)
+
+    def wait_paused(self, timeout: float | None = None, previous: Break | None = None) -> Break | None:
+        """Wait until the job is paused at a break other than `previous`; None on timeout."""
+        return self.controls.wait_paused(timeout, previous)
+
+    def attach(self) -> None:
+        """A front end is attached: pauses wait for it, replay is armed, and a distributed
+        job's collectives stop timing out (a paused rank would otherwise kill the job)."""
+        self.controls.attached()
+        self.armed = True
+        self.guard("ranks", self.ranks.raise_timeout)
+
+    def detach(self, then: str = "stay") -> None:
+        """A front end left. `then`: "stay" (a paused job waits for a re-attach),
+        "continue" or "end" (the job ends with exit code 3)."""
+        if self.controls.detached():
+            self.armed = "replay" in self.actions
+            self.guard("ranks", self.ranks.restore_timeout)
+        if then == "continue":
+            self.cont()
+        elif then == "end":
+            self.end()
+
+    def end(self) -> None:
+        """End the job: at once if paused, else at the next pause point (exit code 3)."""
+        self.controls.end()
+
+    def cont(self) -> None:
+        """Continue until the next break."""
+        self.controls.cont()
+
+    def pause(self) -> None:
+        """Pause at the next pause point."""
+        self.controls.pause()
+
+    def next_phase(self) -> None:
+        self.controls.next_phase()
+
+    def next_step(self) -> None:
+        """Continue to the same pause point of the next step."""
+        self.controls.next_step(self.step)
+
+    def pause_at(self, n: int) -> None:
+        """Pause at step n's before_optimizer_step (outside collectives): what a client
+        sends to every rank of a job, with n past every rank's current step."""
+        self.controls.pause_at(n, self.step)
+
+    def run_to_step(self, n: int) -> None:
+        self.controls.run_to_step(n, self.step)
+
+    # ------------------------------------------------------------------ changes
+
+    def set_lr(self, lr: float, group: int | None = None, pin: bool = False) -> dict[str, Any]:
+        """Set the learning rate of one param group (or all); `pin` keeps it set."""
+        return self.changer.set_lr(lr, group, pin)
+
+    def set_param_group(self, key: str, value: float, group: int | None = None) -> dict[str, Any]:
+        """Set another hyperparameter (weight_decay, momentum, ...) of a param group."""
+        return self.changer.set_param_group(key, value, group)
+
+    def skip_step(self) -> dict[str, Any]:
+        """Do not apply this step's update (the optimizer sees no gradients this once)."""
+        return self.changer.skip_step()
+
+    def _log_change(self, what: str, **fields: Any) -> dict[str, Any]:
+        rec = {"what": what, "step": self.step, **fields}
+        self.changes.append(rec)
+        self.report.write("change", **rec)
+        self.emit("change", rec)
+        self.say(f"change: {what} " + ", ".join(f"{k}={v}" for k, v in fields.items()))
+        return rec
+
+    # ------------------------------------------------------------------ inspection (paused)
+
+    def namespace(self) -> dict[str, Any]:
+        return self.evaluator.namespace()
+
+    def summary(self, name: str) -> dict[str, Any]:
+        return self.evaluator.summary(name)
+
+    def slice(self, name: str, index: str = "", limit: int = 256) -> list[Any]:
+        return self.evaluator.slice(name, index, limit)
+
+    def evaluate(self, source: str) -> dict[str, Any]:
+        return self.evaluator.evaluate(source)
+
+    def module_tree(self) -> list[dict[str, Any]]:
+        return self.on_training_thread(lambda: inspection.module_tree(self.model))
+
+    def model_summary(self, depth: int = 3) -> str | None:
+        """torchinfo's summary table on the captured batch."""
+        return self.on_training_thread(lambda: inspection.model_summary(self.model, depth))
+
+    def optimizer_info(self) -> list[dict[str, Any]]:
+        return inspection.optimizer_info(list(self.model.optimizers), list(self.model.schedulers), self.changer.pins)
+
+    def memory(self) -> dict[str, Any]:
+        return memory()
+
+    def timings(self) -> dict[str, Any]:
+        st = self.model.current
+        return {"current": dict(st.phase_times) if st else {}, "history": [
+            {k: h[k] for k in ("step", "step_time", "data_wait")} for h in list(self.history)[-100:]]}
+
+    def source(self, context: int = 5) -> dict[str, Any] | None:
+        return inspection.source_around(self._paused_frame, context)
+
+    def stacks(self) -> list[dict[str, Any]]:
+        return inspection.thread_stacks()
+
+    def status(self) -> dict[str, Any]:
+        st = self.model.current
+        return {
+            "pid": self.pid, "argv": self.argv, "step": self.step,
+            "phase": st.phase if st else "between steps",
+            "state": "paused" if self.paused else "running",
+            "frontends": self.frontends,
+            "paused": asdict(self.paused) if self.paused else None,
+            "waiting": self.guard("waiting", self.waiting),
+            "breaks": self.break_specs(), "actions": self.actions,
+        }
+
+    def waiting(self) -> dict[str, Any] | None:
+        """Where the training thread waits when it has made no progress for a second (a
+        stalled loader, a collective waiting for another rank); in a collective, how long
+        it has before the process-group timeout ends the job."""
+        m = self.model
+        if self.paused is not None or m.thread is None:
+            return None
+        idle = time.monotonic() - m.last_progress
+        frame = sys._current_frames().get(m.thread)
+        if idle < WAIT_SHOWN_AFTER or frame is None:
+            return None
+        multi = self.ranks.active()
+        out = {"idle_s": round(idle, 1), **inspection.blocked_in(frame, multi), "timeout_s": None, "left_s": None}
+        if out["collective"] and multi:
+            timeout = self.ranks.timeout_at(m.last_progress)
+            if timeout is not None:
+                out["timeout_s"], out["left_s"] = timeout, round(max(0.0, timeout - idle), 1)
+        return out
+
+    def replay(self) -> dict[str, Any]:
+        """Replay the step under anomaly detection and per-module checks; report the producer."""
+        from .replay import replay_step
+
+        def run() -> dict[str, Any]:
+            result = replay_step(self.model, self.breaks[-1] if self.breaks else None, self._paused_frame)
+            self.replays.append(result)
+            self.report.write("replay", **result)
+            self.emit("replay", result)
+            first = result.get("first_nonfinite")
+            self.say(f"replay of step {result['step']}: {result['summary']}"
+                      + (f"\n  {first['code']}" if first and first.get("code") else ""))
+            return result
+
+        return self.on_training_thread(run)
+
+    # ------------------------------------------------------------------ output
+
+    def emit(self, event: str, data: Any) -> None:
+        """Tell every listener (the server, which tells the clients)."""
+        for listener in list(self.listeners):
+            try:
+                listener(event, data)
+            except Exception as e:  # a listener must never reach the training loop
+                self.say(f"event listener failed: {type(e).__name__}: {e}")
+
+
+    def _finding(self, f: Any) -> None:
+        self.report.write("finding", **asdict(f))
+        self.emit("finding", asdict(f))
+        self.say(f"finding [{f.rule}] {f.message} — try: {f.advice}")
+
+    def _hook_failed(self, name: str, e: BaseException) -> None:
+        self.say(f"internal error in the {name} hook, which is now off: {type(e).__name__}: {e}")
+        self.report.write("error", hook=name, error=f"{type(e).__name__}: {e}", traceback=traceback.format_exc())
+
+    def say(self, msg: str) -> None:
+        if not self.quiet:
+            print(f"stepdbg: {msg}", file=sys.stderr, flush=True)
+

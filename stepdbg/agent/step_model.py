@@ -1,0 +1,533 @@
+"""The step model: torch's hooks turned into phases and steps.
+
+A step is what happens between two optimizer steps. ``StepModel`` installs the hooks
+(global module hooks, the optimizer step hooks, thin wrappers around backward, the
+DataLoader iterator, ``clip_grad_norm_``, ``zero_grad`` and GradScaler), keeps what the
+step in progress is made of (``StepState``, the captured inputs a replay needs, the
+per-step history) and tells its ``StepListener`` at each pause point. It knows nothing
+of conditions, pausing or clients: that is the listener's business (the Session).
+"""
+
+from __future__ import annotations
+
+import gc
+import statistics
+import threading
+import time
+import warnings
+import weakref
+from collections import deque
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import torch
+
+from ..wire import conditions as cond_mod
+from . import tensors
+from .frames import caller_kwargs
+from .hooks import Guard, HookSet
+from .memory import memory_in_use
+
+HISTORY_LEN = 10_000
+SPIKE_WINDOW = 50
+SPIKE_MIN_STEPS = 5
+
+
+@dataclass
+class StepState:
+    """What is known about the step in progress."""
+
+    index: int
+    started: float
+    phase: str = "start"
+    loader_wait: float = 0.0
+    loader_calls: int = 0
+    data_wait: float | None = None
+    losses: list[float] = field(default_factory=list)
+    grad_norm: float | None = None
+    clip_norm: float | None = None
+    backward_calls: int = 0
+    forwards: int = 0
+    zero_grad_called: bool = False
+    phase_times: dict[str, float] = field(default_factory=dict)
+    skip: bool = False
+    skipped_by_scaler: bool = False
+    optimizer_stepped: bool = False
+
+
+class StepListener(Protocol):
+    """What the step model tells, on the training thread (the Session implements it)."""
+
+    def pause_point(self, phase: str) -> None: ...
+    def needs_grad_norm(self) -> bool: ...
+    def on_batch(self, module: torch.nn.Module, args: tuple[Any, ...]) -> None: ...
+    def on_nograd_forward(self, module: torch.nn.Module) -> None: ...
+    def on_loss(self, loss: torch.Tensor | None) -> None: ...
+    def before_update(self, opt: torch.optim.Optimizer) -> None: ...
+    def update_starts(self, opt: torch.optim.Optimizer) -> None: ...
+    def after_update(self, opt: torch.optim.Optimizer) -> None: ...
+    def on_step_end(self, record: dict[str, Any]) -> None: ...
+    def on_process_group(self, timeout: Any, ready: bool) -> None: ...
+
+
+class StepModel:
+    """Hooks → phases → steps, for one training thread."""
+
+    def __init__(self, listener: StepListener, guard: Guard) -> None:
+        self.listener = listener
+        self.guard = guard
+        self.step = 0
+        self.current: StepState | None = None
+        self.history: deque[dict[str, Any]] = deque(maxlen=HISTORY_LEN)
+        # What a replay needs, captured at the model's forward: root, args, kwargs, rng,
+        # buffers (when armed), output, grad_output (when armed), loss, batch, loader.
+        self.capture: dict[str, Any] = {}
+        self.armed = False  # keep what a replay of the backward needs (costs one output-sized tensor)
+        self.roots: weakref.WeakValueDictionary[int, torch.nn.Module] = weakref.WeakValueDictionary()
+        self.optimizers: weakref.WeakSet[torch.optim.Optimizer] = weakref.WeakSet()
+        self.schedulers: weakref.WeakSet[Any] = weakref.WeakSet()
+        self.thread: int | None = None  # the training thread, known at its first hook
+        self.active = False
+        self.busy = False  # True while stepdbg runs model code itself (replay, eval, summaries)
+        self.halted = False  # True while the training thread is paused
+        self.last_progress = time.monotonic()
+        self.overfit = False  # re-yield the first DataLoader batch every step (stepdbg overfit)
+        self._overfit_batch: Any = None
+        self._hooks = HookSet()
+        self._depth = 0
+        self._bwd_depth = 0
+        self._is_model: weakref.WeakKeyDictionary[torch.nn.Module, bool] = weakref.WeakKeyDictionary()
+        self._scaled: dict[int, torch.Tensor] = {}
+        self._in_scaler_step = False
+        self._in_optimizer_step = False
+        self._in_forward_of: torch.nn.Module | None = None
+        self._last_step_end: float | None = None
+
+    # ------------------------------------------------------------------ installing
+
+    def install(self, activations: Callable[..., None] | None = None) -> None:
+        """Install every hook; `activations` is a per-module forward hook (the activation watch)."""
+        from torch.nn.modules import module as nn_module
+        from torch.optim import lr_scheduler
+        from torch.optim import optimizer as optim_mod
+        from torch.utils.data import dataloader
+
+        self.active = True
+        h = self._hooks
+        h.add(nn_module.register_module_forward_pre_hook(self._fwd_pre))
+        h.add(nn_module.register_module_forward_hook(self._fwd_post, always_call=True))
+        h.add(optim_mod.register_optimizer_step_pre_hook(self.guarded("optimizer", self._on_optimizer_pre)))
+        h.add(optim_mod.register_optimizer_step_post_hook(self.guarded("optimizer", self._on_optimizer_post)))
+        if activations is not None:
+            self.install_activation_hook(activations)
+        model = self
+
+        def wrap_backward(orig: Callable[..., Any]) -> Callable[..., Any]:
+            def backward(tensors: Any, *args: Any, **kwargs: Any) -> Any:
+                outer = model._bwd_depth == 0 and model.tracking()
+                model._bwd_depth += 1
+                try:
+                    if outer:
+                        model.guard("backward", model.on_backward_pre, tensors)
+                    result = orig(tensors, *args, **kwargs)
+                finally:
+                    model._bwd_depth -= 1
+                if outer:
+                    model.guard("backward", model._on_backward_post)
+                return result
+
+            return backward
+
+        h.patch(torch.autograd, "backward", wrap_backward)
+
+        def wrap_next(orig: Callable[..., Any]) -> Callable[..., Any]:
+            def __next__(it: Any) -> Any:
+                t0 = time.perf_counter()
+                if model.overfit and model._overfit_batch is not None:
+                    batch = model._overfit_batch  # the same batch again: overfit one batch
+                else:
+                    batch = orig(it)
+                    if model.overfit:
+                        model._overfit_batch = batch
+                if model.tracking():
+                    model.guard("dataloader", model._on_loader_next, it, batch, time.perf_counter() - t0)
+                return batch
+
+            return __next__
+
+        h.patch(dataloader._BaseDataLoaderIter, "__next__", wrap_next)
+
+        def wrap_clip(orig: Callable[..., Any]) -> Callable[..., Any]:
+            def clip_grad_norm_(*args: Any, **kwargs: Any) -> Any:
+                norm = orig(*args, **kwargs)
+                if model.tracking():
+                    model.guard("clip", model._on_clip, norm)
+                return norm
+
+            return clip_grad_norm_
+
+        for owner in (torch.nn.utils, torch.nn.utils.clip_grad):
+            h.patch(owner, "clip_grad_norm_", wrap_clip)
+
+        def wrap_zero_grad(orig: Callable[..., Any]) -> Callable[..., Any]:
+            def zero_grad(obj: Any, *args: Any, **kwargs: Any) -> Any:
+                if model.tracking():
+                    model.guard("zero_grad", model._on_zero_grad, obj)
+                return orig(obj, *args, **kwargs)
+
+            return zero_grad
+
+        h.patch(torch.optim.Optimizer, "zero_grad", wrap_zero_grad)
+        h.patch(torch.nn.Module, "zero_grad", wrap_zero_grad)
+
+        def wrap_opt_init(orig: Callable[..., Any]) -> Callable[..., Any]:
+            def __init__(opt: Any, *args: Any, **kwargs: Any) -> None:
+                orig(opt, *args, **kwargs)
+                model.optimizers.add(opt)
+
+            return __init__
+
+        h.patch(torch.optim.Optimizer, "__init__", wrap_opt_init)
+
+        def wrap_sched_step(orig: Callable[..., Any]) -> Callable[..., Any]:
+            def step(sched: Any, *args: Any, **kwargs: Any) -> Any:
+                model.schedulers.add(sched)
+                return orig(sched, *args, **kwargs)
+
+            return step
+
+        h.patch(lr_scheduler.LRScheduler, "step", wrap_sched_step)
+
+        def wrap_scale(orig: Callable[..., Any]) -> Callable[..., Any]:
+            def scale(scaler: Any, outputs: Any) -> Any:
+                scaled = orig(scaler, outputs)
+                if isinstance(scaled, torch.Tensor) and isinstance(outputs, torch.Tensor):
+                    model._scaled = {id(scaled): outputs}
+                return scaled
+
+            return scale
+
+        def wrap_scaler_step(orig: Callable[..., Any]) -> Callable[..., Any]:
+            def step(scaler: Any, optimizer: Any, *args: Any, **kwargs: Any) -> Any:
+                if not model.tracking() or model._in_scaler_step:
+                    return orig(scaler, optimizer, *args, **kwargs)
+                model._in_scaler_step = True
+                try:
+                    result = orig(scaler, optimizer, *args, **kwargs)
+                finally:
+                    model._in_scaler_step = False
+                model.guard("scaler", model._on_scaler_step_done, optimizer)
+                return result
+
+            return step
+
+        def wrap_init_pg(orig: Callable[..., Any]) -> Callable[..., Any]:
+            def init_process_group(*args: Any, **kwargs: Any) -> Any:
+                model.listener.on_process_group(kwargs.get("timeout"), False)
+                result = orig(*args, **kwargs)
+                model.listener.on_process_group(kwargs.get("timeout"), True)
+                return result
+
+            return init_process_group
+
+        if torch.distributed.is_available():
+            h.patch(torch.distributed, "init_process_group", wrap_init_pg)
+        h.patch(torch.amp.GradScaler, "scale", wrap_scale)
+        h.patch(torch.amp.GradScaler, "step", wrap_scaler_step)
+
+    def install_activation_hook(self, hook: Callable[..., None]) -> None:
+        from torch.nn.modules import module as nn_module
+
+        if "activations" not in {getattr(h, "_stepdbg", None) for h in self._hooks.handles}:
+            handle = nn_module.register_module_forward_hook(self.guarded("activations", hook))
+            handle._stepdbg = "activations"  # type: ignore[attr-defined]
+            self._hooks.add(handle)
+
+    def remove(self) -> None:
+        self.active = False
+        self._hooks.remove_all()
+
+    def find_existing_optimizers(self) -> None:
+        """Optimizers built before the hooks were installed (``watch()`` in a script):
+        without knowing them, a second micro-batch would look like a manual-SGD step."""
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # isinstance on deprecated module proxies warns
+            for obj in gc.get_objects():
+                if isinstance(obj, torch.optim.Optimizer):
+                    self.optimizers.add(obj)
+
+    def tracking(self) -> bool:
+        """True on the training thread while nothing of stepdbg's own runs or waits."""
+        if not self.active or self.busy or self.halted:
+            return False
+        tid = threading.get_ident()
+        if self.thread is None:
+            self.thread = tid
+        return tid == self.thread
+
+    def guarded(self, name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
+        def hook(*args: Any) -> Any:
+            if self.tracking():
+                self.guard(name, fn, *args)
+            return None
+
+        return hook
+
+    # ------------------------------------------------------------------ module hooks (hot path)
+
+    def _fwd_pre(self, module: torch.nn.Module, args: tuple[Any, ...]) -> None:
+        if self.thread is not None and threading.get_ident() != self.thread:
+            return  # forwards on other threads (an eval thread) are not the training step
+        d = self._depth
+        self._depth = d + 1
+        if d == 0 and self.tracking():
+            if torch.is_grad_enabled():
+                self.guard("forward", self._on_root_forward, module, args)
+            elif self.is_model_module(module):
+                self.guard("doctor", self.listener.on_nograd_forward, module)
+
+    def _fwd_post(self, module: torch.nn.Module, args: tuple[Any, ...], output: Any) -> None:
+        if self.thread is not None and threading.get_ident() != self.thread:
+            return
+        self._depth = max(0, self._depth - 1)
+        if self._depth == 0 and self.current is not None and self.current.forwards and self.tracking():
+            if self.roots.get(id(module)) is module and self._in_forward_of is module:
+                self.guard("forward", self._on_root_forward_done, module, output)
+
+    def is_model_module(self, module: torch.nn.Module) -> bool:
+        known = self._is_model.get(module)
+        if known is None:
+            known = any(p.requires_grad for p in module.parameters())
+            self._is_model[module] = known
+        return known
+
+    def reset_depths(self) -> None:
+        """An exception unwound the forward/backward: the next call starts at depth 0."""
+        self._bwd_depth = 0
+        self._depth = 0
+
+    # ------------------------------------------------------------------ phases
+
+    def ensure_step(self) -> StepState:
+        if self.current is None:
+            self.current = StepState(index=self.step, started=time.perf_counter())
+        return self.current
+
+    def progress(self) -> None:
+        self.last_progress = time.monotonic()
+
+    def enter(self, phase: str) -> StepState:
+        """The step reached `phase`: recorded, then the listener decides about pausing."""
+        st = self.ensure_step()
+        st.phase = phase
+        st.phase_times[phase] = time.perf_counter() - st.started
+        self.progress()
+        return st
+
+    def _pause_point(self, phase: str) -> None:
+        self.listener.pause_point(phase)
+
+    def _on_loader_next(self, it: Any, batch: Any, waited: float) -> None:
+        st = self.ensure_step()
+        st.loader_wait += waited
+        st.loader_calls += 1
+        self.capture["batch"] = batch
+        self.capture["loader"] = weakref.ref(it)
+        self.progress()
+
+    def _on_root_forward(self, module: torch.nn.Module, args: tuple[Any, ...]) -> None:
+        if not self.is_model_module(module):
+            return
+        st = self.ensure_step()
+        st.forwards += 1
+        self.roots[id(module)] = module
+        self._in_forward_of = module
+        cap = self.capture
+        cap["root"] = module
+        cap["args"] = args
+        cap["kwargs"] = caller_kwargs()
+        cap["step"] = st.index
+        cap["rng"] = tensors.rng_state()
+        cap["output"] = None
+        cap["grad_output"] = None
+        if self.armed:
+            cap["buffers"] = {n: b.detach().clone() for n, b in module.named_buffers()}
+        if st.forwards == 1 and st.backward_calls == 0:
+            if st.loader_calls:
+                st.data_wait = st.loader_wait
+            elif self._last_step_end is not None:
+                st.data_wait = time.perf_counter() - self._last_step_end
+            if "batch" not in cap or not st.loader_calls:
+                cap["batch"] = args[0] if len(args) == 1 else args
+            self.guard("doctor", self.listener.on_batch, module, args)
+            self._pause_point("before_forward")
+
+    def _on_root_forward_done(self, module: torch.nn.Module, output: Any) -> None:
+        self._in_forward_of = None
+        self.capture["output"] = output
+        if self.armed:
+            out = tensors.first_tensor(output)
+            if out is not None and out.requires_grad:
+                cap = self.capture
+
+                def keep_grad(g: torch.Tensor) -> None:
+                    cap["grad_output"] = g.detach()
+
+                out.register_hook(keep_grad)
+        self._pause_point("after_forward")
+
+    def on_backward_pre(self, targets: Any) -> None:
+        st = self.ensure_step()
+        st.backward_calls += 1
+        t = targets if isinstance(targets, torch.Tensor) else tensors.first_tensor(targets)
+        loss = self._scaled.pop(id(t), t) if t is not None else None
+        self.capture["loss"] = loss
+        if loss is not None and loss.numel() == 1:
+            st.losses.append(tensors.as_float(loss))
+        self.guard("doctor", self.listener.on_loss, loss)
+        self._pause_point("before_backward")
+
+    def _on_backward_post(self) -> None:
+        st = self.ensure_step()
+        self._pause_point("after_backward")
+        if not self.optimizers and not self._in_optimizer_step:
+            # Manual SGD: no optimizer object, one step per backward.
+            st.grad_norm = self._measure_grad_norm(self.model_params())
+            self._pause_point("before_optimizer_step")
+            self.end_step()
+
+    def _on_clip(self, norm: Any) -> None:
+        self.ensure_step().clip_norm = tensors.as_float(norm)
+
+    def _on_zero_grad(self, obj: Any) -> None:
+        if isinstance(obj, torch.optim.Optimizer):
+            self.optimizers.add(obj)
+        self.ensure_step().zero_grad_called = True
+
+    def _on_optimizer_pre(self, opt: torch.optim.Optimizer, args: Any, kwargs: Any) -> None:
+        self.optimizers.add(opt)
+        st = self.ensure_step()
+        self._in_optimizer_step = True
+        if st.clip_norm is not None:
+            st.grad_norm = st.clip_norm
+        else:
+            st.grad_norm = self._measure_grad_norm(opt_params(opt))
+        self.listener.before_update(opt)
+        self._pause_point("before_optimizer_step")
+        self.listener.update_starts(opt)
+
+    def _on_optimizer_post(self, opt: torch.optim.Optimizer, args: Any, kwargs: Any) -> None:
+        self._in_optimizer_step = False
+        st = self.ensure_step()
+        self.listener.after_update(opt)
+        st.optimizer_stepped = True
+        self._pause_point("after_optimizer_step")
+        if not self._in_scaler_step:
+            self.end_step()
+
+    def _on_scaler_step_done(self, opt: torch.optim.Optimizer) -> None:
+        st = self.ensure_step()
+        if not st.optimizer_stepped:
+            # The scaler found inf/nan in the scaled gradients and skipped the update:
+            # that is how AMP works, not a NaN to report.
+            st.skipped_by_scaler = True
+        self.end_step()
+
+    def end_step(self) -> None:
+        st = self.current
+        if st is None:
+            return
+        now = time.perf_counter()
+        record = {
+            "step": st.index,
+            "loss": statistics.fmean(st.losses) if st.losses else None,
+            "grad_norm": st.grad_norm,
+            "lr": self.lrs(),
+            "data_wait": st.data_wait,
+            "step_time": now - st.started,
+            "mem": memory_in_use(),
+            "skipped": st.skip or st.skipped_by_scaler,
+            "skipped_by_scaler": st.skipped_by_scaler,
+        }
+        self.history.append(record)
+        self.step += 1
+        self.current = None
+        self._last_step_end = now
+        self._in_optimizer_step = False
+        self.listener.on_step_end(record)
+
+    # ------------------------------------------------------------------ measuring
+
+    def _measure_grad_norm(self, params: list[torch.nn.Parameter]) -> float | None:
+        # Only when a condition reads it: nan, grad_norm>X, or an expression naming it.
+        if not self.listener.needs_grad_norm():
+            return None
+        norm = tensors.total_norm(p.grad for p in params if p.grad is not None)
+        return None if norm is None else float(norm)  # the one host sync of the step
+
+    def model_params(self) -> list[torch.nn.Parameter]:
+        seen: dict[int, torch.nn.Parameter] = {}
+        for root in list(self.roots.values()):
+            for p in root.parameters():
+                if p.requires_grad:
+                    seen[id(p)] = p
+        return list(seen.values())
+
+    def params_of_step(self) -> list[torch.nn.Parameter]:
+        params = [p for opt in list(self.optimizers) for p in opt_params(opt)]
+        return params or self.model_params()
+
+    def param_names(self) -> dict[int, str]:
+        names: dict[int, str] = {}
+        for root in list(self.roots.values()):
+            for n, p in root.named_parameters():
+                names.setdefault(id(p), n)
+        return names
+
+    def named(self, params: list[torch.nn.Parameter], grads: bool) -> list[tuple[str, torch.Tensor]]:
+        """(name, tensor) of each parameter, or of its gradient."""
+        names = self.param_names()
+        return [
+            (names.get(id(p), f"param#{i}") + (".grad" if grads else ""), p.grad if grads else p)
+            for i, p in enumerate(params)
+            if (p.grad is not None or not grads)
+        ]
+
+    def lrs(self) -> list[float]:
+        for opt in list(self.optimizers):
+            return [tensors.as_float(g.get("lr")) for g in opt.param_groups]
+        return []
+
+    def scalars(self, names: Iterable[str] | None = None) -> dict[str, Any]:
+        """The step's scalars, as conditions and reports see them; only `names` when given
+        (the hot path asks for what its conditions read, nothing more)."""
+        st = self.current
+        want = set(cond_mod.SCALAR_PHASE) if names is None else set(names)
+        out: dict[str, Any] = {"step": self.step}
+        if "loss" in want:
+            out["loss"] = st.losses[-1] if st and st.losses else None
+        if "loss_median" in want:
+            losses = [h["loss"] for h in list(self.history)[-SPIKE_WINDOW:] if h["loss"] is not None]
+            out["loss_median"] = statistics.median(losses) if len(losses) >= SPIKE_MIN_STEPS else None
+        if "grad_norm" in want:
+            out["grad_norm"] = st.grad_norm if st else None
+        if "lr" in want:
+            lrs = self.lrs()
+            out["lr"] = lrs[0] if lrs else None
+        if "data_wait" in want:
+            out["data_wait"] = st.data_wait if st else None
+        if "step_time" in want:
+            out["step_time"] = self.history[-1]["step_time"] if self.history else None
+        if "mem" in want:
+            out["mem"] = memory_in_use()
+        return out
+
+    def break_scalars(self) -> dict[str, Any]:
+        """The scalars a break reports."""
+        scalars = self.scalars(("loss", "grad_norm", "data_wait"))
+        return {k: scalars[k] for k in ("loss", "grad_norm", "data_wait")} | {"lr": self.lrs()}
+
+
+def opt_params(opt: torch.optim.Optimizer) -> list[torch.nn.Parameter]:
+    return [p for g in opt.param_groups for p in g["params"]]

@@ -1,0 +1,70 @@
+"""Finding a job: the local sessions a TARGET names, and where to reach one.
+
+Standard library only; shared by the sync and async clients and by ssh (remote.py).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from ..wire import sessions
+
+
+class TargetError(Exception):
+    """The target could not be found or reached; the message says what to do."""
+
+
+@dataclass
+class Endpoint:
+    """Where a session listens and its token; `close` tears down what reaching it took (ssh)."""
+
+    address: str
+    token: str
+    close: Callable[[], None] | None = None
+
+
+def find_local(target: str | None) -> sessions.SessionInfo:
+    """The local session a TARGET names (None: the only one)."""
+    live = sessions.listing()
+    if target is None:
+        if not live:
+            raise TargetError("no stepdbg session is running here (start one with 'stepdbg serve python train.py')")
+        if len(live) > 1:
+            raise TargetError("several sessions are running; name one:\n" + format_listing(live))
+        return live[0]
+    for s in live:
+        if target in (s.id, str(s.pid), s.address) or os.path.abspath(target) == s.address:
+            return s
+    known = ", ".join(s.id for s in live) or "none"
+    raise TargetError(f"no session {target!r} (running: {known}); the job may have ended")
+
+
+def find_job(job: str | None = None) -> list[sessions.SessionInfo]:
+    """The local sessions of one distributed job (its ranks), by job id; None: the only job."""
+    live = [s for s in sessions.listing() if s.job_id is not None]
+    jobs = sorted({s.job_id for s in live})
+    if job is None:
+        if len(jobs) != 1:
+            raise TargetError("no distributed job is running here" if not jobs else
+                              f"several jobs are running ({', '.join(jobs)}); name one")
+        job = jobs[0]
+    ranks = sorted((s for s in live if s.job_id == job), key=lambda s: s.rank or 0)
+    if not ranks:
+        raise TargetError(f"no job {job!r} (running: {', '.join(jobs) or 'none'})")
+    return ranks
+
+
+def looks_like_hostport(target: str) -> bool:
+    host, _, port = target.rpartition(":")
+    return bool(host) and port.isdigit() and os.path.sep not in target
+
+
+def format_listing(infos: list[sessions.SessionInfo]) -> str:
+    rows = [f"{'ID':<10} {'PID':<8} {'HOST':<16} {'RANK':<6} SCRIPT"]
+    for s in infos:
+        script = " ".join(a for a in s.argv[1:3])
+        rank = "" if s.rank is None else f"{s.rank}/{s.world_size}"
+        rows.append(f"{s.id:<10} {s.pid:<8} {s.host[:16]:<16} {rank:<6} {script}")
+    return "\n".join(rows)
