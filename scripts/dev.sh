@@ -30,6 +30,7 @@ case "${1:-}" in
       fi
     fi
     .venv/bin/ruff check .
+    .venv/bin/lint-imports --no-cache
     exec .venv/bin/python -m pytest -q "${@:2}" ;;
   *)
     echo "usage: bash scripts/dev.sh demo|test [pytest args]" >&2

@@ -14,8 +14,9 @@ import os
 import sys
 from typing import TYPE_CHECKING, Any
 
-__version__ = "0.1.0"
-__all__ = ["__version__", "breakpoint", "current", "watch", "stop"]
+from .version import __version__
+
+__all__ = ["__version__", "breakpoint", "current", "use", "watch", "stop"]
 
 if TYPE_CHECKING:
     from .agent.session import Session
@@ -26,6 +27,12 @@ _session: Session | None = None
 def current() -> Session | None:
     """The session of this process, if one was started."""
     return _session
+
+
+def use(session: Session) -> None:
+    """Make `session` the session of this process (the launcher's bootstrap starts its own)."""
+    global _session
+    _session = session
 
 
 def watch(*breaks: str, on_break: str | list[str] = "report", report: str | None = None,

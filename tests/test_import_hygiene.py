@@ -33,3 +33,28 @@ def test_the_front_end_package_never_loads_torch():
 def test_stepdbg_help_answers_without_torch():
     out = subprocess.run([sys.executable, "-m", "stepdbg", "--help"], capture_output=True, text=True)
     assert out.returncode == 0 and "usage: stepdbg" in out.stdout
+
+
+def test_no_module_imports_itself_round_a_circle():
+    """Type-only and function-level imports count: a circle is a circle (grimp, import-linter's graph)."""
+    grimp = pytest.importorskip("grimp")
+    graph = grimp.build_graph("stepdbg", "stepdbg_tui", cache_dir=None)
+    modules = set(graph.modules)
+    imports = {m: graph.find_modules_directly_imported_by(m) & modules for m in modules}
+    done: set[str] = set()
+
+    def circle_from(m: str, path: list[str]) -> list[str] | None:
+        if m in path:
+            return path[path.index(m):] + [m]
+        if m in done:
+            return None
+        for n in sorted(imports[m]):
+            found = circle_from(n, [*path, m])
+            if found:
+                return found
+        done.add(m)
+        return None
+
+    for m in sorted(modules):
+        circle = circle_from(m, [])
+        assert circle is None, " -> ".join(circle)

@@ -193,7 +193,8 @@ async def test_the_tui_over_a_whole_job(tmp_path, private_runtime_dir):  # noqa:
     from textual.widgets import DataTable, Input
 
     from stepdbg.client.async_client import AsyncClient
-    from stepdbg_tui.app import LrScreen, StepdbgApp
+    from stepdbg_tui.app import StepdbgApp
+    from stepdbg_tui.dialogs import LrScreen
     from stepdbg_tui.job_source import JobSource
 
     proc = start(tmp_path, "serve", "--break", "nan", script_args=("--nan-at", "2"))

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 from textual.widgets import DataTable, Input, Static, TabbedContent
 
-from stepdbg_tui.app import HelpScreen, LrScreen, QuitScreen, StepdbgApp
+from stepdbg_tui.app import StepdbgApp
+from stepdbg_tui.dialogs import HelpScreen, LrScreen, QuitScreen
 from stepdbg_tui.panels import check_spec, hints, render_break
 from stepdbg_tui.source import BREAK, HISTORY, REPLAY, FakeSource
 

@@ -16,7 +16,8 @@ from test_attach import WAIT, private_runtime_dir, start_job  # noqa: F401 (fixt
 from textual.widgets import DataTable, Input, TabbedContent
 
 from stepdbg.client.async_client import AsyncClient
-from stepdbg_tui.app import LrScreen, QuitScreen, StepdbgApp
+from stepdbg_tui.app import StepdbgApp
+from stepdbg_tui.dialogs import LrScreen, QuitScreen
 
 pytestmark = pytest.mark.timeout(120)
 

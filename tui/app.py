@@ -14,23 +14,12 @@ from typing import Any
 from textual import on, work
 from textual.app import App, ComposeResult
 from textual.binding import Binding
-from textual.containers import Grid, Vertical
-from textual.message import Message
 from textual.reactive import reactive
-from textual.screen import ModalScreen
 from textual.suggester import SuggestFromList
-from textual.widgets import (
-    Button,
-    Checkbox,
-    DataTable,
-    Footer,
-    Input,
-    Label,
-    Static,
-    TabbedContent,
-    TabPane,
-)
+from textual.widgets import DataTable, Footer, Input, Label, Static, TabbedContent, TabPane
 
+from .dialogs import AskScreen, HelpScreen, LrScreen, QuitScreen
+from .messages import ConnectionLost, JobEvent, StepSummary
 from .panels import (
     BreakPanel,
     BreakpointsPanel,
@@ -44,6 +33,8 @@ from .panels import (
     ThreadsPanel,
     render_header,
 )
+from .refresh import refresh_panel
+from .repl_line import LineHistory, run_line
 from .source import Source
 
 PANELS = (("break", "Break"), ("model", "Model"), ("tensor", "Tensor"), ("optimizer", "Optimizer"),
@@ -51,159 +42,6 @@ PANELS = (("break", "Break"), ("model", "Model"), ("tensor", "Tensor"), ("optimi
           ("log", "Log"))
 
 RANKS_EVERY = 1.0  # seconds between Ranks panel refreshes while it is shown
-HELP = """\
-[b]keys[/b]
-  c  continue          p  pause at the next pause point
-  n  next phase        s  next step
-  r  replay the step under anomaly detection (finds the op, module and line)
-  l  set the learning rate (once or pinned)      k  skip this step's update
-  b  breakpoints       e  the REPL line (Python in the paused frame; ↑↓ history)
-  1-9  panels: Break Model Tensor Optimizer Memory Plots Breakpoints Threads Log
-  q  quit: continue the job, leave it paused for a re-attach, or end it
-  ctrl+r  reconnect after the connection was lost
-  t  the next rank (a distributed job)    0  Ranks: every rank's state (running, paused,
-     in a collective with the time its timeout leaves, dead with its exit code), live
-  o  which ranks get stepping, LR, skip and breakpoints (0,2-3 or all)
-  ?  this help         escape  close a dialog / leave the REPL line"""
-
-
-# ---------------------------------------------------------------------- messages
-
-
-class JobEvent(Message):
-    """A pushed event from the agent (handled by ``on_job_event``)."""
-
-    def __init__(self, event: str, data: Any) -> None:
-        super().__init__()
-        self.event = event
-        self.data = data
-
-
-class StepSummary(Message, bubble=False):
-    """The latest step summary (handled by ``on_step_summary``); a newer one replaces an older one."""
-
-    def __init__(self, data: dict[str, Any]) -> None:
-        super().__init__()
-        self.data = data
-
-    def can_replace(self, message: Message) -> bool:
-        return isinstance(message, StepSummary)
-
-
-class ConnectionLost(Message):
-    """The connection to the job is gone (handled by ``on_connection_lost``)."""
-
-    def __init__(self, reason: str) -> None:
-        super().__init__()
-        self.reason = reason
-
-
-# ---------------------------------------------------------------------- dialogs
-
-
-class LrScreen(ModalScreen[tuple[float, bool] | None]):
-    """Ask for a learning rate and whether to pin it."""
-
-    DEFAULT_CSS = """
-    LrScreen { align: center middle; }
-    LrScreen > Vertical { width: 60; height: auto; border: thick $accent; padding: 1 2; background: $surface; }
-    LrScreen #lr-error { color: $error; }
-    """
-    BINDINGS = [Binding("escape", "dismiss(None)", "cancel")]
-    AUTO_FOCUS = "#lr-value"
-
-    def __init__(self, current: float | None, group: int | None) -> None:
-        super().__init__()
-        self.current = current
-        self.group = group
-
-    def compose(self) -> ComposeResult:
-        with Vertical():
-            g = "all groups" if self.group is None else f"group {self.group}"
-            yield Label(f"learning rate for {g} (now {self.current})")
-            yield Input(placeholder="e.g. 1e-4", id="lr-value")
-            yield Checkbox("pin it (re-applied before every step; schedulers scaled)", True, id="lr-pin")
-            yield Label("", id="lr-error")
-            yield Button("set", variant="primary", id="lr-ok")
-
-    @on(Input.Submitted)
-    @on(Button.Pressed, "#lr-ok")
-    def submit(self) -> None:
-        raw = self.query_one("#lr-value", Input).value.strip()
-        try:
-            lr = float(raw)
-            if not lr >= 0 or lr == float("inf"):
-                raise ValueError
-        except ValueError:
-            self.query_one("#lr-error", Label).update(f"{raw!r} is not a learning rate (a number >= 0)")
-            return
-        self.dismiss((lr, self.query_one("#lr-pin", Checkbox).value))
-
-
-class AskScreen(ModalScreen[str | None]):
-    """One line of input."""
-
-    DEFAULT_CSS = """
-    AskScreen { align: center middle; }
-    AskScreen > Vertical { width: 64; height: auto; border: thick $accent; padding: 1 2; background: $surface; }
-    """
-    BINDINGS = [Binding("escape", "dismiss(None)", "cancel")]
-    AUTO_FOCUS = "Input"
-
-    def __init__(self, question: str) -> None:
-        super().__init__()
-        self.question = question
-
-    def compose(self) -> ComposeResult:
-        with Vertical():
-            yield Label(self.question)
-            yield Input()
-
-    @on(Input.Submitted)
-    def submit(self, event: Input.Submitted) -> None:
-        self.dismiss(event.value.strip())
-
-
-class QuitScreen(ModalScreen[str | None]):
-    """What happens to the job when the UI goes: continue, stay paused, or end."""
-
-    DEFAULT_CSS = """
-    QuitScreen { align: center middle; }
-    QuitScreen > Grid { grid-size: 2; grid-gutter: 1; width: 64; height: auto; border: thick $accent;
-                        padding: 1 2; background: $surface; }
-    QuitScreen Label { column-span: 2; width: 1fr; }
-    QuitScreen Button { width: 1fr; }
-    """
-    BINDINGS = [Binding("escape", "dismiss(None)", "cancel"), Binding("c", "pick('continue')", show=False),
-                Binding("l", "pick('stay')", show=False), Binding("e", "pick('end')", show=False)]
-
-    def compose(self) -> ComposeResult:
-        with Grid():
-            yield Label("Quit stepdbg. What happens to the job?")
-            yield Button("c: continue it", id="continue", variant="primary")
-            yield Button("l: leave it paused (re-attach later)", id="stay")
-            yield Button("e: end it (exit code 3)", id="end", variant="error")
-            yield Button("cancel", id="cancel")
-
-    def action_pick(self, choice: str) -> None:
-        self.dismiss(choice)
-
-    @on(Button.Pressed)
-    def pressed(self, event: Button.Pressed) -> None:
-        self.dismiss(None if event.button.id == "cancel" else event.button.id)
-
-
-class HelpScreen(ModalScreen[None]):
-    DEFAULT_CSS = """
-    HelpScreen { align: center middle; }
-    HelpScreen > Static { width: 84; height: auto; border: thick $accent; padding: 1 2; background: $surface; }
-    """
-    BINDINGS = [Binding("escape,question_mark,q", "dismiss(None)", "close")]
-
-    def compose(self) -> ComposeResult:
-        yield Static(HELP)
-
-
 # ---------------------------------------------------------------------- the app
 
 
@@ -254,8 +92,7 @@ class StepdbgApp(App[str | None]):
         self.replay_result: dict[str, Any] | None = None
         self.findings: list[dict[str, Any]] = []  # rule-based findings pushed by the agent
         self.history: list[dict[str, Any]] = []
-        self.repl_history: list[str] = []
-        self._repl_pos = 0
+        self.repl_history = LineHistory()
         self.quit_choice: str | None = None
         self.set_reactive(StepdbgApp.status, dict(source.status_at_attach or {}))
         self.log_buffer: list[tuple[str, str]] = []  # (stream, line) printed before the UI came up
@@ -291,7 +128,8 @@ class StepdbgApp(App[str | None]):
 
     def refresh_header(self) -> None:
         started = self.source.session.get("started") or self.clock()
-        self.query_one("#header", Static).update(
+        # The header lives on the main screen: App.query_one would search a dialog on top.
+        self.screen_stack[0].query_one("#header", Static).update(
             render_header(self.source.session, self.status, max(0.0, self.clock() - started), self.connection))
 
     def watch_status(self) -> None:
@@ -383,7 +221,7 @@ class StepdbgApp(App[str | None]):
 
     # ------------------------------------------------------------------ requests (workers)
 
-    async def _ask(self, what: str, coro: Any) -> Any:
+    async def ask(self, what: str, coro: Any) -> Any:
         """Await one request; errors become notifications, never crashes."""
         try:
             return await coro
@@ -393,10 +231,10 @@ class StepdbgApp(App[str | None]):
 
     @work(exclusive=True, group="refresh")
     async def refresh_all(self) -> None:
-        st = await self._ask("status", self.source.status())
+        st = await self.ask("status", self.source.status())
         if st:
             self.status = st
-        hist = await self._ask("history", self.source.get_history(200))
+        hist = await self.ask("history", self.source.get_history(200))
         if hist is not None:
             self.history = hist
         await self._refresh_break()
@@ -408,46 +246,16 @@ class StepdbgApp(App[str | None]):
 
     async def _refresh_break(self) -> None:
         brk = self.status.get("paused")
-        src = await self._ask("source", self.source.source(4)) if brk else None
+        src = await self.ask("source", self.source.source(4)) if brk else None
         self.query_one(BreakPanel).show(brk, self.replay_result, src, self.findings)
         if brk:
-            names = await self._ask("names", self.source.evaluate("sorted(vars())"))
+            names = await self.ask("names", self.source.evaluate("sorted(vars())"))
             if names and names.get("value"):
                 words = [w.strip(" '[]") for w in names["value"].split(",")]
                 self.query_one("#repl", Input).suggester = SuggestFromList(words, case_sensitive=True)
 
     async def _refresh_panel(self, pid: str) -> None:
-        paused = self.status.get("state") == "paused"
-        if pid == "model" and paused:
-            rows = await self._ask("module tree", self.source.module_tree())
-            if rows is not None:
-                self.query_one(ModelPanel).show(rows)
-        elif pid == "optimizer":
-            info = await self._ask("optimizer", self.source.optimizer_info())
-            if info is not None:
-                self.query_one(OptimizerPanel).show(info)
-        elif pid == "memory":
-            mem = await self._ask("memory", self.source.memory())
-            if mem is not None:
-                self.query_one(MemoryPanel).show(mem, self.history)
-        elif pid == "plots":
-            brk = self.status.get("paused")
-            self.query_one(PlotsPanel).show(self.history, brk["step"] if brk else None)
-        elif pid == "breakpoints":
-            rows = await self._ask("breakpoints", self.source.breakpoints())
-            if rows is not None:
-                self.query_one(BreakpointsPanel).show(rows)
-        elif pid == "ranks" and self.is_job:
-            rows = await self._ask("ranks", self.source.rank_table())
-            if rows is not None:
-                self.query_one(RanksPanel).show(rows, self.source.current)
-        elif pid == "threads":
-            stacks = await self._ask("stacks", self.source.stacks())
-            if stacks is not None:
-                self.query_one(ThreadsPanel).show(stacks)
-        elif pid == "tensor" and paused and not self.query_one("#tensor-name", Input).value:
-            self.query_one("#tensor-name", Input).value = "loss"
-            await self._show_tensor("loss", "")
+        await refresh_panel(self, pid)
 
     def tick_ranks(self) -> None:
         """The Ranks panel follows the job while it is shown (waits and countdowns move)."""
@@ -476,7 +284,7 @@ class StepdbgApp(App[str | None]):
             self.notify("the job is not paused", severity="warning")
             coro.close()
             return
-        self.run_worker(self._ask(what, coro), group="control")
+        self.run_worker(self.ask(what, coro), group="control")
 
     def action_cont(self) -> None:
         self._resume("continue", self.source.cont())
@@ -488,7 +296,7 @@ class StepdbgApp(App[str | None]):
         self._resume("next step", self.source.next_step())
 
     def action_pause(self) -> None:
-        self.run_worker(self._ask("pause", self.source.pause()), group="control")
+        self.run_worker(self.ask("pause", self.source.pause()), group="control")
         self.notify("pausing at the next pause point…")
 
     def action_replay(self) -> None:
@@ -503,7 +311,7 @@ class StepdbgApp(App[str | None]):
         panel.loading = True  # a spinner while the step is replayed
         self.notify("replaying the step under anomaly detection…")
         try:
-            result = await self._ask("replay", self.source.replay())
+            result = await self.ask("replay", self.source.replay())
         finally:
             panel.loading = False
         if result is not None:
@@ -529,7 +337,7 @@ class StepdbgApp(App[str | None]):
 
     @work(group="control")
     async def apply_lr(self, lr: float, group: int | None, pin: bool) -> None:
-        r = await self._ask("set LR", self.source.set_lr(lr, group=group, pin=pin))
+        r = await self.ask("set LR", self.source.set_lr(lr, group=group, pin=pin))
         if r is not None:
             self.notify(f"LR set to {lr:g}{' (pinned)' if pin else ''}")
             await self._refresh_panel(self.query_one(TabbedContent).active)
@@ -538,7 +346,7 @@ class StepdbgApp(App[str | None]):
         self.run_worker(self._skip(), group="control")
 
     async def _skip(self) -> None:
-        if await self._ask("skip", self.source.skip_step()) is not None:
+        if await self.ask("skip", self.source.skip_step()) is not None:
             self.notify("this step's update will not be applied")
 
     def action_focus_repl(self) -> None:
@@ -599,13 +407,13 @@ class StepdbgApp(App[str | None]):
         name = self.query_one("#tensor-name", Input).value.strip()
         index = self.query_one("#tensor-index", Input).value.strip()
         if name:
-            self.run_worker(self._show_tensor(name, index), group="tensor", exclusive=True)
+            self.run_worker(self.show_tensor(name, index), group="tensor", exclusive=True)
 
-    async def _show_tensor(self, name: str, index: str) -> None:
-        s = await self._ask(f"tensor {name}", self.source.summary(name))
+    async def show_tensor(self, name: str, index: str) -> None:
+        s = await self.ask(f"tensor {name}", self.source.summary(name))
         if s is None:
             return
-        values = await self._ask("slice", self.source.slice(name, index, 64)) if s.get("type") == "Tensor" else None
+        values = await self.ask("slice", self.source.slice(name, index, 64)) if s.get("type") == "Tensor" else None
         self.query_one(TensorPanel).show(s, values)
 
     @on(DataTable.RowSelected, "#model-table")
@@ -621,9 +429,9 @@ class StepdbgApp(App[str | None]):
     def break_submitted(self, event: Input.Submitted) -> None:
         spec = event.value.strip()
         if spec:
-            self.run_worker(self._add_break(spec), group="breaks")
+            self.run_worker(self.add_break(spec), group="breaks")
 
-    async def _add_break(self, spec: str) -> None:
+    async def add_break(self, spec: str) -> None:
         try:
             await self.source.add_break(spec)
         except Exception as e:  # the agent's own error, shown where it was typed
@@ -651,11 +459,11 @@ class StepdbgApp(App[str | None]):
             event.stop()
 
     async def _toggle_break(self, spec: str, enabled: bool) -> None:
-        await self._ask("breakpoint", self.source.enable_break(spec, enabled))
+        await self.ask("breakpoint", self.source.enable_break(spec, enabled))
         await self._refresh_panel("breakpoints")
 
     async def _remove_break(self, spec: str) -> None:
-        await self._ask("breakpoint", self.source.remove_break(spec))
+        await self.ask("breakpoint", self.source.remove_break(spec))
         await self._refresh_panel("breakpoints")
 
     @on(Input.Submitted, "#repl")
@@ -664,41 +472,15 @@ class StepdbgApp(App[str | None]):
         event.input.value = ""
         if not line:
             return
-        self.repl_history.append(line)
-        self._repl_pos = len(self.repl_history)
+        self.repl_history.add(line)
         self.run_worker(self._repl(line), group="repl")
 
     def _repl_recall(self, delta: int) -> None:
-        if not self.repl_history:
-            return
-        self._repl_pos = max(0, min(len(self.repl_history), self._repl_pos + delta))
         repl = self.query_one("#repl", Input)
-        repl.value = self.repl_history[self._repl_pos] if self._repl_pos < len(self.repl_history) else ""
-        repl.cursor_position = len(repl.value)
+        value = self.repl_history.recall(delta)
+        if value is not None:
+            repl.value = value
+            repl.cursor_position = len(value)
 
     async def _repl(self, line: str) -> None:
-        out = self.query_one("#repl-out", Static)
-        word, _, rest = line.partition(" ")
-        if word == "lr" and rest:
-            parts = rest.split()
-            try:
-                lr = float(parts[0])
-            except ValueError:
-                out.update(f"lr needs a number, not {parts[0]!r}")
-                return
-            r = await self._ask("set LR", self.source.set_lr(lr, pin="pin" in parts[1:]))
-            out.update(f"» {line}\n{r}" if r else "")
-        elif word == "break" and rest.startswith("add "):
-            await self._add_break(rest[4:].strip())
-            out.update(f"» {line}")
-        elif word == "p" and rest:
-            s = await self._ask(f"tensor {rest}", self.source.summary(rest))
-            if s is not None:
-                from .panels import render_summary
-
-                out.update(render_summary(s))
-        else:
-            r = await self._ask("eval", self.source.evaluate(line))
-            if r is not None:
-                text = (r.get("output") or "") + (r.get("error") or "") + (r.get("value") or "")
-                out.update(f"» {line}\n{text.rstrip()[-2000:]}")
+        await run_line(self, line)

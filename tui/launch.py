@@ -87,7 +87,7 @@ def launch_tui(cmd: list[str], env: dict[str, str], ranks: int | None = None) ->
                     if hold.get("done"):
                         print(line, file=sys.stdout if name == "stdout" else sys.stderr, flush=True)
                     continue
-            from .app import JobEvent
+            from .messages import JobEvent
 
             app.post_message(JobEvent("output", [{"stream": name, "lines": [line]}]))
             output.append((name, line))

@@ -48,7 +48,7 @@ def main() -> int:
         argv=[sys.executable, *(["-m"] if module else []), *argv],
         quiet=config.get("quiet", False),
     )
-    stepdbg._session = session
+    stepdbg.use(session)
     session.start()
     session.detach_timeout = config.get("detach_timeout")
     if config.get("doctor"):

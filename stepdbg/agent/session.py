@@ -199,7 +199,7 @@ class Session:
         """
         if self._started:
             return self
-        from .. import __version__
+        from ..version import __version__
 
         self._started = True
         self.model.install(self._on_activation if self.break_set.has("activations") else None)

@@ -1,67 +1,51 @@
-"""`stepdbg attach` and `stepdbg ls`: the client side of the command line (no torch)."""
+"""`stepdbg attach`: the TUI or the line console on a running job (no torch)."""
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 from typing import Any
 
-from ..client import ClientError, TargetError, connect, connect_address, format_listing
+from ..client import connect, connect_address
 from ..wire import sessions
+from .common import Parser, at_terminal
+from .ls import with_status
 
-EXIT_FAILED = 1
-EXIT_USAGE = 2
+ATTACH_DESCRIPTION = """\
+Attach to a running job: the TUI at a terminal, the line console otherwise (or with
+--repl). The job goes on as it was when you detach.
+
+TARGET: a session id or pid, a socket path, HOST:PORT (with its token), or
+ssh://[user@]host[:port][/session]; a distributed job: its id (torchrun run id or SLURM
+job id) or ssh://node/JOB, every rank on every node (the other nodes are reached over
+ssh as the same user); none: the only local session or job (stepdbg ls lists them)."""
+
+ATTACH_EPILOG = """\
+examples:
+  stepdbg attach                          # the only job on this machine
+  stepdbg attach 4242                     # by session id or pid
+  stepdbg attach ssh://me@node17          # the only job on node17, over ssh
+  stepdbg attach ssh://node17/my-run-id   # every rank of a torchrun job
+  stepdbg attach --repl                   # the line console
+
+exit codes: 0 when you detach; the job's exit code when it ends while attached; 1 when
+the connection is lost or refused."""
+
+
+def attach_parser() -> Parser:
+    p = Parser(prog="stepdbg attach", usage="%(prog)s [TARGET] [--token TOKEN] [--repl]",
+               description=ATTACH_DESCRIPTION, epilog=ATTACH_EPILOG)
+    p.add_argument("target", nargs="?", metavar="TARGET", help="the job (default: the only one here)")
+    p.add_argument("--token", default=os.environ.get("STEPDBG_TOKEN"),
+                   help="the session token, for a HOST:PORT target (or STEPDBG_TOKEN)")
+    p.add_argument("--repl", action="store_true", help="the line console instead of the TUI")
+    return p
 
 
 def main(argv: list[str]) -> int:
-    cmd, args = argv[0], argv[1:]
-    try:
-        if cmd == "attach":
-            return attach(args)
-        if cmd == "hook":
-            return hook(args)
-        return ls(args)
-    except (TargetError, ClientError) as e:
-        print(f"stepdbg: {e}", file=sys.stderr)
-        return EXIT_FAILED
-    except _Usage as e:
-        print(f"stepdbg {cmd}: {e}", file=sys.stderr)
-        return EXIT_USAGE
-
-
-class _Usage(Exception):
-    pass
-
-
-def attach(args: list[str]) -> int:
-    target, token = None, os.environ.get("STEPDBG_TOKEN")
-    repl = "--repl" in args
-    args = [a for a in args if a != "--repl"]
-    i = 0
-    while i < len(args):
-        a = args[i]
-        if a in ("-h", "--help"):
-            print("usage: stepdbg attach [TARGET] [--token TOKEN] [--repl]\n"
-                  "TARGET: a session id or pid, a socket path, HOST:PORT, or ssh://[user@]host[:port][/session];\n"
-                  "a distributed job: its id (torchrun run id or SLURM job id) or ssh://node/JOB, every rank on\n"
-                  "every node (the other nodes are reached over ssh as the same user);\n"
-                  "none: the only local session or job (stepdbg ls lists them).\n"
-                  "At a terminal it opens the TUI; --repl (or no terminal) gives the line console.")
-            return 0
-        if a == "--token":
-            if i + 1 >= len(args):
-                raise _Usage("--token needs a value")
-            token, i = args[i + 1], i + 2
-            continue
-        if a.startswith("-"):
-            raise _Usage(f"unknown option {a!r}")
-        if target is not None:
-            raise _Usage(f"one TARGET only (got {target!r} and {a!r})")
-        target, i = a, i + 1
-    from . import _at_terminal
-
-    if not repl and _at_terminal():
+    ns = attach_parser().parse_args(argv)
+    target, token, repl = ns.target, ns.token, ns.repl
+    if not repl and at_terminal():
         from stepdbg_tui.launch import attach_tui
 
         endpoints = job_endpoints(target)
@@ -76,7 +60,7 @@ def attach(args: list[str]) -> int:
     if client is None:
         client = connect(target, token=token)
     try:
-        if _at_terminal():  # --repl at a terminal: line editing, history, completion
+        if at_terminal():  # --repl at a terminal: line editing, history, completion
             from stepdbg_tui.repl import run_repl
 
             return run_repl(client)
@@ -122,7 +106,7 @@ def job_endpoints(target: str | None) -> list[Any] | None:
         return None
     from ..client import find_job
 
-    return gather(None, [_with_status(s, with_token=True) for s in find_job(job)])
+    return gather(None, [with_status(s, with_token=True) for s in find_job(job)])
 
 
 def _job_target(target: str | None) -> str | None:
@@ -135,75 +119,3 @@ def _job_target(target: str | None) -> str | None:
     if target is None:
         return next(iter(jobs)) if len(jobs) == 1 and all(s.job_id in jobs for s in live) else None
     return target if target in jobs else None
-
-
-def ls(args: list[str]) -> int:
-    as_json = "--json" in args
-    with_token = "--with-token" in args
-    rest = [a for a in args if a not in ("--json", "--with-token")]
-    if any(a.startswith("-") for a in rest) or len(rest) > 1:
-        raise _Usage("usage: stepdbg ls [--json] [ssh://[user@]host[:port]]")
-    if rest:
-        if not rest[0].startswith("ssh://"):
-            raise _Usage(f"{rest[0]!r}: only ssh:// hosts can be listed")
-        from ..client.remote import remote_listing, ssh_target
-
-        rows = remote_listing(ssh_target(rest[0]))
-    else:
-        rows = [_with_status(s, with_token) for s in sessions.listing()]
-    if as_json:
-        print(json.dumps(rows))
-    elif not rows:
-        print("no stepdbg sessions")
-    else:
-        infos = [sessions.SessionInfo(**{k: v for k, v in r.items() if k in sessions.SessionInfo.__dataclass_fields__},
-                                      token="") for r in rows]
-        lines = format_listing(infos).splitlines()
-        print(f"{lines[0]}  STEP    STATE")
-        for line, r in zip(lines[1:], rows, strict=True):
-            print(f"{line}  {r.get('step', '?')!s:<7} {r.get('state', '?')}")
-    return 0
-
-
-def _with_status(info: sessions.SessionInfo, with_token: bool) -> dict:
-    row = info.public(with_token=with_token)
-    try:
-        c = connect_address(info.address, info.token, timeout=3, probe=True)
-        try:
-            st = c.status()
-            waits_in = (st.get("waiting") or {}).get("collective")
-            row.update(step=st["step"], state="in collective" if waits_in else st["state"], phase=st["phase"])
-            if with_token and (info.world_size or 1) > 1:  # attaching: where the job's other ranks run
-                row["nodes"] = {int(r): n for r, n in c.call("job_nodes")["nodes"].items()}
-        finally:
-            c.close()
-    except (TargetError, ClientError, ConnectionError, TimeoutError, OSError) as e:
-        row.update(state=f"unreachable: {e}")
-    return row
-
-
-HOOK_NAME = "stepdbg-autostart.pth"
-HOOK_LINE = ("import os; exec('try:\\n import stepdbg.agent.autostart\\nexcept Exception as e:\\n import sys; "
-             "print(\\'stepdbg: autostart failed:\\', e, file=sys.stderr)') "
-             "if os.environ.get('STEPDBG_AUTOSTART') else None\n")
-
-
-def hook(args: list[str]) -> int:
-    """stepdbg hook install|remove|status: the STEPDBG_AUTOSTART switch in this environment."""
-    import sysconfig
-
-    path = os.path.join(sysconfig.get_paths()["purelib"], HOOK_NAME)
-    what = args[0] if args else "status"
-    if what == "install":
-        with open(path, "w") as f:
-            f.write(HOOK_LINE)
-        print(f"installed {path}: STEPDBG_AUTOSTART=1 (or =nan,grad_norm>100) now starts an agent in scripts")
-    elif what == "remove":
-        if os.path.exists(path):
-            os.unlink(path)
-        print(f"removed {path}")
-    elif what == "status":
-        print(f"{'installed' if os.path.exists(path) else 'not installed'}: {path}")
-    else:
-        raise _Usage("usage: stepdbg hook install|remove|status")
-    return 0

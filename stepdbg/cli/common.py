@@ -1,0 +1,193 @@
+"""What the subcommands share: the parser that fails in one line, the run options
+(--break, --on-break, ...), the job's configuration and finding the script to run."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import sys
+from dataclasses import dataclass, field
+from typing import Any, NoReturn
+
+from ..wire.conditions import ACTIONS, ConditionError, parse
+
+EXIT_USAGE = 2
+EXIT_FAILED = 1
+
+
+class UsageError(Exception):
+    """Bad stepdbg arguments: printed as one line, exit code 2."""
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse, with errors raised as one-line UsageErrors in stepdbg's own words."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("formatter_class", argparse.RawDescriptionHelpFormatter)
+        super().__init__(*args, **kwargs)
+
+    def error(self, message: str) -> NoReturn:
+        if message.startswith("argument ") and message.endswith("expected one argument"):
+            option = message.split(":")[0].removeprefix("argument ").split("/")[-1]
+            raise UsageError(f"{option} needs a value")
+        if message.startswith("unrecognized arguments: "):
+            first = message.removeprefix("unrecognized arguments: ").split()[0]
+            raise UsageError(f"unknown option {first!r} (stepdbg options come before the script; see --help)")
+        if message.startswith("the following arguments are required"):
+            raise UsageError("no script to run; e.g. 'stepdbg python train.py' (see --help)")
+        raise UsageError(message)
+
+
+def at_terminal() -> bool:
+    return sys.stdin.isatty() and sys.stdout.isatty() and os.environ.get("TERM") != "dumb"
+
+
+# ---------------------------------------------------------------------- run options
+
+
+def _condition(spec: str) -> str:
+    try:
+        parse(spec)  # the spec and what is wrong with it, before anything runs
+    except ConditionError as e:
+        raise UsageError(str(e)) from None
+    return spec
+
+
+def _action(name: str) -> str:
+    if name not in ACTIONS:
+        raise UsageError(f"unknown --on-break action {name!r}; known: {', '.join(ACTIONS)}")
+    return name
+
+
+def _listen(value: str) -> str:
+    host, sep, port = value.rpartition(":")
+    if not sep or not port.isdigit():
+        raise UsageError(f"--listen {value!r}: expected HOST:PORT or :PORT, e.g. 127.0.0.1:5678")
+    return value if host else f"127.0.0.1:{port}"
+
+
+def _seconds(value: str) -> float:
+    try:
+        return float(value)
+    except ValueError:
+        raise UsageError(f"--detach-timeout {value!r} is not a number of seconds") from None
+
+
+def steps(value: str) -> int:
+    if not value.isdigit() or int(value) < 1:
+        raise UsageError(f"--steps needs a whole number of steps >= 1, not {value!r}")
+    return int(value)
+
+
+class _ShowConditions(argparse.Action):
+    def __call__(self, parser: argparse.ArgumentParser, *args: Any, **kwargs: Any) -> None:
+        from ..wire.conditions import HELP
+
+        print(HELP)
+        parser.exit()
+
+
+def add_run_options(p: argparse.ArgumentParser, tui: bool = True) -> None:
+    """The options of every command that runs a script (run, serve, doctor, overfit)."""
+    from ..version import __version__
+
+    g = p.add_argument_group("options (before the script; everything after it goes to the script)")
+    g.add_argument("--break", dest="breaks", metavar="SPEC", action="append", type=_condition, default=[],
+                   help="break when SPEC holds (repeatable; default: nan and exception; see --help-conditions)")
+    g.add_argument("--on-break", dest="actions", metavar="ACTION", action="append", type=_action, default=[],
+                   help="what to do at a break, in order (repeatable): report, replay, skip, abort, pause")
+    g.add_argument("--report", metavar="FILE", help="write JSON lines, one event per line, flushed as written")
+    g.add_argument("--listen", metavar="HOST:PORT", type=_listen,
+                   help="also accept TCP (default host 127.0.0.1; the token is still required)")
+    g.add_argument("--detach-timeout", metavar="S", type=_seconds,
+                   help="a paused job with no client left resumes by itself after S seconds")
+    g.add_argument("--forward-output", action="store_true",
+                   help="also send the job's stdout/stderr lines to clients (the job then sees pipes)")
+    if tui:
+        g.add_argument("--no-tui", action="store_true", help="at a terminal, run headless instead of opening the TUI")
+    g.add_argument("-q", "--quiet", action="store_true", help="no stepdbg messages on stderr (the report has all)")
+    g.add_argument("--help-conditions", action=_ShowConditions, nargs=0, help="list every condition spec")
+    g.add_argument("--version", action="version", version=f"stepdbg {__version__}")
+    p.add_argument("-m", dest="as_module", action="store_true", help="run a module as __main__ (python -m MODULE)")
+    p.add_argument("script", metavar="[python] SCRIPT.py | -m MODULE", help="the training script (or module) to run")
+    p.add_argument("args", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
+
+
+# ---------------------------------------------------------------------- the job's configuration
+
+
+@dataclass
+class RunConfig:
+    breaks: list[str] = field(default_factory=list)
+    actions: list[str] = field(default_factory=list)
+    report: str | None = None
+    quiet: bool = False
+    serve: bool = False
+    listen: str | None = None
+    detach_timeout: float | None = None
+    forward_output: bool = False
+    tui: bool = True
+    doctor: dict[str, Any] | None = None  # doctor/overfit: {"steps": N, "overfit": bool, "json": bool}
+    torchrun: list[str] | None = None  # torchrun's own arguments: every rank gets an agent
+    python: str = sys.executable
+    module: str | None = None
+    script: str | None = None
+    args: list[str] = field(default_factory=list)
+
+    def to_env(self) -> str:
+        """The agent's configuration, as bootstrap reads it from STEPDBG_CONFIG."""
+        return json.dumps({
+            "breaks": self.breaks or ["nan", "exception"],
+            "actions": self.actions or (["pause"] if self.serve else ["report"]),
+            "actions_given": bool(self.actions),
+            "report": self.report,
+            "quiet": self.quiet,
+            "serve": self.serve,
+            "listen": self.listen,
+            "detach_timeout": self.detach_timeout,
+            "forward_output": self.forward_output,
+            "doctor": self.doctor,
+        })
+
+
+def run_config(ns: argparse.Namespace, serve: bool = False) -> RunConfig:
+    """The parsed options and the command after them, checked: the script exists, the
+    interpreter is found, torchrun's arguments are split from the script's."""
+    cfg = RunConfig(breaks=ns.breaks, actions=ns.actions, report=ns.report, quiet=ns.quiet, serve=serve,
+                    listen=ns.listen, detach_timeout=ns.detach_timeout, forward_output=ns.forward_output,
+                    tui=not getattr(ns, "no_tui", True))
+    rest = (["-m"] if ns.as_module else []) + [ns.script, *ns.args]
+    if rest[0] == "torchrun":
+        script_at = next((k for k, a in enumerate(rest[1:], 1) if a.endswith(".py") or a == "-m"), None)
+        if script_at is None:
+            raise UsageError("torchrun: no SCRIPT.py (or -m MODULE) found after the torchrun options")
+        cfg.torchrun = rest[1:script_at]
+        rest = rest[script_at:]
+    if _looks_like_python(rest[0]) and not rest[0].endswith(".py"):
+        found = shutil.which(rest[0]) or (rest[0] if os.path.exists(rest[0]) else None)
+        if found is None:
+            raise UsageError(f"interpreter {rest[0]!r} not found")
+        cfg.python = found
+        rest = rest[1:]
+    if rest and rest[0] == "-m":
+        if len(rest) < 2:
+            raise UsageError("-m needs a module name")
+        cfg.module, cfg.args = rest[1], rest[2:]
+    elif rest and not rest[0].startswith("-"):
+        cfg.script, cfg.args = rest[0], rest[1:]
+        if not os.path.isfile(cfg.script):
+            raise UsageError(f"script {cfg.script!r} not found")
+    else:
+        raise UsageError(f"expected a script or -m MODULE, got {' '.join(rest) or 'nothing'!r}")
+    if cfg.report:
+        d = os.path.dirname(os.path.abspath(cfg.report))
+        if not os.path.isdir(d):
+            raise UsageError(f"--report {cfg.report!r}: folder {d!r} does not exist")
+    return cfg
+
+
+def _looks_like_python(word: str) -> bool:
+    base = os.path.basename(word)
+    return base.startswith("python") or base in ("py", "pypy", "pypy3")

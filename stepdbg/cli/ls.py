@@ -1,0 +1,58 @@
+"""`stepdbg ls`: the jobs on this machine (or on an ssh host) that you can attach to."""
+
+from __future__ import annotations
+
+import json
+
+from ..client import ClientError, TargetError, connect_address, format_listing
+from ..wire import sessions
+from .common import Parser, UsageError
+
+
+def main(argv: list[str]) -> int:
+    p = Parser(prog="stepdbg ls", usage="%(prog)s [--json] [ssh://[user@]host[:port]]",
+               description="List the stepdbg sessions you can attach to: id, pid, host, rank, script, step, state.",
+               epilog="examples:\n  stepdbg ls\n  stepdbg ls --json\n  stepdbg ls ssh://me@node17")
+    p.add_argument("host", nargs="?", metavar="ssh://[user@]host[:port]", help="list the sessions on that host")
+    p.add_argument("--json", action="store_true", help="one JSON list")
+    p.add_argument("--with-token", action="store_true",
+                   help="include each session's token (what ssh attach reads; keep it private)")
+    ns = p.parse_args(argv)
+    if ns.host is not None:
+        if not ns.host.startswith("ssh://"):
+            raise UsageError(f"{ns.host!r}: only ssh:// hosts can be listed")
+        from ..client.remote import remote_listing, ssh_target
+
+        rows = remote_listing(ssh_target(ns.host))
+    else:
+        rows = [with_status(s, ns.with_token) for s in sessions.listing()]
+    if ns.json:
+        print(json.dumps(rows))
+    elif not rows:
+        print("no stepdbg sessions")
+    else:
+        infos = [sessions.SessionInfo(**{k: v for k, v in r.items() if k in sessions.SessionInfo.__dataclass_fields__},
+                                      token="") for r in rows]
+        lines = format_listing(infos).splitlines()
+        print(f"{lines[0]}  STEP    STATE")
+        for line, r in zip(lines[1:], rows, strict=True):
+            print(f"{line}  {r.get('step', '?')!s:<7} {r.get('state', '?')}")
+    return 0
+
+
+def with_status(info: sessions.SessionInfo, with_token: bool) -> dict:
+    """A session's public row, with its step and state asked of the job (a probe, not an attach)."""
+    row = info.public(with_token=with_token)
+    try:
+        c = connect_address(info.address, info.token, timeout=3, probe=True)
+        try:
+            st = c.status()
+            waits_in = (st.get("waiting") or {}).get("collective")
+            row.update(step=st["step"], state="in collective" if waits_in else st["state"], phase=st["phase"])
+            if with_token and (info.world_size or 1) > 1:  # attaching: where the job's other ranks run
+                row["nodes"] = {int(r): n for r, n in c.call("job_nodes")["nodes"].items()}
+        finally:
+            c.close()
+    except (TargetError, ClientError, ConnectionError, TimeoutError, OSError) as e:
+        row.update(state=f"unreachable: {e}")
+    return row

@@ -1,0 +1,160 @@
+"""`stepdbg [run] [OPTIONS] [python] SCRIPT ...`, `stepdbg serve ...` and
+`stepdbg [OPTIONS] torchrun [TORCHRUN OPTIONS] SCRIPT ...`: run a script under the agent.
+
+The script runs in a fresh interpreter with the agent installed before its first line
+(``python -m stepdbg.agent.bootstrap``), so its ``__main__``, stdout/stderr and exit
+code are its own. At a terminal, `run` opens the TUI with the job as a child.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from .common import Parser, RunConfig, add_run_options, at_terminal, run_config
+
+RUN_DESCRIPTION = """\
+Run a PyTorch training script under stepdbg: it breaks when a condition holds (a NaN,
+an exploding gradient, a stalled dataloader, an exception, ...) and reports, replays,
+skips, aborts or pauses there. At a terminal it opens the TUI (the job's output goes to
+its Log panel, and to the terminal when the TUI closes); elsewhere it runs headless.
+Every job is attachable from another shell (stepdbg attach).
+
+commands (each has its own --help):
+  stepdbg [run] [OPTIONS] [python] SCRIPT.py [ARGS...]     run a script (this text)
+  stepdbg serve [OPTIONS] [python] SCRIPT.py [ARGS...]     headless; a break waits for a client
+  stepdbg [OPTIONS] torchrun [TORCHRUN OPTIONS] SCRIPT.py  every rank under an agent
+  stepdbg doctor [--steps N] [--json] SCRIPT.py            the first N steps with every rule on
+  stepdbg overfit [--steps N] SCRIPT.py                    can the model fit one batch?
+  stepdbg attach [TARGET]                                  the TUI (or --repl) on a running job
+  stepdbg ls [--json] [ssh://host]                         the jobs you can attach to
+  stepdbg hook install|remove|status                       STEPDBG_AUTOSTART=1 starts an agent"""
+
+RUN_EPILOG = """\
+actions (--on-break, in order; default: report, or pause for serve):
+  report  write the break to the report and go on
+  replay  re-run the step under anomaly detection; name the op
+  skip    do not apply this step's update
+  abort   end the script with exit code 3
+  pause   wait for a client (stepdbg attach), or at the terminal
+
+examples:
+  stepdbg python train.py --lr 3e-4
+  stepdbg --break nan --on-break replay --on-break abort --report run.jsonl train.py
+  stepdbg --break 'grad_norm>100' --break 'expr:loss > 4 and step > 100' -m mypkg.train
+  stepdbg serve --break nan python train.py          # then, in another shell:
+  stepdbg attach                                     # or: stepdbg attach ssh://me@node17
+  stepdbg --break nan --report r.jsonl torchrun --nproc_per_node=2 train.py   # r.rank0.jsonl, ...
+
+exit codes: the script's own; 2 for bad stepdbg options; 3 when abort (or a client) ended it."""
+
+SERVE_DESCRIPTION = """\
+Run the script headless and attachable: a break pauses it until a client attaches
+(stepdbg attach, from this machine or over ssh). The attach command is printed at start.
+With --listen it also accepts TCP; a client then needs the session's token, which
+`stepdbg ls --json --with-token` shows to the job's user on its machine."""
+
+SERVE_EPILOG = """\
+examples:
+  stepdbg serve --break nan python train.py
+  stepdbg serve --break 'grad_norm>100' --detach-timeout 600 train.py
+  stepdbg serve -q --break step==2 torchrun --nproc_per_node=2 train.py"""
+
+TORCHRUN_HELP = """\
+usage: stepdbg [OPTIONS] torchrun [TORCHRUN OPTIONS] SCRIPT.py [ARGS...]
+       stepdbg serve [OPTIONS] torchrun [TORCHRUN OPTIONS] SCRIPT.py [ARGS...]
+
+Run a distributed job with torchrun, every rank under its own agent: a break on one
+rank pauses every rank at the same step, before the update and outside any collective;
+the collective timeout is raised while a client is attached. Reports go one file per
+rank (r.jsonl → r.rank0.jsonl, r.rank1.jsonl). At a terminal the TUI opens over every
+rank (its Ranks panel); `stepdbg attach JOB` reaches a running job, on other nodes too.
+OPTIONS are the run options (stepdbg --help); TORCHRUN OPTIONS go to torchrun as given.
+
+examples:
+  stepdbg --break nan torchrun --nproc_per_node=2 train.py
+  stepdbg --break nan --report r.jsonl torchrun --nproc_per_node=2 train.py
+  stepdbg serve --break 'grad_norm>100' torchrun --nnodes=2 --node_rank=0 train.py"""
+
+
+def run_parser(serve: bool) -> Parser:
+    p = Parser(prog="stepdbg serve" if serve else "stepdbg",
+               usage="%(prog)s [OPTIONS] [python] SCRIPT.py [ARGS...] | -m MODULE [ARGS...]",
+               description=SERVE_DESCRIPTION if serve else RUN_DESCRIPTION,
+               epilog=SERVE_EPILOG if serve else RUN_EPILOG)
+    add_run_options(p, tui=not serve)
+    return p
+
+
+def main(argv: list[str], serve: bool = False) -> int:
+    ns = run_parser(serve).parse_args(argv)
+    if ns.script == "torchrun" and _asks_help(ns.args):
+        print(TORCHRUN_HELP)
+        return 0
+    return launch(run_config(ns, serve=serve))
+
+
+def _asks_help(torchrun_args: list[str]) -> bool:
+    for a in torchrun_args:
+        if a.endswith(".py") or a == "-m":
+            return False
+        if a in ("-h", "--help"):
+            return True
+    return False
+
+
+def _has_option(args: list[str], *names: str) -> bool:
+    return any(a in names or a.startswith(tuple(f"{n}=" for n in names if n.startswith("--"))) for a in args)
+
+
+def nproc(torchrun_args: list[str]) -> int:
+    """--nproc_per_node from torchrun's arguments (the TUI waits for that many ranks)."""
+    for i, a in enumerate(torchrun_args):
+        name, eq, val = a.partition("=")
+        if name in ("--nproc_per_node", "--nproc-per-node"):
+            raw = val if eq else (torchrun_args[i + 1] if i + 1 < len(torchrun_args) else "1")
+            return int(raw) if raw.isdigit() else os.cpu_count() or 1
+    return 1
+
+
+def command(cfg: RunConfig, tee: bool = False) -> list[str]:
+    """The command line of the job: the interpreter (or torchrun) running bootstrap."""
+    target = ["-m", cfg.module] if cfg.module else [cfg.script or ""]
+    if cfg.torchrun is None:
+        return [cfg.python, "-m", "stepdbg.agent.bootstrap", *target, *cfg.args]
+    # Every rank runs `python -m stepdbg.agent.bootstrap SCRIPT ARGS`.
+    tee_args = ["--tee", "3"] if tee and not _has_option(cfg.torchrun, "--tee", "-t", "--redirects", "-r") else []
+    return [cfg.python, "-m", "torch.distributed.run", *tee_args, *cfg.torchrun, "-m", "stepdbg.agent.bootstrap",
+            *target, *cfg.args]
+
+
+def job_env(cfg: RunConfig) -> dict[str, str]:
+    env = dict(os.environ)
+    env["STEPDBG_CONFIG"] = cfg.to_env()
+    pkg_parent = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (pkg_parent, env.get("PYTHONPATH")) if p)
+    return env
+
+
+def launch(cfg: RunConfig) -> int:
+    """Headless: replace this process with the interpreter running the script under the
+    agent. At a terminal (run, not serve): the job as a child, the TUI in front."""
+    with_tui = cfg.tui and not cfg.serve and at_terminal()
+    if with_tui:
+        cfg.serve = True  # a break waits for the TUI, which attaches as soon as it can
+    env = job_env(cfg)
+    cmd = command(cfg, tee=with_tui)
+    if with_tui:
+        from stepdbg_tui.launch import launch_tui
+
+        return launch_tui(cmd, env, ranks=nproc(cfg.torchrun) if cfg.torchrun is not None else None)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    try:
+        os.execve(cfg.python, cmd, env)
+    except OSError as e:
+        print(f"stepdbg: cannot run {cfg.python}: {e}", file=sys.stderr)
+        return 127
+    return 0  # not reached
+
+

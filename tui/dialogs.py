@@ -1,0 +1,128 @@
+"""The app's modal dialogs: the learning rate, one line of input, quitting, the keys."""
+
+from __future__ import annotations
+
+from textual import on
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Grid, Vertical
+from textual.screen import ModalScreen
+from textual.widgets import Button, Checkbox, Input, Label, Static
+
+HELP = """\
+[b]keys[/b]
+  c  continue          p  pause at the next pause point
+  n  next phase        s  next step
+  r  replay the step under anomaly detection (finds the op, module and line)
+  l  set the learning rate (once or pinned)      k  skip this step's update
+  b  breakpoints       e  the REPL line (Python in the paused frame; ↑↓ history)
+  1-9  panels: Break Model Tensor Optimizer Memory Plots Breakpoints Threads Log
+  q  quit: continue the job, leave it paused for a re-attach, or end it
+  ctrl+r  reconnect after the connection was lost
+  t  the next rank (a distributed job)    0  Ranks: every rank's state (running, paused,
+     in a collective with the time its timeout leaves, dead with its exit code), live
+  o  which ranks get stepping, LR, skip and breakpoints (0,2-3 or all)
+  ?  this help         escape  close a dialog / leave the REPL line"""
+
+
+class LrScreen(ModalScreen[tuple[float, bool] | None]):
+    """Ask for a learning rate and whether to pin it."""
+
+    DEFAULT_CSS = """
+    LrScreen { align: center middle; }
+    LrScreen > Vertical { width: 60; height: auto; border: thick $accent; padding: 1 2; background: $surface; }
+    LrScreen #lr-error { color: $error; }
+    """
+    BINDINGS = [Binding("escape", "dismiss(None)", "cancel")]
+    AUTO_FOCUS = "#lr-value"
+
+    def __init__(self, current: float | None, group: int | None) -> None:
+        super().__init__()
+        self.current = current
+        self.group = group
+
+    def compose(self) -> ComposeResult:
+        with Vertical():
+            g = "all groups" if self.group is None else f"group {self.group}"
+            yield Label(f"learning rate for {g} (now {self.current})")
+            yield Input(placeholder="e.g. 1e-4", id="lr-value")
+            yield Checkbox("pin it (re-applied before every step; schedulers scaled)", True, id="lr-pin")
+            yield Label("", id="lr-error")
+            yield Button("set", variant="primary", id="lr-ok")
+
+    @on(Input.Submitted)
+    @on(Button.Pressed, "#lr-ok")
+    def submit(self) -> None:
+        raw = self.query_one("#lr-value", Input).value.strip()
+        try:
+            lr = float(raw)
+            if not lr >= 0 or lr == float("inf"):
+                raise ValueError
+        except ValueError:
+            self.query_one("#lr-error", Label).update(f"{raw!r} is not a learning rate (a number >= 0)")
+            return
+        self.dismiss((lr, self.query_one("#lr-pin", Checkbox).value))
+
+
+class AskScreen(ModalScreen[str | None]):
+    """One line of input."""
+
+    DEFAULT_CSS = """
+    AskScreen { align: center middle; }
+    AskScreen > Vertical { width: 64; height: auto; border: thick $accent; padding: 1 2; background: $surface; }
+    """
+    BINDINGS = [Binding("escape", "dismiss(None)", "cancel")]
+    AUTO_FOCUS = "Input"
+
+    def __init__(self, question: str) -> None:
+        super().__init__()
+        self.question = question
+
+    def compose(self) -> ComposeResult:
+        with Vertical():
+            yield Label(self.question)
+            yield Input()
+
+    @on(Input.Submitted)
+    def submit(self, event: Input.Submitted) -> None:
+        self.dismiss(event.value.strip())
+
+
+class QuitScreen(ModalScreen[str | None]):
+    """What happens to the job when the UI goes: continue, stay paused, or end."""
+
+    DEFAULT_CSS = """
+    QuitScreen { align: center middle; }
+    QuitScreen > Grid { grid-size: 2; grid-gutter: 1; width: 64; height: auto; border: thick $accent;
+                        padding: 1 2; background: $surface; }
+    QuitScreen Label { column-span: 2; width: 1fr; }
+    QuitScreen Button { width: 1fr; }
+    """
+    BINDINGS = [Binding("escape", "dismiss(None)", "cancel"), Binding("c", "pick('continue')", show=False),
+                Binding("l", "pick('stay')", show=False), Binding("e", "pick('end')", show=False)]
+
+    def compose(self) -> ComposeResult:
+        with Grid():
+            yield Label("Quit stepdbg. What happens to the job?")
+            yield Button("c: continue it", id="continue", variant="primary")
+            yield Button("l: leave it paused (re-attach later)", id="stay")
+            yield Button("e: end it (exit code 3)", id="end", variant="error")
+            yield Button("cancel", id="cancel")
+
+    def action_pick(self, choice: str) -> None:
+        self.dismiss(choice)
+
+    @on(Button.Pressed)
+    def pressed(self, event: Button.Pressed) -> None:
+        self.dismiss(None if event.button.id == "cancel" else event.button.id)
+
+
+class HelpScreen(ModalScreen[None]):
+    DEFAULT_CSS = """
+    HelpScreen { align: center middle; }
+    HelpScreen > Static { width: 84; height: auto; border: thick $accent; padding: 1 2; background: $surface; }
+    """
+    BINDINGS = [Binding("escape,question_mark,q", "dismiss(None)", "close")]
+
+    def compose(self) -> ComposeResult:
+        yield Static(HELP)

@@ -1,0 +1,56 @@
+"""The app's REPL line (e): Python in the paused frame, plus a few console words
+(lr X [pin], break add SPEC, p EXPR); its history is walked with up and down."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from textual.widgets import Static
+
+from .panels import render_summary
+
+
+class LineHistory:
+    """The lines typed so far and where up/down has walked to."""
+
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+        self.pos = 0
+
+    def add(self, line: str) -> None:
+        self.lines.append(line)
+        self.pos = len(self.lines)
+
+    def recall(self, delta: int) -> str | None:
+        """The line `delta` steps back (-1) or forward (+1); "" past the newest; None if empty."""
+        if not self.lines:
+            return None
+        self.pos = max(0, min(len(self.lines), self.pos + delta))
+        return self.lines[self.pos] if self.pos < len(self.lines) else ""
+
+
+async def run_line(app: Any, line: str) -> None:
+    """Run one REPL line against the app's source; the answer goes under the line."""
+    out = app.query_one("#repl-out", Static)
+    word, _, rest = line.partition(" ")
+    if word == "lr" and rest:
+        parts = rest.split()
+        try:
+            lr = float(parts[0])
+        except ValueError:
+            out.update(f"lr needs a number, not {parts[0]!r}")
+            return
+        r = await app.ask("set LR", app.source.set_lr(lr, pin="pin" in parts[1:]))
+        out.update(f"» {line}\n{r}" if r else "")
+    elif word == "break" and rest.startswith("add "):
+        await app.add_break(rest[4:].strip())
+        out.update(f"» {line}")
+    elif word == "p" and rest:
+        s = await app.ask(f"tensor {rest}", app.source.summary(rest))
+        if s is not None:
+            out.update(render_summary(s))
+    else:
+        r = await app.ask("eval", app.source.evaluate(line))
+        if r is not None:
+            text = (r.get("output") or "") + (r.get("error") or "") + (r.get("value") or "")
+            out.update(f"» {line}\n{text.rstrip()[-2000:]}")
