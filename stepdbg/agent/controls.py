@@ -15,9 +15,24 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import Future
+from dataclasses import dataclass, field
 from typing import Any
 
 from ..wire import conditions as cond_mod
+
+
+@dataclass
+class Break:
+    """Why and where the job stopped."""
+
+    step: int
+    phase: str
+    condition: str
+    reason: str
+    scalars: dict[str, Any]
+    where: dict[str, Any] | None
+    details: dict[str, Any] = field(default_factory=dict)
+    at: float = field(default_factory=time.time)  # wall clock, for latency and logs
 
 
 class NotPaused(RuntimeError):
@@ -29,7 +44,7 @@ class Controls:
 
     def __init__(self, training_thread: Callable[[], int | None]) -> None:
         self._training_thread = training_thread
-        self.paused: Any = None  # the Break the job is paused at
+        self.paused: Break | None = None
         self.end_requested = False
         self.frontends = 0
         self.wait_for_frontend = False  # serve mode: a pause waits for a client to attach
@@ -42,7 +57,7 @@ class Controls:
 
     # ------------------------------------------------------------------ on the training thread
 
-    def begin_pause(self, brk: Any) -> None:
+    def begin_pause(self, brk: Break) -> None:
         self._resume.clear()
         self._run_mode = ("run", None)
         with self._paused_cv:
@@ -100,7 +115,7 @@ class Controls:
         self._calls.put((fn, fut))
         return fut.result(timeout=timeout)
 
-    def wait_paused(self, timeout: float | None = None, previous: Any = None) -> Any:
+    def wait_paused(self, timeout: float | None = None, previous: Break | None = None) -> Break | None:
         """Wait until the job is paused at a break other than `previous`; None on timeout."""
         with self._paused_cv:
             self._paused_cv.wait_for(

@@ -16,10 +16,9 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
-import time
 import traceback
 from collections.abc import Callable, Iterable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from types import FrameType
 from typing import Any
 
@@ -29,19 +28,19 @@ from ..wire.conditions import ACTIONS, Condition
 from . import inspection
 from .breakpoints import Breakpoints
 from .changes import Changes
-from .controls import Controls, NotPaused
+from .controls import Break, Controls, NotPaused
 from .evaluate import Evaluator
 from .frames import user_frame, where_of
 from .hooks import Guard
-from .memory import memory
 from .ranks import Ranks
 from .report import Report, rank_path
+from .session_controls import ControlOps
+from .session_views import ViewOps
 from .step_model import StepModel, opt_params
 
 __all__ = ["EXIT_ABORT", "Abort", "Break", "NotPaused", "Session"]
 
 EXIT_ABORT = 3
-WAIT_SHOWN_AFTER = 1.0  # seconds without progress before status() says where the loop waits
 
 
 class Abort(SystemExit):
@@ -51,21 +50,7 @@ class Abort(SystemExit):
         super().__init__(EXIT_ABORT)
 
 
-@dataclass
-class Break:
-    """Why and where the job stopped."""
-
-    step: int
-    phase: str
-    condition: str
-    reason: str
-    scalars: dict[str, Any]
-    where: dict[str, Any] | None
-    details: dict[str, Any] = field(default_factory=dict)
-    at: float = field(default_factory=time.time)  # wall clock, for latency and logs
-
-
-class Session:
+class Session(ControlOps, ViewOps):
     """The in-process debugger: one per training process."""
 
     def __init__(
@@ -213,7 +198,7 @@ class Session:
         if stall is not None:
             from .watchdog import Watchdog
 
-            self._watchdog = Watchdog(self.model, stall, self.report_stall, self._say)
+            self._watchdog = Watchdog(self.model, stall, self.report_stall, self.say)
             self._watchdog.start()
         os.register_at_fork(after_in_child=self._forked)
         return self
@@ -307,7 +292,7 @@ class Session:
         if self.ranks.active():
             req = self.guard("ranks", self.ranks.due, self.step)
             if req is not None:
-                self._pause_for_rank(req)
+                self.pause_for_rank(req)
 
     def update_starts(self, opt: torch.optim.Optimizer) -> None:
         if self.model.ensure_step().skip:
@@ -324,7 +309,7 @@ class Session:
         if self._doctor is not None:
             self.guard("doctor", self._doctor.on_step_end, self.model)
         if self.stop_after is not None and self.step >= self.stop_after:
-            self._finish_early()
+            self.finish_early()
 
     def on_process_group(self, timeout: Any, ready: bool) -> None:
         if not ready:
@@ -349,26 +334,6 @@ class Session:
         name = inspection.module_name(self.model.roots.values(), module)
         self._break(spec, f"module {name} ({type(module).__name__}) produced a non-finite output from finite inputs",
                     phase="forward", details={"module": name, "module_type": type(module).__name__})
-
-    def _pause_for_rank(self, req: dict[str, Any]) -> None:
-        """Every rank, the one that broke included, pauses here for a rank's break."""
-        mine = req["rank"] == self.ranks.rank
-        self.break_set.mark_fired(req["condition"], self.step)  # the job broke once, not once per rank
-        self.model.ensure_step().phase = "before_optimizer_step"
-        reason = (f"paused at step {self.step} for this rank's break at step {req['broke_at']}: {req['reason']}"
-                  if mine else f"paused for rank {req['rank']}'s break at step {req['broke_at']}: {req['reason']}")
-        self._break(req["condition"] if mine else f"rank {req['rank']}", reason, phase="before_optimizer_step",
-                    actions=["pause"], details={"for_rank": req["rank"], "broke_at": req["broke_at"]},
-                    coordinated=True)
-
-    def _finish_early(self) -> None:
-        """End a doctor/overfit run after its steps: exit code 0 from the script's point of view."""
-        if self.overfit and self._doctor is not None:
-            ok, words = self._doctor.overfit_result(self.model)
-            if ok:
-                self.say(words)
-        self.say(f"stopping after {self.step} steps as asked")
-        raise SystemExit(0)
 
     # ------------------------------------------------------------------ breaks
 
@@ -498,73 +463,6 @@ class Session:
         self.say(f"no client for {self.detach_timeout:g}s: resuming (--detach-timeout)")
         self.cont()
 
-    def on_training_thread(self, fn: Callable[[], Any], timeout: float = 300.0) -> Any:
-        """Run `fn` on the paused training thread and return its result."""
-        return self.controls.on_training_thread(fn, timeout)
-
-    def wait_paused(self, timeout: float | None = None, previous: Break | None = None) -> Break | None:
-        """Wait until the job is paused at a break other than `previous`; None on timeout."""
-        return self.controls.wait_paused(timeout, previous)
-
-    def attach(self) -> None:
-        """A front end is attached: pauses wait for it, replay is armed, and a distributed
-        job's collectives stop timing out (a paused rank would otherwise kill the job)."""
-        self.controls.attached()
-        self.armed = True
-        self.guard("ranks", self.ranks.raise_timeout)
-
-    def detach(self, then: str = "stay") -> None:
-        """A front end left. `then`: "stay" (a paused job waits for a re-attach),
-        "continue" or "end" (the job ends with exit code 3)."""
-        if self.controls.detached():
-            self.armed = "replay" in self.actions
-            self.guard("ranks", self.ranks.restore_timeout)
-        if then == "continue":
-            self.cont()
-        elif then == "end":
-            self.end()
-
-    def end(self) -> None:
-        """End the job: at once if paused, else at the next pause point (exit code 3)."""
-        self.controls.end()
-
-    def cont(self) -> None:
-        """Continue until the next break."""
-        self.controls.cont()
-
-    def pause(self) -> None:
-        """Pause at the next pause point."""
-        self.controls.pause()
-
-    def next_phase(self) -> None:
-        self.controls.next_phase()
-
-    def next_step(self) -> None:
-        """Continue to the same pause point of the next step."""
-        self.controls.next_step(self.step)
-
-    def pause_at(self, n: int) -> None:
-        """Pause at step n's before_optimizer_step (outside collectives): what a client
-        sends to every rank of a job, with n past every rank's current step."""
-        self.controls.pause_at(n, self.step)
-
-    def run_to_step(self, n: int) -> None:
-        self.controls.run_to_step(n, self.step)
-
-    # ------------------------------------------------------------------ changes
-
-    def set_lr(self, lr: float, group: int | None = None, pin: bool = False) -> dict[str, Any]:
-        """Set the learning rate of one param group (or all); `pin` keeps it set."""
-        return self.changer.set_lr(lr, group, pin)
-
-    def set_param_group(self, key: str, value: float, group: int | None = None) -> dict[str, Any]:
-        """Set another hyperparameter (weight_decay, momentum, ...) of a param group."""
-        return self.changer.set_param_group(key, value, group)
-
-    def skip_step(self) -> dict[str, Any]:
-        """Do not apply this step's update (the optimizer sees no gradients this once)."""
-        return self.changer.skip_step()
-
     def _log_change(self, what: str, **fields: Any) -> dict[str, Any]:
         rec = {"what": what, "step": self.step, **fields}
         self.changes.append(rec)
@@ -572,91 +470,6 @@ class Session:
         self.emit("change", rec)
         self.say(f"change: {what} " + ", ".join(f"{k}={v}" for k, v in fields.items()))
         return rec
-
-    # ------------------------------------------------------------------ inspection (paused)
-
-    def namespace(self) -> dict[str, Any]:
-        return self.evaluator.namespace()
-
-    def summary(self, name: str) -> dict[str, Any]:
-        return self.evaluator.summary(name)
-
-    def slice(self, name: str, index: str = "", limit: int = 256) -> list[Any]:
-        return self.evaluator.slice(name, index, limit)
-
-    def evaluate(self, source: str) -> dict[str, Any]:
-        return self.evaluator.evaluate(source)
-
-    def module_tree(self) -> list[dict[str, Any]]:
-        return self.on_training_thread(lambda: inspection.module_tree(self.model))
-
-    def model_summary(self, depth: int = 3) -> str | None:
-        """torchinfo's summary table on the captured batch."""
-        return self.on_training_thread(lambda: inspection.model_summary(self.model, depth))
-
-    def optimizer_info(self) -> list[dict[str, Any]]:
-        return inspection.optimizer_info(list(self.model.optimizers), list(self.model.schedulers), self.changer.pins)
-
-    def memory(self) -> dict[str, Any]:
-        return memory()
-
-    def timings(self) -> dict[str, Any]:
-        st = self.model.current
-        return {"current": dict(st.phase_times) if st else {}, "history": [
-            {k: h[k] for k in ("step", "step_time", "data_wait")} for h in list(self.history)[-100:]]}
-
-    def source(self, context: int = 5) -> dict[str, Any] | None:
-        return inspection.source_around(self._paused_frame, context)
-
-    def stacks(self) -> list[dict[str, Any]]:
-        return inspection.thread_stacks()
-
-    def status(self) -> dict[str, Any]:
-        st = self.model.current
-        return {
-            "pid": self.pid, "argv": self.argv, "step": self.step,
-            "phase": st.phase if st else "between steps",
-            "state": "paused" if self.paused else "running",
-            "frontends": self.frontends,
-            "paused": asdict(self.paused) if self.paused else None,
-            "waiting": self.guard("waiting", self.waiting),
-            "breaks": self.break_specs(), "actions": self.actions,
-        }
-
-    def waiting(self) -> dict[str, Any] | None:
-        """Where the training thread waits when it has made no progress for a second (a
-        stalled loader, a collective waiting for another rank); in a collective, how long
-        it has before the process-group timeout ends the job."""
-        m = self.model
-        if self.paused is not None or m.thread is None:
-            return None
-        idle = time.monotonic() - m.last_progress
-        frame = sys._current_frames().get(m.thread)
-        if idle < WAIT_SHOWN_AFTER or frame is None:
-            return None
-        multi = self.ranks.active()
-        out = {"idle_s": round(idle, 1), **inspection.blocked_in(frame, multi), "timeout_s": None, "left_s": None}
-        if out["collective"] and multi:
-            timeout = self.ranks.timeout_at(m.last_progress)
-            if timeout is not None:
-                out["timeout_s"], out["left_s"] = timeout, round(max(0.0, timeout - idle), 1)
-        return out
-
-    def replay(self) -> dict[str, Any]:
-        """Replay the step under anomaly detection and per-module checks; report the producer."""
-        from .replay import replay_step
-
-        def run() -> dict[str, Any]:
-            result = replay_step(self.model, self.breaks[-1] if self.breaks else None, self._paused_frame)
-            self.replays.append(result)
-            self.report.write("replay", **result)
-            self.emit("replay", result)
-            first = result.get("first_nonfinite")
-            self.say(f"replay of step {result['step']}: {result['summary']}"
-                      + (f"\n  {first['code']}" if first and first.get("code") else ""))
-            return result
-
-        return self.on_training_thread(run)
 
     # ------------------------------------------------------------------ output
 

@@ -18,8 +18,7 @@ import warnings
 import weakref
 from collections import deque
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
 import torch
 
@@ -28,47 +27,11 @@ from . import tensors
 from .frames import caller_kwargs
 from .hooks import Guard, HookSet
 from .memory import memory_in_use
+from .step_state import StepListener, StepState
 
 HISTORY_LEN = 10_000
 SPIKE_WINDOW = 50
 SPIKE_MIN_STEPS = 5
-
-
-@dataclass
-class StepState:
-    """What is known about the step in progress."""
-
-    index: int
-    started: float
-    phase: str = "start"
-    loader_wait: float = 0.0
-    loader_calls: int = 0
-    data_wait: float | None = None
-    losses: list[float] = field(default_factory=list)
-    grad_norm: float | None = None
-    clip_norm: float | None = None
-    backward_calls: int = 0
-    forwards: int = 0
-    zero_grad_called: bool = False
-    phase_times: dict[str, float] = field(default_factory=dict)
-    skip: bool = False
-    skipped_by_scaler: bool = False
-    optimizer_stepped: bool = False
-
-
-class StepListener(Protocol):
-    """What the step model tells, on the training thread (the Session implements it)."""
-
-    def pause_point(self, phase: str) -> None: ...
-    def needs_grad_norm(self) -> bool: ...
-    def on_batch(self, module: torch.nn.Module, args: tuple[Any, ...]) -> None: ...
-    def on_nograd_forward(self, module: torch.nn.Module) -> None: ...
-    def on_loss(self, loss: torch.Tensor | None) -> None: ...
-    def before_update(self, opt: torch.optim.Optimizer) -> None: ...
-    def update_starts(self, opt: torch.optim.Optimizer) -> None: ...
-    def after_update(self, opt: torch.optim.Optimizer) -> None: ...
-    def on_step_end(self, record: dict[str, Any]) -> None: ...
-    def on_process_group(self, timeout: Any, ready: bool) -> None: ...
 
 
 class StepModel:

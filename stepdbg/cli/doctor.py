@@ -29,13 +29,12 @@ def main(argv: list[str], overfit: bool = False) -> int:
                description=textwrap.fill(OVERFIT if overfit else DOCTOR, 88), epilog=EXAMPLES[name])
     p.add_argument("--steps", type=steps, default=100 if overfit else 20, metavar="N",
                    help=f"how many steps to run (default {100 if overfit else 20})")
-    if not overfit:
-        p.add_argument("--json", action="store_true", help="print the findings as JSON")
+    p.add_argument("--json", action="store_true", help="print the findings as JSON")
     add_run_options(p, tui=False)
     ns = p.parse_args(argv)
     cfg = run_config(ns)
     cfg.tui = False
-    cfg.doctor = {"steps": ns.steps, "overfit": overfit, "json": bool(getattr(ns, "json", False))}
+    cfg.doctor = {"steps": ns.steps, "overfit": overfit, "json": ns.json}
     from stepdbg_tui.doctor import run_doctor
 
     return run_doctor(command(cfg), job_env(cfg), cfg.report, cfg.doctor)

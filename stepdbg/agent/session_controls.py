@@ -1,0 +1,116 @@
+"""The Session's controls, as front ends call them: stepping, attaching, changes.
+
+A mixin of ``Session`` (session.py): each method hands the request to the part that owns
+it (``Controls``, ``Changes``, ``Ranks``) with what that part needs from the session.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from .controls import Break
+
+if TYPE_CHECKING:
+    from .changes import Changes
+    from .controls import Controls
+    from .ranks import Ranks
+    from .step_model import StepModel
+
+
+class ControlOps:
+    """Pause, resume, stepping, attach/detach and changes, safe from any thread."""
+
+    controls: Controls
+    changer: Changes
+    model: StepModel
+    ranks: Ranks
+    actions: list[str]
+    armed: bool
+    step: int
+    guard: Any
+
+    def on_training_thread(self, fn: Callable[[], Any], timeout: float = 300.0) -> Any:
+        """Run `fn` on the paused training thread and return its result."""
+        return self.controls.on_training_thread(fn, timeout)
+
+    def wait_paused(self, timeout: float | None = None, previous: Break | None = None) -> Break | None:
+        """Wait until the job is paused at a break other than `previous`; None on timeout."""
+        return self.controls.wait_paused(timeout, previous)
+
+    def attach(self) -> None:
+        """A front end is attached: pauses wait for it, replay is armed, and a distributed
+        job's collectives stop timing out (a paused rank would otherwise kill the job)."""
+        self.controls.attached()
+        self.armed = True
+        self.guard("ranks", self.ranks.raise_timeout)
+
+    def detach(self, then: str = "stay") -> None:
+        """A front end left. `then`: "stay" (a paused job waits for a re-attach),
+        "continue" or "end" (the job ends with exit code 3)."""
+        if self.controls.detached():
+            self.armed = "replay" in self.actions
+            self.guard("ranks", self.ranks.restore_timeout)
+        if then == "continue":
+            self.cont()
+        elif then == "end":
+            self.end()
+
+    def end(self) -> None:
+        """End the job: at once if paused, else at the next pause point (exit code 3)."""
+        self.controls.end()
+
+    def cont(self) -> None:
+        """Continue until the next break."""
+        self.controls.cont()
+
+    def pause(self) -> None:
+        """Pause at the next pause point."""
+        self.controls.pause()
+
+    def next_phase(self) -> None:
+        self.controls.next_phase()
+
+    def next_step(self) -> None:
+        """Continue to the same pause point of the next step."""
+        self.controls.next_step(self.step)
+
+    def pause_at(self, n: int) -> None:
+        """Pause at step n's before_optimizer_step (outside collectives): what a client
+        sends to every rank of a job, with n past every rank's current step."""
+        self.controls.pause_at(n, self.step)
+
+    def run_to_step(self, n: int) -> None:
+        self.controls.run_to_step(n, self.step)
+
+    def set_lr(self, lr: float, group: int | None = None, pin: bool = False) -> dict[str, Any]:
+        """Set the learning rate of one param group (or all); `pin` keeps it set."""
+        return self.changer.set_lr(lr, group, pin)
+
+    def set_param_group(self, key: str, value: float, group: int | None = None) -> dict[str, Any]:
+        """Set another hyperparameter (weight_decay, momentum, ...) of a param group."""
+        return self.changer.set_param_group(key, value, group)
+
+    def skip_step(self) -> dict[str, Any]:
+        """Do not apply this step's update (the optimizer sees no gradients this once)."""
+        return self.changer.skip_step()
+
+    def pause_for_rank(self, req: dict[str, Any]) -> None:
+        """Every rank, the one that broke included, pauses here for a rank's break."""
+        mine = req["rank"] == self.ranks.rank
+        self.break_set.mark_fired(req["condition"], self.step)  # the job broke once, not once per rank
+        self.model.ensure_step().phase = "before_optimizer_step"
+        reason = (f"paused at step {self.step} for this rank's break at step {req['broke_at']}: {req['reason']}"
+                  if mine else f"paused for rank {req['rank']}'s break at step {req['broke_at']}: {req['reason']}")
+        self._break(req["condition"] if mine else f"rank {req['rank']}", reason, phase="before_optimizer_step",
+                    actions=["pause"], details={"for_rank": req["rank"], "broke_at": req["broke_at"]},
+                    coordinated=True)
+
+    def finish_early(self) -> None:
+        """End a doctor/overfit run after its steps: exit code 0 from the script's point of view."""
+        if self.overfit and self._doctor is not None:
+            ok, words = self._doctor.overfit_result(self.model)
+            if ok:
+                self.say(words)
+        self.say(f"stopping after {self.step} steps as asked")
+        raise SystemExit(0)
