@@ -273,20 +273,20 @@ class Doctor:
         rows = [h for h in hist[-10:] if h["data_wait"] is not None and h["step_time"]]
         if len(rows) < 5:
             return
-        waited = sum(h["data_wait"] for h in rows)
-        share = waited / (waited + sum(h["step_time"] for h in rows))  # step_time starts after the batch came
-        if share > 0.3 and waited / len(rows) > 0.01:
+        # Medians, not sums: a step preempted on a busy machine is not a slow loader.
+        wait = statistics.median(h["data_wait"] for h in rows)
+        share = statistics.median(h["data_wait"] / (h["data_wait"] + h["step_time"]) for h in rows)
+        if share > 0.3 and wait > 0.01:  # step_time starts after the batch came
             from .inspection import loader_settings
 
             st = loader_settings(it)
             cores = st.get("affinity_cpus") or os.cpu_count()
             workers = st.get("num_workers")
-            wait = waited / len(rows)
             why = f"num_workers={workers} on {cores} cores"
             tip = ("fewer workers than cores; move heavy transforms offline" if workers and workers > (cores or 1)
                    else "more DataLoader workers (up to the cores), pin_memory=True on CUDA, cheaper transforms")
             self.add(m, "slow_dataloader", "warning",
-                     f"the loop waits for data {share:.0%} of the time (mean {wait * 1e3:.0f} ms per step; {why})",
+                     f"the loop waits for data {share:.0%} of the time (median {wait * 1e3:.0f} ms per step; {why})",
                      tip, dataloader=st)
 
 
