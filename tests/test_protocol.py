@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from stepdbg.wire import protocol
 from stepdbg.wire.protocol import Connection, Dispatcher, FrameDecoder, ProtocolError
+from stepdbg.wire.schema import Int, takes
 
 
 def test_frames_round_trip_in_pieces():
@@ -56,6 +57,7 @@ def test_the_decoder_never_fails_other_than_with_a_protocol_error(data):
 
 
 class Handlers:
+    @takes(a=Int(-100, 100), b=Int(-100, 100))
     def op_add(self, a: int, b: int = 1) -> int:
         return a + b
 

@@ -26,9 +26,14 @@ COMMANDS = ["c", "n", "s", "r", "p", "lr", "skip", "info", "model", "opt", "mem"
 
 
 def history_path() -> str:
+    """The console's history file, 0600 (it holds code typed into jobs), in a 0700 folder."""
     base = os.environ.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"), ".local", "state")
-    os.makedirs(os.path.join(base, "stepdbg"), exist_ok=True)
-    return os.path.join(base, "stepdbg", "repl_history")
+    folder = os.path.join(base, "stepdbg")
+    os.makedirs(folder, mode=0o700, exist_ok=True)
+    path = os.path.join(folder, "repl_history")
+    os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600))
+    os.chmod(path, 0o600)  # one made before this rule was 0644
+    return path
 
 
 class _Names(WordCompleter):

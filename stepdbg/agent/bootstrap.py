@@ -18,6 +18,8 @@ import traceback
 import stepdbg
 from stepdbg.agent.session import Session
 
+EXIT_CANNOT_LISTEN = 2  # like a bad stepdbg option: the script never started
+
 
 def _exit_code(e: SystemExit) -> int:
     if e.code is None:
@@ -61,11 +63,16 @@ def main() -> int:
     session.actions_defaulted = not config.get("actions_given", True)
     if config.get("serve"):
         session.wait_for_frontend = True
-    try:
-        from stepdbg.agent.server import serve
+    from stepdbg.agent.server import serve
 
+    try:
         serve(session, config.get("listen"), announce=bool(config.get("serve") or config.get("listen")))
-    except OSError as e:  # the job runs on; it just cannot be attached to
+    except OSError as e:
+        where = config.get("listen") or "its socket"
+        if config.get("serve") or config.get("listen"):  # attaching was the point: say why and stop now
+            print(f"stepdbg: cannot listen on {where}: {e.strerror or e}", file=sys.stderr, flush=True)
+            session.stop(exit_code=EXIT_CANNOT_LISTEN, error=f"cannot listen: {e}")
+            return EXIT_CANNOT_LISTEN
         print(f"stepdbg: cannot listen ({e}); the job runs without attach", file=sys.stderr)
     tee = None
     if config.get("forward_output"):

@@ -56,16 +56,34 @@ class Changes:
                 _set_group_lr(g, pinned)
 
     def set_param_group(self, key: str, value: float, group: int | None = None) -> dict[str, Any]:
-        """Set another hyperparameter (weight_decay, momentum, ...) of a param group."""
-        changed = []
+        """Set another numeric hyperparameter (weight_decay, momentum, eps, ...) of a param
+        group. Only a number that the group already holds as a number can be changed, and
+        nothing is changed unless every group it names can take it."""
+        if key == "lr":
+            raise ValueError("use set_lr for the learning rate (it keeps schedulers and pins right)")
+        if key == "params":
+            raise ValueError("the parameters of a group cannot be changed")
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+            raise ValueError(f"{key} must be a finite number >= 0, not {value!r}")
+        targets = []
         for opt in list(self.model.optimizers):
             for i, g in enumerate(opt.param_groups):
                 if group is not None and i != group:
                     continue
-                if key not in g:
-                    raise KeyError(f"param group {i} has no {key!r}; it has {sorted(k for k in g if k != 'params')}")
-                changed.append({"group": i, "old": g[key], "new": value})
-                g[key] = value
+                numeric = sorted(k for k, v in g.items() if _is_number(v) and k != "lr")
+                if key not in numeric:
+                    raise KeyError(f"param group {i} has no {key!r} that is a number; it has {', '.join(numeric) or 'none'}")
+                targets.append((i, g))
+        if not targets:
+            raise ValueError(f"no param group {group}" if group is not None else "no optimizer seen yet")
+        changed = []
+        for i, g in targets:
+            old = tensors.as_float(g[key])
+            if isinstance(g[key], torch.Tensor):
+                g[key].fill_(value)
+            else:
+                g[key] = type(g[key])(value) if isinstance(g[key], int) and float(value).is_integer() else value
+            changed.append({"group": i, "old": old, "new": value})
         return self.log("param_group", key=key, value=value, groups=changed)
 
     def skip_step(self) -> dict[str, Any]:
@@ -96,3 +114,9 @@ def _set_group_lr(group: dict[str, Any], lr: float) -> None:
         group["lr"].fill_(lr)
     else:
         group["lr"] = lr
+
+
+def _is_number(v: Any) -> bool:
+    if isinstance(v, torch.Tensor):
+        return v.numel() == 1 and v.is_floating_point()
+    return isinstance(v, (int, float)) and not isinstance(v, bool)

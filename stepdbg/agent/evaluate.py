@@ -5,9 +5,13 @@ current device are per thread) through ``Controls.on_training_thread``."""
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import io
+import os
+import signal
+import threading
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from types import FrameType
 from typing import Any
 
@@ -18,13 +22,75 @@ from .controls import Controls
 from .step_model import StepModel
 
 
+def _default_limit() -> float | None:
+    try:
+        limit = float(os.environ.get("STEPDBG_EVAL_TIMEOUT", "60"))
+    except ValueError:
+        return 60.0
+    return limit if limit > 0 else None
+
+
 class Evaluator:
-    """Names, summaries and evaluation in the paused user frame."""
+    """Names, summaries and evaluation in the paused user frame.
+
+    User code can loop or sleep: ``interrupt()`` (the `interrupt` op: Ctrl-C in a front
+    end) raises KeyboardInterrupt in it, and so does the time limit (``time_limit``
+    seconds, STEPDBG_EVAL_TIMEOUT, default 60; 0 for none). The answer is then an error
+    and the job stays paused. On the main thread a SIGINT handler of ours stands in for
+    the script's own while the code runs, so a blocking sleep is cut short too; on another
+    thread the exception arrives at the next bytecode.
+    """
 
     def __init__(self, model: StepModel, controls: Controls, frame: Callable[[], FrameType | None]) -> None:
         self.model = model
         self.controls = controls
         self.frame = frame  # the paused user frame, or None
+        self.time_limit = _default_limit()
+        self._lock = threading.Lock()
+        self._running: int | None = None  # the thread running user code now
+        self._why = ""
+
+    def interrupt(self, why: str = "interrupted from the front end") -> bool:
+        """Stop the user code running now, if any; True when there was some."""
+        with self._lock:
+            tid = self._running
+            if tid is None:
+                return False
+            self._why = why
+            if tid == threading.main_thread().ident:
+                signal.pthread_kill(tid, signal.SIGINT)
+            else:
+                ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(tid), ctypes.py_object(KeyboardInterrupt))
+            return True
+
+    def _on_sigint(self, signum: int, frame: Any) -> None:
+        if self._running is not None:  # a late signal after the code ended is dropped
+            raise KeyboardInterrupt(self._why)
+
+    @contextlib.contextmanager
+    def _interruptible(self) -> Iterator[None]:
+        main = threading.current_thread() is threading.main_thread()
+        old = signal.signal(signal.SIGINT, self._on_sigint) if main else None
+        limit = self.time_limit
+        timer = threading.Timer(limit, self.interrupt, kwargs={"why": f"stopped at the {limit:g} s time limit "
+                                                                      "(STEPDBG_EVAL_TIMEOUT)"}) if limit else None
+        with self._lock:
+            self._running = threading.get_ident()
+        if timer is not None:
+            timer.daemon = True
+            timer.name = "stepdbg-eval-timer"
+            timer.start()
+        try:
+            yield
+        finally:
+            try:
+                with self._lock:
+                    self._running = None
+                if timer is not None:
+                    timer.cancel()
+            finally:
+                if main:
+                    signal.signal(signal.SIGINT, old)
 
     def namespace(self) -> dict[str, Any]:
         """Names a user can inspect: the paused frame's locals plus the step's objects."""
@@ -57,8 +123,9 @@ class Evaluator:
     def _eval_expr(self, expr: str) -> Any:
         ns = self.namespace()
         try:
-            return eval(compile(expr, "<stepdbg>", "eval"), ns, ns)
-        except Exception as e:
+            with self._interruptible():
+                return eval(compile(expr, "<stepdbg>", "eval"), ns, ns)
+        except BaseException as e:  # noqa: B036 - user code: SystemExit and Ctrl-C become an answer too
             raise LookupError(f"cannot evaluate {expr!r}: {type(e).__name__}: {e}") from None
 
     def evaluate(self, source: str) -> dict[str, Any]:
@@ -72,13 +139,13 @@ class Evaluator:
             error = None
             busy, self.model.busy = self.model.busy, True
             try:
-                with contextlib.redirect_stdout(buf):
+                with contextlib.redirect_stdout(buf), self._interruptible():
                     try:
                         code = compile(source, "<stepdbg>", "eval")
                         result = eval(code, g, loc)
                     except SyntaxError:
                         exec(compile(source, "<stepdbg>", "exec"), g, loc)
-            except Exception as e:
+            except BaseException as e:  # noqa: B036 - user code: SystemExit, Ctrl-C and the time limit too
                 error = _user_traceback(e)
             finally:
                 self.model.busy = busy

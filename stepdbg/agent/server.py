@@ -1,10 +1,14 @@
-"""The agent's server: one listener thread, one thread per client, token first.
+"""The agent's server: one listener thread, and for each client a reader, a request
+worker and a sender; the token first.
 
 By default it listens on a Unix socket in the per-user runtime directory (0700), so
 file permissions keep other local users out; TCP only when asked (``--listen``,
-127.0.0.1 unless a host is given). Every connection must present the session's token
-within AUTH_TIMEOUT seconds or it is closed. A client that sends garbage, vanishes or
-never speaks changes nothing for the job.
+127.0.0.1 unless a host is given). Before its hello a connection may send one small
+frame and has AUTH_TIMEOUT seconds for the whole handshake; at most MAX_UNAUTHENTICATED
+such connections wait at once. Afterwards every message to a client goes through its
+Outbox, so the training thread never waits on a client, and requests run one at a time
+on the client's worker while its reader stays free for `interrupt`. A client that
+sends garbage, vanishes, stops reading or never speaks changes nothing for the job.
 """
 
 from __future__ import annotations
@@ -12,145 +16,38 @@ from __future__ import annotations
 import contextlib
 import hmac
 import os
+import queue
 import secrets
 import socket
 import sys
 import threading
 import time
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..wire import protocol, sessions
+from .handlers import Handlers
+from .outbox import Outbox
 
 if TYPE_CHECKING:
     from .session import Session
 
 STEP_EVENTS_PER_SECOND = 10
-EVAL_OUTPUT_LIMIT = 1_000_000
+BACKLOG = 128
+MAX_UNAUTHENTICATED = 16  # connections waiting to say hello at once; more are closed at once
+PREAUTH_MAX_FRAME = 4096  # a hello is tiny
+REQUESTS_IN_FLIGHT = 64  # per client; more are answered with an error, not queued
 
 
-class Handlers:
-    """Every request a client may make, as ``op_<name>``; each returns plain data."""
+@dataclass(eq=False)
+class Peer:
+    """One authenticated connection."""
 
-    def __init__(self, session: Session, server: Server, conn: protocol.Connection) -> None:
-        self.s = session
-        self.server = server
-        self.conn = conn
-
-    # state and breakpoints
-    def op_status(self) -> dict[str, Any]:
-        return self.s.status()
-
-    def op_job_nodes(self) -> dict[str, Any]:
-        """The node of every rank of this distributed job, from the job's store."""
-        return {"world_size": self.s.ranks.world(), "nodes": self.s.ranks.nodes()}
-
-    def op_breaks(self) -> list[str]:
-        return [c.spec for c in self.s.conditions]
-
-    def op_break_add(self, spec: str) -> list[str]:
-        from ..wire.conditions import ConditionError
-
-        try:
-            self.s.add_break(spec)
-        except ConditionError as e:
-            raise protocol.ProtocolError("bad_args", str(e)) from None
-        return self.op_breaks()
-
-    def op_breakpoints(self) -> list[dict[str, Any]]:
-        return self.s.breakpoints()
-
-    def op_break_enable(self, spec: str, enabled: bool = True) -> list[dict[str, Any]]:
-        try:
-            self.s.enable_break(spec, bool(enabled))
-        except KeyError as e:
-            raise protocol.ProtocolError("bad_args", str(e.args[0])) from None
-        return self.s.breakpoints()
-
-    def op_break_remove(self, spec: str) -> list[str]:
-        try:
-            self.s.remove_break(spec)
-        except KeyError as e:
-            raise protocol.ProtocolError("bad_args", str(e.args[0])) from None
-        return self.op_breaks()
-
-    # stepping
-    def op_cont(self) -> None:
-        self.s.cont()
-
-    def op_pause(self) -> None:
-        self.s.pause()
-
-    def op_next_phase(self) -> None:
-        self.s.next_phase()
-
-    def op_next_step(self) -> None:
-        self.s.next_step()
-
-    def op_pause_at(self, n: int) -> None:
-        self.s.pause_at(int(n))
-
-    def op_run_to_step(self, n: int) -> None:
-        self.s.run_to_step(int(n))
-
-    def op_end(self) -> None:
-        self.s.end()
-
-    def op_detach(self, then: str = "stay") -> None:
-        if then not in ("stay", "continue", "end"):
-            raise protocol.ProtocolError("bad_args", f"then must be stay, continue or end, not {then!r}")
-        self.server.detach_then[id(self.conn)] = then
-
-    # inspection
-    def op_summary(self, name: str) -> dict[str, Any]:
-        return self.s.summary(name)
-
-    def op_slice(self, name: str, index: str = "", limit: int = 256) -> list[Any]:
-        return self.s.slice(name, index, limit)
-
-    def op_module_tree(self) -> list[dict[str, Any]]:
-        return self.s.module_tree()
-
-    def op_model_summary(self, depth: int = 3) -> str | None:
-        return self.s.model_summary(int(depth))
-
-    def op_optimizer(self) -> list[dict[str, Any]]:
-        return self.s.optimizer_info()
-
-    def op_memory(self) -> dict[str, Any]:
-        return self.s.memory()
-
-    def op_timings(self) -> dict[str, Any]:
-        return self.s.timings()
-
-    def op_history(self, last: int = 200) -> list[dict[str, Any]]:
-        return list(self.s.history)[-int(last):]
-
-    def op_source(self, context: int = 5) -> dict[str, Any] | None:
-        return self.s.source(int(context))
-
-    def op_stacks(self) -> list[dict[str, Any]]:
-        return self.s.stacks()
-
-    def op_replay(self) -> dict[str, Any]:
-        return self.s.replay()
-
-    def op_eval(self, source: str) -> dict[str, Any]:
-        r = self.s.evaluate(source)
-        if len(r["output"]) > EVAL_OUTPUT_LIMIT:
-            cut = len(r["output"]) - EVAL_OUTPUT_LIMIT
-            r["output"] = r["output"][:EVAL_OUTPUT_LIMIT] + f"\n[stepdbg: {cut} more characters not shown]\n"
-        return r
-
-    # changes
-    def op_set_lr(self, lr: float, group: int | None = None, pin: bool = False) -> dict[str, Any]:
-        return self.s.set_lr(lr, group=group, pin=pin)
-
-    def op_set_param_group(self, key: str, value: float, group: int | None = None) -> dict[str, Any]:
-        return self.s.set_param_group(key, value, group=group)
-
-    def op_skip(self) -> dict[str, Any]:
-        return self.s.skip_step()
+    conn: protocol.Connection
+    outbox: Outbox
+    role: str  # "frontend" or "probe" (stepdbg ls: not counted as attached)
+    then: str = "stay"  # what happens to the job when this client leaves (op_detach)
+    attached: bool = False
 
 
 class Server:
@@ -161,10 +58,9 @@ class Server:
         self.listen = listen
         self.token = secrets.token_hex(32)
         self.info: sessions.SessionInfo | None = None
-        self.detach_then: dict[int, str] = {}
-        self._probes: set[int] = set()
         self._sock: socket.socket | None = None
-        self._clients: set[protocol.Connection] = set()
+        self._peers: set[Peer] = set()
+        self._unauthenticated = 0
         self._lock = threading.Lock()
         self._stopped = threading.Event()
         self._latest_step: dict[str, Any] | None = None
@@ -191,7 +87,7 @@ class Server:
                 sock.bind(address)
             finally:
                 os.umask(old)
-        sock.listen(16)
+        sock.listen(BACKLOG)
         self._sock = sock
         s = self.session
         self.info = sessions.SessionInfo(
@@ -213,9 +109,10 @@ class Server:
         self._flush_output()
         self.broadcast(protocol.event("exited", {"exit_code": exit_code, "steps": self.session.step, "error": error}))
         with self._lock:
-            clients = list(self._clients)
-        for c in clients:
-            c.close()
+            peers = list(self._peers)
+        for p in peers:
+            p.outbox.close(wait=1.0)  # the exited event goes out first; a client that does not read waits for nobody
+            p.conn.close()
         if self._sock is not None:
             with contextlib.suppress(OSError):
                 self._sock.close()
@@ -225,7 +122,10 @@ class Server:
     @property
     def attach_command(self) -> str:
         assert self.info is not None
-        return f"stepdbg attach {self.info.id if not self.listen else self.info.address}"
+        if not self.listen:
+            return f"stepdbg attach {self.info.id}"
+        return (f"stepdbg attach {self.info.address} --token-file FILE (FILE holding session {self.info.id}'s "
+                "token, which 'stepdbg ls --json --with-token' shows on this machine)")
 
     # ------------------------------------------------------------------ events
 
@@ -246,24 +146,22 @@ class Server:
         while not self._stopped.wait(1 / STEP_EVENTS_PER_SECOND):
             self._flush_output()
             latest = self._latest_step
-            if latest is not None and latest is not sent and self._clients:
+            if latest is not None and latest is not sent and self._peers:
                 self.broadcast(protocol.event("step", latest))
                 sent = latest
 
     def _flush_output(self) -> None:
         with self._lock:
             batch, self._output = self._output, []
-        if batch and self._clients:
+        if batch and self._peers:
             self.broadcast(protocol.event("output", batch))
 
     def broadcast(self, message: dict[str, Any]) -> None:
+        """Queue `message` for every client; never waits (see Outbox)."""
         with self._lock:
-            clients = list(self._clients)
-        for c in clients:
-            try:
-                c.send(message)
-            except OSError:
-                self._drop(c)
+            peers = list(self._peers)
+        for p in peers:
+            p.outbox.put(message)
 
     # ------------------------------------------------------------------ connections
 
@@ -274,83 +172,125 @@ class Server:
                 sock, _ = self._sock.accept()
             except OSError:
                 return
+            with self._lock:
+                crowded = self._unauthenticated >= MAX_UNAUTHENTICATED
+                if not crowded:
+                    self._unauthenticated += 1
+            if crowded:  # a flood of silent connections must not cost the job threads or memory
+                with contextlib.suppress(OSError):
+                    sock.close()
+                continue
             threading.Thread(target=self._serve, args=(sock,), name="stepdbg-client", daemon=True).start()
 
     def _serve(self, sock: socket.socket) -> None:
-        conn = protocol.Connection(sock)
+        conn = protocol.Connection(sock, max_frame=PREAUTH_MAX_FRAME)
         try:
             role = self._handshake(conn)
-            if role is None:
-                return
+        except Exception:  # never let a client take the job down
+            role = None
+        finally:
             with self._lock:
-                self._clients.add(conn)
-            if role == "probe":  # stepdbg ls: not a front end
-                self._probes.add(id(conn))
-            else:
-                self.session.attach()
-            dispatcher = protocol.Dispatcher(Handlers(self.session, self, conn))
-            while not self._stopped.is_set():
-                try:
-                    msg = conn.recv(timeout=None)
-                except protocol.ProtocolError as e:
-                    # The stream cannot be trusted past a bad frame: say why, then hang up.
-                    self._safe_send(conn, protocol.error(None, e.code, e.message))
-                    return
-                if msg is None:
-                    return
-                self._safe_send(conn, dispatcher.handle(msg))
-        except OSError:
+                self._unauthenticated -= 1
+        if role is None:
+            conn.close()
             return
+        conn.set_max_frame(protocol.MAX_FRAME)
+        peer = Peer(conn, Outbox(sock, on_drop=lambda why: self.session.say(f"dropped a client: {why}")), role)
+        requests: queue.Queue[dict[str, Any] | None] = queue.Queue(maxsize=REQUESTS_IN_FLIGHT)
+        worker = threading.Thread(target=self._work, args=(peer, requests), name="stepdbg-requests", daemon=True)
+        try:
+            assert self.info is not None
+            peer.outbox.put({"type": "welcome", "version": protocol.VERSION, "session": self.info.public(),
+                             "status": protocol.plain(self.session.status())})
+            with self._lock:
+                self._peers.add(peer)
+            if role != "probe":
+                self.session.attach()
+                peer.attached = True
+            worker.start()
+            self._read(peer, requests)
         except Exception as e:  # never let a client take the job down
             self.session.say(f"client connection failed: {type(e).__name__}: {e}")
         finally:
-            was_client = self._drop(conn)
+            with self._lock:
+                self._peers.discard(peer)
+            with contextlib.suppress(queue.Full):
+                requests.put_nowait(None)
+            if peer.attached:  # exactly once, whoever noticed the client was gone
+                peer.attached = False
+                self.session.detach(peer.then)
             conn.close()
-            then = self.detach_then.pop(id(conn), "stay")
-            probe = id(conn) in self._probes
-            self._probes.discard(id(conn))
-            if was_client and not probe:
-                self.session.detach(then)
+
+    def _read(self, peer: Peer, requests: queue.Queue[dict[str, Any] | None]) -> None:
+        """Read requests until the client goes; `interrupt` is answered here at once."""
+        handlers = protocol.Dispatcher(Handlers(self.session, peer))
+        while not self._stopped.is_set() and peer.outbox.dropped is None:
+            try:
+                msg = peer.conn.recv(timeout=None)
+            except protocol.ProtocolError as e:
+                # The stream cannot be trusted past a bad frame: say why, then hang up.
+                peer.outbox.put(protocol.error(None, e.code, e.message))
+                peer.outbox.close()
+                return
+            except OSError:
+                return
+            if msg is None:
+                return
+            if msg.get("op") == "interrupt":
+                peer.outbox.put(handlers.handle(msg))
+                continue
+            try:
+                requests.put_nowait(msg)
+            except queue.Full:
+                rid = msg.get("id") if isinstance(msg.get("id"), int) else None
+                peer.outbox.put(protocol.error(rid, "failed", f"more than {REQUESTS_IN_FLIGHT} requests in flight"))
+
+    def _work(self, peer: Peer, requests: queue.Queue[dict[str, Any] | None]) -> None:
+        """Run a client's requests one at a time (they may wait for the training thread)."""
+        handlers = protocol.Dispatcher(Handlers(self.session, peer))
+        while True:
+            msg = requests.get()
+            if msg is None or peer.outbox.dropped is not None:
+                return
+            try:
+                peer.outbox.put(handlers.handle(msg))
+            except Exception as e:  # an answer that cannot even be encoded
+                peer.outbox.put(protocol.error(msg.get("id") if isinstance(msg.get("id"), int) else None,
+                                               "failed", f"{type(e).__name__}: {e}"))
 
     def _handshake(self, conn: protocol.Connection) -> str | None:
         """The client's role ("frontend" or "probe") once its token is right, else None."""
         try:
             msg = conn.recv(timeout=float(os.environ.get("STEPDBG_AUTH_TIMEOUT", protocol.AUTH_TIMEOUT)))
         except TimeoutError:
-            self._safe_send(conn, protocol.error(None, "auth", "no hello with the session token in time"))
+            self._refuse(conn, "auth", "no hello with the session token in time")
             return None
         except protocol.ProtocolError as e:
-            self._safe_send(conn, protocol.error(None, e.code, e.message))
+            self._refuse(conn, e.code, e.message)
+            return None
+        except OSError:
             return None
         if msg is None:
             return None
         if msg.get("type") != "hello":
-            self._safe_send(conn, protocol.error(None, "auth", "the first message must be a hello with the token"))
+            self._refuse(conn, "auth", "the first message must be a hello with the token")
             return None
         if msg.get("version") != protocol.VERSION:
-            self._safe_send(conn, protocol.error(
-                None, "version", f"this agent speaks protocol {protocol.VERSION}, not {msg.get('version')!r}"))
+            self._refuse(conn, "version", f"this agent speaks protocol {protocol.VERSION}, not {msg.get('version')!r}")
             return None
         token = msg.get("token")
-        if not isinstance(token, str) or not hmac.compare_digest(token.encode(), self.token.encode()):
-            self._safe_send(conn, protocol.error(None, "auth", "wrong token"))
+        if not isinstance(token, str) or not hmac.compare_digest(
+                token.encode("utf-8", "surrogatepass"), self.token.encode()):
+            self._refuse(conn, "auth", "wrong token")
             return None
-        assert self.info is not None
-        conn.send({"type": "welcome", "version": protocol.VERSION, "session": self.info.public(),
-                   "status": protocol.plain(self.session.status())})
         return "probe" if msg.get("role") == "probe" else "frontend"
 
-    def _safe_send(self, conn: protocol.Connection, message: dict[str, Any]) -> None:
-        try:
-            conn.send(message)
-        except (OSError, protocol.ProtocolError):
-            pass
-
-    def _drop(self, conn: protocol.Connection) -> bool:
-        with self._lock:
-            was = conn in self._clients
-            self._clients.discard(conn)
-        return was
+    @staticmethod
+    def _refuse(conn: protocol.Connection, code: str, message: str) -> None:
+        """One small error frame to a peer that is not (yet) trusted; it may not read it."""
+        with contextlib.suppress(OSError, protocol.ProtocolError):
+            conn.sock.settimeout(1.0)
+            conn.send(protocol.error(None, code, message))
 
 
 def _env_int(name: str) -> int | None:

@@ -55,6 +55,10 @@ class ViewOps:
     def evaluate(self, source: str) -> dict[str, Any]:
         return self.evaluator.evaluate(source)
 
+    def interrupt(self) -> bool:
+        """Stop the code a front end is evaluating in the paused frame (the job stays paused)."""
+        return self.evaluator.interrupt()
+
     def module_tree(self) -> list[dict[str, Any]]:
         return self.on_training_thread(lambda: inspection.module_tree(self.model))
 

@@ -28,7 +28,7 @@ def main(argv: list[str] | None = None) -> int:
     except UsageError as e:
         print(f"stepdbg: {e}", file=sys.stderr)
         return EXIT_USAGE
-    except (TargetError, ClientError) as e:
+    except (TargetError, ClientError, PermissionError) as e:  # PermissionError: a runtime dir not ours
         print(f"stepdbg: {e}", file=sys.stderr)
         return EXIT_FAILED
     except BrokenPipeError:

@@ -2,20 +2,22 @@
 
 from __future__ import annotations
 
+import argparse
 import os
 import sys
 from typing import Any
 
 from ..client import connect, connect_address
 from ..wire import sessions
-from .common import Parser, at_terminal
+from .common import Parser, UsageError, at_terminal
 from .ls import with_status
 
 ATTACH_DESCRIPTION = """\
 Attach to a running job: the TUI at a terminal, the line console otherwise (or with
 --repl). The job goes on as it was when you detach.
 
-TARGET: a session id or pid, a socket path, HOST:PORT (with its token), or
+TARGET: a session id or pid, a socket path, HOST:PORT (its token from --token-file or
+STEPDBG_TOKEN), or
 ssh://[user@]host[:port][/session]; a distributed job: its id (torchrun run id or SLURM
 job id) or ssh://node/JOB, every rank on every node (the other nodes are reached over
 ssh as the same user); none: the only local session or job (stepdbg ls lists them)."""
@@ -33,18 +35,23 @@ the connection is lost or refused."""
 
 
 def attach_parser() -> Parser:
-    p = Parser(prog="stepdbg attach", usage="%(prog)s [TARGET] [--token TOKEN] [--repl]",
+    p = Parser(prog="stepdbg attach", usage="%(prog)s [TARGET] [--token-file FILE] [--repl]",
                description=ATTACH_DESCRIPTION, epilog=ATTACH_EPILOG)
     p.add_argument("target", nargs="?", metavar="TARGET", help="the job (default: the only one here)")
-    p.add_argument("--token", default=os.environ.get("STEPDBG_TOKEN"),
-                   help="the session token, for a HOST:PORT target (or STEPDBG_TOKEN)")
+    p.add_argument("--token-file", metavar="FILE",
+                   help="a file holding the session token, for a HOST:PORT target (or set STEPDBG_TOKEN); "
+                        "never on the command line, where every local user can read it in ps")
+    p.add_argument("--token", help=argparse.SUPPRESS)
     p.add_argument("--repl", action="store_true", help="the line console instead of the TUI")
     return p
 
 
 def main(argv: list[str]) -> int:
     ns = attach_parser().parse_args(argv)
-    target, token, repl = ns.target, ns.token, ns.repl
+    if ns.token is not None:
+        raise UsageError("--token would show the token to every local user (ps); use --token-file FILE or "
+                         "STEPDBG_TOKEN")
+    target, token, repl = ns.target, read_token(ns.token_file), ns.repl
     if not repl and at_terminal():
         from stepdbg_tui.launch import attach_tui
 
@@ -69,6 +76,20 @@ def main(argv: list[str]) -> int:
         client.close()
         print("\nstepdbg: detached (the job goes on as it was)", file=sys.stderr)
         return 0
+
+
+def read_token(path: str | None) -> str | None:
+    """The token from --token-file, else STEPDBG_TOKEN, else None."""
+    if path is None:
+        return os.environ.get("STEPDBG_TOKEN")
+    try:
+        with open(os.path.expanduser(path), encoding="utf-8") as f:
+            token = f.read().strip()
+    except OSError as e:
+        raise UsageError(f"--token-file {path!r}: {e.strerror or e}") from None
+    if not token:
+        raise UsageError(f"--token-file {path!r} is empty")
+    return token
 
 
 def open_job(target: str | None) -> Any:

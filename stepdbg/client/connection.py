@@ -118,6 +118,10 @@ class Ops:
     def evaluate(self, source: str) -> Any:
         return self.call("eval", source=source)
 
+    def interrupt(self) -> Any:
+        """Stop code being evaluated in the paused frame (Ctrl-C); the job stays paused."""
+        return self.call("interrupt", timeout=10)
+
     def module_tree(self) -> Any:
         return self.call("module_tree")
 
@@ -319,7 +323,7 @@ def resolve(target: str | None = None, token: str | None = None) -> Endpoint:
 
         return open_tunnel(target)
     if target and token is None and looks_like_hostport(target):
-        raise TargetError(f"{target} is a TCP address: pass its token (--token or STEPDBG_TOKEN)")
+        raise TargetError(f"{target} is a TCP address: pass its token (--token-file FILE or STEPDBG_TOKEN; `stepdbg ls --json --with-token` on the job's machine shows it)")
     if target and token is not None:
         return Endpoint(target, token)
     info = find_local(target)

@@ -27,12 +27,27 @@ from .targets import Endpoint, TargetError
 SSH_TIMEOUT = 30.0
 
 
+# What may reach the ssh command line. A leading "-" would be read as an option
+# (-oProxyCommand=... runs a command), so names start with a letter, digit or "_".
+_USER = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}")
+_HOST = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,252}|[0-9A-Fa-f:.]{2,45}")
+_SOCKET = re.compile(r"/[A-Za-z0-9_./-]{1,4000}")
+
+
 @dataclass(frozen=True)
 class SshTarget:
     user: str | None
     host: str
     port: int | None
     session: str | None
+
+    def __post_init__(self) -> None:
+        if self.user is not None and not _USER.fullmatch(self.user):
+            raise TargetError(f"{self.user!r} is not a user name ssh can be given")
+        if not _HOST.fullmatch(self.host):
+            raise TargetError(f"{self.host!r} is not a host name ssh can be given")
+        if self.port is not None and not 0 < self.port < 65536:
+            raise TargetError(f"port {self.port} is not from 1 to 65535")
 
     @property
     def dest(self) -> str:
@@ -74,7 +89,7 @@ def _explain(t: SshTarget, rc: int, stderr: str) -> str:
 def remote_listing(t: SshTarget, with_token: bool = False) -> list[dict[str, Any]]:
     """The sessions on the remote host, from `stepdbg ls --json` run there."""
     remote = shlex.split(os.environ.get("STEPDBG_REMOTE", "stepdbg"))
-    cmd = [*_ssh(t), t.dest, *remote, "ls", "--json", *(["--with-token"] if with_token else [])]
+    cmd = [*_ssh(t), "--", t.dest, *remote, "ls", "--json", *(["--with-token"] if with_token else [])]
     try:
         out = subprocess.run(cmd, capture_output=True, text=True, timeout=SSH_TIMEOUT,
                              stdin=subprocess.DEVNULL)
@@ -131,6 +146,10 @@ def job_endpoints(first: SshTarget | None, rows: list[dict[str, Any]]) -> list[E
     groups: list[tuple[SshTarget | None, list[dict[str, Any]]]] = [(first, rows)]
     nodes: dict[int, str] = next((r["nodes"] for r in rows if r.get("nodes")), {})
     for node in sorted(set(nodes.values()) - {r["host"] for r in rows}):
+        # Node names come from the job's store, which anyone who reaches it can write.
+        if not isinstance(node, str) or not _HOST.fullmatch(node):
+            raise TargetError(f"a rank of job {job} names its node {node!r}, which is not a host name; refusing "
+                              "to pass it to ssh (set STEPDBG_NODE on that node)")
         there = SshTarget(first.user if first else None, node, first.port if first else None, job)
         groups.append((there, [r for r in remote_listing(there, with_token=True) if r.get("job_id") == job]))
     owner: dict[int, tuple[SshTarget | None, dict[str, Any]]] = {}
@@ -161,10 +180,14 @@ def _forward(t: SshTarget, rows: list[dict[str, Any]]) -> list[Endpoint]:
     if not rows:
         return []
     local_dir = tempfile.mkdtemp(prefix="stepdbg-ssh-")  # 0700
+    for r in rows:
+        if not isinstance(r.get("address"), str) or not _SOCKET.fullmatch(r["address"]):
+            shutil.rmtree(local_dir, ignore_errors=True)
+            raise TargetError(f"{t.host} named the socket {r.get('address')!r}, which is not a socket path")
     locals_ = [os.path.join(local_dir, f"s{i}.sock") for i in range(len(rows))]
     forwards = [a for local, r in zip(locals_, rows, strict=True) for a in ("-L", f"{local}:{r['address']}")]
     proc = subprocess.Popen(
-        [*_ssh(t), "-N", "-o", "ExitOnForwardFailure=yes", *forwards, t.dest],
+        [*_ssh(t), "-N", "-o", "ExitOnForwardFailure=yes", *forwards, "--", t.dest],
         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
     )
     closed = []

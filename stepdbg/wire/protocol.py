@@ -23,9 +23,12 @@ import math
 import socket
 import struct
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
+
+from .schema import SchemaError, check_args
 
 VERSION = 1
 MAX_FRAME = 16 * 1024 * 1024
@@ -106,6 +109,8 @@ class FrameDecoder:
                 msg = json.loads(body.decode())
             except (UnicodeDecodeError, ValueError) as e:
                 raise ProtocolError("bad_frame", f"frame is not UTF-8 JSON: {e}") from None
+            except RecursionError:
+                raise ProtocolError("bad_frame", "frame nests JSON too deeply") from None
             if not isinstance(msg, dict):
                 raise ProtocolError("bad_frame", f"frame holds {type(msg).__name__}, not an object")
             out.append(msg)
@@ -174,14 +179,18 @@ class Dispatcher:
         if fn is None:
             return error(req.id, "unknown_op", f"unknown op {req.op!r}; known: {', '.join(self.ops())}")
         try:
-            return ok(req.id, fn(**req.args))
+            args = check_args(req.op, getattr(fn, "schema", {}), req.args)
+        except SchemaError as e:
+            return error(req.id, "bad_args", str(e))
+        try:
+            return ok(req.id, fn(**args))
         except ProtocolError as e:
             return error(req.id, e.code, e.message)
         except TypeError as e:
             if _is_call_mismatch(e, fn):
                 return error(req.id, "bad_args", f"{req.op}: {e}")
             return error(req.id, "failed", f"TypeError: {e}")
-        except Exception as e:
+        except BaseException as e:  # SystemExit or KeyboardInterrupt from user code too: the thread lives on
             code = "not_paused" if type(e).__name__ == "NotPaused" else "failed"
             return error(req.id, code, str(e) if code == "not_paused" else f"{type(e).__name__}: {e}")
 
@@ -197,11 +206,15 @@ def _is_call_mismatch(e: TypeError, fn: Callable[..., Any]) -> bool:
 class Connection:
     """Frames over a socket: thread-safe send, blocking receive."""
 
-    def __init__(self, sock: socket.socket) -> None:
+    def __init__(self, sock: socket.socket, max_frame: int = MAX_FRAME) -> None:
         self.sock = sock
-        self._decoder = FrameDecoder()
+        self._decoder = FrameDecoder(max_frame)
         self._pending: list[dict[str, Any]] = []
         self._send_lock = threading.Lock()
+
+    def set_max_frame(self, n: int) -> None:
+        """Frames larger than `n` bytes are refused from now on (small before a hello)."""
+        self._decoder.max_frame = n
 
     def send(self, message: dict[str, Any]) -> None:
         data = encode(message)
@@ -209,9 +222,18 @@ class Connection:
             self.sock.sendall(data)
 
     def recv(self, timeout: float | None = None) -> dict[str, Any] | None:
-        """The next message, or None at end of stream. socket.timeout when none came in time."""
-        self.sock.settimeout(timeout)
+        """The next message, or None at end of stream. TimeoutError when no whole message
+        came within `timeout` seconds (a deadline for the message: trickled bytes do not
+        extend it)."""
+        until = None if timeout is None else time.monotonic() + timeout
         while not self._pending:
+            if until is None:
+                self.sock.settimeout(None)
+            else:
+                left = until - time.monotonic()
+                if left <= 0:
+                    raise TimeoutError("no whole message in time")
+                self.sock.settimeout(left)
             data = self.sock.recv(65536)
             if not data:
                 return None

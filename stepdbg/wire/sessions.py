@@ -36,13 +36,45 @@ def runtime_dir() -> str:
 
 def ensure_private_dir(path: str) -> str:
     """Create `path` 0700, or check an existing one is ours and private."""
-    os.makedirs(path, mode=0o700, exist_ok=True)
+    with contextlib.suppress(FileExistsError):
+        os.mkdir(path, 0o700)
     st = os.lstat(path)
     if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid():
-        raise PermissionError(f"{path} is not a directory owned by you; set STEPDBG_RUNTIME_DIR")
+        raise PermissionError(_not_ours(path, st))
     if st.st_mode & 0o077:
         os.chmod(path, 0o700)
     return path
+
+
+def trusted_dir() -> str | None:
+    """The runtime directory if it exists and can be trusted (a real directory, owned by
+    this user, mode 0700); None if it does not exist; PermissionError otherwise. Another
+    local user may create /tmp/stepdbg-UID first, or plant files in a shared one."""
+    d = runtime_dir()
+    try:
+        st = os.lstat(d)
+    except FileNotFoundError:
+        return None
+    if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid() or st.st_mode & 0o077:
+        raise PermissionError(_not_ours(d, st))
+    return d
+
+
+def _not_ours(path: str, st: os.stat_result) -> str:
+    what = "a link" if stat.S_ISLNK(st.st_mode) else ("not a directory" if not stat.S_ISDIR(st.st_mode) else
+                                                       f"owned by uid {st.st_uid}, mode {stat.S_IMODE(st.st_mode):04o}")
+    return (f"{path} is not a private directory of yours ({what}): another user may have made it; "
+            "stepdbg will not use it. Set STEPDBG_RUNTIME_DIR to a directory of your own, "
+            "e.g. STEPDBG_RUNTIME_DIR=~/.stepdbg-run")
+
+
+def _own_file(path: str) -> bool:
+    """A regular file of this user that nobody else can read or write (not a link)."""
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return False
+    return stat.S_ISREG(st.st_mode) and st.st_uid == os.getuid() and not st.st_mode & 0o077
 
 
 @dataclass
@@ -90,22 +122,30 @@ def write(info: SessionInfo) -> str:
 
 
 def remove(info: SessionInfo) -> None:
-    for p in (info.path, info.address):
-        if p and os.path.isabs(p):
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(p)
+    """Remove a session's own files: its session file and its socket, and only as stepdbg
+    names them inside the runtime directory (never a path read from a file)."""
+    d = runtime_dir()
+    for name in (f"{info.id}.json", f"{info.pid}.sock"):
+        if os.path.basename(name) != name or name.startswith("."):
+            continue
+        with contextlib.suppress(FileNotFoundError, NotADirectoryError):
+            os.unlink(os.path.join(d, name))
 
 
 def listing(clean: bool = True) -> list[SessionInfo]:
-    """The live sessions of this user on this host; files of dead processes are removed."""
-    d = runtime_dir()
-    out = []
-    if not os.path.isdir(d):
+    """The live sessions of this user on this host; files of dead processes are removed.
+    Only files this user owns and nobody else can read count; PermissionError when the
+    runtime directory itself cannot be trusted."""
+    d = trusted_dir()
+    out: list[SessionInfo] = []
+    if d is None:
         return out
     for name in sorted(os.listdir(d)):
         if not name.endswith(".json"):
             continue
         path = os.path.join(d, name)
+        if not _own_file(path):
+            continue
         try:
             with open(path) as f:
                 data = json.load(f)

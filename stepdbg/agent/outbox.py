@@ -1,0 +1,117 @@
+"""A client's outbound messages: any thread enqueues, one sender thread writes.
+
+The training thread must never wait on a client: a console suspended with Ctrl-Z, a
+laptop asleep at the end of an ssh tunnel or a client that pipelines requests without
+reading would otherwise stop the job at its next event. So ``put()`` never blocks: the
+message is encoded and queued, and a full queue, or a client that takes no bytes for
+``stall`` seconds, gets that client dropped (its socket shut, so its reader thread ends
+and the client is counted detached).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import queue
+import select
+import socket
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+from ..wire import protocol
+
+QUEUE_LIMIT = 1_000  # messages; step and output events are coalesced upstream (10 a second)
+
+
+def _stall_seconds() -> float:
+    try:
+        return float(os.environ.get("STEPDBG_CLIENT_STALL", "30"))
+    except ValueError:
+        return 30.0
+
+
+class Outbox:
+    """Bounded, non-blocking sending to one client over `sock`."""
+
+    def __init__(self, sock: socket.socket, on_drop: Callable[[str], None], limit: int = QUEUE_LIMIT,
+                 stall: float | None = None) -> None:
+        self.sock = sock
+        self.on_drop = on_drop  # told why, once, when the client is dropped
+        self.stall = _stall_seconds() if stall is None else stall
+        self.dropped: str | None = None
+        self._queue: queue.Queue[bytes | None] = queue.Queue(maxsize=limit)
+        self._lock = threading.Lock()
+        self._thread = threading.Thread(target=self._send_loop, name="stepdbg-sender", daemon=True)
+        self._thread.start()
+
+    def put(self, message: dict[str, Any]) -> bool:
+        """Queue `message`; False when the client is (now) dropped. Never blocks.
+
+        A response too large for one frame becomes an error response with the same id,
+        so the client learns why instead of waiting."""
+        if self.dropped is not None:
+            return False
+        try:
+            data = protocol.encode(message)
+        except protocol.ProtocolError as e:
+            if message.get("type") != "response":
+                return True  # an event too large to send is not worth a client
+            data = protocol.encode(protocol.error(message.get("id"), e.code,
+                                                  f"the answer is too large to send ({e.message}); ask for less"))
+        try:
+            self._queue.put_nowait(data)
+        except queue.Full:
+            self.drop(f"it fell {self._queue.maxsize} messages behind")
+            return False
+        return True
+
+    def drop(self, why: str) -> None:
+        """Stop sending and shut the socket (the reader thread then ends the connection)."""
+        with self._lock:
+            if self.dropped is not None:
+                return
+            self.dropped = why
+        with contextlib.suppress(OSError):
+            self.sock.shutdown(socket.SHUT_RDWR)
+        with contextlib.suppress(queue.Full):
+            self._queue.put_nowait(None)  # wake the sender so it ends
+        self.on_drop(why)
+
+    def close(self, wait: float | None = None) -> None:
+        """Send what is queued (waiting at most `wait` seconds, default `stall`), then stop."""
+        with contextlib.suppress(queue.Full):
+            self._queue.put_nowait(None)
+        self._thread.join(timeout=self.stall if wait is None else wait)
+
+    def _send_loop(self) -> None:
+        while self.dropped is None:
+            data = self._queue.get()
+            if data is None:
+                return
+            if not self._send_all(data):
+                return
+
+    def _send_all(self, data: bytes) -> bool:
+        view = memoryview(data)
+        deadline = time.monotonic() + self.stall
+        while view:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                self.drop(f"it read nothing for {self.stall:g}s")
+                return False
+            try:
+                _, writable, _ = select.select([], [self.sock], [], min(left, 1.0))
+                if not writable:
+                    continue
+                # MSG_DONTWAIT: never block here, whatever timeout the reader set on the socket.
+                n = self.sock.send(view, socket.MSG_DONTWAIT)
+            except (BlockingIOError, InterruptedError):
+                continue
+            except (OSError, ValueError) as e:  # closed under us, or reset by the peer
+                self.drop(f"the connection failed: {e}")
+                return False
+            view = view[n:]
+            deadline = time.monotonic() + self.stall  # progress: the client reads
+        return True
