@@ -6,11 +6,14 @@ import json
 import os
 import subprocess
 import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
+
+from stepdbg.wire import sessions
 
 ROOT = Path(__file__).resolve().parent.parent
 DEMOS = ROOT / "demos"
@@ -68,3 +71,61 @@ def session_factory():
         s.stop()
     # A hook that failed turned itself off quietly; in a test that is a bug to see.
     assert not any(s.disabled_hooks for s in made), [s.disabled_hooks for s in made]
+
+
+# ---------------------------------------------------------------------- served jobs (attach, hardening)
+
+FIXTURE = Path(__file__).parent / "fixtures" / "train_loop.py"
+WAIT = 30
+
+
+@pytest.fixture
+def private_runtime_dir(tmp_path, monkeypatch):
+    """Each test has its own session directory, so tests never see each other's jobs."""
+    d = tmp_path / "run"
+    monkeypatch.setenv("STEPDBG_RUNTIME_DIR", str(d))
+    monkeypatch.setenv("STEPDBG_AUTH_TIMEOUT", "1")
+    return d
+
+
+class Job:
+    def __init__(self, proc: subprocess.Popen, report: Path) -> None:
+        self.proc = proc
+        self.report = report
+
+    def info(self) -> sessions.SessionInfo:
+        deadline = time.monotonic() + WAIT
+        while time.monotonic() < deadline:
+            live = sessions.listing()
+            if live:
+                return live[0]
+            assert self.proc.poll() is None, self.proc.stderr.read()
+            time.sleep(0.05)
+        raise AssertionError("the job never announced its session")
+
+    def finish(self) -> tuple[int, str, str]:
+        out, err = self.proc.communicate(timeout=WAIT)
+        return self.proc.returncode, out, err
+
+    def events(self) -> list[dict]:
+        return [json.loads(line) for line in self.report.read_text().splitlines()]
+
+
+@pytest.fixture
+def start_job(tmp_path):
+    jobs: list[Job] = []
+
+    def start(*args: str, script: Path = FIXTURE, script_args: tuple[str, ...] = (), mode: str = "serve") -> Job:
+        report = tmp_path / f"report{len(jobs)}.jsonl"
+        cmd = [sys.executable, "-m", "stepdbg", mode, "--report", str(report), *args,
+               sys.executable, str(script), *script_args]
+        proc = subprocess.Popen(cmd, cwd=ROOT, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True)
+        jobs.append(Job(proc, report))
+        return jobs[-1]
+
+    yield start
+    for j in jobs:
+        if j.proc.poll() is None:
+            j.proc.kill()
+            j.proc.communicate()

@@ -10,69 +10,15 @@ import struct
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import pytest
-from conftest import DEMOS, ROOT
+from conftest import DEMOS, FIXTURE, ROOT, WAIT, Job
 
 from stepdbg import client
 from stepdbg.client import ClientError, TargetError
 from stepdbg.wire import protocol, sessions
 
-FIXTURE = Path(__file__).parent / "fixtures" / "train_loop.py"
-WAIT = 30
-
-
-@pytest.fixture(autouse=True)
-def private_runtime_dir(tmp_path, monkeypatch):
-    """Each test has its own session directory, so tests never see each other's jobs."""
-    d = tmp_path / "run"
-    monkeypatch.setenv("STEPDBG_RUNTIME_DIR", str(d))
-    monkeypatch.setenv("STEPDBG_AUTH_TIMEOUT", "1")
-    return d
-
-
-class Job:
-    def __init__(self, proc: subprocess.Popen, report: Path) -> None:
-        self.proc = proc
-        self.report = report
-
-    def info(self) -> sessions.SessionInfo:
-        deadline = time.monotonic() + WAIT
-        while time.monotonic() < deadline:
-            live = sessions.listing()
-            if live:
-                return live[0]
-            assert self.proc.poll() is None, self.proc.stderr.read()
-            time.sleep(0.05)
-        raise AssertionError("the job never announced its session")
-
-    def finish(self) -> tuple[int, str, str]:
-        out, err = self.proc.communicate(timeout=WAIT)
-        return self.proc.returncode, out, err
-
-    def events(self) -> list[dict]:
-        return [json.loads(line) for line in self.report.read_text().splitlines()]
-
-
-@pytest.fixture
-def start_job(tmp_path):
-    jobs: list[Job] = []
-
-    def start(*args: str, script: Path = FIXTURE, script_args: tuple[str, ...] = (), mode: str = "serve") -> Job:
-        report = tmp_path / f"report{len(jobs)}.jsonl"
-        cmd = [sys.executable, "-m", "stepdbg", mode, "--report", str(report), *args,
-               sys.executable, str(script), *script_args]
-        proc = subprocess.Popen(cmd, cwd=ROOT, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, text=True)
-        jobs.append(Job(proc, report))
-        return jobs[-1]
-
-    yield start
-    for j in jobs:
-        if j.proc.poll() is None:
-            j.proc.kill()
-            j.proc.communicate()
+pytestmark = pytest.mark.usefixtures("private_runtime_dir")
 
 
 def test_launch_attach_pause_at_nan_eval_set_lr_continue_to_the_end(start_job):

@@ -10,7 +10,6 @@ from pathlib import Path
 
 import pytest
 from conftest import ROOT, marked_line
-from test_attach import private_runtime_dir  # noqa: F401 (fixture)
 
 from stepdbg import client
 from stepdbg.client import job
@@ -50,7 +49,7 @@ def finish(proc: subprocess.Popen) -> tuple[int, str, str]:
     return proc.returncode, out, err
 
 
-def test_a_nan_on_rank_1_pauses_both_ranks_at_the_same_step(tmp_path, private_runtime_dir):  # noqa: F811
+def test_a_nan_on_rank_1_pauses_both_ranks_at_the_same_step(tmp_path, private_runtime_dir):
     proc = start(tmp_path, "serve", "--break", "nan", script_args=("--nan-at", "3"))
     try:
         r0, r1 = both_ranks(proc)
@@ -78,7 +77,7 @@ def test_a_nan_on_rank_1_pauses_both_ranks_at_the_same_step(tmp_path, private_ru
     assert [e["condition"] for e in reports[1] if e["event"] == "break"][0] == "nan"
 
 
-def test_a_pause_longer_than_the_collective_timeout_does_not_kill_the_job(tmp_path, private_runtime_dir):  # noqa: F811
+def test_a_pause_longer_than_the_collective_timeout_does_not_kill_the_job(tmp_path, private_runtime_dir):
     """The job's gloo timeout is 3 s; rank 0 is held paused for 6 s while rank 1 waits in
     the all-reduce. Attaching raised every rank's timeout, so the job lives."""
     proc = start(tmp_path, "--break", "step==1000", script_args=("--steps", "40", "--timeout", "3", "--sleep", "0.05"))
@@ -100,7 +99,7 @@ def test_a_pause_longer_than_the_collective_timeout_does_not_kill_the_job(tmp_pa
     assert code == 0 and out.count("finished") == 2, err[-2000:]
 
 
-def test_a_rank_that_dies_is_shown_dead_with_its_exit_code_and_last_output(tmp_path, private_runtime_dir):  # noqa: F811
+def test_a_rank_that_dies_is_shown_dead_with_its_exit_code_and_last_output(tmp_path, private_runtime_dir):
     """Rank 1 prints a line and os._exit(7)s at step 5. Its client sees it gone and
     nothing hangs. torchrun's output (with --tee 3, as the TUI launcher runs it) gives the
     exit code by pid and each rank's last lines, which the ranks table ties to the rank."""
@@ -127,7 +126,7 @@ def test_a_rank_that_dies_is_shown_dead_with_its_exit_code_and_last_output(tmp_p
     assert rows[0]["note"].startswith(("exit code 1; RuntimeError:", "torchrun sent SIGTERM", "killed by SIGTERM")), rows
 
 
-def test_a_stalled_rank_and_the_time_the_waiting_rank_has_left(tmp_path, private_runtime_dir):  # noqa: F811
+def test_a_stalled_rank_and_the_time_the_waiting_rank_has_left(tmp_path, private_runtime_dir):
     """Rank 1 hangs 12 s before its step-2 forward (a loader that stalls); rank 0 waits in
     the backward's all-reduce under the job's 60 s gloo timeout. Attached after the wait
     began, the ranks table shows rank 0 in a collective with the time left (the raised
@@ -155,7 +154,7 @@ def test_a_stalled_rank_and_the_time_the_waiting_rank_has_left(tmp_path, private
     assert code == 0, err[-2000:]
 
 
-def test_attach_to_the_whole_job_from_the_console(tmp_path, private_runtime_dir):  # noqa: F811
+def test_attach_to_the_whole_job_from_the_console(tmp_path, private_runtime_dir):
     """`stepdbg attach` with the ranks of one job running: ranks, compare, rank N, and
     stepping and LR that go to every rank."""
     proc = start(tmp_path, "serve", "--break", "nan", script_args=("--nan-at", "2"))
@@ -187,7 +186,7 @@ def test_attach_to_the_whole_job_from_the_console(tmp_path, private_runtime_dir)
                                                                (1, "lr")]
 
 
-async def test_the_tui_over_a_whole_job(tmp_path, private_runtime_dir):  # noqa: F811
+async def test_the_tui_over_a_whole_job(tmp_path, private_runtime_dir):
     """Pilot on the app over both ranks: the Ranks panel, t to switch, an LR set on rank 1
     alone (o) and then on every rank, continue, and the job ends with 0."""
     from textual.widgets import DataTable, Input
@@ -248,7 +247,7 @@ async def test_the_tui_over_a_whole_job(tmp_path, private_runtime_dir):  # noqa:
     assert sorted((c["rank"], c["lr"]) for c in changes) == [(0, 0.001), (1, 0.001), (1, 0.002)]
 
 
-def test_ctrl_c_ends_a_torchrun_job_and_nothing_is_left(tmp_path, private_runtime_dir):  # noqa: F811
+def test_ctrl_c_ends_a_torchrun_job_and_nothing_is_left(tmp_path, private_runtime_dir):
     import signal
 
     proc = start(tmp_path, "--no-tui", script_args=("--steps", "100000", "--sleep", "0.05"))

@@ -13,15 +13,15 @@ import sys
 import time
 
 import pytest
-from conftest import ROOT
-from test_attach import FIXTURE, WAIT, private_runtime_dir, start_job  # noqa: F401 (fixtures)
+from conftest import ROOT, WAIT
 
 from stepdbg import client
 from stepdbg.client import TargetError
 
 SSHD = shutil.which("sshd") or "/usr/sbin/sshd"
-pytestmark = pytest.mark.skipif(not os.path.exists(SSHD) or shutil.which("ssh") is None,
-                                reason="needs openssh-server and the ssh client")
+pytestmark = [pytest.mark.skipif(not os.path.exists(SSHD) or shutil.which("ssh") is None,
+                                 reason="needs openssh-server and the ssh client"),
+              pytest.mark.usefixtures("private_runtime_dir")]
 
 
 def free_port() -> int:

@@ -11,15 +11,14 @@ import time
 import uuid
 
 import pytest
-from conftest import DEMOS, ROOT, marked_line
-from test_attach import WAIT, private_runtime_dir, start_job  # noqa: F401 (fixtures)
+from conftest import DEMOS, ROOT, WAIT, marked_line
 from textual.widgets import DataTable, Input, TabbedContent
 
 from stepdbg.client.async_client import AsyncClient
 from stepdbg_tui.app import StepdbgApp
 from stepdbg_tui.dialogs import LrScreen, QuitScreen
 
-pytestmark = pytest.mark.timeout(120)
+pytestmark = [pytest.mark.timeout(120), pytest.mark.usefixtures("private_runtime_dir")]
 
 
 async def wait_for(pilot, predicate, timeout: float = WAIT) -> None:

@@ -146,9 +146,11 @@ class Handlers:
     @takes(source=Text(EVAL_SOURCE_LIMIT))
     def op_eval(self, source: str) -> dict[str, Any]:
         r = self.s.evaluate(source)
-        if len(r["output"]) > EVAL_OUTPUT_LIMIT:
-            cut = len(r["output"]) - EVAL_OUTPUT_LIMIT
-            r["output"] = r["output"][:EVAL_OUTPUT_LIMIT] + f"\n[stepdbg: {cut} more characters not shown]\n"
+        for key in ("output", "error"):  # what user code prints or raises can be any size
+            text = r.get(key) or ""
+            if len(text) > EVAL_OUTPUT_LIMIT:
+                cut = len(text) - EVAL_OUTPUT_LIMIT
+                r[key] = text[:EVAL_OUTPUT_LIMIT] + f"\n[stepdbg: {cut} more characters not shown]\n"
         return r
 
     def op_interrupt(self) -> dict[str, Any]:
@@ -158,11 +160,19 @@ class Handlers:
     # changes
     @takes(lr=Num(0.0, LR_LIMIT), group=Maybe(GROUP), pin=Flag())
     def op_set_lr(self, lr: float, group: int | None = None, pin: bool = False) -> dict[str, Any]:
-        return self.s.set_lr(lr, group=group, pin=pin)
+        return _refused_as_bad_args(lambda: self.s.set_lr(lr, group=group, pin=pin))
 
     @takes(key=Text(64), value=Num(0.0, HYPERPARAM_LIMIT), group=Maybe(GROUP))
     def op_set_param_group(self, key: str, value: float, group: int | None = None) -> dict[str, Any]:
-        return self.s.set_param_group(key, value, group=group)
+        return _refused_as_bad_args(lambda: self.s.set_param_group(key, value, group=group))
 
     def op_skip(self) -> dict[str, Any]:
         return self.s.skip_step()
+
+
+def _refused_as_bad_args(change: Any) -> Any:
+    """A change the job refuses (no such group, not a number there) is the caller's bad argument."""
+    try:
+        return change()
+    except (ValueError, KeyError) as e:
+        raise protocol.ProtocolError("bad_args", str(e.args[0]) if e.args else str(e)) from None
