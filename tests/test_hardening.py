@@ -15,6 +15,8 @@ import time
 
 import pytest
 from conftest import FIXTURE, ROOT, WAIT
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from stepdbg import client
 from stepdbg.client import ClientError, TargetError
@@ -234,3 +236,70 @@ def test_tokens_stay_off_the_command_line(tmp_path):
     out = subprocess.run([sys.executable, "-m", "stepdbg", "attach", "127.0.0.1:9", "--token", "secret"],
                          capture_output=True, text=True, cwd=ROOT, timeout=WAIT)
     assert out.returncode == 2 and "--token-file" in out.stderr
+
+
+OPS = sorted(n[3:] for n in dir(__import__("stepdbg.agent.handlers", fromlist=["Handlers"]).Handlers)
+             if n.startswith("op_"))
+VALUES = st.one_of(st.none(), st.booleans(), st.integers(-2**70, 2**70), st.floats(allow_nan=False, allow_infinity=False),
+                   st.text(max_size=50), st.lists(st.integers(), max_size=3), st.dictionaries(st.text(max_size=5),
+                                                                                          st.integers(), max_size=2))
+NAMES = st.sampled_from(["lr", "group", "pin", "key", "value", "name", "index", "limit", "depth", "last", "context",
+                         "source", "spec", "enabled", "n", "then", "x"])
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(op=st.sampled_from([*OPS, "nosuch", "__class__"]), args=st.dictionaries(NAMES, VALUES, max_size=3))
+def test_any_request_gets_an_answer_and_the_job_is_unharmed(served_session, op, args):
+    s, c = served_session
+    if op in ("end", "detach"):  # ending the job is what those are for
+        return
+    try:
+        c.call(op, timeout=WAIT, **args)
+    except ClientError as e:
+        assert e.code in protocol.ERROR_CODES
+    assert c.status()["pid"] == os.getpid()
+    assert not s.disabled_hooks
+
+
+@pytest.fixture(scope="module")
+def served_session():
+    """An in-process session with a real server and a real client, shared by the fuzz examples."""
+    import torch
+
+    from stepdbg.agent.server import serve
+    from stepdbg.agent.session import Session
+
+    s = Session(breaks=("nan",), quiet=True).start()
+    model = torch.nn.Linear(4, 1)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    model(torch.randn(2, 4)).sum().backward()
+    opt.step()
+    serve(s, announce=False)
+    c = client.connect_address(s.server.info.address, s.server.token)
+    yield s, c
+    c.close()
+    s.stop()
+
+
+def test_deep_nesting_and_a_surrogate_token_get_an_answer(start_job):
+    deep = b"[" * 200_000 + b"]" * 200_000
+    with pytest.raises(protocol.ProtocolError) as e:
+        protocol.FrameDecoder().feed(struct.pack(">I", len(deep)) + deep)
+    assert e.value.code == "bad_frame"
+    job = start_job("--break", "step==1", script_args=("--steps", "3"))
+    info = job.info()
+    for body in (b'{"type": "hello", "version": 1, "token": "\\ud800"}', b"[" * 3000):
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        s.connect(info.address)
+        s.sendall(struct.pack(">I", len(body)) + body)
+        s.settimeout(WAIT)
+        n = struct.unpack(">I", s.recv(4))[0]
+        reply = json.loads(s.recv(n))
+        assert reply["ok"] is False and reply["error"]["code"] in ("auth", "bad_frame", "too_large")
+        s.close()
+    with client.connect() as c:
+        c.wait_paused(WAIT)
+        c.cont()
+        c.wait_exited(WAIT)
+    code, out, err = job.finish()
+    assert code == 0 and "Traceback" not in err

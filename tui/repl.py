@@ -61,7 +61,7 @@ def run_repl(client: Any) -> int:
     def watch() -> None:
         shown = None
         while not stop.is_set():
-            brk = client.wait_paused(timeout=0.5)
+            brk = client.wait_paused(timeout=0.5, previous=shown)  # waits: a pause already shown returns None
             if client.exited is not None:
                 ex = client.exited
                 print(f"\nthe job ended ({ex.get('lost') or 'exit code ' + str(ex.get('exit_code'))})")

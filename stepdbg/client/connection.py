@@ -46,6 +46,7 @@ class Ops:
     paused: dict[str, Any] | None
     exited: dict[str, Any] | None
     output_tail: deque[str]
+    remote = True  # the job runs in another process (the console treats Ctrl-C so)
 
     def call(self, op: str, timeout: float | None = 300, **args: Any) -> Any:
         raise NotImplementedError

@@ -93,7 +93,7 @@ def execute(target: Any, cmd: str) -> str | None:
         for spec in target.break_specs():
             _out(f"  {spec}")
     else:
-        r = target.evaluate(cmd)
+        r = _evaluate(target, cmd)
         if r["output"]:
             print(r["output"], end="", file=sys.stderr)
         if r["error"]:
@@ -101,6 +101,34 @@ def execute(target: Any, cmd: str) -> str | None:
         elif r["value"] is not None:
             _out(r["value"])
     return None
+
+
+def _evaluate(target: Any, code: str) -> dict[str, Any]:
+    """Evaluate in the paused frame; over a connection, Ctrl-C stops the code in the job
+    (the `interrupt` op) and the answer still comes back. In process, Ctrl-C reaches the
+    evaluated code directly."""
+    if not getattr(target, "remote", False):
+        return target.evaluate(code)
+    answer: dict[str, Any] = {}
+    failed: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            answer.update(target.evaluate(code))
+        except BaseException as e:  # handed to the console's thread below
+            failed.append(e)
+
+    worker = threading.Thread(target=run, name="stepdbg-console-eval", daemon=True)
+    worker.start()
+    while worker.is_alive():
+        try:
+            worker.join(0.1)
+        except KeyboardInterrupt:
+            _out("interrupting the code in the job…")
+            target.interrupt()
+    if failed:
+        raise failed[0]
+    return answer
 
 
 def _job_command(job: Any, word: str, rest: str) -> None:
