@@ -8,6 +8,7 @@ scalars, plus the two that look at tensors (non-finite values, stale gradients).
 from __future__ import annotations
 
 import math
+import statistics
 from collections.abc import Iterable
 from typing import Any
 
@@ -16,9 +17,12 @@ import torch
 from ..wire import conditions as cond_mod
 from ..wire.conditions import Condition
 from . import tensors
+from .memory import memory_in_use
 from .step_model import StepModel
 
 Hit = tuple[str, str, dict[str, Any]]  # (spec, reason, details)
+SPIKE_WINDOW = 50  # steps of the running loss median (loss_spike)
+SPIKE_MIN_STEPS = 5
 
 
 class Breakpoints:
@@ -106,7 +110,7 @@ class Breakpoints:
                         return c.spec, reason, {}
             elif c.phase == phase:
                 if scalars is None:
-                    scalars = model.scalars(n for c2 in self.conditions if c2.phase == phase for n in c2.reads)
+                    scalars = step_scalars(model, (n for c2 in self.conditions if c2.phase == phase for n in c2.reads))
                 reason = c.check(scalars)
                 if reason:
                     return c.spec, reason, {}
@@ -167,3 +171,33 @@ def stale_grad(model: StepModel) -> str | None:
 
 def _fmt_nonfinite(v: float) -> str:
     return "nan" if math.isnan(v) else ("inf" if v > 0 else "-inf")
+
+
+def step_scalars(model: StepModel, names: Iterable[str] | None = None) -> dict[str, Any]:
+    """The step's scalars, as conditions and reports see them; only `names` when given
+    (the hot path asks for what its conditions read, nothing more)."""
+    st = model.current
+    want = set(cond_mod.SCALAR_PHASE) if names is None else set(names)
+    out: dict[str, Any] = {"step": model.step}
+    if "loss" in want:
+        out["loss"] = st.losses[-1] if st and st.losses else None
+    if "loss_median" in want:
+        losses = [h["loss"] for h in list(model.history)[-SPIKE_WINDOW:] if h["loss"] is not None]
+        out["loss_median"] = statistics.median(losses) if len(losses) >= SPIKE_MIN_STEPS else None
+    if "grad_norm" in want:
+        out["grad_norm"] = st.grad_norm if st else None
+    if "lr" in want:
+        lrs = model.lrs()
+        out["lr"] = lrs[0] if lrs else None
+    if "data_wait" in want:
+        out["data_wait"] = st.data_wait if st else None
+    if "step_time" in want:
+        out["step_time"] = model.history[-1]["step_time"] if model.history else None
+    if "mem" in want:
+        out["mem"] = memory_in_use()
+    return out
+
+def break_scalars(model: StepModel) -> dict[str, Any]:
+    """The scalars a break reports."""
+    scalars = step_scalars(model, ("loss", "grad_norm", "data_wait"))
+    return {k: scalars[k] for k in ("loss", "grad_norm", "data_wait")} | {"lr": model.lrs()}

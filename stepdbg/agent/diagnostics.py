@@ -273,10 +273,15 @@ class Doctor:
         rows = [h for h in hist[-10:] if h["data_wait"] is not None and h["step_time"]]
         if len(rows) < 5:
             return
-        # Medians, not sums: a step preempted on a busy machine is not a slow loader.
-        wait = statistics.median(h["data_wait"] for h in rows)
-        share = statistics.median(h["data_wait"] / (h["data_wait"] + h["step_time"]) for h in rows)
-        if share > 0.3 and wait > 0.01:  # step_time starts after the batch came
+        # One wait far longer than every other is a step preempted on a busy machine, not a
+        # slow loader (a heavy transform every few batches shows as several long waits).
+        kept = sorted(rows, key=lambda h: h["data_wait"])
+        if kept[-1]["data_wait"] > 3 * kept[-2]["data_wait"]:
+            kept = kept[:-1]
+        waited = sum(h["data_wait"] for h in kept)
+        share = waited / (waited + sum(h["step_time"] for h in kept))  # step_time starts after the batch came
+        wait = waited / len(kept)
+        if share > 0.3 and wait > 0.01 and sum(h["data_wait"] > 0.01 for h in kept) >= 2:
             from .inspection import loader_settings
 
             st = loader_settings(it)
@@ -286,7 +291,7 @@ class Doctor:
             tip = ("fewer workers than cores; move heavy transforms offline" if workers and workers > (cores or 1)
                    else "more DataLoader workers (up to the cores), pin_memory=True on CUDA, cheaper transforms")
             self.add(m, "slow_dataloader", "warning",
-                     f"the loop waits for data {share:.0%} of the time (median {wait * 1e3:.0f} ms per step; {why})",
+                     f"the loop waits for data {share:.0%} of the time (mean {wait * 1e3:.0f} ms per step; {why})",
                      tip, dataloader=st)
 
 

@@ -1,27 +1,30 @@
 """Replay a step to find the op, module and line that produced the first non-finite value.
 
-The paused step's model forward is run again on the same inputs, with the RNG state
-and buffers the step started with, under ``torch.autograd.detect_anomaly``:
+In order (README, "Replay"):
 
-- forward: a TorchFunctionMode sees every torch op with its outputs; the first op with
-  finite inputs and a non-finite output is the producer; module forward hooks active
-  only during the replay say which module was running; the innermost user frame gives
-  the line.
+- inputs first: a non-finite value already in the batch or the model's inputs is born in
+  the data (the tensor, the index of its first bad element, the count, the dataset index
+  when a map-style DataLoader gave the batch);
+- forward: the paused step's model forward runs again on the same inputs, with the RNG
+  state and buffers the step started with, under ``torch.autograd.detect_anomaly`` and
+  provenance.py's TorchFunctionMode, which names the op whose NaN or unintended inf
+  reaches the output, on the module instance that ran it;
+- targets: with a finite output, a non-finite target as the loss sees it is data-born too;
 - backward: the gradient captured at the model output during the real backward is fed
   back through the replayed graph (``torch.autograd.grad``, so ``.grad`` is untouched);
-  hooks on every graph node find the first node with finite incoming and non-finite
-  outgoing gradients (inf too, which anomaly mode alone does not report); anomaly mode's
-  record of the forward stack names the line.
-- loss: when the model output is finite and the loss is not, the loss graph (still
-  alive before backward) is searched through its saved tensors and gradients.
+  hooks on every node find the first node with finite incoming and non-finite outgoing
+  gradients, attributed to the module instance whose forward op made it;
+- loss: when the model output is finite and the loss is not, the loss graph (alive before
+  backward) is searched through its saved tensors and gradients.
 
-Model parameters, buffers, gradients, RNG state and train/eval modes are as they were
-when the replay returns.
+advice.py then says what to do from the cause. Model parameters, buffers, gradients, RNG
+state and train/eval modes are as they were when the replay returns.
 """
 
 from __future__ import annotations
 
 import contextlib
+import itertools
 import linecache
 import os
 import re
@@ -32,9 +35,10 @@ from types import FrameType
 from typing import Any
 
 import torch
-from torch.overrides import TorchFunctionMode
 
-from .frames import is_user_file, user_frame, where_of
+from .advice import advise
+from .frames import is_user_file, where_of
+from .provenance import ModuleStack, Provenance, first_bad, named_tensors
 from .step_model import StepModel
 from .tensors import first_tensor as _first_tensor
 from .tensors import rng_state as _rng_state
@@ -76,78 +80,6 @@ def preserved_state(model: StepModel) -> Iterator[None]:
                 for n, b in root.named_buffers():
                     if n in buffers and b.shape == buffers[n].shape:
                         b.copy_(buffers[n])
-
-
-class _ModuleStack:
-    """Which module is running, from forward hooks that live only during the replay."""
-
-    def __init__(self, root: torch.nn.Module) -> None:
-        self.names = {id(m): (n, type(m).__name__) for n, m in root.named_modules()}
-        self.stack: list[torch.nn.Module] = []
-        self.handles: list[Any] = []
-
-    def __enter__(self) -> _ModuleStack:
-        from torch.nn.modules import module as nn_module
-
-        self.handles = [
-            nn_module.register_module_forward_pre_hook(lambda m, a: self.stack.append(m)),
-            nn_module.register_module_forward_hook(lambda m, a, o: self._pop(m), always_call=True),
-        ]
-        return self
-
-    def _pop(self, m: torch.nn.Module) -> None:
-        if self.stack and self.stack[-1] is m:
-            self.stack.pop()
-
-    def __exit__(self, *exc: Any) -> None:
-        for h in self.handles:
-            h.remove()
-
-    def current(self) -> tuple[str | None, str | None]:
-        for m in reversed(self.stack):
-            if id(m) in self.names:
-                name, typ = self.names[id(m)]
-                return name, typ
-        return None, None
-
-
-class _FirstNonFinite(TorchFunctionMode):
-    """Records the first op whose inputs are finite and whose output is not."""
-
-    def __init__(self, modules: _ModuleStack) -> None:
-        super().__init__()
-        self.modules = modules
-        self.first: dict[str, Any] | None = None
-        self.line_module: dict[tuple[str, int], tuple[str | None, str | None]] = {}
-        self.ops = 0
-
-    def __torch_function__(self, func: Any, types: Any, args: tuple[Any, ...] = (), kwargs: Any = None) -> Any:
-        kwargs = kwargs or {}
-        out = func(*args, **kwargs)
-        if not isinstance(out, (torch.Tensor, list, tuple)):
-            return out
-        self.ops += 1
-        frame = user_frame(__import__("sys")._getframe(1))
-        if frame is not None:
-            key = (os.path.abspath(frame.f_code.co_filename), frame.f_lineno)
-            if key not in self.line_module:
-                # The module whose forward holds this line, else the innermost running one.
-                owner = self.modules.names.get(id(frame.f_locals.get("self")))
-                self.line_module[key] = owner or self.modules.current()
-        if self.first is None and not _finite(out) and _finite(args) and _finite(kwargs):
-            module, mtype = self.modules.current()
-            self.first = {
-                "where": "forward",
-                "module": module,
-                "module_type": mtype,
-                "op": _op_name(func),
-                **(where_of(frame) or {}),
-            }
-        return out
-
-
-def _op_name(func: Any) -> str:
-    return getattr(func, "__name__", None) or str(func)
 
 
 def _graph_nodes(root_node: Any, stop: set[int] | None = None) -> list[Any]:
@@ -211,7 +143,7 @@ def _restore_step_start(cap: dict[str, Any], root: torch.nn.Module) -> None:
 
 def replay_step(model: StepModel, brk: Any = None, frame: FrameType | None = None) -> dict[str, Any]:
     """Replay the captured step of the break `brk` (paused in the user's `frame`); return a
-    plain-data report (the `replay` event body)."""
+    plain-data report (the `replay` event body). The provenance rules are in provenance.py."""
     cap = model.capture
     root, args = cap.get("root"), cap.get("args")
     result: dict[str, Any] = {
@@ -223,65 +155,141 @@ def replay_step(model: StepModel, brk: Any = None, frame: FrameType | None = Non
         result["summary"] = "nothing to replay: no model forward was seen in this step"
         return result
     t0 = time.perf_counter()
-    modules = _ModuleStack(root)
-    mode = _FirstNonFinite(modules)
-    grad_out = cap.get("grad_output")
-    params = [p for p in root.parameters() if p.requires_grad]
     notes: list[str] = []
     if brk is not None and brk.phase == "after_optimizer_step":
         notes.append("the update was already applied: parameters differ from the step's start")
+    kwargs = cap.get("kwargs", {})
+    first = _input_born(cap, args, kwargs, frame)
+    if first is None:
+        first = _replayed(model, root, args, kwargs, cap, brk, frame, result, notes)
+    result["first_nonfinite"] = first
+    result["advice"] = advise(first, model.history, list(root.parameters()))
+    result["seconds"] = round(time.perf_counter() - t0, 4)
+    if notes:
+        result["notes"] = notes
+    result["summary"] = _summary(result, notes)
+    return result
+
+
+def _input_born(cap: dict[str, Any], args: Any, kwargs: Any, frame: FrameType | None) -> dict[str, Any] | None:
+    """A non-finite value already in the batch or the model's inputs: born in the data."""
+    bad = first_bad(itertools.chain(named_tensors(cap.get("batch"), "batch"), named_tensors(args, "args"),
+                                    named_tensors(kwargs, "kwargs")))
+    if bad is None:
+        return None
+    indices = cap.get("sample_indices")
+    if isinstance(indices, list) and bad["index"] and bad["shape"] and bad["shape"][0] == len(indices):
+        bad["sample"] = indices[bad["index"][0]]  # the dataset index of the bad row (a map-style dataset)
+    return {"where": "input", "module": None, "module_type": None, "op": None, **bad, **(where_of(frame) or {})}
+
+
+def _replayed(model: StepModel, root: torch.nn.Module, args: Any, kwargs: Any, cap: dict[str, Any], brk: Any,
+              frame: FrameType | None, result: dict[str, Any], notes: list[str]) -> dict[str, Any] | None:
+    """Forward under Provenance; then the targets, the backward, the loss graph."""
+    names = {id(t): n for n, t in itertools.chain(root.named_parameters(), root.named_buffers())}
+    modules = ModuleStack(root)
+    prov = Provenance(modules, names)
+    first = None
     with preserved_state(model), warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         _restore_step_start(cap, root)
         out = None
         with torch.enable_grad(), torch.autograd.detect_anomaly(check_nan=False):
             try:
-                with modules, mode:
-                    out = root(*args, **cap.get("kwargs", {}))
+                with modules, prov:
+                    out = root(*args, **kwargs)
             except Exception as e:
                 result["forward_error"] = f"{type(e).__name__}: {e}"
-            result["ops_seen"] = mode.ops
-            if mode.first is not None:
-                result["first_nonfinite"] = mode.first
+            result["ops_seen"] = prov.ops
+            first = _clean(prov.producer_of(out))
             out_t = _first_tensor(out)
-            if mode.first is None and out_t is not None and out_t.grad_fn is not None:
-                if grad_out is None:
-                    notes.append("backward not replayed: no gradient was captured at the model output "
-                                 "(arm replay with --on-break replay or from a front end)")
-                elif not _finite(grad_out):
-                    notes.append("the gradient reaching the model output is non-finite: it was born in the loss")
-                else:
-                    result["first_nonfinite"] = _replay_backward(out_t, grad_out, params, mode, result)
-        if result["first_nonfinite"] is None:
+            if first is None and out_t is not None and _finite(out):
+                loss = cap.get("loss")
+                targets = _nonfinite_target(loss, out_t) if loss is not None else None
+                if targets is not None:
+                    first = {"where": "input", "module": None, "module_type": None, "op": None, **targets,
+                             **(where_of(frame) or {})}
+                elif out_t.grad_fn is not None:
+                    grad_out = cap.get("grad_output")
+                    if grad_out is None:
+                        notes.append("backward not replayed: no gradient was captured at the model output "
+                                     "(arm replay with --on-break replay or from a front end)")
+                    elif not _finite(grad_out):
+                        notes.append("the gradient reaching the model output is non-finite: it was born in the loss")
+                    else:
+                        params = [p for p in root.parameters() if p.requires_grad]
+                        first = _replay_backward(out_t, grad_out, params, prov, result)
+        if first is None:
             loss = cap.get("loss")
             if loss is not None and loss.grad_fn is not None and brk is not None and brk.phase == "before_backward":
                 try:
-                    result["first_nonfinite"] = _search_loss_graph(loss, cap.get("output"), frame)
+                    first = _search_loss_graph(loss, cap.get("output"), frame)
                 except RuntimeError as e:  # saved tensors already freed
                     notes.append(f"the loss graph could not be searched: {str(e).splitlines()[0]}")
         result["anomaly_warnings"] = [str(w.message).splitlines()[0] for w in caught
                                       if "Error detected" in str(w.message)][:5]
-    result["seconds"] = round(time.perf_counter() - t0, 4)
-    if notes:
-        result["notes"] = notes
+    return first
+
+
+def _clean(origin: dict[str, Any] | None) -> dict[str, Any] | None:
+    """An origin as the report shows it: where, module, module_type, op, file, line, code."""
+    if origin is None:
+        return None
+    out = {k: v for k, v in origin.items() if k != "intended"}
+    for key in ("module", "module_type", "op"):
+        out.setdefault(key, None)
+    return out
+
+
+def _nonfinite_target(loss: torch.Tensor, out_t: torch.Tensor) -> dict[str, Any] | None:
+    """A non-finite target as the loss sees it: a tensor saved by a loss node that does not
+    come from the model (the labels; a target of 1e200, which is inf in float32)."""
+    if loss.grad_fn is None:
+        return None
+    stop = {id(out_t.grad_fn)} if out_t.grad_fn is not None else set()
+    for node in _graph_nodes(loss.grad_fn, stop):
+        if id(node) in stop:
+            continue
+        for attr in dir(node):
+            if not attr.startswith("_saved_"):
+                continue
+            try:
+                v = getattr(node, attr)
+            except RuntimeError:  # freed
+                continue
+            if isinstance(v, torch.Tensor) and not v.requires_grad:
+                bad = first_bad(iter([(f"the {attr.removeprefix('_saved_')} of {node.name()}", v)]))
+                if bad is not None:
+                    return bad
+    return None
+
+
+def _summary(result: dict[str, Any], notes: list[str]) -> str:
     first = result["first_nonfinite"]
+    if first and first["where"] == "input":
+        sample = f" (dataset index {first['sample']})" if first.get("sample") is not None else ""
+        return (f"the data: {first['tensor']} already holds {first['count']} non-finite values, the first at "
+                f"{first['index']}{sample}")
+    if first and first["where"] == "parameter":
+        return f"parameter {first.get('tensor')} was already non-finite before this step (an earlier update)"
     if first:
         where = f"{first.get('file')}:{first.get('line')}" if first.get("line") else "an unknown line"
-        result["summary"] = (f"{first['op']} in {first.get('module') or 'the loss computation'} "
-                             f"produced the first non-finite value ({first['where']}), at {where}")
-    elif "failing_op" in result:
+        module = first.get("module") or "the loss computation"
+        mtype = f" ({first['module_type']})" if first.get("module_type") and first["module_type"] != module else ""
+        return f"{first['op']} in {module}{mtype} produced the first non-finite value ({first['where']}), at {where}"
+    if "failing_op" in result:
         f = result["failing_op"]
-        result["summary"] = (f"backward failed in {f['op']}, whose forward ran in {f.get('module') or '?'} "
-                             f"at {f.get('file')}:{f.get('line')}: {result['error']}")
-    elif "error" in result:
-        result["summary"] = result["error"]
-    else:
-        result["summary"] = "the replay produced no non-finite value" + (f" ({'; '.join(notes)})" if notes else "")
-    return result
+        return (f"backward failed in {f['op']}, whose forward ran in {f.get('module') or '?'} "
+                f"at {f.get('file')}:{f.get('line')}: {result['error']}")
+    if "error" in result:
+        return result["error"]
+    return "the replay produced no non-finite value" + (f" ({'; '.join(notes)})" if notes else "")
 
 
 def _replay_backward(out_t: torch.Tensor, grad_out: torch.Tensor, params: list[torch.Tensor],
-                     mode: _FirstNonFinite, result: dict[str, Any]) -> dict[str, Any] | None:
+                     prov: Provenance, result: dict[str, Any]) -> dict[str, Any] | None:
+    """The first graph node with finite incoming and non-finite outgoing gradients, on the
+    module instance whose forward made it."""
     nodes = _graph_nodes(out_t.grad_fn)
     handles, found = _hook_nodes(nodes)
     try:
@@ -295,28 +303,38 @@ def _replay_backward(out_t: torch.Tensor, grad_out: torch.Tensor, params: list[t
         m = re.search(r"(?:Error detected in|Function) '?(\w+Backward\w*)'?", text)
         if m:
             node = next((n for n in nodes if n.name() == m.group(1)), None)
-            trace = node.metadata.get("traceback_") if node is not None else None
-            where = _user_line_from_trace(trace or [text])
-            module, mtype = _module_at(mode, where)
-            result["failing_op"] = {"where": "backward", "module": module, "module_type": mtype,
-                                    "op": m.group(1), **(where or {})}
+            result["failing_op"] = {"where": "backward", "op": m.group(1), **_made_by(node, prov, text)}
     finally:
         for h in handles:
             h.remove()
     if not found:
         return None
     node = found[0]["node"]
-    trace = node.metadata.get("traceback_")
-    where = _user_line_from_trace(trace) if trace else None
-    module, mtype = _module_at(mode, where)
-    return {"where": "backward", "module": module, "module_type": mtype, "op": found[0]["name"],
-            **(where or {}), "forward_trace": [ln.strip() for ln in (trace or [])][-6:]}
+    return {"where": "backward", "op": found[0]["name"], **_made_by(node, prov, None),
+            "forward_trace": _user_trace(node.metadata.get("traceback_"))}
 
 
-def _module_at(mode: _FirstNonFinite, where: dict[str, Any] | None) -> tuple[str | None, str | None]:
-    if not where:
-        return None, None
-    return mode.line_module.get((where["file"], where["line"]), (None, None))
+def _made_by(node: Any, prov: Provenance, text: str | None) -> dict[str, Any]:
+    """The module instance and user line of the forward op that made `node`."""
+    at = prov.node_at.get(id(node)) if node is not None else None
+    if at is not None:
+        return dict(at)
+    trace = node.metadata.get("traceback_") if node is not None else None
+    where = _user_line_from_trace(trace or ([text] if text else []))
+    return {"module": None, "module_type": None, **(where or {})}
+
+
+def _user_trace(trace: list[str] | None) -> list[str]:
+    """The forward stack anomaly mode recorded, user frames only (never stepdbg's or torch's)."""
+    lines = "".join(trace or []).splitlines()
+    out = []
+    for i, ln in enumerate(lines):
+        m = _TRACE_LINE.search(ln)
+        if m and is_user_file(m.group(1)):
+            out.append(ln.strip())
+            if i + 1 < len(lines) and not _TRACE_LINE.search(lines[i + 1]):
+                out.append("    " + lines[i + 1].strip())
+    return out[-6:]
 
 
 def _search_loss_graph(loss: torch.Tensor, output: Any, frame: FrameType | None) -> dict[str, Any] | None:

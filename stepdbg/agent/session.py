@@ -26,7 +26,7 @@ import torch
 
 from ..wire.conditions import ACTIONS, Condition
 from . import inspection
-from .breakpoints import Breakpoints
+from .breakpoints import Breakpoints, break_scalars
 from .changes import Changes
 from .controls import Break, Controls, NotPaused
 from .evaluate import Evaluator
@@ -342,7 +342,7 @@ class Session(ControlOps, ViewOps):
         st = self.model.current
         frame = frame or user_frame(sys._getframe(1))
         brk = Break(step=st.index if st else self.step, phase=phase or (st.phase if st else "none"),
-                    condition=condition, reason=reason, scalars=self.model.break_scalars(), where=where_of(frame),
+                    condition=condition, reason=reason, scalars=break_scalars(self.model), where=where_of(frame),
                     details=details or {})
         self.breaks.append(brk)
         self.report.write("break", **asdict(brk))
@@ -415,7 +415,7 @@ class Session(ControlOps, ViewOps):
         m = self.model
         frame = sys._current_frames().get(m.thread) if m.thread else None
         brk = Break(step=self.step, phase=m.current.phase if m.current else "between steps", condition=spec,
-                    reason=reason, scalars=m.break_scalars(), where=where_of(user_frame(frame)), details=details)
+                    reason=reason, scalars=break_scalars(m), where=where_of(user_frame(frame)), details=details)
         self.breaks.append(brk)
         self.report.write("break", **asdict(brk))
         self.say(f"break at step {brk.step} ({brk.phase}) [{spec}]: {reason}")

@@ -17,12 +17,11 @@ import time
 import warnings
 import weakref
 from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from typing import Any
 
 import torch
 
-from ..wire import conditions as cond_mod
 from . import tensors
 from .frames import caller_kwargs
 from .hooks import Guard, HookSet
@@ -30,8 +29,6 @@ from .memory import memory_in_use
 from .step_state import StepListener, StepState
 
 HISTORY_LEN = 10_000
-SPIKE_WINDOW = 50
-SPIKE_MIN_STEPS = 5
 
 
 class StepModel:
@@ -66,6 +63,7 @@ class StepModel:
         self._in_optimizer_step = False
         self._in_forward_of: torch.nn.Module | None = None
         self._last_step_end: float | None = None
+        self._indices: weakref.WeakKeyDictionary[Any, deque[list[Any]]] = weakref.WeakKeyDictionary()
 
     # ------------------------------------------------------------------ installing
 
@@ -119,7 +117,19 @@ class StepModel:
 
             return __next__
 
+        def wrap_next_index(orig: Callable[..., Any]) -> Callable[..., Any]:
+            # The sampler's indices, in the order their batches come back (workers prefetch
+            # ahead; batches arrive in order unless in_order=False): the replay names the
+            # dataset index of a bad sample with them.
+            def _next_index(it: Any) -> Any:
+                index = orig(it)
+                model.guard("dataloader", model._on_index, it, index)
+                return index
+
+            return _next_index
+
         h.patch(dataloader._BaseDataLoaderIter, "__next__", wrap_next)
+        h.patch(dataloader._BaseDataLoaderIter, "_next_index", wrap_next_index)
 
         def wrap_clip(orig: Callable[..., Any]) -> Callable[..., Any]:
             def clip_grad_norm_(*args: Any, **kwargs: Any) -> Any:
@@ -297,7 +307,14 @@ class StepModel:
         st.loader_calls += 1
         self.capture["batch"] = batch
         self.capture["loader"] = weakref.ref(it)
+        pending = self._indices.get(it)
+        ordered = getattr(it, "_in_order", True) is not False
+        self.capture["sample_indices"] = pending.popleft() if pending and ordered else None
         self.progress()
+
+    def _on_index(self, it: Any, index: Any) -> None:
+        if isinstance(index, list) and len(index) <= 65_536:
+            self._indices.setdefault(it, deque(maxlen=1_024)).append(index)
 
     def _on_root_forward(self, module: torch.nn.Module, args: tuple[Any, ...]) -> None:
         if not self.is_model_module(module):
@@ -461,35 +478,6 @@ class StepModel:
         for opt in list(self.optimizers):
             return [tensors.as_float(g.get("lr")) for g in opt.param_groups]
         return []
-
-    def scalars(self, names: Iterable[str] | None = None) -> dict[str, Any]:
-        """The step's scalars, as conditions and reports see them; only `names` when given
-        (the hot path asks for what its conditions read, nothing more)."""
-        st = self.current
-        want = set(cond_mod.SCALAR_PHASE) if names is None else set(names)
-        out: dict[str, Any] = {"step": self.step}
-        if "loss" in want:
-            out["loss"] = st.losses[-1] if st and st.losses else None
-        if "loss_median" in want:
-            losses = [h["loss"] for h in list(self.history)[-SPIKE_WINDOW:] if h["loss"] is not None]
-            out["loss_median"] = statistics.median(losses) if len(losses) >= SPIKE_MIN_STEPS else None
-        if "grad_norm" in want:
-            out["grad_norm"] = st.grad_norm if st else None
-        if "lr" in want:
-            lrs = self.lrs()
-            out["lr"] = lrs[0] if lrs else None
-        if "data_wait" in want:
-            out["data_wait"] = st.data_wait if st else None
-        if "step_time" in want:
-            out["step_time"] = self.history[-1]["step_time"] if self.history else None
-        if "mem" in want:
-            out["mem"] = memory_in_use()
-        return out
-
-    def break_scalars(self) -> dict[str, Any]:
-        """The scalars a break reports."""
-        scalars = self.scalars(("loss", "grad_norm", "data_wait"))
-        return {k: scalars[k] for k in ("loss", "grad_norm", "data_wait")} | {"lr": self.lrs()}
 
 
 def opt_params(opt: torch.optim.Optimizer) -> list[torch.nn.Parameter]:

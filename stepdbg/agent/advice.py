@@ -1,0 +1,86 @@
+"""What to do about a non-finite value, from its cause: rules over measured values.
+
+- the data (a non-finite value already in the batch, the inputs or the targets);
+- divergence (the weights, the gradient norm or the loss had already exploded in the
+  steps before, or a parameter is already non-finite): the learning rate, not the op
+  that finally overflowed;
+- a domain error (log, sqrt, div, pow, acos... met a value outside its domain): its guard;
+- otherwise a numeric overflow in the op named.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import statistics
+from collections.abc import Iterable
+from typing import Any
+
+import torch
+
+GUARDS = {
+    "log": "clamp its input to a small positive minimum (x.clamp_min(1e-12)), or use log_softmax / log1p",
+    "sqrt": "add an eps inside (torch.sqrt(x + 1e-12)): its gradient at 0 is infinite",
+    "rsqrt": "add an eps inside (torch.rsqrt(x + 1e-6))",
+    "div": "add an eps to the denominator, or mask the rows where it is 0",
+    "reciprocal": "add an eps (1 / (x + 1e-12))",
+    "pow": "keep the base positive (clamp_min) before a fractional or negative power",
+    "acos": "clamp the input to [-1 + 1e-6, 1 - 1e-6]",
+    "asin": "clamp the input to [-1 + 1e-6, 1 - 1e-6]",
+    "atanh": "clamp the input to (-1, 1)",
+    "softmax": "a row where every entry is masked: leave at least one position unmasked, or use a finite "
+               "large negative (torch.finfo(dtype).min) instead of -inf",
+}
+_ALIASES = {"log2": "log", "log10": "log", "log1p": "log", "true_divide": "div", "__truediv__": "div",
+            "__rtruediv__": "div", "__pow__": "pow", "__rpow__": "pow", "float_power": "pow", "acosh": "acos",
+            "log_softmax": "softmax", "_softmax": "softmax", "scaled_dot_product_attention": "softmax",
+            "xlogy": "log", "logit": "log"}
+
+
+def base_op(op: str | None) -> str:
+    """'LogBackward0' -> 'log'; 'true_divide' -> 'div'; 'softmax' -> 'softmax'."""
+    name = re.sub(r"Backward\d*$", "", op or "").lower().rstrip("_")
+    return _ALIASES.get(name, name)
+
+
+def diverging(history: Iterable[dict[str, Any]], params: list[torch.Tensor]) -> str | None:
+    """Why the run had already diverged before this step, if it had."""
+    with torch.no_grad():
+        biggest = max((float(p.detach().abs().max()) for p in params if p.numel()), default=0.0)
+    if not math.isfinite(biggest):
+        return "a parameter is already non-finite: an earlier update made it so"
+    if biggest > 1e6:
+        return f"the weights reach {biggest:.3g} in absolute value"
+    rows = list(history)[-50:]
+    for key, what in (("grad_norm", "gradient norm"), ("loss", "loss")):
+        vals = [r[key] for r in rows if isinstance(r.get(key), float) and math.isfinite(r[key])]
+        if len(vals) >= 6:
+            before, recent = statistics.median(vals[:-3]), max(vals[-3:])
+            if before > 0 and recent > 100 * before:
+                return f"the {what} rose from about {before:.3g} to {recent:.3g} in the last steps"
+    return None
+
+
+def advise(first: dict[str, Any] | None, history: Iterable[dict[str, Any]],
+           params: list[torch.Tensor]) -> dict[str, str] | None:
+    """{"cause": data | divergence | domain | overflow, "text": what to do}."""
+    if first is None:
+        return None
+    if first.get("where") == "input":
+        sample = f" (dataset index {first['sample']})" if first.get("sample") is not None else ""
+        return {"cause": "data",
+                "text": f"the data: {first.get('tensor')} holds {first.get('count', 'some')} non-finite values, the "
+                        f"first at {first.get('index')}{sample}; find that record and clean or filter it (check "
+                        "for NaN/inf in the dataset or the collate_fn)"}
+    why = diverging(history, params)
+    if first.get("where") == "parameter" or why:
+        return {"cause": "divergence",
+                "text": f"divergence, not the op: {why or 'a parameter is already non-finite'}. Lower the learning "
+                        "rate (lr X pin), add warmup and gradient clipping; the damage was done by an earlier "
+                        "update, so go back to a checkpoint from before it"}
+    op = base_op(first.get("op"))
+    if op in GUARDS:
+        return {"cause": "domain", "text": f"{op} met a value outside its domain: {GUARDS[op]}"}
+    return {"cause": "overflow",
+            "text": f"{first.get('op')} overflowed the float range from finite inputs: scale its inputs down "
+                    "(normalization, a smaller init), or compute it in float32"}
