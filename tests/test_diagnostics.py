@@ -135,3 +135,21 @@ def test_determinism_check_on_a_deterministic_step(session_factory):
     r = determinism_check(s.model)  # dropout masks come back with the RNG state
     assert r["checked"] and r["reproducible"] and r["max_output_diff"] == 0 and r["max_grad_diff"] == 0
     assert "deterministic_algorithms" in r and "torch_seed_looks_set" in r
+
+
+def test_a_domain_error_is_not_called_a_learning_rate_problem(tmp_path):
+    """log(0) out of the blue makes the loss NaN with steady gradient norms: not lr_too_high."""
+    script = tmp_path / "log_zero.py"
+    script.write_text(
+        "import torch\nfrom torch import nn\ntorch.manual_seed(0)\n"
+        "model = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 1))\n"
+        "opt = torch.optim.SGD(model.parameters(), lr=0.01)\n"
+        "for step in range(20):\n"
+        "    x = torch.rand(16, 4) + 0.1\n"
+        "    if step >= 10:\n"
+        "        x[0, 0] = 0.0\n"
+        "    opt.zero_grad()\n"
+        "    nn.functional.mse_loss(model(torch.log(x)), torch.randn(16, 1)).backward()\n"
+        "    opt.step()\n")
+    r = doctor(str(script))
+    assert "lr_too_high" not in [f["rule"] for f in r["findings"]]

@@ -56,9 +56,9 @@ def hints(brk: dict[str, Any], replay: dict[str, Any] | None) -> list[str]:
         out.append("the step waited for data: check num_workers against the cores, and heavy transforms (Threads: 8)")
     if brk.get("condition") == "stale_grad":
         out.append("call optimizer.zero_grad() once per optimizer step")
-    if replay and replay.get("first_nonfinite"):
-        f = replay["first_nonfinite"]
-        out.append(f"guard the input of {f['op']} in {f.get('module') or 'the loss'} (clamp, eps) or fix the data")
+    advice = (replay or {}).get("advice")
+    if advice:  # the replay's advice follows the cause: data, divergence, domain, overflow
+        out.append(f"{advice['cause']}: {advice['text']}")
     return out
 
 
@@ -100,7 +100,18 @@ def render_break(brk: dict[str, Any] | None, replay: dict[str, Any] | None,
         title = Text("replay: ", style="bold cyan")
         title.append(replay.get("summary", ""))
         lines.append(title)
-        if first:
+        if first and first.get("where") in ("input", "parameter"):
+            t = Text("  tensor ", style="dim")
+            t.append(str(first.get("tensor")), style="bold yellow")
+            if first.get("index") is not None:
+                t.append("  first bad element at ", style="dim")
+                t.append(str(first.get("index")), style="bold yellow")
+                t.append(f"  ({first.get('count')} in all)", style="dim")
+            if first.get("sample") is not None:
+                t.append("  dataset index ", style="dim")
+                t.append(str(first["sample"]), style="bold yellow")
+            lines.append(t)
+        elif first:
             t = Text("  module ", style="dim")
             t.append(str(first.get("module") or "(loss computation)"), style="bold yellow")
             t.append(f" ({first.get('module_type') or '-'})  op ", style="dim")

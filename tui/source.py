@@ -61,7 +61,9 @@ REPLAY = {
     "first_nonfinite": {"where": "forward", "module": "features", "module_type": "LogFeatures", "op": "log",
                         "file": DEMO_FILE, "line": 20, "function": "forward",
                         "code": "return torch.log(x)  # @nan-here"},
-    "summary": f"log in features produced the first non-finite value (forward), at {DEMO_FILE}:20",
+    "summary": f"log in features (LogFeatures) produced the first non-finite value (forward), at {DEMO_FILE}:20",
+    "advice": {"cause": "domain", "text": "log met a value outside its domain: clamp its input to a small positive "
+                                          "minimum (x.clamp_min(1e-12)), or use log_softmax / log1p"},
 }
 
 SOURCE_LINES = [

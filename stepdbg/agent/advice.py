@@ -34,6 +34,7 @@ GUARDS = {
 _ALIASES = {"log2": "log", "log10": "log", "log1p": "log", "true_divide": "div", "__truediv__": "div",
             "__rtruediv__": "div", "__pow__": "pow", "__rpow__": "pow", "float_power": "pow", "acosh": "acos",
             "log_softmax": "softmax", "_softmax": "softmax", "scaled_dot_product_attention": "softmax",
+            "multi_head_attention_forward": "softmax",
             "xlogy": "log", "logit": "log"}
 
 

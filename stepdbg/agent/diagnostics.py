@@ -240,9 +240,12 @@ class Doctor:
             return
         losses = [p[0] for p in pts]
         norms = [p[1] for p in pts]
-        finite = [v for v in losses if math.isfinite(v)]
-        rising = len(finite) == len(losses) and losses[-1] > 10 * min(losses) and norms[-1] > 10 * norms[0]
-        blew_up = len(finite) < len(losses) and math.isfinite(losses[0])
+        finite = [(lo, n) for lo, n in pts if math.isfinite(lo) and math.isfinite(n)]
+        rising = len(finite) == len(pts) and losses[-1] > 10 * min(losses) and norms[-1] > 10 * norms[0]
+        # A loss that goes non-finite is the learning rate's doing only when the norms were
+        # already climbing before it did; a log(0) out of the blue is a domain error instead.
+        blew_up = (len(finite) < len(pts) and math.isfinite(losses[0]) and len(finite) >= 3
+                   and finite[-1][1] > 10 * finite[0][1])
         if rising or blew_up:
             lrs = hist[-1]["lr"]
             self.add(m, "lr_too_high", "error",

@@ -20,7 +20,7 @@ import torch
 
 from . import tensors
 from .frames import is_user_file
-from .replay import preserved_state
+from .replay import preserved_state, run_root
 from .step_model import StepModel
 
 # ---------------------------------------------------------------------- modules
@@ -114,7 +114,7 @@ def _output_shapes(model: StepModel, root: torch.nn.Module) -> dict[str, Any]:
     handle = nn_module.register_module_forward_hook(record)
     try:
         with preserved_state(model), torch.no_grad():
-            root(*args, **model.capture.get("kwargs", {}))
+            run_root(root, args, model.capture.get("kwargs", {}))
     except Exception:
         pass  # a forward that fails (the shape error being debugged) still leaves what it reached
     finally:
@@ -139,6 +139,7 @@ def model_summary(model: StepModel, depth: int = 3) -> str | None:
 
 
     with preserved_state(model), torch.no_grad():
+        root.eval()  # torchinfo runs the module itself: in eval mode BatchNorm writes no running stats
         stats = torchinfo.summary(root, input_data=list(args), verbose=0, depth=depth,
                                   col_names=("output_size", "num_params", "mult_adds"),
                                   **model.capture.get("kwargs", {}))

@@ -61,9 +61,9 @@ def _finite(x: Any) -> bool:
 
 @contextlib.contextmanager
 def preserved_state(model: StepModel) -> Iterator[None]:
-    """Put buffers, RNG and train/eval modes of the step's model back as they are now."""
+    """Put the RNG and train/eval modes of the step's model back as they are now. The
+    model's buffers are never written: stepdbg's forwards run on copies (run_root)."""
     root = model.capture.get("root")
-    buffers = {n: b.detach().clone() for n, b in root.named_buffers()} if root is not None else {}
     modes = [(m, m.training) for m in root.modules()] if root is not None else []
     rng = _rng_state()
     busy = model.busy
@@ -75,11 +75,15 @@ def preserved_state(model: StepModel) -> Iterator[None]:
         set_rng_state(rng)
         for m, training in modes:
             m.training = training
-        if root is not None:
-            with torch.no_grad():
-                for n, b in root.named_buffers():
-                    if n in buffers and b.shape == buffers[n].shape:
-                        b.copy_(buffers[n])
+
+
+def run_root(root: torch.nn.Module, args: Any, kwargs: dict[str, Any], buffers: dict[str, Any] | None = None) -> Any:
+    """The root module's forward on copies of its buffers (`buffers`: those the step started
+    with). Writing the real ones, as BatchNorm's running stats are written in training,
+    would change the job's state and bump versions that the real backward still checks."""
+    copies = {n: b.detach().clone() for n, b in root.named_buffers()}
+    copies.update({n: b.detach().clone() for n, b in (buffers or {}).items() if n in copies})
+    return torch.func.functional_call(root, copies, tuple(args), kwargs, strict=False)
 
 
 def _graph_nodes(root_node: Any, stop: set[int] | None = None) -> list[Any]:
@@ -130,14 +134,9 @@ def _user_line_from_trace(lines: list[str]) -> dict[str, Any] | None:
     return best
 
 
-def _restore_step_start(cap: dict[str, Any], root: torch.nn.Module) -> None:
-    """Buffers and RNG as the captured step started (parameters have not moved before
-    its optimizer step)."""
-    if "buffers" in cap:
-        with torch.no_grad():
-            for n, b in root.named_buffers():
-                if n in cap["buffers"]:
-                    b.copy_(cap["buffers"][n])
+def _restore_step_start(cap: dict[str, Any]) -> None:
+    """The RNG as the captured step started (parameters have not moved before its
+    optimizer step; its buffers go to run_root)."""
     set_rng_state(cap["rng"])
 
 
@@ -192,12 +191,12 @@ def _replayed(model: StepModel, root: torch.nn.Module, args: Any, kwargs: Any, c
     first = None
     with preserved_state(model), warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        _restore_step_start(cap, root)
+        _restore_step_start(cap)
         out = None
         with torch.enable_grad(), torch.autograd.detect_anomaly(check_nan=False):
             try:
                 with modules, prov:
-                    out = root(*args, **kwargs)
+                    out = run_root(root, args, kwargs, cap.get("buffers"))
             except Exception as e:
                 result["forward_error"] = f"{type(e).__name__}: {e}"
             result["ops_seen"] = prov.ops
@@ -211,9 +210,12 @@ def _replayed(model: StepModel, root: torch.nn.Module, args: Any, kwargs: Any, c
                              **(where_of(frame) or {})}
                 elif out_t.grad_fn is not None:
                     grad_out = cap.get("grad_output")
-                    if grad_out is None:
+                    if grad_out is None and brk is not None and brk.phase in ("after_backward", "before_optimizer_step",
+                                                                              "after_optimizer_step"):
                         notes.append("backward not replayed: no gradient was captured at the model output "
                                      "(arm replay with --on-break replay or from a front end)")
+                    elif grad_out is None:
+                        pass  # before the real backward there is no gradient to replay
                     elif not _finite(grad_out):
                         notes.append("the gradient reaching the model output is non-finite: it was born in the loss")
                     else:
@@ -361,6 +363,12 @@ def _search_loss_graph(loss: torch.Tensor, output: Any, frame: FrameType | None)
             for h in handles:
                 h.remove()
         producer = found[0]["node"] if found else None
+    if producer is None and loss.grad_fn is not None:
+        # Nothing below it went non-finite: the loss op itself overflowed (a squared error of
+        # 1e20, a sum of huge values), when what it saved is finite.
+        saved = [getattr(loss.grad_fn, a, None) for a in dir(loss.grad_fn) if a.startswith("_saved_")]
+        if _finite([v for v in saved if isinstance(v, torch.Tensor)]):
+            producer = loss.grad_fn
     if producer is None:
         return None
     op = producer.name()
@@ -399,9 +407,9 @@ def replay_twice(model: StepModel, before_each: Any = None) -> tuple[dict[str, A
         for _ in range(2):
             if before_each is not None:
                 before_each()
-            _restore_step_start(cap, root)
+            _restore_step_start(cap)
             with torch.enable_grad():
-                out = _first_tensor(root(*args, **cap.get("kwargs", {})))
+                out = _first_tensor(run_root(root, args, cap.get("kwargs", {}), cap.get("buffers")))
                 grads: list[torch.Tensor] = []
                 g_out = cap.get("grad_output")
                 if out is not None and out.grad_fn is not None and g_out is not None and g_out.shape == out.shape:
