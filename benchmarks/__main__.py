@@ -1,4 +1,4 @@
-"""python -m benchmarks [--quick] [--json FILE] [--only overhead,scaling,responsiveness,memory]
+"""python -m benchmarks [--quick] [--json FILE] [--only overhead,scaling,responsiveness,memory,replay]
 
 Prints one table per benchmark and writes the same figures as JSON. Ratios are medians
 of interleaved runs in one process (plain, stepdbg, ..., plain, stepdbg, ...), so each
@@ -15,7 +15,7 @@ import time
 
 import torch
 
-from . import memory, overhead, responsiveness, scaling
+from . import memory, overhead, replay_cost, responsiveness, scaling
 from .common import table
 
 
@@ -33,7 +33,7 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--quick", action="store_true", help="every benchmark briefly (the test suite runs this)")
     p.add_argument("--json", help="write the figures here")
-    p.add_argument("--only", default="overhead,scaling,responsiveness,memory")
+    p.add_argument("--only", default="overhead,scaling,responsiveness,memory,replay")
     a = p.parse_args()
     only = a.only.split(",")
     t0 = time.time()
@@ -81,8 +81,20 @@ def main() -> None:
             w = r["watch_extra_of_params"]
             print(f"default watch adds {w * 100:.2f}% of parameter memory (target < 1%: {ok(w, 0.01)}); "
                   f"replay armed adds {r['armed_extra_of_params'] * 100:.2f}%\n")
+    if "replay" in only:
+        r = replay_cost.run(a.quick)
+        results["replay"] = r
+    if "replay" in only and "skipped" in results["replay"]:
+        print(f"5. one replay against one step: skipped, {results['replay']['skipped']}\n")
+    elif "replay" in only:
+        r = results["replay"]
+        print(f"5. one replay against one step ({r['model']}; medians of interleaved runs)")
+        print(table([[f"{r['step_ms']:.1f}", f"{r['anomaly_step_ms']:.1f}", f"{r['replay_ms']:.1f}",
+                      f"{r['replay_per_step']:.2f}x", f"{r['budget_ms']:.1f}"]],
+                    ["step ms", "step under detect_anomaly ms", "replay ms", "replay / step", "budget ms"]))
+        print(f"target: replay <= 3 steps + detect_anomaly's overhead: {'met' if r['within_budget'] else 'MISSED'}\n")
     if not torch.cuda.is_available():
-        print("5. GPU: no CUDA device here; the CUDA rows run where one is present.")
+        print("6. GPU: no CUDA device here; the CUDA rows run where one is present.")
     results["seconds"] = round(time.time() - t0, 1)
     print(f"\ntotal {results['seconds']} s")
     if a.json:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import linecache
 import os
 import sys
@@ -16,6 +17,7 @@ _STDLIB_DIR = os.path.dirname(os.path.abspath(os.__file__))
 _NOT_USER = (_PKG_DIR, _TORCH_DIR, "<frozen")
 
 
+@functools.lru_cache(maxsize=4096)  # asked for every frame of every op in a replay
 def is_user_file(path: str) -> bool:
     """False for torch's, stepdbg's and the standard library's files."""
     if path.startswith(_NOT_USER) or path.startswith("<"):

@@ -33,18 +33,17 @@ import torch
 from torch.overrides import TorchFunctionMode
 
 from .frames import user_frame, where_of
+from .tensors import all_finite
 
 NAN, INF = 1, 2
 
 
 def flags_of(t: torch.Tensor) -> int:
     """NAN | INF bits of a tensor (0 when finite, or not floating)."""
-    if not (t.is_floating_point() or t.is_complex()) or t.numel() == 0:
+    if all_finite(t):
         return 0
     with torch.no_grad():
         d = t.detach()
-        if bool(torch.isfinite(d).all()):
-            return 0
         nan = bool(torch.isnan(d).any())
         inf = bool(torch.isinf(d).any())
     return (NAN if nan else 0) | (INF if inf else 0)

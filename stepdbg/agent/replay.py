@@ -40,18 +40,16 @@ from .advice import advise
 from .frames import is_user_file, where_of
 from .provenance import ModuleStack, Provenance, first_bad, named_tensors
 from .step_model import StepModel
+from .tensors import all_finite, set_rng_state
 from .tensors import first_tensor as _first_tensor
 from .tensors import rng_state as _rng_state
-from .tensors import set_rng_state
 
 _TRACE_LINE = re.compile(r'File "([^"]+)", line (\d+), in (\S+)')
 
 
 def _finite(x: Any) -> bool:
     if isinstance(x, torch.Tensor):
-        if not (x.is_floating_point() or x.is_complex()) or x.numel() == 0:
-            return True
-        return bool(torch.isfinite(x.detach()).all())
+        return all_finite(x)
     if isinstance(x, (list, tuple)):
         return all(_finite(v) for v in x)
     if isinstance(x, dict):

@@ -148,3 +148,17 @@ def set_rng_state(state: dict[str, Any]) -> None:
     torch.set_rng_state(state["cpu"])
     if "cuda" in state:
         torch.cuda.set_rng_state_all(state["cuda"])
+
+
+def all_finite(t: torch.Tensor) -> bool:
+    """Whether every element is finite, in one reduction: a NaN or inf anywhere makes the
+    sum non-finite, so a finite sum settles it; only a sum that overflowed from finite
+    values needs the element-wise check."""
+    if not (t.is_floating_point() or t.is_complex()) or t.numel() == 0:
+        return True
+    with torch.no_grad():
+        d = t.detach()
+        total = d.sum(dtype=torch.float32) if d.dtype in (torch.float16, torch.bfloat16) else d.sum()
+        if bool(torch.isfinite(total)):
+            return True
+        return bool(torch.isfinite(d).all())
