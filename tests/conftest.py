@@ -16,6 +16,7 @@ import pytest
 from stepdbg.wire import sessions
 
 ROOT = Path(__file__).resolve().parent.parent
+os.environ.setdefault("HF_HUB_OFFLINE", "1")  # models come from configs; nothing is downloaded
 DEMOS = ROOT / "demos"
 
 
