@@ -78,7 +78,8 @@ def test_threshold_checks_say_why_in_one_sentence():
     assert parse("grad_norm>100").check({"grad_norm": 50.0}) is None
     assert parse("loss_spike>3").check({"loss": 9.0, "loss_median": 2.0}).startswith("loss 9 is 4.5x")
     assert parse("loss_spike>3").check({"loss": 9.0, "loss_median": None}) is None
-    assert parse("every=10").check({"step": 0}) is None
+    assert parse("every=10").check({"step": 0}) is not None  # every=N fires at step 0, N, 2N...
+    assert parse("every=10").check({"step": 5}) is None
     assert parse("every=10").check({"step": 20}) is not None
     assert parse("step==3").check({"step": 3}) == "reached step 3"
     assert parse("mem>1GB").check({"mem": 2e9}) == "memory 2GB is above 1GB"

@@ -187,6 +187,7 @@ def test_step_and_every_conditions_break_at_the_right_steps(session_factory):
         nn.functional.mse_loss(model(torch.randn(8, 4)), torch.randn(8, 1)).backward()
         opt.step()
     assert [(b.step, b.condition, b.phase) for b in s.breaks] == [
+        (0, "every=4", "before_forward"),
         (3, "step==3", "before_forward"),
         (4, "every=4", "before_forward"),
         (5, "expr:step == 5 and loss > 0", "before_backward"),
@@ -213,3 +214,16 @@ def test_mem_condition_uses_host_rss_without_cuda(session_factory):
     nn.functional.mse_loss(model(torch.randn(8, 4)), torch.randn(8, 1)).backward()
     opt.step()
     assert s.breaks[0].reason.startswith("memory ") and s.history[0]["mem"] > 1000
+
+
+def test_every_condition_that_holds_is_named_in_one_break(session_factory):
+    s = session_factory("every=1", "step==3")
+    model = mlp()
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    for _ in range(5):
+        opt.zero_grad()
+        nn.functional.mse_loss(model(torch.randn(8, 4)), torch.randn(8, 1)).backward()
+        opt.step()
+    assert [b.step for b in s.breaks] == [0, 1, 2, 3, 4]  # every=1 fires at step 0 too
+    (at3,) = [b for b in s.breaks if b.step == 3]
+    assert at3.conditions == ["every=1", "step==3"] and "reached step 3" in at3.reason

@@ -93,28 +93,29 @@ class Breakpoints:
     def mark_fired(self, spec: str, step: int) -> None:
         self._fired[spec] = step
 
-    def check(self, phase: str, model: StepModel) -> Hit | None:
-        """The first condition that holds at `phase`, with its reason."""
+    def check(self, phase: str, model: StepModel) -> list[Hit]:
+        """Every condition that holds at `phase`, each with its reason, in the order set."""
         scalars: dict[str, Any] | None = None
+        hits: list[Hit] = []
         for c in self.conditions:
             if c.spec in self.disabled:
                 continue
             if c.kind == "nan":
                 found = nonfinite(phase, model)
                 if found:
-                    return c.spec, found[0], found[1]
+                    hits.append((c.spec, found[0], found[1]))
             elif c.kind == "stale_grad":
                 if phase == "before_backward":
                     reason = stale_grad(model)
                     if reason:
-                        return c.spec, reason, {}
+                        hits.append((c.spec, reason, {}))
             elif c.phase == phase:
                 if scalars is None:
                     scalars = step_scalars(model, (n for c2 in self.conditions if c2.phase == phase for n in c2.reads))
                 reason = c.check(scalars)
                 if reason:
-                    return c.spec, reason, {}
-        return None
+                    hits.append((c.spec, reason, {}))
+        return hits
 
 
 def nonfinite(phase: str, model: StepModel) -> tuple[str, dict[str, Any]] | None:

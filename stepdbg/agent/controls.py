@@ -33,6 +33,7 @@ class Break:
     where: dict[str, Any] | None
     details: dict[str, Any] = field(default_factory=dict)
     at: float = field(default_factory=time.time)  # wall clock, for latency and logs
+    conditions: list[str] = field(default_factory=list)  # every condition that held at this pause point
 
 
 class NotPaused(RuntimeError):

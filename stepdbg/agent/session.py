@@ -262,9 +262,11 @@ class Session(ControlOps, ViewOps):
             self.say(f"ending the job (exit code {EXIT_ABORT}) as asked by a client")
             raise Abort()
         self.model.enter(phase)
-        hit = self.break_set.check(phase, self.model)
-        if hit is not None and not self.break_set.repeat(hit[0], self.step):
-            self._break(*hit, phase=phase)
+        hits = [h for h in self.break_set.check(phase, self.model) if not self.break_set.repeat(h[0], self.step)]
+        if hits:  # one break names every condition that holds here (Break.conditions)
+            details = {k: v for _, _, d in hits for k, v in d.items()}
+            self._break(hits[0][0], "; ".join(r for _, r, _ in hits), details, phase=phase,
+                        conditions=[spec for spec, _, _ in hits])
             return
         stop = self.controls.stop_reason(phase, self.step)
         if stop:
@@ -338,12 +340,13 @@ class Session(ControlOps, ViewOps):
     # ------------------------------------------------------------------ breaks
 
     def _break(self, condition: str, reason: str, details: dict[str, Any] | None = None, phase: str | None = None,
-               actions: list[str] | None = None, frame: FrameType | None = None, coordinated: bool = False) -> Break:
+               actions: list[str] | None = None, frame: FrameType | None = None, coordinated: bool = False,
+               conditions: list[str] | None = None) -> Break:
         st = self.model.current
         frame = frame or user_frame(sys._getframe(1))
         brk = Break(step=st.index if st else self.step, phase=phase or (st.phase if st else "none"),
                     condition=condition, reason=reason, scalars=break_scalars(self.model), where=where_of(frame),
-                    details=details or {})
+                    details=details or {}, conditions=conditions or [condition])
         self.breaks.append(brk)
         self.report.write("break", **asdict(brk))
         self.emit("break", asdict(brk))
@@ -415,7 +418,8 @@ class Session(ControlOps, ViewOps):
         m = self.model
         frame = sys._current_frames().get(m.thread) if m.thread else None
         brk = Break(step=self.step, phase=m.current.phase if m.current else "between steps", condition=spec,
-                    reason=reason, scalars=break_scalars(m), where=where_of(user_frame(frame)), details=details)
+                    reason=reason, scalars=break_scalars(m), where=where_of(user_frame(frame)), details=details,
+                    conditions=[spec])
         self.breaks.append(brk)
         self.report.write("break", **asdict(brk))
         self.say(f"break at step {brk.step} ({brk.phase}) [{spec}]: {reason}")

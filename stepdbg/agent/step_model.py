@@ -78,7 +78,7 @@ class StepModel:
         h = self._hooks
         h.add(nn_module.register_module_forward_pre_hook(self._fwd_pre))
         h.add(nn_module.register_module_forward_hook(self._fwd_post, always_call=True))
-        h.add(optim_mod.register_optimizer_step_pre_hook(self.guarded("optimizer", self._on_optimizer_pre)))
+        h.add(optim_mod.register_optimizer_step_pre_hook(self._optimizer_pre_hook))
         h.add(optim_mod.register_optimizer_step_post_hook(self.guarded("optimizer", self._on_optimizer_post)))
         if activations is not None:
             self.install_activation_hook(activations)
@@ -385,7 +385,42 @@ class StepModel:
             self.optimizers.add(obj)
         self.ensure_step().zero_grad_called = True
 
-    def _on_optimizer_pre(self, opt: torch.optim.Optimizer, args: Any, kwargs: Any) -> None:
+    def _optimizer_pre_hook(self, opt: torch.optim.Optimizer, args: Any, kwargs: Any) -> Any:
+        """Before `opt.step(...)`. A closure-style step (LBFGS, PyTorch Lightning's automatic
+        optimization) runs its forward and backward *inside* the step: then the closure is
+        wrapped, and the step's update phase begins when the closure has returned (after
+        the framework's clipping), not here, before its forward."""
+        if not self.tracking():
+            return None
+        # The hook sees step's own arguments: (optimizer, closure) or closure=...
+        closure = kwargs.get("closure", args[1] if len(args) > 1 else None)
+        if callable(closure):
+            wrapped = self.guard("optimizer", self._wrap_closure, opt, closure)
+            if wrapped is not None:
+                if "closure" in kwargs:
+                    return args, {**kwargs, "closure": wrapped}
+                return (args[0], wrapped, *args[2:]), kwargs
+        self.guard("optimizer", self._before_update, opt)
+        return None
+
+    def _wrap_closure(self, opt: torch.optim.Optimizer, closure: Callable[[], Any]) -> Callable[[], Any]:
+        self.optimizers.add(opt)
+        self.ensure_step()
+        self._in_optimizer_step = True  # the closure's backward is not a manual-SGD step
+        first = [True]
+        model = self
+
+        def closure_under_stepdbg(*a: Any, **kw: Any) -> Any:
+            result = closure(*a, **kw)
+            if first[0] and model.tracking():  # LBFGS calls it again in its line search: one update phase
+                first[0] = False
+                model.guard("optimizer", model._before_update, opt)
+            return result
+
+        return closure_under_stepdbg
+
+    def _before_update(self, opt: torch.optim.Optimizer) -> None:
+        """Gradients are final (this step's backward and clipping are done), the update is next."""
         self.optimizers.add(opt)
         st = self.ensure_step()
         self._in_optimizer_step = True

@@ -124,7 +124,7 @@ class Condition:
             if step == t:
                 return f"reached step {step}"
         elif self.kind == "every":
-            if step is not None and step > 0 and step % int(t) == 0:
+            if step is not None and step % int(t) == 0:  # step 0 too: every=N fires at 0, N, 2N, ...
                 return f"step {step} is a multiple of {int(t)}"
         elif self.kind == "expr":
             env = {n: scalars.get(n) for n in self.names}

@@ -1,0 +1,129 @@
+"""The step model under the trainers people use, unmodified: PyTorch Lightning (closure-style
+automatic optimization), the Hugging Face Trainer (accelerate), LBFGS. Tiny models, a few
+steps, data made here, nothing downloaded."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+from torch import nn
+
+pytestmark = pytest.mark.timeout(180)
+
+PAUSE_POINTS = ["before_forward", "after_forward", "before_backward", "after_backward", "before_optimizer_step"]
+
+
+def test_a_closure_step_pauses_in_order_with_this_steps_pre_clip_norm_and_skip_keeps_weights(session_factory):
+    """What Lightning does, by hand: forward, backward and clipping inside opt.step(closure)."""
+    s = session_factory("step==2", actions=("skip",))
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(4, 16), nn.Tanh(), nn.Linear(16, 1))
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    seen: dict = {"norms": [], "order": []}
+    opt.register_step_post_hook(lambda o, a, k: seen["order"].append(list(s.model.current.phase_times)))
+    before_update = {}
+    for step in range(4):
+        x, y = torch.randn(8, 4), torch.randn(8, 1)
+
+        def closure(x=x, y=y) -> torch.Tensor:
+            opt.zero_grad()
+            loss = nn.functional.mse_loss(model(x), y)
+            loss.backward()
+            seen["norms"].append(float(torch.nn.utils.clip_grad_norm_(model.parameters(), 0.25)))
+            return loss
+
+        if step == 2:
+            before_update = {n: p.detach().clone() for n, p in model.named_parameters()}
+        opt.step(closure)
+        if step == 2:
+            assert all(torch.equal(p, before_update[n]) for n, p in model.named_parameters()), "skip applied nothing"
+    assert s.step == 4
+    assert seen["order"] == [PAUSE_POINTS] * 4
+    assert [h["grad_norm"] for h in s.history] == pytest.approx(seen["norms"])  # this step's, before clipping
+    assert [h["skipped"] for h in s.history] == [False, False, True, False]
+
+
+def test_lbfgs_is_one_step_per_step_call_with_the_first_closures_norm(session_factory):
+    s = session_factory("nan")
+    torch.manual_seed(0)
+    model = nn.Linear(4, 1)
+    opt = torch.optim.LBFGS(model.parameters(), max_iter=4)
+    x, y = torch.randn(16, 4), torch.randn(16, 1)
+    norms = []
+
+    def closure() -> torch.Tensor:
+        opt.zero_grad()
+        loss = nn.functional.mse_loss(model(x), y)
+        loss.backward()
+        norms.append(float(torch.linalg.vector_norm(torch.cat([p.grad.flatten() for p in model.parameters()]))))
+        return loss
+
+    firsts = []
+    for _ in range(3):
+        firsts.append(len(norms))
+        opt.step(closure)
+    assert s.step == 3
+    assert [h["grad_norm"] for h in s.history] == pytest.approx([norms[i] for i in firsts])
+
+
+def test_lightning_trainer_steps_norms_skip_and_a_pinned_lr(session_factory, tmp_path):
+    lightning = pytest.importorskip("lightning")
+    import stepdbg
+
+    s = session_factory("step==2", actions=("skip",))
+    stepdbg.use(s)
+    norms: list[float] = []
+    weights: dict[int, torch.Tensor] = {}
+
+    class Module(lightning.LightningModule):
+        def __init__(self) -> None:
+            super().__init__()
+            self.net = nn.Sequential(nn.Linear(4, 16), nn.Tanh(), nn.Linear(16, 1))
+
+        def training_step(self, batch, batch_idx):
+            x, y = batch
+            return nn.functional.mse_loss(self.net(x), y)
+
+        def on_before_optimizer_step(self, optimizer):  # after backward, before Lightning clips
+            norms.append(float(torch.linalg.vector_norm(torch.cat([p.grad.flatten() for p in self.parameters()]))))
+            weights[self.trainer.global_step] = torch.cat([p.detach().flatten() for p in self.parameters()]).clone()
+            if self.trainer.global_step == 1:
+                stepdbg.current().set_lr(0.05, pin=True)  # what `lr 0.05 pin` does from a front end
+
+        def configure_optimizers(self):
+            opt = torch.optim.SGD(self.parameters(), lr=0.1)
+            return [opt], [torch.optim.lr_scheduler.StepLR(opt, step_size=1, gamma=0.5)]
+
+    torch.manual_seed(0)
+    data = torch.utils.data.TensorDataset(torch.randn(48, 4), torch.randn(48, 1))
+    trainer = lightning.Trainer(max_steps=5, gradient_clip_val=0.25, accelerator="cpu", logger=False,
+                                enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
+                                default_root_dir=tmp_path)
+    module = Module()
+    trainer.fit(module, torch.utils.data.DataLoader(data, batch_size=8))
+    assert s.step == trainer.global_step == 5
+    assert [h["grad_norm"] for h in s.history] == pytest.approx(norms)  # this step's, before clipping
+    assert [h["skipped"] for h in s.history] == [False, False, True, False, False]
+    assert torch.equal(weights[2], weights[3]), "the skipped update changed the weights"
+    assert [h["lr"][0] for h in s.history][1:] == pytest.approx([0.05] * 4)  # held through StepLR
+
+
+def test_hf_trainer_steps_and_the_logged_grad_norm(session_factory, tmp_path):
+    transformers = pytest.importorskip("transformers")
+    pytest.importorskip("accelerate")
+    s = session_factory("nan")
+    torch.manual_seed(0)
+    cfg = transformers.GPT2Config(n_layer=2, n_embd=64, n_head=2, vocab_size=64, n_positions=16)
+    model = transformers.GPT2LMHeadModel(cfg)
+    rows = [{"input_ids": (ids := torch.randint(0, 64, (12,))), "labels": ids} for _ in range(16)]
+    args = transformers.TrainingArguments(output_dir=str(tmp_path), max_steps=4, per_device_train_batch_size=4,
+                                          logging_steps=1, max_grad_norm=1.0, report_to=[], save_strategy="no",
+                                          use_cpu=True, disable_tqdm=True, dataloader_num_workers=0)
+    trainer = transformers.Trainer(model=model, args=args, train_dataset=rows)
+    trainer.train()
+    logged = [r["grad_norm"] for r in trainer.state.log_history if "grad_norm" in r]
+    assert s.step == trainer.state.global_step == 4
+    assert [h["grad_norm"] for h in s.history] == pytest.approx([float(v) for v in logged], rel=1e-4)
+    assert all(math.isfinite(h["loss"]) for h in s.history)
