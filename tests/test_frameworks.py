@@ -104,6 +104,9 @@ def test_lightning_trainer_steps_norms_skip_and_a_pinned_lr(session_factory, tmp
     module = Module()
     trainer.fit(module, torch.utils.data.DataLoader(data, batch_size=8))
     assert s.step == trainer.global_step == 5
+    (brk,) = s.breaks  # step==2, checked before the forward: in training_step, Lightning's frame beside
+    assert brk.where["file"] == __file__ and brk.where["function"] == "training_step"
+    assert "lightning" in brk.where["framework"]["file"]
     assert [h["grad_norm"] for h in s.history] == pytest.approx(norms)  # this step's, before clipping
     assert [h["skipped"] for h in s.history] == [False, False, True, False, False]
     assert torch.equal(weights[2], weights[3]), "the skipped update changed the weights"
@@ -127,3 +130,46 @@ def test_hf_trainer_steps_and_the_logged_grad_norm(session_factory, tmp_path):
     assert s.step == trainer.state.global_step == 4
     assert [h["grad_norm"] for h in s.history] == pytest.approx([float(v) for v in logged], rel=1e-4)
     assert all(math.isfinite(h["loss"]) for h in s.history)
+
+
+def _compiled_losses(with_stepdbg: bool) -> tuple[list[float], int, list[str], int | None]:
+    import warnings
+
+    import torch._dynamo
+    from torch._dynamo.utils import counters
+
+    from stepdbg.agent.session import Session
+
+    torch._dynamo.reset()
+    counters.clear()
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(8, 32), nn.GELU(), nn.LayerNorm(32), nn.Linear(32, 1))
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    compiled = torch.compile(model)
+    g = torch.Generator().manual_seed(0)
+    losses, steps = [], None
+    with warnings.catch_warnings(record=True) as caught:
+        s = Session(breaks=("nan", "grad_norm>1e9"), quiet=True).start() if with_stepdbg else None
+        try:
+            for _ in range(3):
+                x, y = torch.randn(16, 8, generator=g), torch.randn(16, 1, generator=g)
+                opt.zero_grad()
+                loss = nn.functional.mse_loss(compiled(x), y)
+                loss.backward()
+                opt.step()
+                losses.append(loss.item())
+        finally:
+            if s is not None:
+                steps = s.step
+                s.stop()
+    return losses, sum(counters["graph_break"].values()), [str(w.message) for w in caught], steps
+
+
+def test_torch_compile_is_untouched():
+    """No graph break, no warning, the same losses to the bit; and the steps are seen."""
+    plain, plain_breaks, _, _ = _compiled_losses(False)
+    watched, breaks, warned, steps = _compiled_losses(True)
+    assert (breaks, plain_breaks) == (0, 0)
+    assert watched == plain
+    assert not [w for w in warned if "hook" in w or "Dynamo" in w], warned
+    assert steps == 3

@@ -36,6 +36,16 @@ class Break:
     conditions: list[str] = field(default_factory=list)  # every condition that held at this pause point
 
 
+EXIT_ABORT = 3
+
+
+class Abort(SystemExit):
+    """Raised into the training loop by the `abort` action: ends the script with code 3."""
+
+    def __init__(self) -> None:
+        super().__init__(EXIT_ABORT)
+
+
 class NotPaused(RuntimeError):
     """A request that needs the paused training thread arrived while the job runs."""
 

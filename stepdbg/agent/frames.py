@@ -15,15 +15,50 @@ _PKG_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # stepdb
 _TORCH_DIR = os.path.dirname(os.path.abspath(torch.__file__))
 _STDLIB_DIR = os.path.dirname(os.path.abspath(os.__file__))
 _NOT_USER = (_PKG_DIR, _TORCH_DIR, "<frozen")
+# Trainers whose frames are not the user's: a break is placed in the user's code, with the
+# framework's frame beside it. Found without importing them.
+FRAMEWORKS = ("lightning", "pytorch_lightning", "lightning_fabric", "transformers", "accelerate")
+
+
+@functools.lru_cache(maxsize=1)
+def _framework_dirs() -> tuple[str, ...]:
+    import importlib.util
+
+    dirs = []
+    for name in FRAMEWORKS:
+        try:
+            spec = importlib.util.find_spec(name)
+        except (ImportError, ValueError):
+            continue
+        for loc in (spec.submodule_search_locations or []) if spec else []:
+            dirs.append(os.path.abspath(loc) + os.sep)
+    return tuple(dirs)
 
 
 @functools.lru_cache(maxsize=4096)  # asked for every frame of every op in a replay
+def is_framework_file(path: str) -> bool:
+    return os.path.abspath(path).startswith(_framework_dirs()) if _framework_dirs() else False
+
+
+@functools.lru_cache(maxsize=4096)
 def is_user_file(path: str) -> bool:
-    """False for torch's, stepdbg's and the standard library's files."""
+    """False for torch's, stepdbg's, the trainer frameworks' and the standard library's files."""
     if path.startswith(_NOT_USER) or path.startswith("<"):
         return False
     path = os.path.abspath(path)
-    return not (path.startswith(_STDLIB_DIR) and "site-packages" not in path)
+    if path.startswith(_STDLIB_DIR) and "site-packages" not in path:
+        return False
+    return not is_framework_file(path)
+
+
+def framework_frame(start: FrameType | None) -> FrameType | None:
+    """The innermost frame of a trainer framework (Lightning, transformers, accelerate)."""
+    f = start
+    while f is not None:
+        if is_framework_file(f.f_code.co_filename):
+            return f
+        f = f.f_back
+    return None
 
 
 def user_frame(start: FrameType | None) -> FrameType | None:

@@ -28,9 +28,9 @@ from ..wire.conditions import ACTIONS, Condition
 from . import inspection
 from .breakpoints import Breakpoints, break_scalars
 from .changes import Changes
-from .controls import Break, Controls, NotPaused
+from .controls import EXIT_ABORT, Abort, Break, Controls, NotPaused
 from .evaluate import Evaluator
-from .frames import user_frame, where_of
+from .frames import framework_frame, user_frame, where_of
 from .hooks import Guard
 from .ranks import Ranks
 from .report import Report, rank_path
@@ -39,16 +39,6 @@ from .session_views import ViewOps
 from .step_model import StepModel, opt_params
 
 __all__ = ["EXIT_ABORT", "Abort", "Break", "NotPaused", "Session"]
-
-EXIT_ABORT = 3
-
-
-class Abort(SystemExit):
-    """Raised into the training loop by the `abort` action: ends the script with code 3."""
-
-    def __init__(self) -> None:
-        super().__init__(EXIT_ABORT)
-
 
 class Session(ControlOps, ViewOps):
     """The in-process debugger: one per training process."""
@@ -343,10 +333,13 @@ class Session(ControlOps, ViewOps):
                actions: list[str] | None = None, frame: FrameType | None = None, coordinated: bool = False,
                conditions: list[str] | None = None) -> Break:
         st = self.model.current
+        framework = framework_frame(sys._getframe(1)) if frame is None else None
         frame = frame or user_frame(sys._getframe(1))
         brk = Break(step=st.index if st else self.step, phase=phase or (st.phase if st else "none"),
                     condition=condition, reason=reason, scalars=break_scalars(self.model), where=where_of(frame),
                     details=details or {}, conditions=conditions or [condition])
+        if brk.where is not None and framework is not None:  # the trainer's frame, beside the user's
+            brk.where["framework"] = {k: v for k, v in (where_of(framework) or {}).items() if k != "code"}
         self.breaks.append(brk)
         self.report.write("break", **asdict(brk))
         self.emit("break", asdict(brk))
@@ -412,27 +405,6 @@ class Session(ControlOps, ViewOps):
         if brk.where and lineno:
             brk.where = where_of(frame, lineno)
         return brk
-
-    def report_stall(self, spec: str, reason: str, details: dict[str, Any]) -> None:
-        """Called by the watchdog thread: the main thread cannot pause itself."""
-        m = self.model
-        frame = sys._current_frames().get(m.thread) if m.thread else None
-        brk = Break(step=self.step, phase=m.current.phase if m.current else "between steps", condition=spec,
-                    reason=reason, scalars=break_scalars(m), where=where_of(user_frame(frame)), details=details,
-                    conditions=[spec])
-        self.breaks.append(brk)
-        self.report.write("break", **asdict(brk))
-        self.say(f"break at step {brk.step} ({brk.phase}) [{spec}]: {reason}")
-        if "abort" in self.actions:
-            self.say(f"aborting (exit code {EXIT_ABORT}): the job is stalled")
-            self.stop(exit_code=EXIT_ABORT)
-            # Stuck DataLoader workers would outlive us and hold the terminal's pipes.
-            for w in (details.get("dataloader") or {}).get("workers", []):
-                with contextlib.suppress(OSError, TypeError):
-                    os.kill(w["pid"], 9)
-            sys.stdout.flush()
-            sys.stderr.flush()
-            os._exit(EXIT_ABORT)
 
     # ------------------------------------------------------------------ pausing and controls
 

@@ -6,10 +6,16 @@ it (``Controls``, ``Changes``, ``Ranks``) with what that part needs from the ses
 
 from __future__ import annotations
 
+import contextlib
+import os
+import sys
 from collections.abc import Callable
+from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
 
-from .controls import Break
+from .breakpoints import break_scalars
+from .controls import EXIT_ABORT, Break
+from .frames import user_frame, where_of
 
 if TYPE_CHECKING:
     from .changes import Changes
@@ -114,3 +120,24 @@ class ControlOps:
                 self.say(words)
         self.say(f"stopping after {self.step} steps as asked")
         raise SystemExit(0)
+
+    def report_stall(self, spec: str, reason: str, details: dict[str, Any]) -> None:
+        """Called by the watchdog thread: the main thread cannot pause itself."""
+        m = self.model
+        frame = sys._current_frames().get(m.thread) if m.thread else None
+        brk = Break(step=self.step, phase=m.current.phase if m.current else "between steps", condition=spec,
+                    reason=reason, scalars=break_scalars(m), where=where_of(user_frame(frame)), details=details,
+                    conditions=[spec])
+        self.breaks.append(brk)
+        self.report.write("break", **asdict(brk))
+        self.say(f"break at step {brk.step} ({brk.phase}) [{spec}]: {reason}")
+        if "abort" in self.actions:
+            self.say(f"aborting (exit code {EXIT_ABORT}): the job is stalled")
+            self.stop(exit_code=EXIT_ABORT)
+            # Stuck DataLoader workers would outlive us and hold the terminal's pipes.
+            for w in (details.get("dataloader") or {}).get("workers", []):
+                with contextlib.suppress(OSError, TypeError):
+                    os.kill(w["pid"], 9)
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(EXIT_ABORT)

@@ -26,6 +26,7 @@ from . import tensors
 from .frames import caller_kwargs
 from .hooks import Guard, HookSet
 from .memory import memory_in_use
+from .patches import patch_trainer_objects
 from .step_state import StepListener, StepState
 
 HISTORY_LEN = 10_000
@@ -58,8 +59,8 @@ class StepModel:
         self._depth = 0
         self._bwd_depth = 0
         self._is_model: weakref.WeakKeyDictionary[torch.nn.Module, bool] = weakref.WeakKeyDictionary()
-        self._scaled: dict[int, torch.Tensor] = {}
-        self._in_scaler_step = False
+        self.scaled: dict[int, torch.Tensor] = {}
+        self.in_scaler_step = False
         self._in_optimizer_step = False
         self._in_forward_of: torch.nn.Module | None = None
         self._last_step_end: float | None = None
@@ -70,12 +71,14 @@ class StepModel:
     def install(self, activations: Callable[..., None] | None = None) -> None:
         """Install every hook; `activations` is a per-module forward hook (the activation watch)."""
         from torch.nn.modules import module as nn_module
-        from torch.optim import lr_scheduler
         from torch.optim import optimizer as optim_mod
         from torch.utils.data import dataloader
 
         self.active = True
         h = self._hooks
+        # torch.compile warns that global module hooks fire once more for the OptimizedModule
+        # wrapper; ours take the wrapper as the root and return at once inside the trace.
+        warnings.filterwarnings("ignore", message=r"Using `torch.compile\(module\)` when there are global hooks")
         h.add(nn_module.register_module_forward_pre_hook(self._fwd_pre))
         h.add(nn_module.register_module_forward_hook(self._fwd_post, always_call=True))
         h.add(optim_mod.register_optimizer_step_pre_hook(self._optimizer_pre_hook))
@@ -154,60 +157,7 @@ class StepModel:
         h.patch(torch.optim.Optimizer, "zero_grad", wrap_zero_grad)
         h.patch(torch.nn.Module, "zero_grad", wrap_zero_grad)
 
-        def wrap_opt_init(orig: Callable[..., Any]) -> Callable[..., Any]:
-            def __init__(opt: Any, *args: Any, **kwargs: Any) -> None:
-                orig(opt, *args, **kwargs)
-                model.optimizers.add(opt)
-
-            return __init__
-
-        h.patch(torch.optim.Optimizer, "__init__", wrap_opt_init)
-
-        def wrap_sched_step(orig: Callable[..., Any]) -> Callable[..., Any]:
-            def step(sched: Any, *args: Any, **kwargs: Any) -> Any:
-                model.schedulers.add(sched)
-                return orig(sched, *args, **kwargs)
-
-            return step
-
-        h.patch(lr_scheduler.LRScheduler, "step", wrap_sched_step)
-
-        def wrap_scale(orig: Callable[..., Any]) -> Callable[..., Any]:
-            def scale(scaler: Any, outputs: Any) -> Any:
-                scaled = orig(scaler, outputs)
-                if isinstance(scaled, torch.Tensor) and isinstance(outputs, torch.Tensor):
-                    model._scaled = {id(scaled): outputs}
-                return scaled
-
-            return scale
-
-        def wrap_scaler_step(orig: Callable[..., Any]) -> Callable[..., Any]:
-            def step(scaler: Any, optimizer: Any, *args: Any, **kwargs: Any) -> Any:
-                if not model.tracking() or model._in_scaler_step:
-                    return orig(scaler, optimizer, *args, **kwargs)
-                model._in_scaler_step = True
-                try:
-                    result = orig(scaler, optimizer, *args, **kwargs)
-                finally:
-                    model._in_scaler_step = False
-                model.guard("scaler", model._on_scaler_step_done, optimizer)
-                return result
-
-            return step
-
-        def wrap_init_pg(orig: Callable[..., Any]) -> Callable[..., Any]:
-            def init_process_group(*args: Any, **kwargs: Any) -> Any:
-                model.listener.on_process_group(kwargs.get("timeout"), False)
-                result = orig(*args, **kwargs)
-                model.listener.on_process_group(kwargs.get("timeout"), True)
-                return result
-
-            return init_process_group
-
-        if torch.distributed.is_available():
-            h.patch(torch.distributed, "init_process_group", wrap_init_pg)
-        h.patch(torch.amp.GradScaler, "scale", wrap_scale)
-        h.patch(torch.amp.GradScaler, "step", wrap_scaler_step)
+        patch_trainer_objects(model, h)
 
     def install_activation_hook(self, hook: Callable[..., None]) -> None:
         from torch.nn.modules import module as nn_module
@@ -241,7 +191,7 @@ class StepModel:
 
     def guarded(self, name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
         def hook(*args: Any) -> Any:
-            if self.tracking():
+            if not _compiling() and self.tracking():
                 self.guard(name, fn, *args)
             return None
 
@@ -250,6 +200,8 @@ class StepModel:
     # ------------------------------------------------------------------ module hooks (hot path)
 
     def _fwd_pre(self, module: torch.nn.Module, args: tuple[Any, ...]) -> None:
+        if _compiling():
+            return  # inside torch.compile's trace: nothing of ours enters the graph (no break, same numbers)
         if self.thread is not None and threading.get_ident() != self.thread:
             return  # forwards on other threads (an eval thread) are not the training step
         d = self._depth
@@ -261,6 +213,8 @@ class StepModel:
                 self.guard("doctor", self.listener.on_nograd_forward, module)
 
     def _fwd_post(self, module: torch.nn.Module, args: tuple[Any, ...], output: Any) -> None:
+        if _compiling():
+            return
         if self.thread is not None and threading.get_ident() != self.thread:
             return
         self._depth = max(0, self._depth - 1)
@@ -361,7 +315,7 @@ class StepModel:
         st = self.ensure_step()
         st.backward_calls += 1
         t = targets if isinstance(targets, torch.Tensor) else tensors.first_tensor(targets)
-        loss = self._scaled.pop(id(t), t) if t is not None else None
+        loss = self.scaled.pop(id(t), t) if t is not None else None
         self.capture["loss"] = loss
         if loss is not None and loss.numel() == 1:
             st.losses.append(tensors.as_float(loss))
@@ -438,10 +392,10 @@ class StepModel:
         self.listener.after_update(opt)
         st.optimizer_stepped = True
         self._pause_point("after_optimizer_step")
-        if not self._in_scaler_step:
+        if not self.in_scaler_step:
             self.end_step()
 
-    def _on_scaler_step_done(self, opt: torch.optim.Optimizer) -> None:
+    def on_scaler_step_done(self, opt: torch.optim.Optimizer) -> None:
         st = self.ensure_step()
         if not st.optimizer_stepped:
             # The scaler found inf/nan in the scaled gradients and skipped the update:
@@ -513,6 +467,12 @@ class StepModel:
         for opt in list(self.optimizers):
             return [tensors.as_float(g.get("lr")) for g in opt.param_groups]
         return []
+
+
+def _compiling() -> bool:
+    """True while torch.compile traces: dynamo folds this to a constant, so a hook that
+    returns on it adds nothing to the graph."""
+    return torch.compiler.is_compiling()
 
 
 def opt_params(opt: torch.optim.Optimizer) -> list[torch.nn.Parameter]:
