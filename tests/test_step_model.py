@@ -69,7 +69,9 @@ def test_b_get_batch_accumulation_hand_set_lr_and_clipping(session_factory):
     assert [h["grad_norm"] for h in s.history] == pytest.approx(clip_norms)  # the pre-clip norm
     assert [h["lr"][0] for h in s.history] == pytest.approx(lrs)
     waits = [h["data_wait"] for h in list(s.history)[1:]]
-    assert all(w is not None and w < 0.02 for w in waits)  # prefetched: the gap before forward is short
+    # Prefetched between forward and backward (four 20 ms fetches a step): that host time is
+    # data wait, charged to the step whose batches they are (a lower bound: it cannot be less).
+    assert all(w is not None and w >= accum * 0.02 for w in waits), waits
 
 
 def test_c_grad_scaler_inf_in_scaled_grads_is_not_a_nan(session_factory):

@@ -269,10 +269,9 @@ class Doctor:
                      largest_tensors=largest_tensors(), snapshot=cuda_snapshot())
 
     def _slow_loader(self, m: StepModel, hist: list[dict[str, Any]]) -> None:
+        """The same data wait as data_wait>S: DataLoader time, or a get_batch loop's host time."""
         loader = m.capture.get("loader")
         it = loader() if loader is not None else None
-        if it is None:  # in a get_batch() loop the gap between steps is not only data
-            return
         rows = [h for h in hist[-10:] if h["data_wait"] is not None and h["step_time"]]
         if len(rows) < 5:
             return
@@ -284,18 +283,26 @@ class Doctor:
         waited = sum(h["data_wait"] for h in kept)
         share = waited / (waited + sum(h["step_time"] for h in kept))  # step_time starts after the batch came
         wait = waited / len(kept)
-        if share > 0.3 and wait > 0.01 and sum(h["data_wait"] > 0.01 for h in kept) >= 2:
-            from .inspection import loader_settings
-
-            st = loader_settings(it)
-            cores = st.get("affinity_cpus") or os.cpu_count()
-            workers = st.get("num_workers")
-            why = f"num_workers={workers} on {cores} cores"
-            tip = ("fewer workers than cores; move heavy transforms offline" if workers and workers > (cores or 1)
-                   else "more DataLoader workers (up to the cores), pin_memory=True on CUDA, cheaper transforms")
+        if not (share > 0.3 and wait > 0.01 and sum(h["data_wait"] > 0.01 for h in kept) >= 2):
+            return
+        if it is None:
             self.add(m, "slow_dataloader", "warning",
-                     f"the loop waits for data {share:.0%} of the time (mean {wait * 1e3:.0f} ms per step; {why})",
-                     tip, dataloader=st)
+                     f"the loop spends {share:.0%} of its time getting data outside forward, backward and the "
+                     f"optimizer (mean {wait * 1e3:.0f} ms per step; a get_batch() loop)",
+                     "fetch the next batch on a background thread or with a DataLoader (workers, pin_memory), "
+                     "or make the batch cheaper to build")
+            return
+        from .inspection import loader_settings
+
+        st = loader_settings(it)
+        cores = st.get("affinity_cpus") or os.cpu_count()
+        workers = st.get("num_workers")
+        why = f"num_workers={workers} on {cores} cores"
+        tip = ("fewer workers than cores; move heavy transforms offline" if workers and workers > (cores or 1)
+               else "more DataLoader workers (up to the cores), pin_memory=True on CUDA, cheaper transforms")
+        self.add(m, "slow_dataloader", "warning",
+                 f"the loop waits for data {share:.0%} of the time (mean {wait * 1e3:.0f} ms per step; {why})",
+                 tip, dataloader=st)
 
 
 # ---------------------------------------------------------------------- measurements used by rules

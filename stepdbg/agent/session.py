@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
+import time
 import traceback
 from collections.abc import Callable, Iterable
 from dataclasses import asdict
@@ -418,6 +419,7 @@ class Session(ControlOps, ViewOps):
                 return
         self.controls.begin_pause(brk)
         self.model.halted = True
+        held_from = time.perf_counter()
         self.emit("paused", brk)
         try:
             if console:
@@ -428,6 +430,7 @@ class Session(ControlOps, ViewOps):
                 self.controls.hold(on_idle=self._alone_too_long)
         finally:
             self.model.halted = False
+            self.model.data.paused(time.perf_counter() - held_from)
             self.controls.end_pause()
             self.model.progress()
             self.emit("resumed", {"step": self.step})

@@ -23,6 +23,7 @@ from typing import Any
 import torch
 
 from . import tensors
+from .data_wait import DataWait
 from .frames import caller_kwargs
 from .hooks import Guard, HookSet
 from .memory import memory_in_use
@@ -63,7 +64,7 @@ class StepModel:
         self.in_scaler_step = False
         self._in_optimizer_step = False
         self._in_forward_of: torch.nn.Module | None = None
-        self._last_step_end: float | None = None
+        self.data = DataWait()
         self._indices: weakref.WeakKeyDictionary[Any, deque[list[Any]]] = weakref.WeakKeyDictionary()
 
     # ------------------------------------------------------------------ installing
@@ -114,11 +115,21 @@ class StepModel:
                     batch = orig(it)
                     if model.overfit:
                         model._overfit_batch = batch
-                if model.tracking():
+                if torch.is_grad_enabled() and model.tracking():  # an evaluation's batches are not the step's
                     model.guard("dataloader", model._on_loader_next, it, batch, time.perf_counter() - t0)
                 return batch
 
             return __next__
+
+        def wrap_iter(orig: Callable[..., Any]) -> Callable[..., Any]:
+            def __iter__(loader: Any) -> Any:
+                t0 = time.perf_counter()
+                it = orig(loader)
+                if torch.is_grad_enabled() and model.tracking():  # worker start-up: the epoch's first step
+                    model.data.iter_started(time.perf_counter() - t0)
+                return it
+
+            return __iter__
 
         def wrap_next_index(orig: Callable[..., Any]) -> Callable[..., Any]:
             # The sampler's indices, in the order their batches come back (workers prefetch
@@ -132,6 +143,7 @@ class StepModel:
             return _next_index
 
         h.patch(dataloader._BaseDataLoaderIter, "__next__", wrap_next)
+        h.patch(dataloader.DataLoader, "__iter__", wrap_iter)
         h.patch(dataloader._BaseDataLoaderIter, "_next_index", wrap_next_index)
 
         def wrap_clip(orig: Callable[..., Any]) -> Callable[..., Any]:
@@ -221,6 +233,8 @@ class StepModel:
         if self._depth == 0 and self.current is not None and self.current.forwards and self.tracking():
             if self.roots.get(id(module)) is module and self._in_forward_of is module:
                 self.guard("forward", self._on_root_forward_done, module, output)
+        elif self._depth == 0 and not torch.is_grad_enabled() and self.tracking():
+            self.data.evaluation_done()  # an evaluation forward between steps: not data wait
 
     def is_model_module(self, module: torch.nn.Module) -> bool:
         known = self._is_model.get(module)
@@ -257,7 +271,7 @@ class StepModel:
 
     def _on_loader_next(self, it: Any, batch: Any, waited: float) -> None:
         st = self.ensure_step()
-        st.loader_wait += waited
+        st.loader_wait += self.data.loader_wait(waited)
         st.loader_calls += 1
         self.capture["batch"] = batch
         self.capture["loader"] = weakref.ref(it)
@@ -288,10 +302,7 @@ class StepModel:
         if self.armed:
             cap["buffers"] = {n: b.detach().clone() for n, b in module.named_buffers()}
         if st.forwards == 1 and st.backward_calls == 0:
-            if st.loader_calls:
-                st.data_wait = st.loader_wait
-            elif self._last_step_end is not None:
-                st.data_wait = time.perf_counter() - self._last_step_end
+            st.data_wait = self.data.first_forward(bool(st.loader_calls), st.loader_wait)
             if "batch" not in cap or not st.loader_calls:
                 cap["batch"] = args[0] if len(args) == 1 else args
             self.guard("doctor", self.listener.on_batch, module, args)
@@ -310,10 +321,12 @@ class StepModel:
 
                 out.register_hook(keep_grad)
         self._pause_point("after_forward")
+        self.data.forward_done()  # after the pause point: time paused there is nobody's data wait
 
     def on_backward_pre(self, targets: Any) -> None:
         st = self.ensure_step()
         st.backward_calls += 1
+        self.data.backward_started()
         t = targets if isinstance(targets, torch.Tensor) else tensors.first_tensor(targets)
         loss = self.scaled.pop(id(t), t) if t is not None else None
         self.capture["loss"] = loss
@@ -422,7 +435,7 @@ class StepModel:
         self.history.append(record)
         self.step += 1
         self.current = None
-        self._last_step_end = now
+        self.data.step_ended(now)
         self._in_optimizer_step = False
         self.listener.on_step_end(record)
 

@@ -1,0 +1,69 @@
+"""Data wait: the host time a step spent getting its data, wherever that happens.
+
+- With a DataLoader: the time in its iterator's ``__next__`` for this step's batches, plus
+  the time in ``DataLoader.__iter__`` (starting workers, the sampler), charged to the
+  epoch's first step. Batches fetched under ``no_grad`` (evaluation) are not counted.
+- In a ``get_batch()`` loop: the host time outside forward, backward and the optimizer:
+  the gap since the previous step ended, and the gaps between a forward and its backward
+  in the previous step (nanoGPT fetches the next batch there, so that batch's time is
+  this step's). Evaluation (``no_grad`` forwards, and what came before them between
+  steps) and time paused in stepdbg are left out.
+
+The value is known when the step's first forward starts, where ``data_wait>S`` is checked.
+"""
+
+from __future__ import annotations
+
+import time
+
+
+class DataWait:
+    """The clock of one training thread's data wait."""
+
+    def __init__(self) -> None:
+        self._gap_start: float | None = None  # when the last step (or an evaluation) ended
+        self._carried = 0.0  # forward-to-backward gaps of the previous step (prefetch)
+        self._this_step = 0.0  # forward-to-backward gaps of this step so far
+        self._forward_done: float | None = None
+        self._iter_time = 0.0  # DataLoader.__iter__ time waiting for the next batch
+
+    def iter_started(self, seconds: float) -> None:
+        self._iter_time += seconds
+
+    def loader_wait(self, seconds: float) -> float:
+        """A DataLoader batch came after `seconds`: with any pending __iter__ time."""
+        total, self._iter_time = seconds + self._iter_time, 0.0
+        return total
+
+    def first_forward(self, used_loader: bool, loader_wait: float) -> float | None:
+        """The data wait of a step whose first forward starts now."""
+        if used_loader:
+            return loader_wait
+        if self._gap_start is None:
+            return None  # the first step: nothing to measure from
+        return max(0.0, time.perf_counter() - self._gap_start) + self._carried
+
+    def forward_done(self) -> None:
+        self._forward_done = time.perf_counter()
+
+    def backward_started(self) -> None:
+        if self._forward_done is not None:
+            self._this_step += max(0.0, time.perf_counter() - self._forward_done)
+            self._forward_done = None
+
+    def evaluation_done(self) -> None:
+        """A no_grad forward ended between steps: what came before it was evaluation."""
+        self._gap_start = time.perf_counter()
+        self._forward_done = None
+
+    def paused(self, seconds: float) -> None:
+        """Time stepdbg held the loop is nobody's data wait."""
+        if self._gap_start is not None:
+            self._gap_start += seconds
+        if self._forward_done is not None:
+            self._forward_done += seconds
+
+    def step_ended(self, now: float) -> None:
+        self._gap_start = now
+        self._carried, self._this_step = self._this_step, 0.0
+        self._forward_done = None

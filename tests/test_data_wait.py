@@ -1,0 +1,111 @@
+"""Data wait against an independent timing of the same run (issue 12): what a step spent
+getting its data, wherever it happens; evaluation and worker start-up where they belong.
+Only lower bounds and comparisons with what the loop itself measured: no absolute timings."""
+
+from __future__ import annotations
+
+import time
+
+import torch
+from torch import nn
+from torch.utils.data import BatchSampler, DataLoader, SequentialSampler, TensorDataset
+
+
+class SlowEval(nn.Module):
+    """A model whose no_grad forward (evaluation) takes a while."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.Linear(4, 1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if not torch.is_grad_enabled():
+            time.sleep(0.05)
+        return self.fc(x)
+
+
+def test_a_nanogpt_loop_prefetch_counts_and_evaluation_does_not(session_factory):
+    s = session_factory("nan")
+    torch.manual_seed(0)
+    model = SlowEval()
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    fetches: list[float] = []
+    evals: dict[int, float] = {}
+
+    def get_batch() -> tuple[torch.Tensor, torch.Tensor]:
+        t0 = time.perf_counter()
+        time.sleep(0.03)
+        batch = torch.randn(8, 4), torch.randn(8, 1)
+        fetches.append(time.perf_counter() - t0)
+        return batch
+
+    x, y = get_batch()
+    for it in range(6):
+        if it in (2, 4):  # evaluation, nanoGPT's estimate_loss: its own get_batch and no_grad forwards
+            t0 = time.perf_counter()
+            with torch.no_grad():
+                for _ in range(4):
+                    ex, ey = get_batch()
+                    nn.functional.mse_loss(model(ex), ey)
+            evals[it] = time.perf_counter() - t0
+        loss = nn.functional.mse_loss(model(x), y)
+        x, y = get_batch()  # the next step's batch, fetched between forward and backward
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+    waits = [h["data_wait"] for h in s.history]
+    assert waits[0] is None  # the first step has no step before it to measure from
+    for step in range(1, 6):
+        assert waits[step] >= 0.03, (step, waits)  # the batch prefetched in the step before
+        if step in evals:
+            assert waits[step] < evals[step], (step, waits[step], evals[step])  # evaluation is not data wait
+    assert len(fetches) == 6 + 2 * 4 + 1  # the loop's own timings: every get_batch was seen
+
+
+class SlowStartSampler(BatchSampler):
+    """A batch sampler whose iterator takes a while to start, as worker start-up does."""
+
+    def __iter__(self):
+        time.sleep(0.1)
+        yield from super().__iter__()
+
+
+def test_dataloader_start_up_is_charged_to_the_epochs_first_step(session_factory):
+    s = session_factory("nan")
+    torch.manual_seed(0)
+    data = TensorDataset(torch.randn(24, 4), torch.randn(24, 1))
+    loader = DataLoader(data, batch_sampler=SlowStartSampler(SequentialSampler(data), batch_size=8, drop_last=False))
+    model = nn.Linear(4, 1)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    starts = []
+    for _ in range(2):
+        t0 = time.perf_counter()
+        for i, (x, y) in enumerate(loader):
+            if i == 0:
+                starts.append(time.perf_counter() - t0)
+            opt.zero_grad()
+            nn.functional.mse_loss(model(x), y).backward()
+            opt.step()
+    waits = [h["data_wait"] for h in s.history]
+    assert len(waits) == 6
+    assert waits[0] >= 0.1 and waits[3] >= 0.1  # each epoch's first step waited for the start
+    assert waits[0] <= starts[0] and waits[3] <= starts[1]  # never more than the loop itself saw
+    assert all(w < 0.1 for i, w in enumerate(waits) if i not in (0, 3)), waits
+
+
+def test_an_evaluation_dataloader_under_no_grad_is_not_counted(session_factory):
+    s = session_factory("nan")
+    data = TensorDataset(torch.randn(16, 4), torch.randn(16, 1))
+    slow = DataLoader(data, batch_sampler=SlowStartSampler(SequentialSampler(data), batch_size=8, drop_last=False))
+    model = nn.Linear(4, 1)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    x, y = torch.randn(8, 4), torch.randn(8, 1)
+    for step in range(3):
+        if step == 1:
+            with torch.no_grad():
+                for ex, _ in slow:
+                    model(ex)
+        opt.zero_grad()
+        nn.functional.mse_loss(model(x), y).backward()
+        opt.step()
+    assert s.history[1]["data_wait"] < 0.1, list(s.history)
