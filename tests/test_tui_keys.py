@@ -186,6 +186,18 @@ async def test_repl_line_evaluates_with_history():
         assert app.focused is None
 
 
+async def test_ctrl_c_interrupts_code_running_from_the_repl_line():
+    src, app, ctx = await started()
+    async with ctx as pilot:
+        await pilot.press("e")
+        await pilot.press(*"while True: pass", "enter")
+        await pilot.pause(0.2)
+        await pilot.press("ctrl+c")
+        await pilot.pause(0.3)
+        assert "interrupt" in [c[0] for c in src.calls]
+        assert "KeyboardInterrupt" in text_of(app, "#repl-out")
+
+
 async def test_pushed_events_update_the_screen():
     src, app, ctx = await started(paused=False)
     async with ctx as pilot:

@@ -69,6 +69,7 @@ class StepdbgApp(App[str | None]):
         Binding("b", "breakpoints", "breakpoints"),
         Binding("e", "focus_repl", "REPL", show=False),
         Binding("q", "quit_job", "quit"),
+        Binding("ctrl+c", "interrupt", "interrupt", show=False),
         Binding("question_mark", "help", "help"),
         Binding("ctrl+r", "reconnect", "reconnect", show=False),
         Binding("t", "next_rank", "next rank", show=False),
@@ -93,6 +94,7 @@ class StepdbgApp(App[str | None]):
         self.findings: list[dict[str, Any]] = []  # rule-based findings pushed by the agent
         self.history: list[dict[str, Any]] = []
         self.repl_history = LineHistory()
+        self.evaluating = False  # a REPL line runs in the job (ctrl+c interrupts it)
         self.quit_choice: str | None = None
         self.set_reactive(StepdbgApp.status, dict(source.status_at_attach or {}))
         self.log_buffer: list[tuple[str, str]] = []  # (stream, line) printed before the UI came up
@@ -483,4 +485,16 @@ class StepdbgApp(App[str | None]):
             repl.cursor_position = len(value)
 
     async def _repl(self, line: str) -> None:
-        await run_line(self, line)
+        self.evaluating = True
+        try:
+            await run_line(self, line)
+        finally:
+            self.evaluating = False
+
+    def action_interrupt(self) -> None:
+        """Ctrl-C stops code running in the job from the REPL line (the interrupt op)."""
+        if not self.evaluating:
+            self.notify("ctrl+c stops code you run from the REPL line (e); q quits", severity="information")
+            return
+        self.notify("interrupting the code in the job…")
+        self.run_worker(self.ask("interrupt", self.source.interrupt()), group="interrupt")

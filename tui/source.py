@@ -39,6 +39,7 @@ class Source(Protocol):
     async def source(self, context: int = 5) -> dict[str, Any] | None: ...
     async def stacks(self) -> list[dict[str, Any]]: ...
     async def evaluate(self, source: str) -> dict[str, Any]: ...
+    async def interrupt(self) -> dict[str, Any]: ...
     async def breakpoints(self) -> list[dict[str, Any]]: ...
     async def add_break(self, spec: str) -> list[str]: ...
     async def remove_break(self, spec: str) -> list[str]: ...
@@ -228,7 +229,18 @@ class FakeSource:
             return {"output": "", "value": "['args', 'g', 'loss', 'model', 'opt', 'step', 'x', 'y']", "error": None}
         if source.startswith("raise"):
             return {"output": "", "value": None, "error": "Traceback (most recent call last):\nValueError: boom\n"}
+        if source.startswith("while True"):  # runs until interrupted, as in the job
+            self._stop = asyncio.Event()
+            await self._stop.wait()
+            return {"output": "", "value": None, "error": "KeyboardInterrupt: interrupted from the front end\n"}
         return {"output": "", "value": "tensor(nan, grad_fn=<MseLossBackward0>)", "error": None}
+
+    async def interrupt(self) -> dict[str, Any]:
+        self._call("interrupt")
+        stop = getattr(self, "_stop", None)
+        if stop is not None:
+            stop.set()
+        return {"interrupted": stop is not None}
 
     async def breakpoints(self) -> list[dict[str, Any]]:
         self._call("breakpoints")
