@@ -258,3 +258,39 @@ def test_ctrl_c_ends_a_torchrun_job_and_nothing_is_left(tmp_path, private_runtim
     code, out, err = finish(proc)
     assert code != 0 and "got signal: 2" in err  # torchrun's own way of saying it was interrupted
     assert [p.name for p in private_runtime_dir.glob("*")] == []  # every rank removed its socket and file
+
+
+def test_ranks_end_when_torchrun_is_killed_even_while_waiting_in_a_collective(tmp_path, private_runtime_dir):
+    """Rank 0 paused (its peers wait in the all-reduce, their timeout raised to days by the
+    attach); torchrun is then killed with SIGKILL: every rank ends within seconds."""
+    import os
+    import signal as sig
+
+    proc = start(tmp_path, "serve", "--break", "step==2", script_args=("--steps", "50", "--sleep", "0.05"))
+    try:
+        r0, r1 = both_ranks(proc)
+        r0.wait_paused(WAIT)
+        pids = [r0.session["pid"], r1.session["pid"]]
+        os.kill(proc.pid, sig.SIGKILL)  # the launcher (stepdbg exec'd into torchrun) dies at once
+        deadline = time.monotonic() + 20
+        alive = pids
+        while alive and time.monotonic() < deadline:
+            time.sleep(0.2)
+            alive = [p for p in pids if _alive(p)]
+        assert alive == [], f"ranks still alive after torchrun died: {alive}"
+    finally:
+        for c in locals().get("r0"), locals().get("r1"):
+            if c is not None:
+                c.close()
+        proc.communicate(timeout=WAIT)
+
+
+def _alive(pid: int) -> bool:
+    import os
+
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    with open(f"/proc/{pid}/stat") as f:
+        return f.read().split()[2] != "Z"  # a zombie has ended; only its parent has not reaped it

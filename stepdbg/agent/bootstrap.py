@@ -30,8 +30,28 @@ def _exit_code(e: SystemExit) -> int:
     return 1
 
 
+def end_with_launcher() -> None:
+    """A torchrun rank ends when its launcher does. Killed with SIGKILL, torchrun cannot
+    stop its ranks, and one waiting in a collective whose timeout stepdbg raised (to keep
+    a paused job alive) would otherwise linger for days. Linux's PR_SET_PDEATHSIG sends
+    this process SIGTERM when its parent exits."""
+    if not os.environ.get("TORCHELASTIC_RUN_ID") or not sys.platform.startswith("linux"):
+        return
+    parent = os.getppid()
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        return
+    if os.getppid() != parent:  # the launcher died before the line above
+        os.kill(os.getpid(), signal.SIGTERM)
+
+
 def main() -> int:
     config = json.loads(os.environ.pop("STEPDBG_CONFIG", "{}"))
+    end_with_launcher()
     argv = sys.argv[1:]
     if not argv:
         print("usage: python -m stepdbg.agent.bootstrap SCRIPT [ARGS] | -m MODULE [ARGS]", file=sys.stderr)
