@@ -173,3 +173,26 @@ def test_torch_compile_is_untouched():
     assert watched == plain
     assert not [w for w in warned if "hook" in w or "Dynamo" in w], warned
     assert steps == 3
+
+
+def test_tied_weights_count_once_in_the_module_tree(session_factory):
+    """GPT-2 ties lm_head to wte: the Model panel counted it twice (236,288 for 172,288)."""
+    from stepdbg.agent import inspection
+
+    s = session_factory("nan")
+
+    class Tied(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.wte = nn.Embedding(100, 16)
+            self.lm_head = nn.Linear(16, 100, bias=False)
+            self.lm_head.weight = self.wte.weight
+
+        def forward(self, ids: torch.Tensor) -> torch.Tensor:
+            return self.lm_head(self.wte(ids))
+
+    model = Tied()
+    model(torch.randint(0, 100, (2, 5))).sum().backward()
+    rows = {r["name"]: r["params"] for r in inspection.module_tree(s.model)}
+    assert rows["(root)"] == sum(p.numel() for p in model.parameters()) == 1600
+    assert rows["wte"] == rows["lm_head"] == 1600

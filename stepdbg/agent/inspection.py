@@ -65,17 +65,15 @@ def module_tree(model: StepModel) -> list[dict[str, Any]]:
     return rows
 
 
-def _count_params(m: torch.nn.Module, counts: dict[int, tuple[int, int]]) -> tuple[int, int]:
-    """(all, trainable) parameter counts of `m` and, into `counts`, of every submodule: one walk."""
-    total = trainable = 0
-    for p in m.parameters(recurse=False):
-        total += p.numel()
-        trainable += p.numel() if p.requires_grad else 0
+def _count_params(m: torch.nn.Module, counts: dict[int, tuple[int, int]]) -> dict[int, tuple[int, bool]]:
+    """(all, trainable) parameter counts of `m` and, into `counts`, of every submodule, in
+    one walk. A tensor shared by two modules (a tied lm_head and embedding) counts once in
+    every module above both, as torch's own parameters() does."""
+    seen = {id(p): (p.numel(), p.requires_grad) for p in m.parameters(recurse=False)}
     for child in m.children():
-        t, tr = counts[id(child)] if id(child) in counts else _count_params(child, counts)
-        total, trainable = total + t, trainable + tr
-    counts[id(m)] = (total, trainable)
-    return total, trainable
+        seen.update(_count_params(child, counts))
+    counts[id(m)] = (sum(n for n, _ in seen.values()), sum(n for n, grad in seen.values() if grad))
+    return seen
 
 
 def _per_tensor_norms(params: list[torch.nn.Parameter], pick: Any) -> dict[int, float]:
