@@ -73,3 +73,16 @@ def test_a_row_for_a_rank_in_a_collective():
                           "timeout_s": 60.0, "left_s": 55.0}}
     row = rank_row(0, live, status, {"loss": 0.5, "grad_norm": 1.0})
     assert row["state"] == "in collective" and row["loss"] == 0.5 and row["note"].startswith("55s left of its 1m 00s")
+
+
+def test_a_paused_rank_shows_the_numbers_of_the_step_it_is_paused_in():
+    """Rank 1 broke on a NaN loss at step 3; rank 0 paused for it. Each row shows its own
+    current step, not the last finished one (which was finite on both)."""
+    alive = SimpleNamespace(exited=None, output_tail=[])
+    last = {"loss": 0.52, "grad_norm": 1.1}
+    nan = {"state": "paused", "step": 3, "phase": "before_optimizer_step",
+           "paused": {"reason": "loss is nan", "scalars": {"loss": "nan", "grad_norm": "nan"}}}
+    fine = {"state": "paused", "step": 3, "phase": "before_optimizer_step",
+            "paused": {"reason": "paused for rank 1's break", "scalars": {"loss": 0.49, "grad_norm": 1.0}}}
+    assert (rank_row(1, alive, nan, last)["loss"], rank_row(0, alive, fine, last)["loss"]) == ("nan", 0.49)
+    assert rank_row(0, alive, {**fine, "state": "running", "paused": None}, last)["loss"] == 0.52

@@ -141,8 +141,11 @@ def rank_row(rank: int, c: Any, status: dict[str, Any] | None, last: dict[str, A
         note = wait_note(status["waiting"])
         if status["waiting"].get("collective"):
             state = "in collective"
+    # A paused rank's own numbers are those of the step it is paused in (its break's
+    # scalars): the last finished step would show every rank's previous, finite loss.
+    now = (status.get("paused") or {}).get("scalars") or last or {}
     return {**row, "state": state, "step": status["step"], "phase": status["phase"],
-            "loss": (last or {}).get("loss"), "grad_norm": (last or {}).get("grad_norm"), "note": note}
+            "loss": now.get("loss"), "grad_norm": now.get("grad_norm"), "note": note}
 
 
 class RankView:
