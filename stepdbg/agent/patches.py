@@ -5,6 +5,8 @@ told to the listener. Each patch is a removable handle in the step model's HookS
 
 from __future__ import annotations
 
+import gc
+import warnings
 from collections.abc import Callable
 from typing import Any
 
@@ -71,3 +73,13 @@ def patch_trainer_objects(model: Any, h: HookSet) -> None:
         h.patch(torch.distributed, "init_process_group", wrap_init_pg)
     h.patch(torch.amp.GradScaler, "scale", wrap_scale)
     h.patch(torch.amp.GradScaler, "step", wrap_scaler_step)
+
+
+def find_existing_optimizers(model: Any) -> None:
+    """Optimizers built before the hooks were installed (``watch()`` in a script):
+    without knowing them, a second micro-batch would look like a manual-SGD step."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # isinstance on deprecated module proxies warns
+        for obj in gc.get_objects():
+            if isinstance(obj, torch.optim.Optimizer):
+                model.optimizers.add(obj)

@@ -33,6 +33,7 @@ from .controls import EXIT_ABORT, Abort, Break, Controls, NotPaused
 from .evaluate import Evaluator
 from .frames import framework_frame, user_frame, where_of
 from .hooks import Guard
+from .patches import find_existing_optimizers
 from .ranks import Ranks
 from .report import Report, rank_path
 from .session_controls import ControlOps
@@ -180,7 +181,7 @@ class Session(ControlOps, ViewOps):
         self._started = True
         self.model.install(self._on_activation if self.break_set.has("activations") else None)
         if scan_existing:
-            self.model.find_existing_optimizers()
+            find_existing_optimizers(self.model)
         self.report.write(
             "start", pid=self.pid, argv=self.argv, torch=torch.__version__, stepdbg=__version__,
             breaks=self.break_specs(), actions=self.actions,

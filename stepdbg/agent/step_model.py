@@ -10,7 +10,6 @@ of conditions, pausing or clients: that is the listener's business (the Session)
 
 from __future__ import annotations
 
-import gc
 import statistics
 import threading
 import time
@@ -57,6 +56,7 @@ class StepModel:
         self.overfit = False  # re-yield the first DataLoader batch every step (stepdbg overfit)
         self._overfit_batch: Any = None
         self._hooks = HookSet()
+        self._discovery: list[Any] = []  # the global module hooks, until the roots are known
         self._depth = 0
         self._bwd_depth = 0
         self._is_model: weakref.WeakKeyDictionary[torch.nn.Module, bool] = weakref.WeakKeyDictionary()
@@ -80,8 +80,10 @@ class StepModel:
         # torch.compile warns that global module hooks fire once more for the OptimizedModule
         # wrapper; ours take the wrapper as the root and return at once inside the trace.
         warnings.filterwarnings("ignore", message=r"Using `torch.compile\(module\)` when there are global hooks")
-        h.add(nn_module.register_module_forward_pre_hook(self._fwd_pre))
-        h.add(nn_module.register_module_forward_hook(self._fwd_post, always_call=True))
+        # Global module hooks only until the roots are known (the first step); then hooks on
+        # the roots alone, so the steady-state cost does not grow with the number of modules.
+        self._discovery = [h.add(nn_module.register_module_forward_pre_hook(self._fwd_pre)),
+                           h.add(nn_module.register_module_forward_hook(self._fwd_post, always_call=True))]
         h.add(optim_mod.register_optimizer_step_pre_hook(self._optimizer_pre_hook))
         h.add(optim_mod.register_optimizer_step_post_hook(self.guarded("optimizer", self._on_optimizer_post)))
         if activations is not None:
@@ -171,6 +173,17 @@ class StepModel:
 
         patch_trainer_objects(model, h)
 
+    def _settle_roots(self) -> None:
+        """After the first step: hook the roots seen (every model of a GAN's step, a
+        compiled wrapper) and drop the global module hooks. A model first run later is
+        not a root stepdbg sees (README, the step model)."""
+        for root in list(self.roots.values()):  # first, as global hooks run: before the user's own
+            self._hooks.add(root.register_forward_pre_hook(self._fwd_pre, prepend=True))
+            self._hooks.add(root.register_forward_hook(self._fwd_post, prepend=True, always_call=True))
+        for handle in self._discovery:
+            handle.remove()
+        self._discovery = []
+
     def install_activation_hook(self, hook: Callable[..., None]) -> None:
         from torch.nn.modules import module as nn_module
 
@@ -182,15 +195,6 @@ class StepModel:
     def remove(self) -> None:
         self.active = False
         self._hooks.remove_all()
-
-    def find_existing_optimizers(self) -> None:
-        """Optimizers built before the hooks were installed (``watch()`` in a script):
-        without knowing them, a second micro-batch would look like a manual-SGD step."""
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # isinstance on deprecated module proxies warns
-            for obj in gc.get_objects():
-                if isinstance(obj, torch.optim.Optimizer):
-                    self.optimizers.add(obj)
 
     def tracking(self) -> bool:
         """True on the training thread while nothing of stepdbg's own runs or waits."""
@@ -435,6 +439,8 @@ class StepModel:
         self.history.append(record)
         self.step += 1
         self.current = None
+        if self._discovery and self.roots:
+            self._settle_roots()
         self.data.step_ended(now)
         self._in_optimizer_step = False
         self.listener.on_step_end(record)
