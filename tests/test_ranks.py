@@ -294,3 +294,28 @@ def _alive(pid: int) -> bool:
         return False
     with open(f"/proc/{pid}/stat") as f:
         return f.read().split()[2] != "Z"  # a zombie has ended; only its parent has not reaped it
+
+
+def test_lightning_ddp_pauses_both_ranks_before_the_update_and_ends_cleanly(tmp_path, private_runtime_dir):
+    """Lightning runs forward and backward (with DDP's all-reduce) inside optimizer.step(closure):
+    the coordinated pause must land after that backward, outside any collective."""
+    pytest.importorskip("lightning")
+    script = Path(__file__).parent / "fixtures" / "lightning_ddp.py"
+    cmd = [sys.executable, "-m", "stepdbg", "serve", "-q", "--break", "step==2", "--report", str(tmp_path / "r.jsonl"),
+           "torchrun", "--standalone", "--nproc_per_node=2", str(script)]
+    proc = subprocess.Popen(cmd, cwd=ROOT, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    try:
+        r0, r1 = both_ranks(proc)
+        b0, b1 = r0.wait_paused(WAIT), r1.wait_paused(WAIT)
+        assert b0 is not None and b1 is not None
+        assert (b0["step"], b0["phase"]) == (b1["step"], b1["phase"]) == (2, "before_optimizer_step")
+        for c in (r0, r1):
+            c.cont()
+        assert r0.wait_exited(WAIT)["exit_code"] == 0 and r1.wait_exited(WAIT)["exit_code"] == 0
+    finally:
+        for c in locals().get("r0"), locals().get("r1"):
+            if c is not None:
+                c.close()
+    code, out, err = finish(proc)
+    assert code == 0 and out.count("finished at global step 5") >= 1, err[-2000:]
