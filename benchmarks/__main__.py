@@ -17,6 +17,7 @@ import torch
 
 from . import memory, overhead, replay_cost, responsiveness, scaling
 from .common import table
+from .workloads import WORKLOADS
 
 
 def machine() -> str:
@@ -46,10 +47,10 @@ def main() -> None:
             results[f"overhead_{dev}"] = r
             cols = ["default watch", "activation watch", "every condition", "detect_anomaly", "isfinite hooks"]
             rows = [[w, f"{r[w]['plain_ms']:.2f}", *[f"{r[w][c]:.3f}x" for c in cols]]
-                    for w in ("mlp", "transformer", "gpt")]
+                    for w in WORKLOADS]
             print(f"1. step time, ratio to the plain loop ({dev}; medians of interleaved steps)")
             print(table(rows, ["workload", "plain ms", *cols]))
-            worst = {k: max(r[w][k] for w in ("mlp", "transformer", "gpt")) for k in overhead.TARGETS}
+            worst = {k: max(r[w][k] for w in WORKLOADS) for k in overhead.TARGETS}
             print("targets: " + "; ".join(f"{k} <= {v}x: worst {worst[k]:.3f}x {ok(worst[k], v)}"
                                           for k, v in overhead.TARGETS.items()))
             if "syncs_per_step" in r:

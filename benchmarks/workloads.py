@@ -1,5 +1,7 @@
-"""The three workloads: a small MLP, a 4-layer transformer encoder (d=128), and a
-GPT-style character model shaped like nanoGPT's small config (scaled to run on CPU)."""
+"""The workloads: a small MLP, a 4-layer transformer encoder (d=128), a GPT-style
+character model shaped like nanoGPT's small config (scaled to run on CPU), and a deep,
+narrow residual MLP (100 blocks: ~500 modules, ~600 parameter tensors) where any cost per
+module call shows."""
 
 from __future__ import annotations
 
@@ -55,6 +57,19 @@ class CharGPT(nn.Module):
         return self.head(self.ln(x))
 
 
+class Residual(nn.Module):
+    def __init__(self, d: int) -> None:
+        super().__init__()
+        self.norm, self.fc1, self.act, self.fc2 = nn.LayerNorm(d), nn.Linear(d, d), nn.GELU(), nn.Linear(d, d)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x + self.fc2(self.act(self.fc1(self.norm(x))))
+
+
+def deep() -> nn.Module:
+    return nn.Sequential(*[Residual(32) for _ in range(100)], nn.Linear(32, 1))
+
+
 def step_fn(name: str, device: str = "cpu") -> tuple[nn.Module, Callable[[], None]]:
     """A model and one training step on it (fresh random data each step)."""
     torch.manual_seed(0)
@@ -64,6 +79,11 @@ def step_fn(name: str, device: str = "cpu") -> tuple[nn.Module, Callable[[], Non
         def batch() -> tuple[torch.Tensor, torch.Tensor, Callable]:
             return (torch.randn(128, 64, device=device), torch.randint(0, 10, (128,), device=device),
                     F.cross_entropy)
+    elif name == "deep":
+        model = deep().to(device)
+
+        def batch() -> tuple[torch.Tensor, torch.Tensor, Callable]:
+            return torch.randn(32, 32, device=device), torch.randn(32, 1, device=device), F.mse_loss
     elif name == "transformer":
         model = transformer().to(device)
 
@@ -90,4 +110,4 @@ def step_fn(name: str, device: str = "cpu") -> tuple[nn.Module, Callable[[], Non
     return model, step
 
 
-WORKLOADS = ("mlp", "transformer", "gpt")
+WORKLOADS = ("mlp", "transformer", "gpt", "deep")
