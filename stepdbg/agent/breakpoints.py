@@ -36,6 +36,7 @@ class Breakpoints:
         self.repeats: dict[str, int] = {}  # conditions that stayed true, counted, not reported
         self._fired: dict[str, int] = {}
         self._grad_norm_read = self._reads_grad_norm()
+        self._phases = self._checked_phases()
 
     # ------------------------------------------------------------------ the set
 
@@ -46,6 +47,7 @@ class Breakpoints:
         c = spec if isinstance(spec, Condition) else cond_mod.parse(spec)
         self.conditions.append(c)
         self._grad_norm_read = self._reads_grad_norm()
+        self._phases = self._checked_phases()
         return c
 
     def remove(self, spec: str) -> None:
@@ -54,11 +56,13 @@ class Breakpoints:
         if len(self.conditions) == before:
             raise KeyError(f"no breakpoint {spec!r}; set: {self.specs()}")
         self._grad_norm_read = self._reads_grad_norm()
+        self._phases = self._checked_phases()
 
     def enable(self, spec: str, enabled: bool = True) -> None:
         if spec not in self.specs():
             raise KeyError(f"no breakpoint {spec!r}; set: {self.specs()}")
         (self.disabled.discard if enabled else self.disabled.add)(spec)
+        self._phases = self._checked_phases()
 
     def listing(self) -> list[dict[str, Any]]:
         """Each breakpoint with its kind, where it is checked and whether it is on."""
@@ -70,6 +74,23 @@ class Breakpoints:
 
     def has(self, kind: str) -> bool:
         return self.first(kind) is not None
+
+    def checks(self, phase: str) -> bool:
+        """Whether any condition that is on is checked at `phase` (the hot path skips the rest)."""
+        return phase in self._phases
+
+    def _checked_phases(self) -> frozenset[str]:
+        phases: set[str] = set()
+        for c in self.conditions:
+            if c.spec in self.disabled:
+                continue
+            if c.kind == "nan":
+                phases |= {"before_backward", "before_optimizer_step"}
+            elif c.kind == "stale_grad":
+                phases.add("before_backward")
+            elif c.phase:
+                phases.add(c.phase)
+        return frozenset(phases)
 
     def reads_grad_norm(self) -> bool:
         """Whether any condition needs the step's gradient norm (it costs a host sync)."""

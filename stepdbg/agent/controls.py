@@ -101,6 +101,10 @@ class Controls:
             _, fut = self._calls.get_nowait()
             fut.set_exception(NotPaused("the job resumed before this request ran"))
 
+    def running_free(self) -> bool:
+        """No stepping mode is waiting for a pause point."""
+        return self._run_mode[0] == "run"
+
     def stop_reason(self, phase: str, step: int) -> str | None:
         """Why the run mode stops at this pause point, if it does."""
         mode, arg = self._run_mode

@@ -254,6 +254,8 @@ class Session(ControlOps, ViewOps):
             self.say(f"ending the job (exit code {EXIT_ABORT}) as asked by a client")
             raise Abort()
         self.model.enter(phase)
+        if not self.break_set.checks(phase) and self.controls.running_free():
+            return  # the hot path: nothing listens at this pause point
         hits = [h for h in self.break_set.check(phase, self.model) if not self.break_set.repeat(h[0], self.step)]
         if hits:  # one break names every condition that holds here (Break.conditions)
             details = {k: v for _, _, d in hits for k, v in d.items()}
