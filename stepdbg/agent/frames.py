@@ -6,6 +6,7 @@ import functools
 import linecache
 import os
 import sys
+from collections.abc import Callable
 from types import FrameType
 from typing import Any
 
@@ -51,24 +52,23 @@ def is_user_file(path: str) -> bool:
     return not is_framework_file(path)
 
 
-def framework_frame(start: FrameType | None) -> FrameType | None:
-    """The innermost frame of a trainer framework (Lightning, transformers, accelerate)."""
+def _innermost(start: FrameType | None, belongs: Callable[[str], bool]) -> FrameType | None:
     f = start
     while f is not None:
-        if is_framework_file(f.f_code.co_filename):
+        if belongs(f.f_code.co_filename):
             return f
         f = f.f_back
     return None
+
+
+def framework_frame(start: FrameType | None) -> FrameType | None:
+    """The innermost frame of a trainer framework (Lightning, transformers, accelerate)."""
+    return _innermost(start, is_framework_file)
 
 
 def user_frame(start: FrameType | None) -> FrameType | None:
     """The innermost frame that belongs to the user's code (not torch, not stepdbg)."""
-    f = start
-    while f is not None:
-        if is_user_file(f.f_code.co_filename):
-            return f
-        f = f.f_back
-    return None
+    return _innermost(start, is_user_file)
 
 
 def where_of(frame: FrameType | None, lineno: int | None = None) -> dict[str, Any] | None:
