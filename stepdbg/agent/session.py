@@ -27,6 +27,7 @@ import torch
 
 from ..wire.conditions import ACTIONS, Condition
 from . import inspection
+from .activations import ActivationWatch
 from .breakpoints import Breakpoints, break_scalars
 from .changes import Changes
 from .controls import EXIT_ABORT, Abort, Break, Controls, NotPaused
@@ -88,6 +89,7 @@ class Session(ControlOps, ViewOps):
         self.stop_after: int | None = None  # end the run (exit 0) after this many steps
         self._watchdog: Any = None
         self._started = False
+        self.activations = ActivationWatch()
 
     # ------------------------------------------------------------------ parts, as attributes
 
@@ -179,7 +181,7 @@ class Session(ControlOps, ViewOps):
         from ..version import __version__
 
         self._started = True
-        self.model.install(self._on_activation if self.break_set.has("activations") else None)
+        self.model.install(self.activations.on_output if self.break_set.has("activations") else None)
         if scan_existing:
             find_existing_optimizers(self.model)
         self.report.write(
@@ -228,7 +230,7 @@ class Session(ControlOps, ViewOps):
     def add_break(self, spec: str | Condition) -> Condition:
         c = self.break_set.add(spec)
         if c.kind == "activations" and self.model.active:
-            self.model.install_activation_hook(self._on_activation)
+            self.model.install_activation_hook(self.activations.on_output)
         self._log_change("break_add", spec=c.spec)
         return c
 
@@ -254,6 +256,13 @@ class Session(ControlOps, ViewOps):
             self.say(f"ending the job (exit code {EXIT_ABORT}) as asked by a client")
             raise Abort()
         self.model.enter(phase)
+        if phase == "after_forward" and self.activations.pending:
+            found = self.activations.producer()
+            spec = self.break_set.first("activations")
+            if found is not None and spec is not None and not self.break_set.repeat(spec.spec, self.step):
+                name, mtype = inspection.module_name(self.model.roots.values(), found), type(found).__name__
+                self._break(spec.spec, f"module {name} ({mtype}) produced a non-finite output from finite inputs",
+                            phase="forward", details={"module": name, "module_type": mtype})
         if not self.break_set.checks(phase) and self.controls.running_free():
             return  # the hot path: nothing listens at this pause point
         hits = [h for h in self.break_set.check(phase, self.model) if not self.break_set.repeat(h[0], self.step)]
@@ -314,22 +323,6 @@ class Session(ControlOps, ViewOps):
         self.guard("ranks", self.ranks.active)  # says which node this rank is on
         if self.frontends:
             self.guard("ranks", self.ranks.raise_timeout)
-
-    def _on_activation(self, module: torch.nn.Module, args: Any, output: Any) -> None:
-        from .tensors import first_tensor
-
-        out = first_tensor(output)
-        if out is None or not out.is_floating_point() or bool(torch.isfinite(out).all()):
-            return
-        inputs = [a for a in args if isinstance(a, torch.Tensor) and a.is_floating_point()]
-        if any(not bool(torch.isfinite(a).all()) for a in inputs):
-            return  # passed on, not produced here
-        spec = self.break_set.first("activations").spec  # type: ignore[union-attr]
-        if self.break_set.repeat(spec, self.step):  # the innermost module reports first
-            return
-        name = inspection.module_name(self.model.roots.values(), module)
-        self._break(spec, f"module {name} ({type(module).__name__}) produced a non-finite output from finite inputs",
-                    phase="forward", details={"module": name, "module_type": type(module).__name__})
 
     # ------------------------------------------------------------------ breaks
 
