@@ -151,7 +151,10 @@ def test_a_client_killed_during_a_replay_is_counted_detached(start_job):
         deadline = time.monotonic() + WAIT
         while c.status()["frontends"] != 1 and time.monotonic() < deadline:
             time.sleep(0.05)
-        assert c.status()["frontends"] == 1
+        frontends = c.status()["frontends"]
+        if frontends != 1:
+            job.proc.kill()
+            raise AssertionError(f"frontends {frontends}; the job said: {job.proc.communicate()[1][-3000:]}")
         c.cont()
         c.wait_exited(WAIT)
     assert job.finish()[0] == 0
