@@ -124,3 +124,29 @@ def test_ranks_panel_of_a_job_that_hangs(snap_compare, size):
         await settle(pilot)
 
     assert snap_compare(StepdbgApp(FakeJobSource(), clock=lambda: 1754.0), terminal_size=size, run_before=run_before)
+
+
+def repl(*lines: str) -> tuple[str, ...]:
+    keys: list[str] = ["e"]
+    for line in lines:
+        keys += [*("space" if ch == " " else ch for ch in line), "enter"]
+    return tuple(keys)
+
+
+@pytest.mark.parametrize("size", SIZES)
+def test_repl_line_output_is_on_screen(snap_compare, size):
+    """The REPL line after `loss`: '» loss' and 'tensor(nan, grad_fn=<MseLossBackward0>)'
+    are drawn above the input, not under it or the footer."""
+    assert picture(snap_compare, size, *repl("loss"))
+
+
+@pytest.mark.parametrize("size", SIZES)
+def test_repl_line_traceback_shows_the_error(snap_compare, size):
+    """A traceback under the REPL line ends with its error line ('ValueError: boom')."""
+    assert picture(snap_compare, size, *repl("raise x"))
+
+
+@pytest.mark.parametrize("size", SIZES)
+def test_repl_line_p_summary(snap_compare, size):
+    """`p loss` under the REPL line: the tensor summary (shape, dtype, nan count)."""
+    assert picture(snap_compare, size, *repl("p loss"))

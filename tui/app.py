@@ -37,8 +37,9 @@ from .refresh import refresh_panel
 from .repl_line import LineHistory, run_line
 from .source import Source
 
-PANELS = (("break", "Break"), ("model", "Model"), ("tensor", "Tensor"), ("optimizer", "Optimizer"),
-          ("memory", "Memory"), ("plots", "Plots"), ("breakpoints", "Breakpoints"), ("threads", "Threads"),
+# Short titles: all nine tabs fit at 80 columns.
+PANELS = (("break", "Break"), ("model", "Model"), ("tensor", "Tensor"), ("optimizer", "Optim"),
+          ("memory", "Mem"), ("plots", "Plots"), ("breakpoints", "Breaks"), ("threads", "Threads"),
           ("log", "Log"))
 
 RANKS_EVERY = 1.0  # seconds between Ranks panel refreshes while it is shown
@@ -55,18 +56,19 @@ class StepdbgApp(App[str | None]):
     #header { height: 1; background: $boost; padding: 0 1; }
     TabbedContent { height: 1fr; }
     .hint { color: $text-muted; }
-    #repl { dock: bottom; height: 3; }
-    #repl-out { dock: bottom; height: auto; max-height: 6; padding: 0 1; color: $text-muted; }
+    #repl { height: 3; }
+    #repl-out { height: auto; max-height: 6; padding: 0 1; color: $text-muted; }
     """
     BINDINGS = [
-        Binding("c", "cont", "continue"),
-        Binding("p", "pause", "pause"),
-        Binding("n", "next_phase", "next phase"),
-        Binding("s", "next_step", "next step"),
+        # Short words, and pause (for a running job) left to the help: the footer fits 80 columns.
+        Binding("c", "cont", "cont"),
+        Binding("p", "pause", "pause", show=False),
+        Binding("n", "next_phase", "phase"),
+        Binding("s", "next_step", "step"),
         Binding("r", "replay", "replay"),
-        Binding("l", "set_lr", "set LR"),
-        Binding("k", "skip", "skip step"),
-        Binding("b", "breakpoints", "breakpoints"),
+        Binding("l", "set_lr", "LR"),
+        Binding("k", "skip", "skip"),
+        Binding("b", "breakpoints", "breaks"),
         Binding("e", "focus_repl", "REPL", show=False),
         Binding("q", "quit_job", "quit"),
         Binding("ctrl+c", "interrupt", "interrupt", show=False),

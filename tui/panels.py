@@ -395,9 +395,11 @@ def render_header(session: dict[str, Any], status: dict[str, Any], elapsed: floa
     t.add_column(ratio=1, no_wrap=True, overflow="ellipsis")
     t.add_column(justify="right", no_wrap=True)
     argv = session.get("argv") or []
-    script = " ".join(argv[1:3]) if len(argv) > 1 else "?"
+    script = " ".join(a.rsplit("/", 1)[-1] for a in argv[1:3]) if len(argv) > 1 else "?"
     rank = f" rank {session['rank']}/{session['world_size']}" if session.get("rank") is not None else ""
-    left = Text(f"{script}  pid {session.get('pid')} @ {session.get('host')}{rank}", style="bold")
+    # The pid first: at 80 columns the right side leaves room for little, and the pid is
+    # what `stepdbg attach` and `kill` need.
+    left = Text(f"pid {session.get('pid')}{rank}  {script} @ {session.get('host')}", style="bold")
     state = status.get("state", "?")
     paused = status.get("paused")
     right = Text()

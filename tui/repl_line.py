@@ -8,6 +8,7 @@ from typing import Any
 from textual.widgets import Static
 
 from .panels import render_summary
+from .refresh import refresh_panel
 
 
 class LineHistory:
@@ -40,11 +41,19 @@ async def run_line(app: Any, line: str) -> None:
         except ValueError:
             out.update(f"lr needs a number, not {parts[0]!r}")
             return
-        r = await app.ask("set LR", app.source.set_lr(lr, pin="pin" in parts[1:]))
-        out.update(f"» {line}\n{r}" if r else "")
+        pin = "pin" in parts[1:]
+        r = await app.ask("set LR", app.source.set_lr(lr, pin=pin))
+        if r:
+            groups = ", ".join(str(g["group"]) for g in r.get("groups", []))
+            out.update(f"» {line}\nLR set to {lr:g}{' and pinned' if pin else ''} (param groups {groups})")
     elif word == "break" and rest.startswith("add "):
         await app.add_break(rest[4:].strip())
         out.update(f"» {line}")
+    elif word == "break" and rest.startswith(("rm ", "remove ")):
+        spec = rest.partition(" ")[2].strip()
+        if await app.ask("breakpoint", app.source.remove_break(spec)) is not None:
+            out.update(f"» {line}\nremoved breakpoint {spec}")
+            await refresh_panel(app, "breakpoints")
     elif word == "p" and rest:
         s = await app.ask(f"tensor {rest}", app.source.summary(rest))
         if s is not None:
@@ -53,4 +62,10 @@ async def run_line(app: Any, line: str) -> None:
         r = await app.ask("eval", app.source.evaluate(line))
         if r is not None:
             text = (r.get("output") or "") + (r.get("error") or "") + (r.get("value") or "")
-            out.update(f"» {line}\n{text.rstrip()[-2000:]}")
+            out.update(f"» {line}\n{last_lines(text)}")
+
+
+def last_lines(text: str, n: int = 4) -> str:
+    """What fits under the REPL line: the last `n` lines (a traceback's error is its last)."""
+    lines = text.rstrip().splitlines()
+    return "\n".join((["…"] if len(lines) > n else []) + [ln[:2000] for ln in lines[-n:]])
