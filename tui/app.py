@@ -37,10 +37,9 @@ from .refresh import refresh_panel
 from .repl_line import LineHistory, run_line
 from .source import Source
 
-# Short titles: all nine tabs fit at 80 columns.
 PANELS = (("break", "Break"), ("model", "Model"), ("tensor", "Tensor"), ("optimizer", "Optim"),
           ("memory", "Mem"), ("plots", "Plots"), ("breakpoints", "Breaks"), ("threads", "Threads"),
-          ("log", "Log"))
+          ("log", "Log"))  # short titles: all nine tabs fit at 80 columns
 
 RANKS_EVERY = 1.0  # seconds between Ranks panel refreshes while it is shown
 # ---------------------------------------------------------------------- the app
@@ -60,7 +59,7 @@ class StepdbgApp(App[str | None]):
     #repl-out { height: auto; max-height: 6; padding: 0 1; color: $text-muted; }
     """
     BINDINGS = [
-        # Short words, and pause (for a running job) left to the help: the footer fits 80 columns.
+        # Short words (pause is in the help): the footer fits 80 columns.
         Binding("c", "cont", "cont"),
         Binding("p", "pause", "pause", show=False),
         Binding("n", "next_phase", "phase"),
@@ -131,10 +130,10 @@ class StepdbgApp(App[str | None]):
         self.refresh_all()
 
     def refresh_header(self) -> None:
-        started = self.source.session.get("started") or self.clock()
-        # The header lives on the main screen: App.query_one would search a dialog on top.
-        self.screen_stack[0].query_one("#header", Static).update(
-            render_header(self.source.session, self.status, max(0.0, self.clock() - started), self.connection))
+        elapsed = max(0.0, self.clock() - (self.source.session.get("started") or self.clock()))
+        # On the main screen (App.query_one would search a dialog on top); none while starting or closing.
+        for header in self.screen_stack[0].query("#header").results(Static) if self.screen_stack else []:
+            header.update(render_header(self.source.session, self.status, elapsed, self.connection))
 
     def watch_status(self) -> None:
         if self._mounted:
@@ -493,8 +492,7 @@ class StepdbgApp(App[str | None]):
         finally:
             self.evaluating = False
 
-    def action_interrupt(self) -> None:
-        """Ctrl-C stops code running in the job from the REPL line (the interrupt op)."""
+    def action_interrupt(self) -> None:  # ctrl+c: stop code the REPL line runs in the job
         if not self.evaluating:
             self.notify("ctrl+c stops code you run from the REPL line (e); q quits", severity="information")
             return
