@@ -124,8 +124,10 @@ class ViewOps:
             self.report.write("replay", **result)
             self.emit("replay", result)
             first = result.get("first_nonfinite")
+            advice = result.get("advice")
             self.say(f"replay of step {result['step']}: {result['summary']}"
-                      + (f"\n  {first['code']}" if first and first.get("code") else ""))
+                     + (f"\n  {first['code']}" if first and first.get("code") else "")
+                     + (f"\n  {advice['cause']}: {advice['text']}" if advice else ""))
             return result
 
         return self.on_training_thread(run)
