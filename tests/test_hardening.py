@@ -143,18 +143,23 @@ def test_bad_changes_are_refused_and_the_losses_are_those_of_a_plain_run(start_j
 def test_a_client_killed_during_a_replay_is_counted_detached(start_job):
     job = start_job("--break", "step==1", script_args=("--steps", "3"))
     info = job.info()
+
+    def counts_until(value: int) -> list[int]:
+        seen, deadline = [], time.monotonic() + WAIT
+        while time.monotonic() < deadline and seen[-10:] != [value] * 10:  # held for ten reads
+            seen.append(c.status()["frontends"])
+            time.sleep(0.02)
+        return seen
+
     with client.connect() as c:
         c.wait_paused(WAIT)
         gone = raw_hello(info)
+        gone.settimeout(WAIT)
+        assert gone.recv(4)  # its welcome: it is in
+        assert counts_until(2)[-1] == 2
         gone.sendall(protocol.encode(protocol.request(1, "replay")))
         gone.close()  # before its answer
-        deadline = time.monotonic() + WAIT
-        while c.status()["frontends"] != 1 and time.monotonic() < deadline:
-            time.sleep(0.05)
-        frontends = c.status()["frontends"]
-        if frontends != 1:
-            job.proc.kill()
-            raise AssertionError(f"frontends {frontends}; the job said: {job.proc.communicate()[1][-3000:]}")
+        assert counts_until(1)[-10:] == [1] * 10
         c.cont()
         c.wait_exited(WAIT)
     assert job.finish()[0] == 0

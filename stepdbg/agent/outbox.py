@@ -79,6 +79,14 @@ class Outbox:
             self._queue.put_nowait(None)  # wake the sender so it ends
         self.on_drop(why)
 
+    def stop(self) -> None:
+        """The connection is ending anyway: the sender stops, and says nothing of it."""
+        with self._lock:
+            if self.dropped is None:
+                self.dropped = "closed"
+        with contextlib.suppress(queue.Full):
+            self._queue.put_nowait(None)
+
     def close(self, wait: float | None = None) -> None:
         """Send what is queued (waiting at most `wait` seconds, default `stall`), then stop."""
         with contextlib.suppress(queue.Full):

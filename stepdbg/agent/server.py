@@ -219,7 +219,7 @@ class Server:
             if peer.attached:  # exactly once, whoever noticed the client was gone
                 peer.attached = False
                 self.session.detach(peer.then)
-            peer.outbox.close(wait=0)  # its sender thread ends too
+            peer.outbox.stop()  # its sender thread ends too
             conn.close()
 
     def _read(self, peer: Peer, requests: queue.Queue[dict[str, Any] | None]) -> None:
