@@ -20,7 +20,7 @@ def app() -> StepdbgApp:
 
 
 async def settle(pilot) -> None:
-    await pilot.pause(0.3)
+    await pilot.pause(0.6)  # the fake source answers at once; a loaded machine draws late
     pilot.app.clear_notifications()
     await pilot.pause()
 
