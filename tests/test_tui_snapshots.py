@@ -20,7 +20,7 @@ def app() -> StepdbgApp:
 
 
 async def settle(pilot) -> None:
-    await pilot.pause(0.6)  # the fake source answers at once; a loaded machine draws late
+    await pilot.pause(0.3)
     pilot.app.clear_notifications()
     await pilot.pause()
 
