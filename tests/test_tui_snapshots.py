@@ -8,6 +8,7 @@ after checking the new pictures by eye.
 from __future__ import annotations
 
 import pytest
+from textual.widgets import Input
 
 from stepdbg_tui.app import StepdbgApp
 from stepdbg_tui.source import FakeSource
@@ -20,6 +21,9 @@ def app() -> StepdbgApp:
 
 
 async def settle(pilot) -> None:
+    # A blinking cursor is drawn or not depending on when the picture is taken: hold it on.
+    for field in pilot.app.query(Input):
+        field.cursor_blink = False
     await pilot.pause(0.3)
     pilot.app.clear_notifications()
     await pilot.pause()
