@@ -36,13 +36,16 @@ def use(session: Session) -> None:
 
 
 def watch(*breaks: str, on_break: str | list[str] = "report", report: str | None = None,
-          quiet: bool = False, serve: bool | None = None) -> Session:
+          quiet: bool = False, serve: bool | None = None, keep_every: int = 0, keep: int = 2,
+          max_rewinds: int | None = None) -> Session:
     """Start watching the training loop of this process for `breaks` (condition specs).
 
     With no breaks, watches for ``nan`` and ``exception``. Calling it again adds the new
     conditions to the running session. A malformed spec raises ConditionError at once.
     `serve` (or STEPDBG_SERVE=1) makes the job attachable (`stepdbg attach`); with
-    ``on_break="pause"`` a break then waits for a client.
+    ``on_break="pause"`` a break then waits for a client. `keep_every` keeps a snapshot of
+    the training state every N steps (the newest `keep`), for ``on_break="rewind"`` (at most
+    `max_rewinds` times) or a rewind from a front end.
     """
     global _session
     from .wire.conditions import parse
@@ -55,8 +58,11 @@ def watch(*breaks: str, on_break: str | list[str] = "report", report: str | None
     from .agent.session import Session
 
     actions = [on_break] if isinstance(on_break, str) else list(on_break)
+    if "rewind" in actions and not keep_every:
+        raise ValueError('on_break="rewind" needs snapshots to go back to: pass keep_every=N (e.g. 50)')
     _session = Session(breaks=conds or ["nan", "exception"], actions=actions,
                        report=report or os.environ.get("STEPDBG_REPORT"), quiet=quiet)
+    _session.rewinder.configure(every=keep_every, keep=keep, max_rewinds=max_rewinds)
     _session.start(scan_existing=True)
     import atexit
 

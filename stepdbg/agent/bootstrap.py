@@ -73,6 +73,7 @@ def main() -> int:
     stepdbg.use(session)
     session.start()
     session.detach_timeout = config.get("detach_timeout")
+    session.rewinder.configure(**config.get("rewind", {}))
     if config.get("doctor"):
         from stepdbg.agent.diagnostics import Doctor
 

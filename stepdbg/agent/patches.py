@@ -40,6 +40,7 @@ def patch_trainer_objects(model: Any, h: HookSet) -> None:
     def wrap_scale(orig: Callable[..., Any]) -> Callable[..., Any]:
         def scale(scaler: Any, outputs: Any) -> Any:
             scaled = orig(scaler, outputs)
+            model.scalers.add(scaler)
             if isinstance(scaled, torch.Tensor) and isinstance(outputs, torch.Tensor):
                 model.scaled = {id(scaled): outputs}
             return scaled

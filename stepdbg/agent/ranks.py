@@ -1,4 +1,4 @@
-"""One rank of a torch.distributed job: how the ranks agree where to pause, and the
+"""One rank of a torch.distributed job: how the ranks agree where to pause (or rewind), and the
 process-group timeout that must not kill a paused job.
 
 Pausing every rank "now" leaves them at different steps (one inside an all-reduce). So a
@@ -80,11 +80,13 @@ class Ranks:
 
         return distributed_c10d._get_default_store()
 
-    def request_pause(self, step: int, phase: str, reason: str, condition: str) -> int:
-        """Ask every rank to pause; returns the step they will pause at."""
+    def request_pause(self, step: int, phase: str, reason: str, condition: str, kind: str = "pause",
+                      **extra: Any) -> int:
+        """Ask every rank to pause (or, with kind "rewind", to rewind to the snapshot
+        `extra["to_step"]` where that step ends); returns the step they will do it at."""
         target = step if phase in EARLY_PHASES else step + 1
         req = {"step": target, "rank": self.rank, "reason": reason, "condition": condition,
-               "broke_at": step, "id": uuid.uuid4().hex}
+               "broke_at": step, "id": uuid.uuid4().hex, "kind": kind, **extra}
         self._store().set(KEY, json.dumps(req))
         return target
 

@@ -37,6 +37,7 @@ from .hooks import Guard
 from .patches import find_existing_optimizers
 from .ranks import Ranks
 from .report import Report, rank_path
+from .rewind import Rewinder
 from .session_controls import ControlOps
 from .session_views import ViewOps
 from .step_model import StepModel, opt_params
@@ -77,6 +78,7 @@ class Session(ControlOps, ViewOps):
         self.model.armed = "replay" in self.actions
         self.controls = Controls(lambda: self.model.thread)
         self.changer = Changes(self.model, self._log_change)
+        self.rewinder = Rewinder(self.model)  # snapshots (--keep-every) and rewinds
         self._paused_frame: FrameType | None = None
         self.evaluator = Evaluator(self.model, self.controls, lambda: self._paused_frame)
         self.ranks = Ranks()
@@ -291,12 +293,16 @@ class Session(ControlOps, ViewOps):
             self._doctor.before_backward(self.model, loss)
 
     def before_update(self, opt: torch.optim.Optimizer) -> None:
+        self.rewinder.before_update()
         self.changer.apply_pins(opt)
+        self.rewinder.scale_lr(opt)
         if self._doctor is not None:
             self.guard("doctor", self._doctor.before_update, self.model, opt)
         if self.ranks.active():
             req = self.guard("ranks", self.ranks.due, self.step)
-            if req is not None:
+            if req is not None and req.get("kind") == "rewind":
+                self.rewind_for_rank(req)
+            elif req is not None:
                 self.pause_for_rank(req)
 
     def update_starts(self, opt: torch.optim.Optimizer) -> None:
@@ -305,10 +311,12 @@ class Session(ControlOps, ViewOps):
 
     def after_update(self, opt: torch.optim.Optimizer) -> None:
         self.changer.restore_grads()
+        self.rewinder.unscale_lr()
         if self._doctor is not None:
             self.guard("doctor", self._doctor.on_update, self.model, opt_params(opt))
 
     def on_step_end(self, record: dict[str, Any]) -> None:
+        self.guard("rewind", self.snapshot_or_rewind)
         if self.listeners:
             self.emit("step", record)
         if self._doctor is not None:
@@ -358,6 +366,8 @@ class Session(ControlOps, ViewOps):
                     self.replay()
                 elif action == "skip":
                     self.skip_step()
+                elif action == "rewind":
+                    self.rewind_at_break(brk)
                 elif action == "abort":
                     self.say(f"aborting (exit code {EXIT_ABORT}) as asked by --on-break abort")
                     raise Abort()
@@ -398,7 +408,7 @@ class Session(ControlOps, ViewOps):
         self.model.reset_depths()
         brk = self._break(cond.spec, f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}",
                           details=details, phase="exception",
-                          actions=[a for a in self.actions if a != "skip"], frame=frame)
+                          actions=[a for a in self.actions if a not in ("skip", "rewind")], frame=frame)
         if brk.where and lineno:
             brk.where = where_of(frame, lineno)
         return brk

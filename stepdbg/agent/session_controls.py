@@ -14,13 +14,15 @@ from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
 
 from .breakpoints import break_scalars
-from .controls import EXIT_ABORT, Break
+from .controls import EXIT_ABORT, Abort, Break, NotPaused
 from .frames import user_frame, where_of
+from .rewind import NoSnapshot, Snapshot
 
 if TYPE_CHECKING:
     from .changes import Changes
     from .controls import Controls
     from .ranks import Ranks
+    from .rewind import Rewinder
     from .step_model import StepModel
 
 
@@ -31,6 +33,7 @@ class ControlOps:
     changer: Changes
     model: StepModel
     ranks: Ranks
+    rewinder: Rewinder
     actions: list[str]
     armed: bool
     step: int
@@ -100,6 +103,76 @@ class ControlOps:
     def skip_step(self) -> dict[str, Any]:
         """Do not apply this step's update (the optimizer sees no gradients this once)."""
         return self.changer.skip_step()
+
+    # ------------------------------------------------------------------ rewind (rewind.py)
+
+    def rewind(self, step: int | None = None) -> dict[str, Any]:
+        """At a pause: go back to the newest snapshot from before this step (or to the one of
+        `step`) where this step ends, with this step's update dropped; then continue."""
+        if self.paused is None:
+            raise NotPaused("rewind needs a paused job")
+        if self.ranks.active():
+            raise RuntimeError("in a job of many ranks, rewind with --on-break rewind (every rank must agree)")
+        snap = self.rewinder.choose(self.step, step)
+        rec = self._plan_rewind(snap, "asked by a client")
+        self.cont()
+        return rec
+
+    def rewind_at_break(self, brk: Break) -> None:
+        """The action `--on-break rewind`: at most --max-rewinds times, then abort."""
+        r = self.rewinder
+        if r.max_rewinds is not None and r.rewinds >= r.max_rewinds:
+            self.say(f"aborting (exit code {EXIT_ABORT}): a break after {r.rewinds} rewinds (--max-rewinds {r.max_rewinds})")
+            raise Abort()
+        try:
+            snap = r.choose(brk.step)
+        except NoSnapshot as e:
+            self.say(f"cannot rewind: {e}")
+            if "pause" not in self.actions:
+                self.say(f"aborting (exit code {EXIT_ABORT}): nothing to rewind to")
+                raise Abort() from None
+            return
+        if self.ranks.active():  # every rank, this one included, rewinds where the agreed step ends
+            target = self.guard("ranks", self.ranks.request_pause, brk.step, brk.phase, brk.reason,
+                                brk.condition, "rewind", to_step=snap.step)
+            if target is not None:
+                return
+        self._plan_rewind(snap, f"break [{brk.condition}] at step {brk.step}")
+
+    def rewind_for_rank(self, req: dict[str, Any]) -> None:
+        """Every rank rewinds for one rank's break, to the snapshot that rank chose (once per step)."""
+        if req["step"] <= self.rewinder.agreed_step:
+            return  # another rank's request for the same rewind
+        self.rewinder.agreed_step = req["step"]
+        self.break_set.mark_fired(req["condition"], self.step)
+        try:
+            snap = self.rewinder.choose(self.step, req["to_step"])
+        except NoSnapshot as e:
+            self.say(f"cannot rewind with rank {req['rank']}: {e}")
+            return
+        self._plan_rewind(snap, f"rank {req['rank']}'s break [{req['condition']}] at step {req['broke_at']}")
+
+    def _plan_rewind(self, snap: Snapshot, cause: str) -> dict[str, Any]:
+        st = self.model.ensure_step()
+        if not st.optimizer_stepped:
+            st.skip = True  # this step's update is dropped (were it applied, the restore undoes it)
+        r = self.rewinder
+        r.pending = snap
+        r.rewinds += 1
+        extra = {"lr_scale": r.lr_scale, "lr_steps": r.lr_steps} if r.lr_scale != 1.0 and r.lr_steps else {}
+        return self._log_change("rewind", to_step=snap.step, batches_skipped=self.step - snap.step + 1,
+                                rewinds=r.rewinds, cause=cause, **extra)
+
+    def snapshot_or_rewind(self) -> None:
+        """Where a step ends: a rewind asked for in it, or a snapshot when one is due."""
+        r = self.rewinder
+        taken = r.taken
+        r.at_step_end(self.step)
+        if r.taken == 1 and taken == 0:
+            snap = r.snapshots[-1]
+            self.say(f"keeping a snapshot every {r.every} steps ({r.keep} kept): {snap.nbytes / 2**20:.1f} MB each "
+                     "(parameters, buffers, optimizer state)")
+            self.report.write("snapshot", step=snap.step, bytes=snap.nbytes, every=r.every, keep=r.keep)
 
     def pause_for_rank(self, req: dict[str, Any]) -> None:
         """Every rank, the one that broke included, pauses here for a rank's break."""

@@ -48,6 +48,7 @@ class StepModel:
         self.roots: weakref.WeakValueDictionary[int, torch.nn.Module] = weakref.WeakValueDictionary()
         self.optimizers: weakref.WeakSet[torch.optim.Optimizer] = weakref.WeakSet()
         self.schedulers: weakref.WeakSet[Any] = weakref.WeakSet()
+        self.scalers: weakref.WeakSet[Any] = weakref.WeakSet()  # GradScalers (a rewind restores their scale)
         self.thread: int | None = None  # the training thread, known at its first hook
         self.active = False
         self.busy = False  # True while stepdbg runs model code itself (replay, eval, summaries)

@@ -8,6 +8,7 @@ import json
 import os
 import shutil
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, NoReturn
 
@@ -75,6 +76,25 @@ def _seconds(value: str) -> float:
         raise UsageError(f"--detach-timeout {value!r} is not a number of seconds") from None
 
 
+def _count(flag: str, least: int = 0) -> Callable[[str], int]:
+    def parse_count(value: str) -> int:
+        if not value.isdigit() or int(value) < least:
+            raise UsageError(f"{flag} needs a whole number >= {least}, not {value!r}")
+        return int(value)
+
+    return parse_count
+
+
+def _scale(value: str) -> float:
+    try:
+        f = float(value)
+    except ValueError:
+        f = -1.0
+    if not 0 < f <= 1e6:
+        raise UsageError(f"--rewind-lr-scale needs a number > 0 (e.g. 0.5), not {value!r}")
+    return f
+
+
 def steps(value: str) -> int:
     if not value.isdigit() or int(value) < 1:
         raise UsageError(f"--steps needs a whole number of steps >= 1, not {value!r}")
@@ -97,7 +117,7 @@ def add_run_options(p: argparse.ArgumentParser, tui: bool = True) -> None:
     g.add_argument("--break", dest="breaks", metavar="SPEC", action="append", type=_condition, default=[],
                    help="break when SPEC holds (repeatable; default: nan and exception; see --help-conditions)")
     g.add_argument("--on-break", dest="actions", metavar="ACTION", action="append", type=_action, default=[],
-                   help="what to do at a break, in order (repeatable): report, replay, skip, abort, pause")
+                   help="what to do at a break, in order (repeatable): report, replay, skip, rewind, abort, pause")
     g.add_argument("--report", metavar="FILE", help="write JSON lines, one event per line, flushed as written")
     g.add_argument("--listen", metavar="HOST:PORT", type=_listen,
                    help="also accept TCP (default host 127.0.0.1; the token is still required)")
@@ -105,6 +125,16 @@ def add_run_options(p: argparse.ArgumentParser, tui: bool = True) -> None:
                    help="a paused job with no client left resumes by itself after S seconds")
     g.add_argument("--forward-output", action="store_true",
                    help="also send the job's stdout/stderr lines to clients (the job then sees pipes)")
+    r = p.add_argument_group("recovery (snapshots in memory; --on-break rewind, or rewind at a pause)")
+    r.add_argument("--keep-every", metavar="N", type=_count("--keep-every", 1),
+                   help="snapshot the training state (model, optimizers, schedulers, RNG) every N steps")
+    r.add_argument("--keep", metavar="K", type=_count("--keep", 1), help="how many snapshots are kept (default 2)")
+    r.add_argument("--max-rewinds", metavar="K", type=_count("--max-rewinds"),
+                   help="--on-break rewind at most K times; the next break ends the job (exit code 3)")
+    r.add_argument("--rewind-lr-scale", metavar="F", type=_scale,
+                   help="after a rewind, the LR is F times its value for --rewind-lr-steps steps")
+    r.add_argument("--rewind-lr-steps", metavar="M", type=_count("--rewind-lr-steps"), default=None,
+                   help="how many steps --rewind-lr-scale lasts (default 100 when F is given)")
     if tui:
         g.add_argument("--no-tui", action="store_true", help="at a terminal, run headless instead of opening the TUI")
     g.add_argument("-q", "--quiet", action="store_true", help="no stepdbg messages on stderr (the report has all)")
@@ -129,6 +159,7 @@ class RunConfig:
     detach_timeout: float | None = None
     forward_output: bool = False
     tui: bool = True
+    rewind: dict[str, Any] = field(default_factory=dict)  # Rewinder.configure's arguments
     doctor: dict[str, Any] | None = None  # doctor/overfit: {"steps": N, "overfit": bool, "json": bool}
     torchrun: list[str] | None = None  # torchrun's own arguments: every rank gets an agent
     python: str = sys.executable
@@ -149,6 +180,7 @@ class RunConfig:
             "detach_timeout": self.detach_timeout,
             "forward_output": self.forward_output,
             "doctor": self.doctor,
+            "rewind": self.rewind,
         })
 
 
@@ -158,6 +190,7 @@ def run_config(ns: argparse.Namespace, serve: bool = False) -> RunConfig:
     cfg = RunConfig(breaks=ns.breaks, actions=ns.actions, report=ns.report, quiet=ns.quiet, serve=serve,
                     listen=ns.listen, detach_timeout=ns.detach_timeout, forward_output=ns.forward_output,
                     tui=not getattr(ns, "no_tui", True))
+    cfg.rewind = rewind_options(ns)
     rest = (["-m"] if ns.as_module else []) + [ns.script, *ns.args]
     if rest[0] == "torchrun":
         script_at = next((k for k, a in enumerate(rest[1:], 1) if a.endswith(".py") or a == "-m"), None)
@@ -186,6 +219,18 @@ def run_config(ns: argparse.Namespace, serve: bool = False) -> RunConfig:
         if not os.path.isdir(d):
             raise UsageError(f"--report {cfg.report!r}: folder {d!r} does not exist")
     return cfg
+
+
+def rewind_options(ns: argparse.Namespace) -> dict[str, Any]:
+    """The recovery options, checked together: a rewind needs snapshots to go back to."""
+    opts = {"every": getattr(ns, "keep_every", None), "keep": getattr(ns, "keep", None),
+            "max_rewinds": getattr(ns, "max_rewinds", None), "lr_scale": getattr(ns, "rewind_lr_scale", None),
+            "lr_steps": getattr(ns, "rewind_lr_steps", None)}
+    if opts["lr_scale"] is not None and opts["lr_steps"] is None:
+        opts["lr_steps"] = 100
+    if "rewind" in (getattr(ns, "actions", None) or []) and not opts["every"]:
+        raise UsageError("--on-break rewind needs snapshots to go back to: add --keep-every N (e.g. 50)")
+    return {k: v for k, v in opts.items() if v is not None}
 
 
 def _looks_like_python(word: str) -> bool:

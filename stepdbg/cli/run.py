@@ -35,6 +35,8 @@ actions (--on-break, in order; default: report, or pause for serve):
   report  write the break to the report and go on
   replay  re-run the step under anomaly detection; name the op
   skip    do not apply this step's update
+  rewind  put the run back to the newest snapshot before the break, in place, and go on
+          (needs --keep-every N; the batches since the snapshot are skipped)
   abort   end the script with exit code 3
   pause   wait for a client (stepdbg attach), or at the terminal
 
@@ -44,6 +46,7 @@ examples:
   stepdbg --break 'grad_norm>100' --break 'expr:loss > 4 and step > 100' -m mypkg.train
   stepdbg serve --break nan python train.py          # then, in another shell:
   stepdbg attach                                     # or: stepdbg attach ssh://me@node17
+  stepdbg --break nan --on-break rewind --keep-every 50 --max-rewinds 3 train.py
   stepdbg --break nan --report r.jsonl torchrun --nproc_per_node=2 train.py   # r.rank0.jsonl, ...
 
 exit codes: the script's own; 2 for bad stepdbg options; 3 when abort (or a client) ended it."""
@@ -73,6 +76,7 @@ OPTIONS are the run options (stepdbg --help); TORCHRUN OPTIONS go to torchrun as
 
 examples:
   stepdbg --break nan torchrun --nproc_per_node=2 train.py
+  stepdbg --break nan --on-break rewind --keep-every 50 --max-rewinds 3 train.py
   stepdbg --break nan --report r.jsonl torchrun --nproc_per_node=2 train.py
   stepdbg serve --break 'grad_norm>100' torchrun --nnodes=2 --node_rank=0 train.py"""
 
