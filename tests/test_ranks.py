@@ -319,3 +319,20 @@ def test_lightning_ddp_pauses_both_ranks_before_the_update_and_ends_cleanly(tmp_
                 c.close()
     code, out, err = finish(proc)
     assert code == 0 and out.count("finished at global step 5") >= 1, err[-2000:]
+
+
+def test_on_break_rewind_rewinds_both_ranks_to_one_snapshot(tmp_path):
+    """Rank 0 alone gets a corrupt batch at step 6; DDP's all-reduce ruins both replicas,
+    the loss is inf on both at step 8; both rewind to the snapshot of step 6 and end with
+    the same finite weights."""
+    proc = start(tmp_path, "--break", "nan", "--on-break", "rewind", "--keep-every", "3",
+                 script_args=("--corrupt-at", "6", "--steps", "12"))
+    code, out, err = finish(proc)
+    assert code == 0, err[-3000:]
+    finals = sorted(line.split(" last loss ")[1] for line in out.replace("rank", "\nrank").splitlines()
+                    if " last loss " in line)
+    assert len(finals) == 2 and finals[0] == finals[1] and "nan" not in finals[0], out
+    for rank in (0, 1):
+        events = [json.loads(line) for line in (tmp_path / f"r.rank{rank}.jsonl").read_text().splitlines()]
+        (rewind,) = [e for e in events if e["event"] == "change" and e["what"] == "rewind"]
+        assert (rewind["to_step"], rewind["rank"]) == (6, rank), rewind

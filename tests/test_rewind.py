@@ -6,6 +6,7 @@ its own loss is finite, step 41's is inf, NaN after. Skipping step 41 cannot hel
 
 from __future__ import annotations
 
+import math
 import random
 
 import numpy as np
@@ -134,3 +135,86 @@ def test_the_lr_is_scaled_for_the_steps_after_a_rewind_and_the_scheduler_keeps_i
     # Steps 7, 8 and 9 (after the rewind at the end of step 6) used half the LR.
     assert used == [0.1] * 7 + [0.05] * 3 + [0.1] * 2
     assert opt.param_groups[0]["lr"] == 0.1
+
+
+def _shard_rows(n: int, bad: range, g: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+    """Regression rows; the rows in `bad` come from a corrupt shard (features 1e5 too large)."""
+    x = torch.randn(n, 16, generator=g)
+    y = x @ torch.linspace(-1, 1, 16).unsqueeze(1)
+    x[bad.start:bad.stop] *= 1e5
+    return x, y
+
+
+@pytest.mark.timeout(180)
+def test_lightning_trainer_rewinds_and_its_step_counter_goes_on(session_factory, tmp_path):
+    lightning = pytest.importorskip("lightning")
+    import stepdbg
+
+    s = session_factory("nan", actions=("rewind",))
+    s.rewinder.configure(every=2)
+    stepdbg.use(s)
+    losses: list[float] = []
+
+    class Module(lightning.LightningModule):
+        def __init__(self) -> None:
+            super().__init__()
+            self.net = nn.Sequential(nn.Linear(16, 64), nn.ReLU(), nn.Linear(64, 1))
+
+        def training_step(self, batch, batch_idx):
+            x, y = batch
+            loss = nn.functional.mse_loss(self.net(x), y)
+            losses.append(float(loss))
+            return loss
+
+        def configure_optimizers(self):
+            return torch.optim.SGD(self.parameters(), lr=0.05, momentum=0.9)
+
+    torch.manual_seed(0)
+    x, y = _shard_rows(16 * 8, range(5 * 8, 6 * 8), torch.Generator().manual_seed(0))  # batch 5 is corrupt
+    trainer = lightning.Trainer(max_steps=16, accelerator="cpu", logger=False, enable_checkpointing=False,
+                                enable_progress_bar=False, enable_model_summary=False, default_root_dir=tmp_path)
+    trainer.fit(Module(), torch.utils.data.DataLoader(torch.utils.data.TensorDataset(x, y), batch_size=8))
+    assert s.step == trainer.global_step == 16  # Lightning's counter went on; it noticed nothing
+    (rewind,) = [c for c in s.changes if c["what"] == "rewind"]
+    assert (rewind["step"], rewind["to_step"]) == (6, 4)
+    assert not math.isfinite(losses[6]) and all(math.isfinite(v) for v in losses[7:]), losses
+    assert losses[-1] < losses[0], losses  # it goes on learning
+
+
+@pytest.mark.timeout(180)
+def test_hf_trainer_rewinds_and_its_step_counter_goes_on(session_factory, tmp_path):
+    transformers = pytest.importorskip("transformers")
+    pytest.importorskip("accelerate")
+    s = session_factory("nan", actions=("rewind",))
+    s.rewinder.configure(every=2)
+    losses: list[float] = []
+
+    class Regressor(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.net = nn.Sequential(nn.Linear(16, 64), nn.ReLU(), nn.Linear(64, 1))
+
+        def forward(self, x, labels):
+            loss = nn.functional.mse_loss(self.net(x), labels)
+            losses.append(float(loss))
+            return {"loss": loss}
+
+    torch.manual_seed(0)
+    x, y = _shard_rows(16 * 8, range(5 * 8, 6 * 8), torch.Generator().manual_seed(0))
+    rows = [{"x": x[i], "labels": y[i]} for i in range(len(x))]
+    model = Regressor()
+    opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
+    args = transformers.TrainingArguments(output_dir=str(tmp_path), max_steps=16, per_device_train_batch_size=8,
+                                          max_grad_norm=0, report_to=[], save_strategy="no", use_cpu=True,
+                                          disable_tqdm=True, dataloader_num_workers=0, logging_steps=100)
+    class InOrder(transformers.Trainer):  # batch 5 is the corrupt one: no shuffling
+        def _get_train_sampler(self, *args, **kwargs):
+            return torch.utils.data.SequentialSampler(self.train_dataset)
+
+    trainer = InOrder(model=model, args=args, train_dataset=rows,
+                      optimizers=(opt, torch.optim.lr_scheduler.LambdaLR(opt, lambda _: 1.0)))
+    trainer.train()
+    assert s.step == trainer.state.global_step == 16
+    (rewind,) = [c for c in s.changes if c["what"] == "rewind"]
+    assert (rewind["step"], rewind["to_step"]) == (6, 4)
+    assert all(math.isfinite(v) for v in losses[7:]) and losses[-1] < losses[0], losses

@@ -367,7 +367,7 @@ class Session(ControlOps, ViewOps):
                 elif action == "skip":
                     self.skip_step()
                 elif action == "rewind":
-                    self.rewind_at_break(brk)
+                    self.guard("rewind", self.rewind_at_break, brk)  # a bug of the rewind's turns off the rewind only
                 elif action == "abort":
                     self.say(f"aborting (exit code {EXIT_ABORT}) as asked by --on-break abort")
                     raise Abort()

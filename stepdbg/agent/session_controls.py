@@ -133,8 +133,8 @@ class ControlOps:
                 raise Abort() from None
             return
         if self.ranks.active():  # every rank, this one included, rewinds where the agreed step ends
-            target = self.guard("ranks", self.ranks.request_pause, brk.step, brk.phase, brk.reason,
-                                brk.condition, "rewind", to_step=snap.step)
+            target = self.guard("ranks", lambda: self.ranks.request_pause(
+                brk.step, brk.phase, brk.reason, brk.condition, "rewind", to_step=snap.step))
             if target is not None:
                 return
         self._plan_rewind(snap, f"break [{brk.condition}] at step {brk.step}")
