@@ -218,3 +218,35 @@ def test_hf_trainer_rewinds_and_its_step_counter_goes_on(session_factory, tmp_pa
     (rewind,) = [c for c in s.changes if c["what"] == "rewind"]
     assert (rewind["step"], rewind["to_step"]) == (6, 4)
     assert all(math.isfinite(v) for v in losses[7:]) and losses[-1] < losses[0], losses
+
+
+def test_rewind_from_an_attached_client_and_from_the_console(start_job, private_runtime_dir):
+    """At a pause: `snapshots` lists them, `rewind` with no snapshot of that step is refused
+    in words, `rewind` goes back and the job runs to its end; the console's `rewind` too."""
+    from stepdbg import client
+
+    job = start_job("--break", "nan", "--keep-every", "5", script=DEMO)
+    job.info()
+    with client.connect() as c:
+        brk = c.wait_paused(30)
+        assert (brk["step"], brk["phase"]) == (41, "before_backward")
+        assert [s["step"] for s in c.snapshots()] == [35, 40]
+        with pytest.raises(client.ClientError, match="no snapshot of step 12"):
+            c.rewind(12)
+        assert c.rewind()["to_step"] == 40
+        assert c.memory()["snapshots"][-1]["step"] == 40
+        c.remove_break("nan")
+        done = c.wait_exited(30)
+    assert done["exit_code"] == 0
+    code, out, _ = job.finish()
+    assert code == 0 and "nan" not in out.split("step 50")[1]
+
+    from stepdbg.client.console import execute
+
+    class Target:  # what the console drives: a Session or a Client (same names)
+        def rewind(self, step=None):
+            self.asked = step
+            return {"to_step": 35}
+
+    t = Target()
+    assert execute(t, "rewind 35") == "resumed" and t.asked == 35

@@ -45,6 +45,9 @@ async def test_resume_keys_call_the_agent():
         await pilot.press("k")
         await pilot.pause()
         assert src.calls[-1][0] == "skip"
+        await pilot.press("R")  # rewind: back to the newest snapshot (Memory panel lists them)
+        await pilot.pause()
+        assert src.calls[-1] == ("rewind", (None,))
 
 
 async def test_resume_keys_are_refused_while_running():
@@ -211,9 +214,17 @@ async def test_pushed_events_update_the_screen():
         src.push("resumed", {"step": 30})
         await pilot.pause(0.2)
         assert app.status["state"] == "running"
+        src.push("output", [{"stream": "stderr", "lines": ["stepdbg: change: lr lr=0.001", "a warning"]}])
+        src.push("change", {"what": "lr", "step": 30, "lr": 0.001, "pinned": False})
         src.push("exited", {"exit_code": 0, "steps": 60})
         await pilot.pause(0.2)
         assert app.connection == "job ended, exit code 0"
+        # Not "running — no break yet" after the end; a change is in the Log once, in words.
+        assert text_of(app, "#break-record").startswith("the job ended (exit code 0).")
+        await pilot.press("9")  # the Log draws its lines once shown
+        await pilot.pause(0.2)
+        log = "\n".join(str(line.text) for line in app.query_one("LogPanel RichLog").lines)
+        assert log.count("lr=0.001") == 1 and "change at step 30: lr lr=0.001, pinned=False" in log
         await pilot.press("q")  # the job is gone: no question
         await pilot.pause()
     assert app.return_value is None

@@ -18,6 +18,7 @@ from textual.reactive import reactive
 from textual.suggester import SuggestFromList
 from textual.widgets import DataTable, Footer, Input, Label, Static, TabbedContent, TabPane
 
+from . import job_events
 from .dialogs import AskScreen, HelpScreen, LrScreen, QuitScreen
 from .messages import ConnectionLost, JobEvent, StepSummary
 from .panels import (
@@ -67,6 +68,7 @@ class StepdbgApp(App[str | None]):
         Binding("r", "replay", "replay"),
         Binding("l", "set_lr", "LR"),
         Binding("k", "skip", "skip"),
+        Binding("R", "rewind", "rewind", show=False),
         Binding("b", "breakpoints", "breaks"),
         Binding("e", "focus_repl", "REPL", show=False),
         Binding("q", "quit_job", "quit"),
@@ -161,34 +163,7 @@ class StepdbgApp(App[str | None]):
             self.post_message(ConnectionLost(str(e)))
 
     def on_job_event(self, msg: JobEvent) -> None:
-        if msg.event == "paused":
-            self.replay_result = None
-            self.status = {**self.status, "state": "paused", "paused": msg.data, "step": msg.data["step"],
-                           "phase": msg.data["phase"]}
-            self.log_line(f"paused at step {msg.data['step']} ({msg.data['phase']}): {msg.data['reason']}", "yellow")
-            self.query_one(TabbedContent).active = "break"
-            self.refresh_all()
-        elif msg.event == "resumed":
-            self.status = {**self.status, "state": "running", "paused": None}
-            self.refresh_break()
-        elif msg.event == "output":
-            for batch in msg.data or []:
-                for line in batch["lines"]:
-                    self.log_line(line, "red" if batch["stream"] == "stderr" else "")
-        elif msg.event == "change":
-            self.log_line(f"change: {msg.data.get('what')} {({k: v for k, v in msg.data.items() if k != 'what'})}",
-                          "cyan")
-        elif msg.event == "break":
-            self.log_line(f"break at step {msg.data['step']} [{msg.data['condition']}]: {msg.data['reason']}",
-                          "magenta")
-        elif msg.event == "finding":
-            self.findings.append(msg.data)
-            self.log_line(f"finding [{msg.data['rule']}]: {msg.data['message']}", "bold red")
-            self.refresh_break()
-        elif msg.event == "exited":
-            self.status = {**self.status, "state": f"exited ({msg.data.get('exit_code')})", "paused": None}
-            self.connection = f"job ended, exit code {msg.data.get('exit_code')}"
-            self.log_line(f"the job ended with exit code {msg.data.get('exit_code')}", "bold")
+        job_events.apply(self, msg.event, msg.data)
 
     def on_step_summary(self, msg: StepSummary) -> None:
         d = msg.data
@@ -250,7 +225,9 @@ class StepdbgApp(App[str | None]):
     async def _refresh_break(self) -> None:
         brk = self.status.get("paused")
         src = await self.ask("source", self.source.source(4)) if brk else None
-        self.query_one(BreakPanel).show(brk, self.replay_result, src, self.findings)
+        ended = self.status.get("state", "")
+        self.query_one(BreakPanel).show(brk, self.replay_result, src, self.findings,
+                                        ended=ended if ended.startswith("exited") else None)
         if brk:
             names = await self.ask("names", self.source.evaluate("sorted(vars())"))
             if names and names.get("value"):
@@ -345,12 +322,16 @@ class StepdbgApp(App[str | None]):
             self.notify(f"LR set to {lr:g}{' (pinned)' if pin else ''}")
             await self._refresh_panel(self.query_one(TabbedContent).active)
 
-    def action_skip(self) -> None:
-        self.run_worker(self._skip(), group="control")
-
-    async def _skip(self) -> None:
+    @work(group="control")
+    async def action_skip(self) -> None:
         if await self.ask("skip", self.source.skip_step()) is not None:
             self.notify("this step's update will not be applied")
+
+    @work(group="control")
+    async def action_rewind(self) -> None:  # R: back to the newest snapshot before this step, then on
+        r = await self.ask("rewind", self.source.rewind())
+        if r is not None:
+            self.notify(f"rewinding to the snapshot of step {r['to_step']} where step {r['step']} ends")
 
     def action_focus_repl(self) -> None:
         self.query_one("#repl", Input).focus()

@@ -15,6 +15,7 @@ HELP = """\
   n  next phase        s  next step
   r  replay the step under anomaly detection (finds the op, module and line)
   l  set the learning rate (once or pinned)      k  skip this step's update
+  R  rewind to the newest snapshot before this step (--keep-every N; Memory lists them)
   b  breakpoints       e  the REPL line (Python in the paused frame; ↑↓ history)
   1-9  panels: Break Model Tensor Optimizer Memory Plots Breakpoints Threads Log
   q  quit: continue the job, leave it paused for a re-attach, or end it

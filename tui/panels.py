@@ -149,8 +149,12 @@ class BreakPanel(VerticalScroll):
         yield Static(id="break-source")
 
     def show(self, brk: dict[str, Any] | None, replay: dict[str, Any] | None, src: dict[str, Any] | None,
-             findings: list[dict[str, Any]] | None = None) -> None:
-        self.query_one("#break-record", Static).update(render_break(brk, replay, findings))
+             findings: list[dict[str, Any]] | None = None, ended: str | None = None) -> None:
+        record = render_break(brk, replay, findings)
+        if brk is None and ended:
+            record = Text(f"the job {ended.replace('exited (', 'ended (exit code ')}. The Log (9) has its last "
+                          "lines; q closes this window.", style="bold")
+        self.query_one("#break-record", Static).update(record)
         self.query_one("#break-source", Static).update(render_source(src) if brk else "")
 
 
@@ -283,12 +287,25 @@ class MemoryPanel(Vertical):
                          f"{format_size(d['total'])}")
         if not mem.get("cuda"):
             lines.append("no CUDA in use: mem>SIZE compares host RSS")
+        lines.append(snapshot_line(mem))
         self.query_one("#mem-now", Static).update("\n".join(lines))
         series = [h["mem"] for h in history if isinstance(h.get("mem"), (int, float))]
         self.query_one("#mem-hist", Sparkline).data = series
         if series:
             self.query_one(".hint", Label).update(
                 f"memory over steps: {format_size(series[0])} → {format_size(series[-1])}")
+
+
+def snapshot_line(mem: dict[str, Any]) -> str:
+    """The snapshots a rewind (R, or `rewind [STEP]` on the REPL line) can go back to."""
+    snaps = mem.get("snapshots") or []
+    if not mem.get("keep_every"):
+        return "no snapshots kept: start with --keep-every N to be able to rewind"
+    if not snaps:
+        return f"snapshots every {mem['keep_every']} steps: none yet"
+    kept = ", ".join(f"step {s['step']}{' (tried)' if s.get('tried') else ''}" for s in snaps)
+    return (f"snapshots every {mem['keep_every']} steps ({mem.get('keep')} kept, "
+            f"{format_size(snaps[-1]['bytes'])} each): {kept}; R rewinds")
 
 
 # ---------------------------------------------------------------------- plots

@@ -1,5 +1,5 @@
 """The app's REPL line (e): Python in the paused frame, plus a few console words
-(lr X [pin], break add SPEC, p EXPR); its history is walked with up and down."""
+(lr X [pin], break add SPEC, p EXPR, rewind [STEP]); its history is walked with up and down."""
 
 from __future__ import annotations
 
@@ -54,6 +54,10 @@ async def run_line(app: Any, line: str) -> None:
         if await app.ask("breakpoint", app.source.remove_break(spec)) is not None:
             out.update(f"» {line}\nremoved breakpoint {spec}")
             await refresh_panel(app, "breakpoints")
+    elif word == "rewind":
+        r = await app.ask("rewind", app.source.rewind(int(rest) if rest.isdigit() else None))
+        if r is not None:
+            out.update(f"» {line}\nrewinding to the snapshot of step {r['to_step']} where step {r['step']} ends")
     elif word == "p" and rest:
         s = await app.ask(f"tensor {rest}", app.source.summary(rest))
         if s is not None:

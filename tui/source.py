@@ -30,6 +30,7 @@ class Source(Protocol):
     async def replay(self) -> dict[str, Any]: ...
     async def set_lr(self, lr: float, group: int | None = None, pin: bool = False) -> dict[str, Any]: ...
     async def skip_step(self) -> dict[str, Any]: ...
+    async def rewind(self, step: int | None = None) -> dict[str, Any]: ...
     async def summary(self, name: str) -> dict[str, Any]: ...
     async def slice(self, name: str, index: str = "", limit: int = 256) -> list[Any]: ...
     async def module_tree(self) -> list[dict[str, Any]]: ...
@@ -136,6 +137,7 @@ class FakeSource:
         self.exited: dict[str, Any] | None = None
         self.calls: list[tuple[str, Any]] = []
         self.events: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
+        self.snapshots = [{"step": 20, "bytes": 1_204_224, "tried": False}, {"step": 25, "bytes": 1_204_224, "tried": False}]
         self.breaks = [{"spec": "nan", "kind": "nan", "phase": "any", "enabled": True},
                        {"spec": "grad_norm>100", "kind": "grad_norm", "phase": "before_optimizer_step", "enabled": True}]
         self.replay_delay = 0.0
@@ -190,6 +192,12 @@ class FakeSource:
         self._call("skip")
         return {"what": "skip", "target_step": 30}
 
+    async def rewind(self, step: int | None = None) -> dict[str, Any]:
+        self._call("rewind", step)
+        if not self.snapshots:
+            raise RuntimeError("no snapshots are kept: start with --keep-every N (or watch(keep_every=N))")
+        return {"what": "rewind", "step": 30, "to_step": step or self.snapshots[-1]["step"]}
+
     async def summary(self, name: str) -> dict[str, Any]:
         self._call("summary", name)
         return {**copy.deepcopy(SUMMARY), "name": name}
@@ -208,7 +216,8 @@ class FakeSource:
 
     async def memory(self) -> dict[str, Any]:
         self._call("memory")
-        return {"host_rss": 331_000_000, "cuda": []}
+        return {"host_rss": 331_000_000, "cuda": [], "snapshots": copy.deepcopy(self.snapshots), "keep_every": 5,
+                "keep": 2}
 
     async def get_history(self, last: int = 200) -> list[dict[str, Any]]:
         self._call("history")

@@ -169,6 +169,13 @@ class Handlers:
     def op_skip(self) -> dict[str, Any]:
         return self.s.skip_step()
 
+    @takes(step=Maybe(STEP))
+    def op_rewind(self, step: int | None = None) -> dict[str, Any]:
+        return self.s.rewind(step)
+
+    def op_snapshots(self) -> list[dict[str, Any]]:
+        return self.s.rewinder.listing()
+
 
 def _refused_as_bad_args(change: Any) -> Any:
     """A change the job refuses (no such group, not a number there) is the caller's bad argument."""

@@ -70,7 +70,9 @@ class ViewOps:
         return inspection.optimizer_info(list(self.model.optimizers), list(self.model.schedulers), self.changer.pins)
 
     def memory(self) -> dict[str, Any]:
-        return memory()
+        """Host and CUDA memory, and the snapshots kept for a rewind (rewind.py)."""
+        r = self.rewinder
+        return {**memory(), "snapshots": r.listing(), "keep_every": r.every, "keep": r.keep}
 
     def timings(self) -> dict[str, Any]:
         st = self.model.current

@@ -163,6 +163,13 @@ class Ops:
     def skip_step(self) -> Any:
         return self.call("skip")
 
+    def rewind(self, step: int | None = None) -> Any:
+        """Back to the newest snapshot before this step (or step `step`'s), then continue."""
+        return self.call("rewind", step=step)
+
+    def snapshots(self) -> Any:
+        return self.call("snapshots")
+
 
 class Client(Ops):
     """A connection to one agent. Thread-safe; events arrive on a reader thread."""

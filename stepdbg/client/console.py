@@ -26,6 +26,7 @@ stepdbg console:
   p EXPR            summary of a tensor (loss, batch, model.fc.weight.grad, a local)
   lr X [pin]        set the learning rate (pin: keep it against schedulers and loops)
   skip              do not apply this step's update
+  rewind [STEP]     back to the newest snapshot before this step (or STEP's), then continue
   info model|torchinfo|opt|mem|threads|source|history|timings|status
   break [add SPEC | rm SPEC]            list, add or remove breakpoints
   q                 end the job (exit code 3)
@@ -82,6 +83,10 @@ def execute(target: Any, cmd: str) -> str | None:
         target.set_lr(float(parts[0]), pin="pin" in parts[1:])
     elif word == "skip":
         target.skip_step()
+    elif word == "rewind":
+        r = target.rewind(int(rest) if rest else None)
+        _out(f"rewinding to the snapshot of step {r['to_step']} where this step ends")
+        return "resumed"
     elif word == "info":
         _info(target, rest or "model")
     elif word == "break":
