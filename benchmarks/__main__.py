@@ -1,4 +1,4 @@
-"""python -m benchmarks [--quick] [--json FILE] [--only overhead,scaling,responsiveness,memory,replay]
+"""python -m benchmarks [--quick] [--json FILE] [--only overhead,scaling,responsiveness,memory,replay,snapshot]
 
 Prints one table per benchmark and writes the same figures as JSON. Ratios are medians
 of interleaved runs in one process (plain, stepdbg, ..., plain, stepdbg, ...), so each
@@ -15,7 +15,7 @@ import time
 
 import torch
 
-from . import memory, overhead, replay_cost, responsiveness, scaling
+from . import memory, overhead, replay_cost, responsiveness, scaling, snapshot_cost
 from .common import table
 from .workloads import WORKLOADS
 
@@ -34,7 +34,7 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--quick", action="store_true", help="every benchmark briefly (the test suite runs this)")
     p.add_argument("--json", help="write the figures here")
-    p.add_argument("--only", default="overhead,scaling,responsiveness,memory,replay")
+    p.add_argument("--only", default="overhead,scaling,responsiveness,memory,replay,snapshot")
     a = p.parse_args()
     only = a.only.split(",")
     t0 = time.time()
@@ -94,8 +94,25 @@ def main() -> None:
                       f"{r['replay_per_step']:.2f}x", f"{r['budget_ms']:.1f}"]],
                     ["step ms", "step under detect_anomaly ms", "replay ms", "replay / step", "budget ms"]))
         print(f"target: replay <= 3 steps + detect_anomaly's overhead: {'met' if r['within_budget'] else 'MISSED'}\n")
+    if "snapshot" in only:
+        for dev in devices:
+            r = snapshot_cost.run(a.quick, dev)
+            results[f"snapshot_{dev}"] = r
+            print(f"6. one snapshot (--keep-every) against one step ({dev}; medians of interleaved runs)")
+            cuda = dev != "cpu"
+            rows = [[w, f"{v['step_ms']:.2f}", f"{v['snapshot_ms']:.2f}", f"{v['snapshot_per_step']:.2f}x",
+                     f"{v['bytes'] / 1e6:.1f} MB", *([f"{v['keep_every_100_ratio']:.3f}x"] if cuda else [])]
+                    for w, v in r.items()]
+            print(table(rows, ["workload", "step ms", "snapshot ms", "snapshot / step", "size (model + optimizer)",
+                               *(["steps at --keep-every 100"] if cuda else [])]))
+            worst = max(v["snapshot_per_step"] for v in r.values())
+            line = f"target: a snapshot <= {snapshot_cost.TARGET_CPU:g} step: worst {worst:.2f}x {ok(worst, 1.0)}"
+            if cuda:
+                w100 = max(v["keep_every_100_ratio"] for v in r.values()) - 1
+                line += f"; at --keep-every 100 < 2% of step time: worst {w100 * 100:.2f}% {ok(w100, 0.02)}"
+            print(line + "\n")
     if not torch.cuda.is_available():
-        print("6. GPU: no CUDA device here; the CUDA rows run where one is present.")
+        print("7. GPU: no CUDA device here; the CUDA rows run where one is present.")
     results["seconds"] = round(time.time() - t0, 1)
     print(f"\ntotal {results['seconds']} s")
     if a.json:

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
 
+from ..wire.conditions import format_size
 from .breakpoints import break_scalars
 from .controls import EXIT_ABORT, Abort, Break, NotPaused
 from .frames import user_frame, where_of
@@ -170,7 +171,7 @@ class ControlOps:
         r.at_step_end(self.step)
         if r.taken == 1 and taken == 0:
             snap = r.snapshots[-1]
-            self.say(f"keeping a snapshot every {r.every} steps ({r.keep} kept): {snap.nbytes / 2**20:.1f} MB each "
+            self.say(f"keeping a snapshot every {r.every} steps ({r.keep} kept): {format_size(snap.nbytes)} each "
                      "(parameters, buffers, optimizer state)")
             self.report.write("snapshot", step=snap.step, bytes=snap.nbytes, every=r.every, keep=r.keep)
 
