@@ -116,3 +116,16 @@ def test_non_finite_floats_are_written_as_strings(tmp_path):
     r.write("x", a=float("nan"), b=[float("inf"), -float("inf")], c={"d": 1.5})
     r.close()
     assert read(str(tmp_path / "r.jsonl")) == [{"event": "x", "a": "nan", "b": ["inf", "-inf"], "c": {"d": 1.5}}]
+
+
+def test_an_interpreter_without_torch_is_told_in_one_line(tmp_path, echo_script):
+    """`stepdbg python train.py` with a `python` that lacks torch (the venv not activated):
+    one line naming that interpreter and what to do, exit code 2, no traceback."""
+    env_dir = tmp_path / "bare"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(env_dir)], check=True, timeout=120)
+    bare = env_dir / "bin" / "python"
+    out = subprocess.run([sys.executable, "-m", "stepdbg", "--no-tui", str(bare), str(echo_script)],
+                         capture_output=True, text=True, cwd=ROOT, timeout=60)
+    assert out.returncode == 2
+    assert out.stderr.startswith(f"stepdbg: {bare} cannot import torch: run stepdbg with the interpreter")
+    assert "Traceback" not in out.stderr and len(out.stderr.strip().splitlines()) == 1

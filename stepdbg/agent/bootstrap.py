@@ -16,9 +16,23 @@ import sys
 import traceback
 
 import stepdbg
-from stepdbg.agent.session import Session
 
 EXIT_CANNOT_LISTEN = 2  # like a bad stepdbg option: the script never started
+EXIT_NO_TORCH = 2
+
+
+def _session_class() -> type:
+    """The agent's Session; an interpreter without torch is told in one line what to do."""
+    try:
+        from stepdbg.agent.session import Session
+    except ImportError as e:
+        if getattr(e, "name", None) not in ("torch", "numpy"):
+            raise
+        print(f"stepdbg: {sys.executable} cannot import {e.name}: run stepdbg with the interpreter of the "
+              "environment that has it (activate it, e.g. `source .venv/bin/activate`, or name its python: "
+              f"`stepdbg /path/to/venv/bin/python train.py`)", file=sys.stderr, flush=True)
+        raise SystemExit(EXIT_NO_TORCH) from None
+    return Session
 
 
 def _exit_code(e: SystemExit) -> int:
@@ -63,7 +77,7 @@ def main() -> int:
     else:
         sys.path[0] = os.path.dirname(os.path.abspath(argv[0]))
     sys.argv = list(argv)
-    session = Session(
+    session = _session_class()(
         breaks=config.get("breaks", ["nan", "exception"]),
         actions=config.get("actions", ["report"]),
         report=config.get("report"),
