@@ -121,3 +121,25 @@ def test_pause_without_a_terminal_or_front_end_does_not_hang(tmp_path):
     """)
     assert out.returncode == 0 and out.stdout.strip() == "went on"
     assert "not pausing: no front end is attached and stdin is not a terminal" in out.stderr
+
+
+def test_enter_repeats_the_last_stepping_command_as_in_pdb(tmp_path):
+    """At a break at step 1: `s` goes to the same point of step 2, Enter to step 3's, then
+    `c` and Enter (continue) run to the end."""
+    out = run_script(tmp_path, """
+        import torch, stepdbg
+        from torch import nn
+        stepdbg.watch("step==1", on_break="pause")
+        model = nn.Linear(2, 1)
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        for step in range(6):
+            model(torch.randn(4, 2)).sum().backward()
+            opt.step()
+            opt.zero_grad()
+        print("done")
+    """, stdin="s\n\nc\n\n", env={"STEPDBG_CONSOLE": "1"})
+    assert out.returncode == 0, out.stderr
+    pauses = [line for line in out.stderr.splitlines() if line.startswith("stepdbg paused")]
+    assert pauses == ["stepdbg paused; Enter: c, h for help", "stepdbg paused; Enter: s, h for help",
+                      "stepdbg paused; Enter: s, h for help"], out.stderr
+    assert out.stdout.strip() == "done"

@@ -20,7 +20,8 @@ from ..wire.conditions import ConditionError, format_size
 
 HELP = """\
 stepdbg console:
-  Enter, c          continue            n   next pause point     s   next step
+  c                 continue            n   next pause point     s   next step
+  Enter             the last of c, n, s, until N again (as in pdb); continue at first
   until N           run to step N       pause   pause at the next pause point
   r                 replay the step under anomaly detection
   p EXPR            summary of a tensor (loss, batch, model.fc.weight.grad, a local)
@@ -35,7 +36,7 @@ stepdbg console:
                     the rank in view, who gets stepping/LR, EXPR on every rank side by side
   anything else     runs as Python in the paused frame"""
 
-RESUMES = {"": "cont", "c": "cont", "continue": "cont", "n": "next_phase", "next": "next_phase",
+RESUMES = {"c": "cont", "continue": "cont", "n": "next_phase", "next": "next_phase",
            "s": "next_step", "step": "next_step", "q": "end", "quit": "end", "abort": "end"}
 
 
@@ -52,10 +53,16 @@ def _out(text: str) -> None:
     print(text, file=sys.stderr, flush=True)
 
 
+STEPPING = ("c", "continue", "n", "next", "s", "step", "until")
+_last_stepping = ["c"]  # what Enter repeats, across pauses (one console per process)
+
+
 def execute(target: Any, cmd: str) -> str | None:
     """Run one console command on a Session or Client. Returns "resumed" when the job
     was told to go on, "detach" when the user leaves, else None."""
-    cmd = cmd.strip()
+    cmd = cmd.strip() or _last_stepping[0]
+    if cmd.partition(" ")[0] in STEPPING:
+        _last_stepping[0] = cmd
     if cmd in RESUMES:
         getattr(target, RESUMES[cmd])()
         return "resumed"
@@ -173,7 +180,7 @@ def show_source(target: Any) -> None:
 def run_console(session: Any) -> None:
     """In process, on the paused training thread: read commands until one resumes."""
     show_source(session)
-    _out("stepdbg paused; Enter continues, h for help")
+    _out(f"stepdbg paused; Enter: {_last_stepping[0]}, h for help")
     while True:
         print("(stepdbg) ", end="", file=sys.stderr, flush=True)
         line = sys.stdin.readline()
