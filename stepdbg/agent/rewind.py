@@ -99,6 +99,8 @@ class Rewinder:
     def take(self, step: int) -> Snapshot:
         """Copy the state the step `step` starts from (called where step - 1 ended)."""
         reuse = self.snapshots.pop(0) if len(self.snapshots) >= self.keep else None
+        if reuse is not None and reuse.done is not None:
+            reuse.done.synchronize()  # its copy (long done, keep steps ago) must not still write the buffers
         live = self._live_tensors()
         old = reuse.pairs if reuse is not None and _same_layout(reuse.pairs, live) else None
         stream = self._side_stream(live)
