@@ -18,7 +18,7 @@ def doctor(demo: str, *args: str, mode: str = "doctor", script_args: tuple[str, 
     out = subprocess.run([sys.executable, "-m", "stepdbg", mode, "--json", "-q", *args, sys.executable,
                           str(DEMOS / demo), *script_args], capture_output=True, text=True, cwd=ROOT, timeout=300)
     assert out.returncode in (0, 1), out.stderr
-    result = json.loads(out.stdout.strip().splitlines()[-1])
+    result = json.loads(out.stdout)  # the JSON alone: the script's own stdout went to stderr
     assert out.returncode == (1 if result["findings"] else 0)
     return result
 

@@ -26,7 +26,8 @@ def run_doctor(cmd: list[str], env: dict[str, str], report: str | None, opts: di
         config = json.loads(env["STEPDBG_CONFIG"])
         config["report"] = path
         env = {**env, "STEPDBG_CONFIG": json.dumps(config)}
-    code = subprocess.call(cmd, env=env)
+    # With --json, stdout holds the JSON alone: the script's own stdout goes to stderr.
+    code = subprocess.call(cmd, env=env, stdout=sys.stderr if opts.get("json") else None)
     events = [json.loads(line) for line in open(path, encoding="utf-8") if line.strip()]
     if report is None:
         os.unlink(path)

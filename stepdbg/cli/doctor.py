@@ -29,7 +29,7 @@ def main(argv: list[str], overfit: bool = False) -> int:
                description=textwrap.fill(OVERFIT if overfit else DOCTOR, 88), epilog=EXAMPLES[name])
     p.add_argument("--steps", type=steps, default=100 if overfit else 20, metavar="N",
                    help=f"how many steps to run (default {100 if overfit else 20})")
-    p.add_argument("--json", action="store_true", help="print the findings as JSON")
+    p.add_argument("--json", action="store_true", help="print the findings as JSON, alone on stdout (the script's own stdout goes to stderr)")
     add_run_options(p, tui=False)
     ns = p.parse_args(argv)
     cfg = run_config(ns)
