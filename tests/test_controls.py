@@ -144,3 +144,18 @@ def test_bad_changes_are_refused_with_a_reason(job):
         s.remove_break("loss>1")
     assert s.set_param_group("momentum", 0.5)["groups"][0]["old"] == 0.9
     s.cont()
+
+
+def test_source_lines_keep_their_numbers_across_blank_lines(tmp_path):
+    """The Break panel numbers each line with its own number: blank lines after the
+    paused line are kept (they used to be dropped, and the lines below renumbered)."""
+    import runpy
+
+    from stepdbg.agent.inspection import source_around
+
+    script = tmp_path / "blank.py"
+    script.write_text("import sys\n\nframe = sys._getframe()\n\n\n# the end\n")
+    frame = runpy.run_path(str(script))["frame"]
+    src = source_around(frame, context=3)
+    assert [(ln["line"], ln["text"]) for ln in src["lines"]] == [
+        (1, "import sys"), (2, ""), (3, "frame = sys._getframe()"), (4, ""), (5, ""), (6, "# the end")]

@@ -183,9 +183,13 @@ def source_around(frame: FrameType | None, context: int = 5) -> dict[str, Any] |
         return None
     fn, line = frame.f_code.co_filename, frame.f_lineno
     first = max(1, line - context)
-    lines = [(n, linecache.getline(fn, n).rstrip("\n")) for n in range(first, line + context + 1)]
-    return {"file": fn, "line": line, "function": frame.f_code.co_name,
-            "lines": [{"line": n, "text": t} for n, t in lines if t or n <= line]}
+    lines = []
+    for n in range(first, line + context + 1):
+        raw = linecache.getline(fn, n)  # "" only past the end; a blank line is "\n" and keeps its number
+        if not raw and n > line:
+            break
+        lines.append({"line": n, "text": raw.rstrip("\n")})
+    return {"file": fn, "line": line, "function": frame.f_code.co_name, "lines": lines}
 
 
 def tensor_locals(frame: FrameType) -> dict[str, Any]:
