@@ -97,7 +97,8 @@ def test_pause_inspect_step_change_and_continue(job):
     assert s.timings()["current"]["before_backward"] >= s.timings()["current"]["before_forward"]
     src = s.source(2)
     assert src["function"] == "train" and any("loss.backward()" in ln["text"] for ln in src["lines"])
-    assert any(t["name"] == "MainThread" for t in s.stacks())
+    threads = s.stacks()  # the training thread first (here not the main thread), then the main thread
+    assert threads[0]["id"] == s.model.thread and threads[1]["name"] == "MainThread"
 
     s.run_to_step(6)
     brk6 = s.wait_paused(WAIT, previous=brk5)

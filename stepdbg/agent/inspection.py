@@ -215,7 +215,9 @@ def failing_module(roots: Iterable[torch.nn.Module], frames: list[FrameType]) ->
     return None
 
 
-def thread_stacks() -> list[dict[str, Any]]:
+def thread_stacks(training: int | None = None) -> list[dict[str, Any]]:
+    """Every thread's stack: the training thread first, then the main thread, the user's
+    other threads, and stepdbg's own last."""
     names = {t.ident: t for t in threading.enumerate()}
     out = []
     for tid, frame in sys._current_frames().items():
@@ -230,6 +232,7 @@ def thread_stacks() -> list[dict[str, Any]]:
                 for fs in traceback.extract_stack(frame)
             ],
         })
+    out.sort(key=lambda t: (t["id"] != training, not t["main"], t["name"].startswith("stepdbg"), t["name"]))
     return out
 
 

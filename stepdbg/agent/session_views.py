@@ -83,7 +83,7 @@ class ViewOps:
         return inspection.source_around(self._paused_frame, context)
 
     def stacks(self) -> list[dict[str, Any]]:
-        return inspection.thread_stacks()
+        return inspection.thread_stacks(self.model.thread)
 
     def status(self) -> dict[str, Any]:
         st = self.model.current
