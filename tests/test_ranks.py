@@ -329,6 +329,7 @@ def test_on_break_rewind_rewinds_both_ranks_to_one_snapshot(tmp_path):
                  script_args=("--corrupt-at", "6", "--steps", "12"))
     code, out, err = finish(proc)
     assert code == 0, err[-3000:]
+    assert "stepdbg[rank 0]: change: rewind to_step=6" in err and "stepdbg[rank 1]: change: rewind" in err
     finals = sorted(line.split(" last loss ")[1] for line in out.replace("rank", "\nrank").splitlines()
                     if " last loss " in line)
     assert len(finals) == 2 and finals[0] == finals[1] and "nan" not in finals[0], out

@@ -3,12 +3,13 @@ panel's lines and the Break panel. One function, so that `app.py` only routes.""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from textual.widgets import TabbedContent
 
 # The agent says these on stderr too; with --forward-output the Log would show each twice.
-SAID_AS_EVENTS = ("stepdbg: change: ", "stepdbg: break at step ")
+SAID_AS_EVENTS = re.compile(r"stepdbg(\[rank \d+\])?: (change: |break at step )")
 
 
 def change_words(data: dict[str, Any]) -> str:
@@ -30,7 +31,7 @@ def apply(app: Any, event: str, data: Any) -> None:
     elif event == "output":
         for batch in data or []:
             for line in batch["lines"]:
-                if not line.startswith(SAID_AS_EVENTS):
+                if not SAID_AS_EVENTS.match(line):
                     app.log_line(line, "red" if batch["stream"] == "stderr" else "")
     elif event == "change":
         app.log_line(change_words(data), "cyan")

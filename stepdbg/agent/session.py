@@ -69,6 +69,7 @@ class Session(ControlOps, ViewOps):
             self.report = Report(report)
         self.argv = list(argv if argv is not None else sys.argv)
         self.quiet = quiet
+        self.prefix = f"stepdbg[rank {rank}]" if rank is not None and world not in (None, "1") else "stepdbg"
         self.pid = os.getpid()
         self.breaks: list[Break] = []
         self.changes: list[dict[str, Any]] = []
@@ -478,5 +479,5 @@ class Session(ControlOps, ViewOps):
 
     def say(self, msg: str) -> None:
         if not self.quiet:
-            print(f"stepdbg: {msg}", file=sys.stderr, flush=True)
+            print(f"{self.prefix}: {msg}", file=sys.stderr, flush=True)  # under torchrun: which rank
 
