@@ -87,9 +87,12 @@ def execute(target: Any, cmd: str) -> str | None:
         _out(format_summary(target.summary(rest)))
     elif word == "lr":
         parts = shlex.split(rest)
-        target.set_lr(float(parts[0]), pin="pin" in parts[1:])
+        r = target.set_lr(float(parts[0]), pin="pin" in parts[1:])
+        _confirm(target, f"LR set to {float(parts[0]):g}{' and pinned' if r.get('pinned') else ''} "
+                         f"(param groups {', '.join(str(g['group']) for g in r.get('groups', []))})")
     elif word == "skip":
         target.skip_step()
+        _confirm(target, "this step's update will not be applied")
     elif word == "rewind":
         r = target.rewind(int(rest) if rest else None)
         _out(f"rewinding to the snapshot of step {r['to_step']} where this step ends")
@@ -113,6 +116,12 @@ def execute(target: Any, cmd: str) -> str | None:
         elif r["value"] is not None:
             _out(r["value"])
     return None
+
+
+def _confirm(target: Any, words: str) -> None:
+    """A change, confirmed in one line. In process the job says it itself (stepdbg: change: ...)."""
+    if getattr(target, "remote", False):
+        _out(words)
 
 
 def _evaluate(target: Any, code: str) -> dict[str, Any]:
