@@ -129,3 +129,20 @@ def test_an_interpreter_without_torch_is_told_in_one_line(tmp_path, echo_script)
     assert out.returncode == 2
     assert out.stderr.startswith(f"stepdbg: {bare} cannot import torch: run stepdbg with the interpreter")
     assert "Traceback" not in out.stderr and len(out.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize(("target", "expected"), [
+    (["-m", "nosuch_mod"], "No module named nosuch_mod"),
+    (["SYNTAX"], "SyntaxError: invalid syntax"),
+])
+def test_a_script_that_cannot_start_is_said_as_python_says_it(tmp_path, target, expected):
+    """No break 'at <frozen runpy>' and no stepdbg traceback: Python's own words, the real
+    file and line, exit code 1."""
+    bad = tmp_path / "bad.py"
+    bad.write_text("x = 1\ndef f(:\n    pass\n")
+    args = [str(bad) if a == "SYNTAX" else a for a in target]
+    out = stepdbg("--no-tui", sys.executable, *args)
+    assert out.returncode == 1
+    assert out.stderr.rstrip().endswith(expected) and "runpy" not in out.stderr and "break at" not in out.stderr
+    if target == ["SYNTAX"]:
+        assert out.stderr.startswith(f'  File "{bad}", line 2')

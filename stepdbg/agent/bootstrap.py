@@ -63,6 +63,32 @@ def end_with_launcher() -> None:
         os.kill(os.getpid(), signal.SIGTERM)
 
 
+def _cannot_start(module: str | None, path: str) -> int | None:
+    """A module that is not there, or a script that does not compile, is said as Python says
+    it (one error, the real file and line), not as a break inside runpy; exit code 1."""
+    if module is not None:
+        import importlib.util
+
+        try:
+            found = importlib.util.find_spec(module) is not None
+        except (ImportError, ValueError):
+            found = False
+        if not found:
+            print(f"{sys.executable}: No module named {module}", file=sys.stderr, flush=True)
+            return 1
+        return None
+    try:
+        with open(path, "rb") as f:
+            compile(f.read(), path, "exec")
+    except SyntaxError as e:
+        traceback.print_exception(type(e), e, None)
+        return 1
+    except OSError as e:
+        print(f"{sys.executable}: can't open file {path!r}: {e.strerror}", file=sys.stderr, flush=True)
+        return 2
+    return None
+
+
 def main() -> int:
     config = json.loads(os.environ.pop("STEPDBG_CONFIG", "{}"))
     end_with_launcher()
@@ -77,6 +103,9 @@ def main() -> int:
     else:
         sys.path[0] = os.path.dirname(os.path.abspath(argv[0]))
     sys.argv = list(argv)
+    code = _cannot_start(module, argv[0])
+    if code is not None:
+        return code
     session = _session_class()(
         breaks=config.get("breaks", ["nan", "exception"]),
         actions=config.get("actions", ["report"]),
