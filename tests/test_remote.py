@@ -266,3 +266,16 @@ def test_a_job_on_two_nodes_is_attached_through_ssh_to_each_node(sshd, tmp_path,
                 p.kill()
         outs = [p.communicate(timeout=WAIT) for p in procs]
     assert [p.returncode for p in procs] == [0, 0], [err[-1500:] for _, err in outs]
+
+
+def test_ls_columns_line_up_whatever_the_widths():
+    from stepdbg.client.targets import format_listing
+    from stepdbg.wire.sessions import SessionInfo
+
+    rows = [SessionInfo("s1", 1234, "node17", ["python", "train.py", "--lr"], "/s", "t", 0.0),
+            SessionInfo("a1b2c3d4e5f6-r1", 77, "gpu-node-0123.cluster.example", ["python", "-m", "pkg.train"], "/s",
+                        "t", 0.0, rank=1, world_size=8)]
+    head, one, two = format_listing(rows).splitlines()
+    assert head.index("PID") == one.index("1234") == two.index("77") == 17
+    assert head.index("RANK") == two.index("1/8") and head.index("SCRIPT") == one.index("train.py")
+    assert two.endswith("-m pkg.train") and one.endswith("train.py --lr")

@@ -62,9 +62,10 @@ def looks_like_hostport(target: str) -> bool:
 
 
 def format_listing(infos: list[sessions.SessionInfo]) -> str:
-    rows = [f"{'ID':<10} {'PID':<8} {'HOST':<16} {'RANK':<6} SCRIPT"]
-    for s in infos:
-        script = " ".join(a for a in s.argv[1:3])
-        rank = "" if s.rank is None else f"{s.rank}/{s.world_size}"
-        rows.append(f"{s.id:<10} {s.pid:<8} {s.host[:16]:<16} {rank:<6} {script}")
-    return "\n".join(rows)
+    """One row a job, in columns as wide as their widest cell (the script last, whole)."""
+    table = [["ID", "PID", "HOST", "RANK", "SCRIPT"]] + [
+        [s.id, str(s.pid), s.host, "" if s.rank is None else f"{s.rank}/{s.world_size}", " ".join(s.argv[1:3])]
+        for s in infos]
+    widths = [max(len(row[i]) for row in table) for i in range(4)]
+    return "\n".join(("  ".join(c.ljust(w) for c, w in zip(row[:4], widths, strict=True)) + "  " + row[4]).rstrip()
+                     for row in table)
