@@ -84,3 +84,14 @@ def test_threshold_checks_say_why_in_one_sentence():
     assert parse("step==3").check({"step": 3}) == "reached step 3"
     assert parse("mem>1GB").check({"mem": 2e9}) == "memory 2GB is above 1GB"
     assert parse("loss>1").check({"loss": math.inf}) is not None
+
+
+def test_a_breakpoint_removed_while_off_comes_back_on():
+    from stepdbg.agent.breakpoints import Breakpoints
+
+    b = Breakpoints(["nan"])
+    b.add("loss>4")
+    b.enable("loss>4", False)
+    b.remove("loss>4")
+    b.add("loss>4")
+    assert [r["enabled"] for r in b.listing()] == [True, True]

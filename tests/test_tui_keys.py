@@ -167,9 +167,19 @@ async def test_breakpoints_add_validates_as_you_type_toggle_and_remove():
         await pilot.press("space")
         await pilot.pause(0.2)
         assert ("break_enable", ("nan", False)) in src.calls
-        await pilot.press("delete")
+        table.move_cursor(row=1)
+        await pilot.press("space")
         await pilot.pause(0.2)
-        assert ("break_remove", ("nan",)) in src.calls
+        assert table.cursor_row == 1  # the cursor stays on the row toggled
+        await pilot.press("space", "delete")
+        await pilot.pause(0.2)
+        assert ("break_enable", ("grad_norm>100", True)) in src.calls and ("break_remove", ("grad_norm>100",)) in src.calls
+        await pilot.press("delete", "delete")
+        await pilot.pause(0.3)
+        assert table.row_count == 0 and app.focused is None  # not the add box: 1 and c are keys again
+        await pilot.press("1")
+        await pilot.pause(0.2)
+        assert app.query_one(TabbedContent).active == "break"
 
 
 async def test_repl_line_evaluates_with_history():

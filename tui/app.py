@@ -449,6 +449,8 @@ class StepdbgApp(App[str | None]):
     async def _remove_break(self, spec: str) -> None:
         await self.ask("breakpoint", self.source.remove_break(spec))
         await self._refresh_panel("breakpoints")
+        table = self.query_one("#breaks-table", DataTable)  # the next keys are keys, not a spec typed:
+        self.set_focus(table if table.row_count else None)  # an empty table gives focus to the add box
 
     @on(Input.Submitted, "#repl")
     def repl_submitted(self, event: Input.Submitted) -> None:

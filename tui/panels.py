@@ -371,9 +371,12 @@ class BreakpointsPanel(Vertical):
 
     def show(self, rows: list[dict[str, Any]]) -> None:
         t = self.query_one(DataTable)
+        row = t.cursor_row  # the cursor stays where it was (a space toggles the row under it)
         t.clear()
         for r in rows:
             t.add_row("●" if r["enabled"] else "○", r["spec"], r["kind"], r["phase"], key=r["spec"])
+        if rows:
+            t.move_cursor(row=min(row, len(rows) - 1))
 
     def on_input_changed(self, event: Input.Changed) -> None:
         if event.input.id == "break-input":

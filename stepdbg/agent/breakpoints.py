@@ -55,6 +55,7 @@ class Breakpoints:
         self.conditions = [c for c in self.conditions if c.spec != spec]
         if len(self.conditions) == before:
             raise KeyError(f"no breakpoint {spec!r}; set: {self.specs()}")
+        self.disabled.discard(spec)  # added again later, it is on
         self._grad_norm_read = self._reads_grad_norm()
         self._phases = self._checked_phases()
 
