@@ -26,7 +26,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import random
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -48,7 +48,6 @@ class Snapshot:
     nbytes: int
     done: Any = None  # a CUDA event when the copy is asynchronous
     tried: bool = False
-    extra: dict[str, Any] = field(default_factory=dict)
 
 
 class NoSnapshot(RuntimeError):
