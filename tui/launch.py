@@ -4,6 +4,7 @@ on one it attaches to (`stepdbg attach TARGET`)."""
 from __future__ import annotations
 
 import asyncio
+import signal
 import subprocess
 import sys
 import threading
@@ -96,6 +97,7 @@ def launch_tui(cmd: list[str], env: dict[str, str], ranks: int | None = None) ->
                threading.Thread(target=relay, args=(child.stderr, "stderr"), daemon=True)]
     for r in readers:
         r.start()
+    again = "stepdbg attach"  # what attaches to this job again
     try:
         if ranks:
             job = _wait_for_ranks(child, ranks)
@@ -105,6 +107,7 @@ def launch_tui(cmd: list[str], env: dict[str, str], ranks: int | None = None) ->
         else:
             info = _wait_for_session(child)
             if info is not None:
+                again = f"stepdbg attach {info.id}"
                 asyncio.run(_run(str(info.pid), None, list(output), hold))
     except KeyboardInterrupt:
         child.terminate()
@@ -117,10 +120,24 @@ def launch_tui(cmd: list[str], env: dict[str, str], ranks: int | None = None) ->
             for name, line in output:  # the whole log, on the terminal once the UI is gone
                 print(line, file=sys.stdout if name == "stdout" else sys.stderr)
             sys.stdout.flush()
-    code = child.wait()
+    if child.poll() is None:
+        print(f"stepdbg: the job goes on without the TUI (pid {child.pid}): `{again}` attaches again; "
+              "Ctrl-C interrupts it (its own Ctrl-C handling runs)", file=sys.stderr, flush=True)
+    code = _wait_through_ctrl_c(child)
     for r in readers:
         r.join(timeout=5)
-    return code
+    return code if code >= 0 else 128 - code  # killed by a signal: 128 + its number, as a shell says
+
+
+def _wait_through_ctrl_c(child: subprocess.Popen[str]) -> int:
+    """Wait for the job. Ctrl-C at the terminal reaches the job itself (it is in this
+    process group): stepdbg waits while it runs its own handling and writes its report's
+    end, and keeps relaying its output, instead of dying first with a traceback."""
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        return child.wait()
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 def _wait_for_session(child: subprocess.Popen[str]) -> sessions.SessionInfo | None:
