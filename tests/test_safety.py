@@ -143,3 +143,29 @@ def test_enter_repeats_the_last_stepping_command_as_in_pdb(tmp_path):
     assert pauses == ["stepdbg paused; Enter: c, h for help", "stepdbg paused; Enter: s, h for help",
                       "stepdbg paused; Enter: s, h for help"], out.stderr
     assert out.stdout.strip() == "done"
+
+
+def test_locals_shows_the_paused_frames_variables(tmp_path):
+    """`locals` at a pause: tensors with dtype, shape and device, modules with their size,
+    anything else as a short repr; a __repr__ that raises is shown, not raised."""
+    out = run_script(tmp_path, """
+        import torch, stepdbg
+        from torch import nn
+
+        class Odd:
+            def __repr__(self):
+                raise ValueError("no")
+
+        w = torch.ones(3, 2)
+        net = nn.Linear(2, 1)
+        note = "x" * 500
+        odd = Odd()
+        stepdbg.breakpoint()
+        print("after")
+    """, stdin="locals\nc\n", env={"STEPDBG_CONSOLE": "1"})
+    assert out.returncode == 0, out.stderr
+    lines = {ln.split()[0]: ln for ln in out.stderr.splitlines() if ln.startswith("  ") and len(ln.split()) > 2}
+    assert lines["w"].split()[1:] == ["Tensor", "float32", "[3,", "2]", "on", "cpu"]
+    assert lines["net"].split()[1:] == ["Linear", "3", "parameters"]
+    assert lines["note"].split()[1] == "str" and len(lines["note"]) < 120
+    assert lines["odd"].split()[1:3] == ["Odd", "<Odd"]  # reprlib's fallback: the type and address

@@ -137,6 +137,9 @@ class Handlers:
     def op_source(self, context: int = 5) -> dict[str, Any] | None:
         return self.s.source(context)
 
+    def op_locals(self) -> list[dict[str, str]]:
+        return self.s.frame_locals()
+
     def op_stacks(self) -> list[dict[str, Any]]:
         return self.s.stacks()
 

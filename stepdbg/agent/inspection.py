@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import linecache
 import os
+import reprlib
 import sys
 import threading
 import traceback
@@ -190,6 +191,26 @@ def source_around(frame: FrameType | None, context: int = 5) -> dict[str, Any] |
             break
         lines.append({"line": n, "text": raw.rstrip("\n")})
     return {"file": fn, "line": line, "function": frame.f_code.co_name, "lines": lines}
+
+
+def frame_locals(frame: FrameType | None, limit: int = 200) -> list[dict[str, str]]:
+    """The paused frame's locals, as a locals view shows them: name, type, and for a
+    tensor its dtype, shape and device, else a short repr (one line, at most 80 chars)."""
+    if frame is None:
+        return []
+    out = []
+    for name, v in list(frame.f_locals.items())[:limit]:
+        if isinstance(v, torch.Tensor):
+            value = f"{str(v.dtype).removeprefix('torch.')} {list(v.shape)} on {v.device}"
+        elif isinstance(v, torch.nn.Module):
+            value = f"{sum(p.numel() for p in v.parameters()):,} parameters"
+        else:
+            try:
+                value = reprlib.repr(v).replace("\n", " ")
+            except Exception as e:  # a user's __repr__ that fails is shown, not raised
+                value = f"<repr failed: {type(e).__name__}>"
+        out.append({"name": name, "type": type(v).__name__, "value": value[:80]})
+    return out
 
 
 def tensor_locals(frame: FrameType) -> dict[str, Any]:

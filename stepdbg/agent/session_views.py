@@ -82,6 +82,10 @@ class ViewOps:
     def source(self, context: int = 5) -> dict[str, Any] | None:
         return inspection.source_around(self._paused_frame, context)
 
+    def frame_locals(self) -> list[dict[str, str]]:
+        """The paused frame's locals: name, type, and dtype/shape/device or a short repr."""
+        return inspection.frame_locals(self._paused_frame)
+
     def stacks(self) -> list[dict[str, Any]]:
         return inspection.thread_stacks(self.model.thread)
 

@@ -148,6 +148,9 @@ class Ops:
     def source(self, context: int = 5) -> Any:
         return self.call("source", context=context)
 
+    def frame_locals(self) -> Any:
+        return self.call("locals")
+
     def stacks(self) -> Any:
         return self.call("stacks")
 

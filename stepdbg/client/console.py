@@ -28,6 +28,7 @@ stepdbg console:
   lr X [pin]        set the learning rate (pin: keep it against schedulers and loops)
   skip              do not apply this step's update
   rewind [STEP]     back to the newest snapshot before this step (or STEP's), then continue
+  locals            the paused frame's locals: type, and dtype/shape/device or a short repr
   info model|torchinfo|opt|mem|threads|source|history|timings|status
   break [add SPEC | rm SPEC]            list, add or remove breakpoints
   q                 end the job (exit code 3)
@@ -99,6 +100,11 @@ def execute(target: Any, cmd: str) -> str | None:
         return "resumed"
     elif word == "info":
         _info(target, rest or "model")
+    elif word == "locals":
+        rows = target.frame_locals()
+        width = max((len(r["name"]) for r in rows), default=0)
+        for r in rows:
+            _out(f"  {r['name']:<{width}}  {r['type']:<12} {r['value']}")
     elif word == "break":
         sub, _, spec = rest.partition(" ")
         if sub == "add":
