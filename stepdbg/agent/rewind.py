@@ -57,14 +57,14 @@ class NoSnapshot(RuntimeError):
 class Rewinder:
     """Takes snapshots every `every` steps (the newest `keep` are kept) and rewinds."""
 
-    def __init__(self, model: StepModel, every: int = 0, keep: int = KEEP, lr_scale: float = 1.0,
-                 lr_steps: int = 0, max_rewinds: int | None = None) -> None:
+    def __init__(self, model: StepModel) -> None:
         self.model = model
-        self.every = every
-        self.keep = keep
-        self.lr_scale = lr_scale
-        self.lr_steps = lr_steps
-        self.max_rewinds = max_rewinds
+        # Off until configure(): no snapshots, no LR scale after a rewind, no limit on rewinds.
+        self.every = 0
+        self.keep = KEEP
+        self.lr_scale = 1.0
+        self.lr_steps = 0
+        self.max_rewinds: int | None = None
         self.snapshots: list[Snapshot] = []
         self.rewinds = 0
         self.taken = 0
