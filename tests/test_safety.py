@@ -145,6 +145,44 @@ def test_enter_repeats_the_last_stepping_command_as_in_pdb(tmp_path):
     assert out.stdout.strip() == "done"
 
 
+def test_w_u_d_walk_the_paused_stack_and_eval_runs_in_the_selected_frame(tmp_path):
+    """pdb's w, u and d: the user's frames only (forward() included, none of torch's), and
+    p, eval and locals look at the frame selected."""
+    out = run_script(tmp_path, """
+        import torch, stepdbg
+        from torch import nn
+
+        class Net(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.fc = nn.Linear(2, 2)
+
+            def forward(self, x):
+                hidden = self.fc(x)
+                stepdbg.breakpoint()
+                return hidden
+
+        def train():
+            scale = 7
+            net = Net()
+            net(torch.ones(3, 2)).sum().backward()
+
+        train()
+    """, stdin="w\nscale * 2\nu\nscale * 2\nlocals\nu 5\nd 9\nhidden.shape\nc\n",
+        env={"STEPDBG_CONSOLE": "1"})
+    assert out.returncode == 0, out.stderr
+    err = out.stderr
+    lines = [ln.removeprefix("(stepdbg) ") for ln in err.splitlines()]
+    stack = [ln for ln in lines if " in " in ln and ln[:2] in ("> ", "  ") and "train.py:" in ln]
+    # w: <module>, train(), forward(), outermost first, the innermost selected; no torch frames
+    assert [ln.split(" in ")[1] for ln in stack[:3]] == ["<module>()", "train()", "forward()"], err
+    assert stack[2].startswith(">") and not stack[1].startswith(">")
+    assert "NameError: name 'scale' is not defined" in err  # forward() has no `scale`
+    after_u = lines[lines.index("14"):]  # after u, train()'s local
+    assert after_u[1].split()[:3] == ["scale", "int", "7"]  # locals of train()
+    assert "torch.Size([3, 2])" in lines  # d 9 stops at the innermost frame, forward()
+
+
 def test_locals_shows_the_paused_frames_variables(tmp_path):
     """`locals` at a pause: tensors with dtype, shape and device, modules with their size,
     anything else as a short repr; a __repr__ that raises is shown, not raised."""

@@ -6,7 +6,7 @@ import pytest
 from textual.widgets import DataTable, Input, Static, TabbedContent
 
 from stepdbg_tui.app import StepdbgApp
-from stepdbg_tui.dialogs import HelpScreen, LrScreen, QuitScreen
+from stepdbg_tui.dialogs import CtrlCScreen, HelpScreen, LrScreen, QuitScreen
 from stepdbg_tui.panels import check_spec, hints, render_break
 from stepdbg_tui.source import BREAK, HISTORY, REPLAY, FakeSource
 
@@ -209,6 +209,43 @@ async def test_ctrl_c_interrupts_code_running_from_the_repl_line():
         await pilot.pause(0.3)
         assert "interrupt" in [c[0] for c in src.calls]
         assert "KeyboardInterrupt" in text_of(app, "#repl-out")
+
+
+async def test_ctrl_c_asks_interrupt_the_job_or_quit_the_ui():
+    """Ctrl-C outside the REPL line asks: i interrupts the job (its own handling runs), q
+    opens the quit dialog, escape goes back."""
+    src, app, ctx = await started()
+    async with ctx as pilot:
+        await pilot.press("ctrl+c")
+        await pilot.pause()
+        assert isinstance(app.screen, CtrlCScreen)
+        await pilot.press("escape")
+        await pilot.pause()
+        assert not isinstance(app.screen, CtrlCScreen) and "interrupt_job" not in [c[0] for c in src.calls]
+        await pilot.press("ctrl+c", "i")
+        await pilot.pause(0.2)
+        assert [c[0] for c in src.calls].count("interrupt_job") == 1
+        await pilot.press("ctrl+c", "q")
+        await pilot.pause()
+        assert isinstance(app.screen, QuitScreen)
+
+
+async def test_u_and_d_walk_the_stack_and_the_break_panel_follows():
+    """The Break panel lists the paused stack with the selected frame marked and that
+    frame's locals; u selects the caller (its source and locals follow), d comes back."""
+    src, app, ctx = await started()
+    async with ctx as pilot:
+        await pilot.pause(0.3)
+        assert "> main()  nan_log.py:52" in text_of(app, "#break-frames")
+        assert "float32 [64, 8] on cpu" in text_of(app, "#break-locals")
+        await pilot.press("u")
+        await pilot.pause(0.3)
+        assert "> <module>()  nan_log.py:67" in text_of(app, "#break-frames")
+        assert "<function main" in text_of(app, "#break-locals")
+        assert "main()" in text_of(app, "#break-source")
+        await pilot.press("e", *"d", "enter")
+        await pilot.pause(0.3)
+        assert "> main()" in text_of(app, "#repl-out") and "> main()" in text_of(app, "#break-frames")
 
 
 async def test_pushed_events_update_the_screen():

@@ -167,54 +167,93 @@ def test_repl_in_a_real_terminal_with_completion(tmp_path, private_runtime_dir, 
     assert job.finish()[0] == 0
 
 
+class Tmux:
+    """A real terminal (tmux) running `stepdbg --break step==2 train.py` on a script that
+    handles Ctrl-C itself: it says so, then runs its test evaluation and exits 0."""
+
+    SCRIPT = ("import time\nimport torch\nfrom torch import nn\n"
+              "model = nn.Linear(2, 1)\nopt = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+              "try:\n"
+              "    for step in range(100000):\n"
+              "        model(torch.randn(4, 2)).sum().backward()\n"
+              "        opt.step()\n        opt.zero_grad()\n        time.sleep(0.05)\n"
+              "except KeyboardInterrupt:\n    print('Exiting from training early', flush=True)\n"
+              "print('test evaluation done', flush=True)\n")
+
+    def __init__(self, tmp_path, runtime_dir) -> None:
+        script = tmp_path / "train.py"
+        script.write_text(self.SCRIPT)
+        self.name = f"stepdbg-{uuid.uuid4().hex[:8]}"
+        self.exit_file, self.report = tmp_path / "exit", tmp_path / "r.jsonl"
+        cmd = (f"cd {ROOT} && STEPDBG_RUNTIME_DIR={runtime_dir} {sys.executable} -m stepdbg --break step==2 "
+               f"--report {self.report} {sys.executable} {script}; echo $? > {self.exit_file}; sleep 30")
+        subprocess.run(["tmux", "new-session", "-d", "-s", self.name, "-x", "160", "-y", "30", cmd], check=True,
+                       env={**os.environ, "TERM": "xterm-256color"})
+
+    def screen(self) -> str:
+        return subprocess.run(["tmux", "capture-pane", "-p", "-J", "-t", self.name],
+                              capture_output=True, text=True).stdout
+
+    def wait_screen(self, text: str) -> str:
+        deadline = time.monotonic() + WAIT
+        while time.monotonic() < deadline:
+            if text in (s := self.screen()):
+                return s
+            time.sleep(0.2)
+        raise AssertionError(f"{text!r} never appeared; the screen:\n{self.screen()}")
+
+    def keys(self, *k: str) -> None:
+        subprocess.run(["tmux", "send-keys", "-t", self.name, *k], check=True)
+
+    def exit_code(self) -> str:
+        deadline = time.monotonic() + WAIT
+        while not self.exit_file.exists() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        return self.exit_file.read_text().strip() if self.exit_file.exists() else f"none; screen:\n{self.screen()}"
+
+    def close(self) -> None:
+        subprocess.run(["tmux", "kill-session", "-t", self.name], capture_output=True)
+
+
 @pytest.mark.skipif(shutil.which("tmux") is None, reason="needs tmux")
 def test_after_leaving_the_tui_ctrl_c_reaches_the_jobs_own_handling(tmp_path, private_runtime_dir):
     """In tmux: q, continue; stepdbg says the pid and how to attach again; Ctrl-C then runs
     the script's own KeyboardInterrupt handling (and its test evaluation), stepdbg prints
     no traceback of its own, the report has its end, and the exit code is the script's."""
-    script = tmp_path / "train.py"
-    script.write_text(
-        "import time\nimport torch\nfrom torch import nn\n"
-        "model = nn.Linear(2, 1)\nopt = torch.optim.SGD(model.parameters(), lr=0.1)\n"
-        "try:\n"
-        "    for step in range(100000):\n"
-        "        model(torch.randn(4, 2)).sum().backward()\n"
-        "        opt.step()\n        opt.zero_grad()\n        time.sleep(0.05)\n"
-        "except KeyboardInterrupt:\n    print('Exiting from training early', flush=True)\n"
-        "print('test evaluation done', flush=True)\n")
-    name = f"stepdbg-{uuid.uuid4().hex[:8]}"
-    exit_file, report = tmp_path / "exit", tmp_path / "r.jsonl"
-    cmd = (f"cd {ROOT} && STEPDBG_RUNTIME_DIR={private_runtime_dir} {sys.executable} -m stepdbg --break step==2 "
-           f"--report {report} {sys.executable} {script}; echo $? > {exit_file}; sleep 30")
-    subprocess.run(["tmux", "new-session", "-d", "-s", name, "-x", "160", "-y", "30", cmd], check=True,
-                   env={**os.environ, "TERM": "xterm-256color"})
-
-    def screen() -> str:
-        return subprocess.run(["tmux", "capture-pane", "-p", "-J", "-t", name], capture_output=True, text=True).stdout
-
-    def wait_screen(text: str) -> str:
-        deadline = time.monotonic() + WAIT
-        while time.monotonic() < deadline:
-            if text in (s := screen()):
-                return s
-            time.sleep(0.2)
-        raise AssertionError(f"{text!r} never appeared; the screen:\n{screen()}")
-
+    term = Tmux(tmp_path, private_runtime_dir)
     try:
-        wait_screen("PAUSED [step==2]")
-        subprocess.run(["tmux", "send-keys", "-t", name, "q"], check=True)
-        wait_screen("What happens to the job?")
-        subprocess.run(["tmux", "send-keys", "-t", name, "c"], check=True)
-        wait_screen("the job goes on without the TUI (pid")
-        assert "`stepdbg attach " in screen()
-        subprocess.run(["tmux", "send-keys", "-t", name, "C-c"], check=True)
-        deadline = time.monotonic() + WAIT
-        while not exit_file.exists() and time.monotonic() < deadline:
-            time.sleep(0.2)
-        assert exit_file.read_text().strip() == "0", screen()
-        after = screen()
+        term.wait_screen("PAUSED [step==2]")
+        term.keys("q")
+        term.wait_screen("What happens to the job?")
+        term.keys("c")
+        term.wait_screen("the job goes on without the TUI (pid")
+        assert "`stepdbg attach " in term.screen()
+        term.keys("C-c")
+        assert term.exit_code() == "0", term.screen()
+        after = term.screen()
         assert "Exiting from training early" in after and "test evaluation done" in after
         assert "Traceback" not in after and "KeyboardInterrupt" not in after
-        assert '"event": "end"' in report.read_text()
+        assert '"event": "end"' in term.report.read_text()
     finally:
-        subprocess.run(["tmux", "kill-session", "-t", name], capture_output=True)
+        term.close()
+
+
+@pytest.mark.skipif(shutil.which("tmux") is None, reason="needs tmux")
+def test_ctrl_c_in_the_tui_can_interrupt_the_paused_job(tmp_path, private_runtime_dir):
+    """In tmux, paused: Ctrl-C asks; i interrupts the job as Ctrl-C at its terminal would.
+    The pause ends, the script's own handling and test evaluation run, the TUI says the job
+    ended with exit code 0, q closes it, and the report has its end."""
+    term = Tmux(tmp_path, private_runtime_dir)
+    try:
+        term.wait_screen("PAUSED [step==2]")
+        term.keys("C-c")
+        term.wait_screen("Which do you mean?")
+        term.keys("i")
+        term.wait_screen("job ended, exit code 0")
+        term.keys("q")
+        assert term.exit_code() == "0", term.screen()
+        after = term.screen()
+        assert "Exiting from training early" in after and "test evaluation done" in after
+        assert '"event": "end"' in term.report.read_text()
+    finally:
+        term.close()

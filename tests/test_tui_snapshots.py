@@ -115,6 +115,19 @@ def test_quit_dialog(snap_compare, size):
 
 
 @pytest.mark.parametrize("size", SIZES)
+def test_ctrl_c_dialog(snap_compare, size):
+    """Ctrl-C dialog: interrupt the job (its own Ctrl-C handling runs), quit the UI, cancel."""
+    assert picture(snap_compare, size, "ctrl+c")
+
+
+@pytest.mark.parametrize("size", SIZES)
+def test_break_panel_after_u(snap_compare, size):
+    """u: the caller's frame is selected (> <module>() nan_log.py:67); the source shows
+    line 67 and the locals are that frame's."""
+    assert picture(snap_compare, size, "u")
+
+
+@pytest.mark.parametrize("size", SIZES)
 def test_ranks_panel_of_a_job_that_hangs(snap_compare, size):
     """Ranks panel (0) of a 4-rank job: ranks 0 and 1 'in collective' (yellow), 5m 50s left
     of their 10m timeout, waiting 4m 10s in the backward; rank 2 running with no progress

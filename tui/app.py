@@ -19,7 +19,8 @@ from textual.suggester import SuggestFromList
 from textual.widgets import DataTable, Footer, Input, Label, Static, TabbedContent, TabPane
 
 from . import job_events
-from .dialogs import AskScreen, HelpScreen, LrScreen, QuitScreen
+from .controls import ControlActions
+from .dialogs import AskScreen, HelpScreen
 from .messages import ConnectionLost, JobEvent, StepSummary
 from .panels import (
     BreakPanel,
@@ -46,7 +47,7 @@ RANKS_EVERY = 1.0  # seconds between Ranks panel refreshes while it is shown
 # ---------------------------------------------------------------------- the app
 
 
-class StepdbgApp(App[str | None]):
+class StepdbgApp(ControlActions, App[str | None]):
     """The debugger UI over one job. Returns the quit choice: continue, stay, end, or None."""
 
     TITLE = "stepdbg"
@@ -69,6 +70,8 @@ class StepdbgApp(App[str | None]):
         Binding("l", "set_lr", "LR"),
         Binding("k", "skip", "skip"),
         Binding("R", "rewind", "rewind", show=False),
+        Binding("u", "frame(1)", "frame out", show=False),
+        Binding("d", "frame(-1)", "frame in", show=False),
         Binding("b", "breakpoints", "breaks"),
         Binding("e", "focus_repl", "REPL", show=False),
         Binding("q", "quit_job", "quit"),
@@ -224,10 +227,15 @@ class StepdbgApp(App[str | None]):
 
     async def _refresh_break(self) -> None:
         brk = self.status.get("paused")
-        src = await self.ask("source", self.source.source(4)) if brk else None
+        src = frames = locals_ = None
+        if brk:
+            src = await self.ask("source", self.source.source(4))
+            frames = await self.ask("stack", self.source.frames())
+            locals_ = await self.ask("locals", self.source.frame_locals())
         ended = self.status.get("state", "")
         self.query_one(BreakPanel).show(brk, self.replay_result, src, self.findings,
-                                        ended=ended if ended.startswith("exited") else None)
+                                        ended=ended if ended.startswith("exited") else None,
+                                        frames=frames, locals_=locals_)
         if brk:
             names = await self.ask("names", self.source.evaluate("sorted(vars())"))
             if names and names.get("value"):
@@ -258,80 +266,6 @@ class StepdbgApp(App[str | None]):
     def action_breakpoints(self) -> None:
         self.action_panel("breakpoints")
         self.query_one("#break-input", Input).focus()
-
-    def _resume(self, what: str, coro: Any) -> None:
-        if self.status.get("state") != "paused":
-            self.notify("the job is not paused", severity="warning")
-            coro.close()
-            return
-        self.run_worker(self.ask(what, coro), group="control")
-
-    def action_cont(self) -> None:
-        self._resume("continue", self.source.cont())
-
-    def action_next_phase(self) -> None:
-        self._resume("next phase", self.source.next_phase())
-
-    def action_next_step(self) -> None:
-        self._resume("next step", self.source.next_step())
-
-    def action_pause(self) -> None:
-        self.run_worker(self.ask("pause", self.source.pause()), group="control")
-        self.notify("pausing at the next pause point…")
-
-    def action_replay(self) -> None:
-        if self.status.get("state") != "paused":
-            self.notify("replay needs a paused step", severity="warning")
-            return
-        self.do_replay()
-
-    @work(exclusive=True, group="replay")
-    async def do_replay(self) -> None:
-        panel = self.query_one(BreakPanel)
-        panel.loading = True  # a spinner while the step is replayed
-        self.notify("replaying the step under anomaly detection…")
-        try:
-            result = await self.ask("replay", self.source.replay())
-        finally:
-            panel.loading = False
-        if result is not None:
-            self.replay_result = result
-            self.query_one(TabbedContent).active = "break"
-            await self._refresh_break()
-
-    def action_set_lr(self) -> None:
-        group = None
-        if self.query_one(TabbedContent).active == "optimizer":
-            t = self.query_one("#opt-table", DataTable)
-            if t.row_count:
-                group = t.cursor_row
-        brk = self.status.get("paused") or {}
-        lrs = (brk.get("scalars") or {}).get("lr") or []
-        current = lrs[group or 0] if len(lrs) > (group or 0) else None
-
-        def done(answer: tuple[float, bool] | None) -> None:
-            if answer is not None:
-                self.apply_lr(answer[0], group, answer[1])
-
-        self.push_screen(LrScreen(current, group), done)
-
-    @work(group="control")
-    async def apply_lr(self, lr: float, group: int | None, pin: bool) -> None:
-        r = await self.ask("set LR", self.source.set_lr(lr, group=group, pin=pin))
-        if r is not None:
-            self.notify(f"LR set to {lr:g}{' (pinned)' if pin else ''}")
-            await self._refresh_panel(self.query_one(TabbedContent).active)
-
-    @work(group="control")
-    async def action_skip(self) -> None:
-        if await self.ask("skip", self.source.skip_step()) is not None:
-            self.notify("this step's update will not be applied")
-
-    @work(group="control")
-    async def action_rewind(self) -> None:  # R: back to the newest snapshot before this step, then on
-        r = await self.ask("rewind", self.source.rewind())
-        if r is not None:
-            self.notify(f"rewinding to the snapshot of step {r['to_step']} where step {r['step']} ends")
 
     def action_focus_repl(self) -> None:
         self.query_one("#repl", Input).focus()
@@ -370,18 +304,6 @@ class StepdbgApp(App[str | None]):
 
     def action_help(self) -> None:
         self.push_screen(HelpScreen())
-
-    def action_quit_job(self) -> None:
-        if self.connection != "connected":
-            self.exit(None)
-            return
-
-        def done(choice: str | None) -> None:
-            if choice is not None:
-                self.quit_choice = choice
-                self.exit(choice)
-
-        self.push_screen(QuitScreen(), done)
 
     # ------------------------------------------------------------------ inputs
 
@@ -474,10 +396,3 @@ class StepdbgApp(App[str | None]):
             await run_line(self, line)
         finally:
             self.evaluating = False
-
-    def action_interrupt(self) -> None:  # ctrl+c: stop code the REPL line runs in the job
-        if not self.evaluating:
-            self.notify("ctrl+c stops code you run from the REPL line (e); q quits", severity="information")
-            return
-        self.notify("interrupting the code in the job…")
-        self.run_worker(self.ask("interrupt", self.source.interrupt()), group="interrupt")

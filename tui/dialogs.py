@@ -19,6 +19,8 @@ HELP = """\
   b  breakpoints       e  the REPL line (Python in the paused frame; ↑↓ history)
   1-9  panels: Break Model Tensor Optimizer Memory Plots Breakpoints Threads Log
   q  quit: continue the job, leave it paused for a re-attach, or end it
+  u d  select the frame out (toward main) / in: source, locals and the REPL line follow
+  ctrl+c  interrupt the job (its own Ctrl-C handling runs) or quit; in the REPL line: its code
   ctrl+r  reconnect after the connection was lost
   t  the next rank (a distributed job)    0  Ranks: every rank's state (running, paused,
      in a collective with the time its timeout leaves, dead with its exit code), live
@@ -109,6 +111,33 @@ class QuitScreen(ModalScreen[str | None]):
             yield Button("l: leave it paused (re-attach later)", id="stay")
             yield Button("e: end it (exit code 3)", id="end", variant="error")
             yield Button("cancel", id="cancel")
+
+    def action_pick(self, choice: str) -> None:
+        self.dismiss(choice)
+
+    @on(Button.Pressed)
+    def pressed(self, event: Button.Pressed) -> None:
+        self.dismiss(None if event.button.id == "cancel" else event.button.id)
+
+
+class CtrlCScreen(ModalScreen[str | None]):
+    """Ctrl-C in the TUI: interrupt the job as Ctrl-C at its terminal would, or quit the UI."""
+
+    DEFAULT_CSS = """
+    CtrlCScreen { align: center middle; }
+    CtrlCScreen > Grid { grid-size: 1; grid-gutter: 1; width: 64; height: auto; border: thick $accent;
+                         padding: 1 2; background: $surface; }
+    CtrlCScreen Button { width: 1fr; }
+    """
+    BINDINGS = [Binding("escape", "dismiss(None)", "cancel"), Binding("i", "pick('interrupt')", show=False),
+                Binding("q", "pick('quit')", show=False)]
+
+    def compose(self) -> ComposeResult:
+        with Grid():
+            yield Label("Ctrl-C. Which do you mean?")
+            yield Button("i: interrupt the job (its own Ctrl-C handling runs)", id="interrupt", variant="error")
+            yield Button("q: quit the UI (then: continue, leave paused or end)", id="quit", variant="primary")
+            yield Button("cancel (escape)", id="cancel")
 
     def action_pick(self, choice: str) -> None:
         self.dismiss(choice)

@@ -138,24 +138,54 @@ def render_source(src: dict[str, Any] | None) -> Syntax | Text:
                   theme="ansi_dark", word_wrap=False)
 
 
+def render_frames(frames: list[dict[str, Any]] | None) -> Text:
+    """The paused stack, outermost first, the selected frame marked (u and d move it)."""
+    if not frames or len(frames) < 2:
+        return Text("")
+    t = Text("stack (u out, d in)\n", style="bold")
+    for f in frames:
+        mark = "> " if f["selected"] else "  "
+        t.append(f"{mark}{f['function']}()  {f['file'].rsplit('/', 1)[-1]}:{f['line']}\n",
+                 style="bold" if f["selected"] else "dim")
+    return t
+
+
+def render_locals(rows: list[dict[str, str]] | None) -> Table | Text:
+    """The selected frame's locals: name, type, and dtype/shape/device or a short repr."""
+    if not rows:
+        return Text("")
+    table = Table(title="locals", title_justify="left", title_style="bold", box=None, padding=(0, 1))
+    table.add_column("name", style="bold")
+    table.add_column("type", style="dim")
+    table.add_column("value", overflow="fold")
+    for r in rows:
+        table.add_row(r["name"], r["type"], r["value"])
+    return table
+
+
 class BreakPanel(VerticalScroll):
     DEFAULT_CSS = """
     BreakPanel #break-record { height: auto; }
-    BreakPanel #break-source { height: auto; margin-top: 1; }
+    BreakPanel #break-source, BreakPanel #break-frames, BreakPanel #break-locals { height: auto; margin-top: 1; }
     """
 
     def compose(self) -> ComposeResult:
         yield Static(id="break-record")
         yield Static(id="break-source")
+        yield Static(id="break-frames")
+        yield Static(id="break-locals")
 
     def show(self, brk: dict[str, Any] | None, replay: dict[str, Any] | None, src: dict[str, Any] | None,
-             findings: list[dict[str, Any]] | None = None, ended: str | None = None) -> None:
+             findings: list[dict[str, Any]] | None = None, ended: str | None = None,
+             frames: list[dict[str, Any]] | None = None, locals_: list[dict[str, str]] | None = None) -> None:
         record = render_break(brk, replay, findings)
         if brk is None and ended:
             record = Text(f"the job {ended.replace('exited (', 'ended (exit code ')}. The Log (9) has its last "
                           "lines; q closes this window.", style="bold")
         self.query_one("#break-record", Static).update(record)
         self.query_one("#break-source", Static).update(render_source(src) if brk else "")
+        self.query_one("#break-frames", Static).update(render_frames(frames) if brk else "")
+        self.query_one("#break-locals", Static).update(render_locals(locals_) if brk else "")
 
 
 # ---------------------------------------------------------------------- model

@@ -1,5 +1,6 @@
 """The app's REPL line (e): Python in the paused frame, plus a few console words
-(lr X [pin], break add SPEC, p EXPR, rewind [STEP]); its history is walked with up and down."""
+(lr X [pin], break add SPEC, p EXPR, rewind [STEP], w, u [N], d [N]); its history is walked
+with up and down."""
 
 from __future__ import annotations
 
@@ -58,6 +59,13 @@ async def run_line(app: Any, line: str) -> None:
         r = await app.ask("rewind", app.source.rewind(int(rest) if rest.isdigit() else None))
         if r is not None:
             out.update(f"» {line}\nrewinding to the snapshot of step {r['to_step']} where step {r['step']} ends")
+    elif word in ("w", "where") and not rest or word in ("u", "d") and (not rest or rest.isdigit()):
+        move = (int(rest) if rest else 1) * {"u": 1, "d": -1}.get(word, 0)
+        frames = await app.ask("stack", app.source.frames(move))
+        if frames is not None:
+            out.update(f"» {line}\n" + "\n".join(
+                f"{'>' if f['selected'] else ' '} {f['function']}()  {f['file']}:{f['line']}" for f in frames[-4:]))
+            await app._refresh_break()
     elif word == "p" and rest:
         s = await app.ask(f"tensor {rest}", app.source.summary(rest))
         if s is not None:

@@ -39,8 +39,11 @@ class Source(Protocol):
     async def get_history(self, last: int = 200) -> list[dict[str, Any]]: ...
     async def source(self, context: int = 5) -> dict[str, Any] | None: ...
     async def stacks(self) -> list[dict[str, Any]]: ...
+    async def frames(self, move: int = 0) -> list[dict[str, Any]]: ...
+    async def frame_locals(self) -> list[dict[str, str]]: ...
     async def evaluate(self, source: str) -> dict[str, Any]: ...
     async def interrupt(self) -> dict[str, Any]: ...
+    async def interrupt_job(self) -> dict[str, Any]: ...
     async def breakpoints(self) -> list[dict[str, Any]]: ...
     async def add_break(self, spec: str) -> list[str]: ...
     async def remove_break(self, spec: str) -> list[str]: ...
@@ -124,6 +127,17 @@ STACKS = [
         {"file": "/usr/lib/python3.11/socket.py", "line": 294, "function": "accept", "code": "fd, addr = self._accept()"}]},
 ]
 
+LOCALS = [
+    {"name": "args", "type": "Namespace", "value": "Namespace(steps=60, bad_step=30, lr=0.01)"},
+    {"name": "g", "type": "Generator", "value": "<torch._C.Generator object at 0x7f3a2c1d9e30>"},
+    {"name": "model", "type": "Net", "value": "321 parameters"},
+    {"name": "opt", "type": "AdamW", "value": "AdamW (...)"},
+    {"name": "step", "type": "int", "value": "30"},
+    {"name": "x", "type": "Tensor", "value": "float32 [64, 8] on cpu"},
+    {"name": "y", "type": "Tensor", "value": "float32 [64, 1] on cpu"},
+    {"name": "loss", "type": "Tensor", "value": "float32 [] on cpu"},
+]
+
 
 class FakeSource:
     """Canned data from the row-1 demo, paused at step 30; records every call."""
@@ -141,6 +155,7 @@ class FakeSource:
         self.breaks = [{"spec": "nan", "kind": "nan", "phase": "any", "enabled": True},
                        {"spec": "grad_norm>100", "kind": "grad_norm", "phase": "before_optimizer_step", "enabled": True}]
         self.replay_delay = 0.0
+        self.frame = 1  # the selected frame of STACKS[0] (u and d move it)
 
     def push(self, event: str, data: Any = None) -> None:
         if event == "paused":
@@ -225,12 +240,26 @@ class FakeSource:
 
     async def source(self, context: int = 5) -> dict[str, Any] | None:
         self._call("source")
+        if self.frame == 0:
+            return {"file": DEMO_FILE, "line": 67, "function": "<module>", "lines": [
+                {"line": 65, "text": ""}, {"line": 66, "text": 'if __name__ == "__main__":'},
+                {"line": 67, "text": "    main()"}]}
         return {"file": DEMO_FILE, "line": 52, "function": "main",
                 "lines": [{"line": n, "text": t} for n, t in SOURCE_LINES]}
 
     async def stacks(self) -> list[dict[str, Any]]:
         self._call("stacks")
         return copy.deepcopy(STACKS)
+
+    async def frames(self, move: int = 0) -> list[dict[str, Any]]:
+        self._call("frames", move)
+        self.frame = min(max(self.frame - move, 0), 1)
+        return [{**f, "selected": i == self.frame} for i, f in enumerate(STACKS[0]["stack"])]
+
+    async def frame_locals(self) -> list[dict[str, str]]:
+        self._call("locals")
+        return copy.deepcopy(LOCALS) if self.frame == 1 else [{"name": "main", "type": "function",
+                                                               "value": "<function main at 0x7f3a2c2e1b20>"}]
 
     async def evaluate(self, source: str) -> dict[str, Any]:
         self._call("eval", source)
@@ -243,6 +272,10 @@ class FakeSource:
             await self._stop.wait()
             return {"output": "", "value": None, "error": "KeyboardInterrupt: interrupted from the front end\n"}
         return {"output": "", "value": "tensor(nan, grad_fn=<MseLossBackward0>)", "error": None}
+
+    async def interrupt_job(self) -> dict[str, Any]:
+        self._call("interrupt_job")
+        return {"pid": 4242}
 
     async def interrupt(self) -> dict[str, Any]:
         self._call("interrupt")

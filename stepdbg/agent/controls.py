@@ -82,24 +82,28 @@ class Controls:
 
     def hold(self, on_idle: Callable[[], None] | None = None) -> None:
         """Run queued requests on the training thread until someone resumes."""
-        while not self._resume.is_set():
-            try:
-                fn, fut = self._calls.get(timeout=0.1)
-            except queue.Empty:
-                alone = self.alone_since
-                if (self.detach_timeout is not None and alone is not None and self.frontends == 0
-                        and time.monotonic() - alone > self.detach_timeout and on_idle is not None):
-                    on_idle()
-                continue
-            if fut.set_running_or_notify_cancel():
+        try:
+            while not self._resume.is_set():
                 try:
-                    fut.set_result(fn())
-                except BaseException as e:  # handed back to the caller
-                    fut.set_exception(e)
-        # Anything left unanswered is cancelled, never silently lost.
-        while not self._calls.empty():
-            _, fut = self._calls.get_nowait()
-            fut.set_exception(NotPaused("the job resumed before this request ran"))
+                    fn, fut = self._calls.get(timeout=0.1)
+                except queue.Empty:
+                    alone = self.alone_since
+                    if (self.detach_timeout is not None and alone is not None and self.frontends == 0
+                            and time.monotonic() - alone > self.detach_timeout and on_idle is not None):
+                        on_idle()
+                    continue
+                if fut.set_running_or_notify_cancel():
+                    try:
+                        fut.set_result(fn())
+                    except BaseException as e:  # handed back to the caller
+                        fut.set_exception(e)
+                        if isinstance(e, KeyboardInterrupt):  # a Ctrl-C for the job, not for the request
+                            raise
+        finally:  # resumed, or a Ctrl-C (SIGINT) ended the pause: the job's own handling runs
+            # Anything left unanswered is cancelled, never silently lost.
+            while not self._calls.empty():
+                _, fut = self._calls.get_nowait()
+                fut.set_exception(NotPaused("the job resumed before this request ran"))
 
     def running_free(self) -> bool:
         """No stepping mode is waiting for a pause point."""

@@ -101,3 +101,46 @@ def caller_kwargs() -> dict[str, Any]:
             return dict(kw) if isinstance(kw, dict) else {}
         f = f.f_back
     return {}
+
+
+class PausedStack:
+    """The user's frames at a pause, outermost first, and the one selected: what pdb's
+    ``w``, ``u`` and ``d`` walk. Evaluation, the source view and locals look at the selected
+    frame; a pause selects the innermost. Each frame keeps the line it is paused on (for a
+    traceback, the line that raised)."""
+
+    def __init__(self, frames: list[tuple[FrameType, int]] | None = None) -> None:
+        self.frames = frames or []
+        self.index = len(self.frames) - 1
+
+    @classmethod
+    def from_frame(cls, start: FrameType | None) -> PausedStack:
+        frames = []
+        f = start
+        while f is not None:
+            if is_user_file(f.f_code.co_filename):
+                frames.append((f, f.f_lineno))
+            f = f.f_back
+        return cls(frames[::-1])
+
+    @classmethod
+    def from_traceback(cls, frames: list[tuple[FrameType, int]]) -> PausedStack:
+        return cls([(f, n) for f, n in frames if is_user_file(f.f_code.co_filename)] or frames[-1:])
+
+    def selected(self) -> FrameType | None:
+        return self.frames[self.index][0] if self.frames else None
+
+    def selected_line(self) -> int | None:
+        return self.frames[self.index][1] if self.frames else None
+
+    def innermost(self) -> FrameType | None:
+        return self.frames[-1][0] if self.frames else None
+
+    def move(self, by: int) -> None:
+        """Select the frame `by` out (negative: in), as `u`/`d` do; stops at either end."""
+        if not self.frames:
+            raise LookupError("no paused frame: the job is not paused")
+        self.index = min(max(self.index - by, 0), len(self.frames) - 1)
+
+    def listing(self) -> list[dict[str, Any]]:
+        return [{**(where_of(f, n) or {}), "selected": i == self.index} for i, (f, n) in enumerate(self.frames)]

@@ -140,6 +140,14 @@ class Handlers:
     def op_locals(self) -> list[dict[str, str]]:
         return self.s.frame_locals()
 
+    @takes(move=Int(-10_000, 10_000))
+    def op_frames(self, move: int = 0) -> list[dict[str, Any]]:
+        """The paused user frames, outermost first; `move` selects one further out (u) or in (d)."""
+        try:
+            return self.s.frames(move)
+        except LookupError as e:
+            raise protocol.ProtocolError("bad_args", str(e)) from None
+
     def op_stacks(self) -> list[dict[str, Any]]:
         return self.s.stacks()
 
@@ -159,6 +167,10 @@ class Handlers:
     def op_interrupt(self) -> dict[str, Any]:
         """Ctrl-C for code being evaluated: answered at once, from this thread."""
         return {"interrupted": self.s.interrupt()}
+
+    def op_interrupt_job(self) -> dict[str, Any]:
+        """Ctrl-C for the job itself (SIGINT): its own handling runs."""
+        return self.s.interrupt_job()
 
     # changes
     @takes(lr=Num(0.0, LR_LIMIT), group=Maybe(GROUP), pin=Flag())

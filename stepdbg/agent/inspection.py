@@ -179,10 +179,11 @@ def optimizer_info(optimizers: list[Any], schedulers: list[Any], pins: dict[tupl
 # ---------------------------------------------------------------------- frames, stacks, errors
 
 
-def source_around(frame: FrameType | None, context: int = 5) -> dict[str, Any] | None:
+def source_around(frame: FrameType | None, context: int = 5, line: int | None = None) -> dict[str, Any] | None:
+    """The lines around `line` (default: the frame's current line) of a frame's file."""
     if frame is None:
         return None
-    fn, line = frame.f_code.co_filename, frame.f_lineno
+    fn, line = frame.f_code.co_filename, line or frame.f_lineno
     first = max(1, line - context)
     lines = []
     for n in range(first, line + context + 1):

@@ -32,7 +32,7 @@ from .breakpoints import Breakpoints, break_scalars
 from .changes import Changes
 from .controls import EXIT_ABORT, Abort, Break, Controls, NotPaused
 from .evaluate import Evaluator
-from .frames import framework_frame, user_frame, where_of
+from .frames import PausedStack, framework_frame, user_frame, where_of
 from .hooks import Guard
 from .patches import find_existing_optimizers
 from .ranks import Ranks
@@ -80,8 +80,8 @@ class Session(ControlOps, ViewOps):
         self.controls = Controls(lambda: self.model.thread)
         self.changer = Changes(self.model, self._log_change)
         self.rewinder = Rewinder(self.model)  # snapshots (--keep-every) and rewinds
-        self._paused_frame: FrameType | None = None
-        self.evaluator = Evaluator(self.model, self.controls, lambda: self._paused_frame)
+        self.paused_stack = PausedStack()  # the user's frames at a pause; u/d select one
+        self.evaluator = Evaluator(self.model, self.controls, lambda: self.paused_stack.selected())
         self.ranks = Ranks()
         # Called with (event, data) on the thread where it happens: "break", "paused",
         # "resumed", "step", "change", "replay", "finding", "output". The server forwards them.
@@ -337,10 +337,11 @@ class Session(ControlOps, ViewOps):
 
     def _break(self, condition: str, reason: str, details: dict[str, Any] | None = None, phase: str | None = None,
                actions: list[str] | None = None, frame: FrameType | None = None, coordinated: bool = False,
-               conditions: list[str] | None = None) -> Break:
+               conditions: list[str] | None = None, stack: PausedStack | None = None) -> Break:
         st = self.model.current
         framework = framework_frame(sys._getframe(1)) if frame is None else None
-        frame = frame or user_frame(sys._getframe(1))
+        stack = stack or PausedStack.from_frame(frame or sys._getframe(1))
+        frame = frame or stack.innermost()
         brk = Break(step=st.index if st else self.step, phase=phase or (st.phase if st else "none"),
                     condition=condition, reason=reason, scalars=break_scalars(self.model), where=where_of(frame),
                     details=details or {}, conditions=conditions or [condition])
@@ -351,7 +352,7 @@ class Session(ControlOps, ViewOps):
         self.emit("break", asdict(brk))
         self.say(f"break at step {brk.step} ({brk.phase}) [{condition}]: {reason}"
                   + (f"\n  at {brk.where['file']}:{brk.where['line']}  {brk.where['code']}" if brk.where else ""))
-        self._paused_frame = frame  # the frame the actions (replay, the console) look at
+        self.paused_stack = stack  # the frames the actions (replay, the console) look at
         try:
             if actions is None:
                 actions = ["pause"] if self.frontends and self.actions_defaulted else self.actions
@@ -375,7 +376,7 @@ class Session(ControlOps, ViewOps):
                 elif action == "pause":
                     self._pause(brk)
         finally:
-            self._paused_frame = None
+            self.paused_stack = PausedStack()
         return brk
 
     def breakpoint(self, frame: FrameType | None = None) -> None:
@@ -409,7 +410,8 @@ class Session(ControlOps, ViewOps):
         self.model.reset_depths()
         brk = self._break(cond.spec, f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}",
                           details=details, phase="exception",
-                          actions=[a for a in self.actions if a not in ("skip", "rewind")], frame=frame)
+                          actions=[a for a in self.actions if a not in ("skip", "rewind")], frame=frame,
+                          stack=PausedStack.from_traceback(frames))
         if brk.where and lineno:
             brk.where = where_of(frame, lineno)
         return brk

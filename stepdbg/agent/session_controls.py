@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import signal
 import sys
 from collections.abc import Callable
 from dataclasses import asdict
@@ -39,6 +40,7 @@ class ControlOps:
     armed: bool
     step: int
     guard: Any
+    say: Callable[[str], None]
 
     def on_training_thread(self, fn: Callable[[], Any], timeout: float = 300.0) -> Any:
         """Run `fn` on the paused training thread and return its result."""
@@ -69,6 +71,14 @@ class ControlOps:
     def end(self) -> None:
         """End the job: at once if paused, else at the next pause point (exit code 3)."""
         self.controls.end()
+
+    def interrupt_job(self) -> dict[str, Any]:
+        """Ctrl-C for the job, as if pressed at its terminal: SIGINT to this process. Python
+        raises KeyboardInterrupt on the main thread (a pause there ends with it), so the
+        script's own Ctrl-C handling runs; a script that ignores SIGINT goes on."""
+        self.say("Ctrl-C from a front end: SIGINT to the job (its own Ctrl-C handling runs)")
+        os.kill(os.getpid(), signal.SIGINT)
+        return {"pid": os.getpid()}
 
     def cont(self) -> None:
         """Continue until the next break."""

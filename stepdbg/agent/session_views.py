@@ -9,7 +9,6 @@ from __future__ import annotations
 import sys
 import time
 from dataclasses import asdict
-from types import FrameType
 from typing import TYPE_CHECKING, Any
 
 from . import inspection
@@ -19,6 +18,7 @@ if TYPE_CHECKING:
     from .changes import Changes
     from .controls import Controls
     from .evaluate import Evaluator
+    from .frames import PausedStack
     from .ranks import Ranks
     from .report import Report
     from .step_model import StepModel
@@ -41,7 +41,7 @@ class ViewOps:
     actions: list[str]
     breaks: list[Any]
     replays: list[dict[str, Any]]
-    _paused_frame: FrameType | None
+    paused_stack: PausedStack
 
     def namespace(self) -> dict[str, Any]:
         return self.evaluator.namespace()
@@ -80,11 +80,19 @@ class ViewOps:
             {k: h[k] for k in ("step", "step_time", "data_wait")} for h in list(self.history)[-100:]]}
 
     def source(self, context: int = 5) -> dict[str, Any] | None:
-        return inspection.source_around(self._paused_frame, context)
+        st = self.paused_stack
+        return inspection.source_around(st.selected(), context, st.selected_line())
 
     def frame_locals(self) -> list[dict[str, str]]:
-        """The paused frame's locals: name, type, and dtype/shape/device or a short repr."""
-        return inspection.frame_locals(self._paused_frame)
+        """The selected frame's locals: name, type, and dtype/shape/device or a short repr."""
+        return inspection.frame_locals(self.paused_stack.selected())
+
+    def frames(self, move: int = 0) -> list[dict[str, Any]]:
+        """The user's frames at the pause, outermost first, after selecting the frame
+        `move` out (negative: in), as pdb's u and d; the selected one is marked."""
+        if move:
+            self.paused_stack.move(move)
+        return self.paused_stack.listing()
 
     def stacks(self) -> list[dict[str, Any]]:
         return inspection.thread_stacks(self.model.thread)
@@ -125,7 +133,8 @@ class ViewOps:
         from .replay import replay_step
 
         def run() -> dict[str, Any]:
-            result = replay_step(self.model, self.breaks[-1] if self.breaks else None, self._paused_frame)
+            result = replay_step(self.model, self.breaks[-1] if self.breaks else None,
+                                 self.paused_stack.innermost())
             self.replays.append(result)
             self.report.write("replay", **result)
             self.emit("replay", result)

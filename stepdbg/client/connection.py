@@ -123,6 +123,9 @@ class Ops:
         """Stop code being evaluated in the paused frame (Ctrl-C); the job stays paused."""
         return self.call("interrupt", timeout=10)
 
+    def interrupt_job(self) -> Any:
+        return self.call("interrupt_job")
+
     def module_tree(self) -> Any:
         return self.call("module_tree")
 
@@ -150,6 +153,9 @@ class Ops:
 
     def frame_locals(self) -> Any:
         return self.call("locals")
+
+    def frames(self, move: int = 0) -> Any:
+        return self.call("frames", move=move)
 
     def stacks(self) -> Any:
         return self.call("stacks")

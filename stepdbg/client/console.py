@@ -28,7 +28,9 @@ stepdbg console:
   lr X [pin]        set the learning rate (pin: keep it against schedulers and loops)
   skip              do not apply this step's update
   rewind [STEP]     back to the newest snapshot before this step (or STEP's), then continue
-  locals            the paused frame's locals: type, and dtype/shape/device or a short repr
+  w                 the paused stack (your frames only, forward() included); > marks the selected
+  u [N] / d [N]     select the frame N out (toward main) / in; p, eval, locals and source use it
+  locals            the selected frame's locals: type, and dtype/shape/device or a short repr
   info model|torchinfo|opt|mem|threads|source|history|timings|status
   break [add SPEC | rm SPEC]            list, add or remove breakpoints
   q                 end the job (exit code 3)
@@ -100,6 +102,12 @@ def execute(target: Any, cmd: str) -> str | None:
         return "resumed"
     elif word == "info":
         _info(target, rest or "model")
+    elif word in ("w", "where", "bt"):
+        _show_frames(target.frames())
+    elif word in ("u", "up", "d", "down"):
+        by = int(rest) if rest else 1
+        _show_frames(target.frames(by if word in ("u", "up") else -by), selected_only=True)
+        show_source(target)
     elif word == "locals":
         rows = target.frame_locals()
         width = max((len(r["name"]) for r in rows), default=0)
@@ -182,6 +190,15 @@ def _errors() -> tuple[type[BaseException], ...]:
     from .connection import ClientError
 
     return (ConditionError, ValueError, KeyError, LookupError, RuntimeError, ClientError, IndexError)
+
+
+def _show_frames(frames: list[dict[str, Any]], selected_only: bool = False) -> None:
+    """The paused stack as pdb's `w` prints it: outermost first, `>` at the selected frame."""
+    if not frames:
+        _out("no paused frame of yours")
+    for f in frames:
+        if f["selected"] or not selected_only:
+            _out(f"{'>' if f['selected'] else ' '} {f['file']}:{f['line']} in {f['function']}()\n    {f['code']}")
 
 
 def show_source(target: Any) -> None:

@@ -18,7 +18,7 @@ from typing import Any
 from .connection import OUTPUT_TAIL, Client
 
 BROADCAST = ("cont", "next_phase", "next_step", "run_to_step", "end", "set_lr", "set_param_group", "skip_step",
-             "add_break", "remove_break", "enable_break")
+             "add_break", "remove_break", "enable_break", "interrupt_job")
 
 
 def parse_ranks(spec: str, world: int) -> list[int]:

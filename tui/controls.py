@@ -1,0 +1,161 @@
+"""The app's controls of the job: stepping, replay, changes, the paused stack, Ctrl-C and
+quitting. A mixin of StepdbgApp (app.py): each asks the source and shows the answer."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from textual import work
+from textual.widgets import DataTable, TabbedContent
+
+from .dialogs import CtrlCScreen, LrScreen, QuitScreen
+from .panels import BreakPanel
+
+if TYPE_CHECKING:
+    from textual.app import App
+
+    _AppBase = App[str | None]
+else:
+    _AppBase = object
+
+
+class ControlActions(_AppBase):
+    """The actions behind c n s p r l k R u d q and ctrl+c."""
+
+    source: Any
+    status: dict[str, Any]
+    connection: str
+    evaluating: bool
+    quit_choice: str | None
+    replay_result: dict[str, Any] | None
+
+    if TYPE_CHECKING:  # StepdbgApp's own
+        async def ask(self, what: str, coro: Any) -> Any: ...
+        async def _refresh_break(self) -> None: ...
+        async def _refresh_panel(self, pid: str) -> None: ...
+        def action_panel(self, pid: str) -> None: ...
+
+    def _resume(self, what: str, coro: Any) -> None:
+        if self.status.get("state") != "paused":
+            self.notify("the job is not paused", severity="warning")
+            coro.close()
+            return
+        self.run_worker(self.ask(what, coro), group="control")
+
+    def action_cont(self) -> None:
+        self._resume("continue", self.source.cont())
+
+    def action_next_phase(self) -> None:
+        self._resume("next phase", self.source.next_phase())
+
+    def action_next_step(self) -> None:
+        self._resume("next step", self.source.next_step())
+
+    def action_pause(self) -> None:
+        self.run_worker(self.ask("pause", self.source.pause()), group="control")
+        self.notify("pausing at the next pause point…")
+
+    def action_replay(self) -> None:
+        if self.status.get("state") != "paused":
+            self.notify("replay needs a paused step", severity="warning")
+            return
+        self.do_replay()
+
+    @work(exclusive=True, group="replay")
+    async def do_replay(self) -> None:
+        panel = self.query_one(BreakPanel)
+        panel.loading = True  # a spinner while the step is replayed
+        self.notify("replaying the step under anomaly detection…")
+        try:
+            result = await self.ask("replay", self.source.replay())
+        finally:
+            panel.loading = False
+        if result is not None:
+            self.replay_result = result
+            self.query_one(TabbedContent).active = "break"
+            await self._refresh_break()
+
+    def action_set_lr(self) -> None:
+        group = None
+        if self.query_one(TabbedContent).active == "optimizer":
+            t = self.query_one("#opt-table", DataTable)
+            if t.row_count:
+                group = t.cursor_row
+        brk = self.status.get("paused") or {}
+        lrs = (brk.get("scalars") or {}).get("lr") or []
+        current = lrs[group or 0] if len(lrs) > (group or 0) else None
+
+        def done(answer: tuple[float, bool] | None) -> None:
+            if answer is not None:
+                self.apply_lr(answer[0], group, answer[1])
+
+        self.push_screen(LrScreen(current, group), done)
+
+    @work(group="control")
+    async def apply_lr(self, lr: float, group: int | None, pin: bool) -> None:
+        r = await self.ask("set LR", self.source.set_lr(lr, group=group, pin=pin))
+        if r is not None:
+            self.notify(f"LR set to {lr:g}{' (pinned)' if pin else ''}")
+            await self._refresh_panel(self.query_one(TabbedContent).active)
+
+    @work(group="control")
+    async def action_skip(self) -> None:
+        if await self.ask("skip", self.source.skip_step()) is not None:
+            self.notify("this step's update will not be applied")
+
+    @work(group="control")
+    async def action_rewind(self) -> None:  # R: back to the newest snapshot before this step, then on
+        r = await self.ask("rewind", self.source.rewind())
+        if r is not None:
+            self.notify(f"rewinding to the snapshot of step {r['to_step']} where step {r['step']} ends")
+
+    def action_quit_job(self) -> None:
+        if self.connection != "connected":
+            self.exit(None)
+            return
+
+        def done(choice: str | None) -> None:
+            if choice is not None:
+                self.quit_choice = choice
+                self.exit(choice)
+
+        self.push_screen(QuitScreen(), done)
+
+    def action_interrupt(self) -> None:
+        """ctrl+c: stop code the REPL line runs in the job; else ask what Ctrl-C means here."""
+        if self.evaluating:
+            self.notify("interrupting the code in the job…")
+            self.run_worker(self.ask("interrupt", self.source.interrupt()), group="interrupt")
+            return
+        if self.connection != "connected" or str(self.status.get("state", "")).startswith("exited"):
+            self.action_quit_job()
+            return
+
+        def done(choice: str | None) -> None:
+            if choice == "interrupt":
+                self.interrupt_job()
+            elif choice == "quit":
+                self.action_quit_job()
+
+        self.push_screen(CtrlCScreen(), done)
+
+    @work(group="control")
+    async def interrupt_job(self) -> None:
+        if await self.ask("Ctrl-C", self.source.interrupt_job()) is not None:
+            self.notify("Ctrl-C sent to the job: its own Ctrl-C handling runs")
+
+    # ------------------------------------------------------------------ the paused stack
+
+    @work(group="control")
+    async def action_frame(self, move: int) -> None:
+        """u (move 1: out, toward main) and d (-1: in): select a frame of the paused stack;
+        the Break panel's source and locals, the REPL line and the Tensor panel follow it."""
+        if self.status.get("state") != "paused":
+            self.notify("the job is not paused", severity="warning")
+            return
+        frames = await self.ask("stack", self.source.frames(move))
+        if frames:
+            sel = next(f for f in frames if f["selected"])
+            self.notify(f"frame {sel['function']}() at {sel['file'].rsplit('/', 1)[-1]}:{sel['line']}", timeout=3)
+            self.action_panel("break")
+            await self._refresh_break()
