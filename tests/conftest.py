@@ -130,3 +130,41 @@ def start_job(tmp_path):
         if j.proc.poll() is None:
             j.proc.kill()
             j.proc.communicate()
+
+
+class Tmux:
+    """A real terminal: tmux running `stepdbg ARGS` in the repository, its exit code kept."""
+
+    def __init__(self, tmp_path: Path, runtime_dir: Path, args: str, size: tuple[int, int] = (160, 30)) -> None:
+        import uuid
+
+        self.name = f"stepdbg-{uuid.uuid4().hex[:8]}"
+        self.exit_file = tmp_path / "exit"
+        cmd = (f"cd {ROOT} && STEPDBG_RUNTIME_DIR={runtime_dir} {sys.executable} -m stepdbg {args}; "
+               f"echo $? > {self.exit_file}; sleep 30")
+        subprocess.run(["tmux", "new-session", "-d", "-s", self.name, "-x", str(size[0]), "-y", str(size[1]), cmd],
+                       check=True, env={**os.environ, "TERM": "xterm-256color"})
+
+    def screen(self) -> str:
+        return subprocess.run(["tmux", "capture-pane", "-p", "-J", "-S", "-200", "-t", self.name],
+                              capture_output=True, text=True).stdout
+
+    def wait_screen(self, text: str, timeout: float = WAIT) -> str:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if text in (s := self.screen()):
+                return s
+            time.sleep(0.2)
+        raise AssertionError(f"{text!r} never appeared; the screen:\n{self.screen()}")
+
+    def keys(self, *k: str) -> None:
+        subprocess.run(["tmux", "send-keys", "-t", self.name, *k], check=True)
+
+    def exit_code(self, timeout: float = WAIT) -> str:
+        deadline = time.monotonic() + timeout
+        while not self.exit_file.exists() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        return self.exit_file.read_text().strip() if self.exit_file.exists() else f"none; screen:\n{self.screen()}"
+
+    def close(self) -> None:
+        subprocess.run(["tmux", "kill-session", "-t", self.name], capture_output=True)

@@ -153,3 +153,18 @@ def test_a_domain_error_is_not_called_a_learning_rate_problem(tmp_path):
         "    opt.step()\n")
     r = doctor(str(script))
     assert "lr_too_high" not in [f["rule"] for f in r["findings"]]
+
+
+def test_doctor_table_wraps_long_advice_instead_of_cutting_it(capsys, monkeypatch):
+    """Piped at 60 columns, every word of the measured value and of the advice is printed
+    (a long call wraps), none replaced by an ellipsis."""
+    from stepdbg_tui.doctor import show
+
+    advice = "call optimizer.zero_grad(set_to_none=True) before loss.backward() in every step"
+    finding = {"severity": "warning", "rule": "stale_grad", "step": 3, "message": "grads grew by 2x", "advice": advice}
+    monkeypatch.setenv("COLUMNS", "60")
+    show([finding], 10, 0, None)
+    out = capsys.readouterr().out
+    assert "…" not in out
+    cells = "".join(line.split("│")[5].strip() for line in out.splitlines() if line.count("│") == 6)
+    assert cells.replace(" ", "") == advice.replace(" ", "")

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 import pytest
-from conftest import ROOT, marked_line
+from conftest import ROOT, Tmux, marked_line
 
 from stepdbg import client
 from stepdbg.client import job
@@ -258,6 +259,26 @@ def test_ctrl_c_ends_a_torchrun_job_and_nothing_is_left(tmp_path, private_runtim
     code, out, err = finish(proc)
     assert code != 0 and "got signal: 2" in err  # torchrun's own way of saying it was interrupted
     assert [p.name for p in private_runtime_dir.glob("*")] == []  # every rank removed its socket and file
+
+
+@pytest.mark.skipif(shutil.which("tmux") is None, reason="needs tmux")
+def test_a_torchrun_job_ended_from_the_tui_exits_3_without_torchruns_failure_report(tmp_path, private_runtime_dir):
+    """In tmux: `stepdbg torchrun ...`, paused on both ranks; q, e ends it. Every rank exits
+    3 as asked; torchrun's ChildFailedError traceback and failure table give way to one
+    line, and stepdbg's exit code is 3, not torchrun's 1."""
+    term = Tmux(tmp_path, private_runtime_dir, f"--break step==3 torchrun --standalone --nproc_per_node=2 "
+                f"{FIXTURE} --steps 100000 --sleep 0.05")
+    try:
+        term.wait_screen("PAUSED [step==3]")
+        term.keys("q")
+        term.wait_screen("What happens to the job?")
+        term.keys("e")
+        assert term.exit_code() == "3", term.screen()
+        after = term.screen()
+        assert "every rank ended with exit code 3, as asked from the TUI" in after, after
+        assert "ChildFailedError" not in after and "Traceback" not in after and "Root Cause" not in after, after
+    finally:
+        term.close()
 
 
 def test_ranks_end_when_torchrun_is_killed_even_while_waiting_in_a_collective(tmp_path, private_runtime_dir):

@@ -315,3 +315,19 @@ async def test_findings_appear_on_the_break_panel():
         await pilot.pause(0.3)
         text = text_of(app, "#break-record")
         assert "finding [stale_grad] the gradients of step 0 are still in .grad — try: call zero_grad" in text
+
+
+def test_plot_scales_and_ticks():
+    """Log scale only where a positive series spans two decades; ticks are whole steps on a
+    round stride and powers of ten; NaN and missing values are left out of a series."""
+    from stepdbg_tui.plots import caption, decade_ticks, log_scale, points, step_ticks
+
+    hist = [{"step": 0, "loss": 2.0}, {"step": 1, "loss": float("nan")}, {"step": 2, "loss": None},
+            {"step": 3, "loss": 500.0, "lr": [0.1, 0.2]}]
+    assert points(hist, "loss") == ([0, 3], [2.0, 500.0]) and points(hist, "lr") == ([3], [0.1])
+    assert log_scale([2.0, 500.0]) and not log_scale([2.0, 150.0]) and not log_scale([0.0, 1e6])
+    assert step_ticks(0, 30) == [0, 10, 20, 30] and step_ticks(3, 8) == [3, 4, 5, 6, 7, 8]
+    assert step_ticks(7, 1234)[:2] == [250, 500]
+    assert decade_ticks(0.05, 2e6) == ([0.01, 1.0, 100.0, 1e4, 1e6], ["0.01", "1", "100", "1e4", "1e6"])
+    assert caption("loss", [0, 3], [2.0, 500.0], True, 4) == (
+        "loss: steps 0–3, 2 … 500, last 500 · log scale · break at step 4 (red line)")

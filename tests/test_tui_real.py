@@ -11,7 +11,7 @@ import time
 import uuid
 
 import pytest
-from conftest import DEMOS, ROOT, WAIT, marked_line
+from conftest import DEMOS, ROOT, WAIT, Tmux, marked_line
 from textual.widgets import DataTable, Input, TabbedContent
 
 from stepdbg.client.async_client import AsyncClient
@@ -167,52 +167,20 @@ def test_repl_in_a_real_terminal_with_completion(tmp_path, private_runtime_dir, 
     assert job.finish()[0] == 0
 
 
-class Tmux:
-    """A real terminal (tmux) running `stepdbg --break step==2 train.py` on a script that
-    handles Ctrl-C itself: it says so, then runs its test evaluation and exits 0."""
+SCRIPT = ("import time\nimport torch\nfrom torch import nn\n"
+          "model = nn.Linear(2, 1)\nopt = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+          "try:\n"
+          "    for step in range(100000):\n"
+          "        model(torch.randn(4, 2)).sum().backward()\n"
+          "        opt.step()\n        opt.zero_grad()\n        time.sleep(0.05)\n"
+          "except KeyboardInterrupt:\n    print('Exiting from training early', flush=True)\n"
+          "print('test evaluation done', flush=True)\n")  # handles Ctrl-C itself, then exits 0
 
-    SCRIPT = ("import time\nimport torch\nfrom torch import nn\n"
-              "model = nn.Linear(2, 1)\nopt = torch.optim.SGD(model.parameters(), lr=0.1)\n"
-              "try:\n"
-              "    for step in range(100000):\n"
-              "        model(torch.randn(4, 2)).sum().backward()\n"
-              "        opt.step()\n        opt.zero_grad()\n        time.sleep(0.05)\n"
-              "except KeyboardInterrupt:\n    print('Exiting from training early', flush=True)\n"
-              "print('test evaluation done', flush=True)\n")
 
-    def __init__(self, tmp_path, runtime_dir) -> None:
-        script = tmp_path / "train.py"
-        script.write_text(self.SCRIPT)
-        self.name = f"stepdbg-{uuid.uuid4().hex[:8]}"
-        self.exit_file, self.report = tmp_path / "exit", tmp_path / "r.jsonl"
-        cmd = (f"cd {ROOT} && STEPDBG_RUNTIME_DIR={runtime_dir} {sys.executable} -m stepdbg --break step==2 "
-               f"--report {self.report} {sys.executable} {script}; echo $? > {self.exit_file}; sleep 30")
-        subprocess.run(["tmux", "new-session", "-d", "-s", self.name, "-x", "160", "-y", "30", cmd], check=True,
-                       env={**os.environ, "TERM": "xterm-256color"})
-
-    def screen(self) -> str:
-        return subprocess.run(["tmux", "capture-pane", "-p", "-J", "-t", self.name],
-                              capture_output=True, text=True).stdout
-
-    def wait_screen(self, text: str) -> str:
-        deadline = time.monotonic() + WAIT
-        while time.monotonic() < deadline:
-            if text in (s := self.screen()):
-                return s
-            time.sleep(0.2)
-        raise AssertionError(f"{text!r} never appeared; the screen:\n{self.screen()}")
-
-    def keys(self, *k: str) -> None:
-        subprocess.run(["tmux", "send-keys", "-t", self.name, *k], check=True)
-
-    def exit_code(self) -> str:
-        deadline = time.monotonic() + WAIT
-        while not self.exit_file.exists() and time.monotonic() < deadline:
-            time.sleep(0.2)
-        return self.exit_file.read_text().strip() if self.exit_file.exists() else f"none; screen:\n{self.screen()}"
-
-    def close(self) -> None:
-        subprocess.run(["tmux", "kill-session", "-t", self.name], capture_output=True)
+def handling_job(tmp_path, runtime_dir) -> Tmux:
+    script = tmp_path / "train.py"
+    script.write_text(SCRIPT)
+    return Tmux(tmp_path, runtime_dir, f"--break step==2 --report {tmp_path / 'r.jsonl'} {sys.executable} {script}")
 
 
 @pytest.mark.skipif(shutil.which("tmux") is None, reason="needs tmux")
@@ -220,7 +188,7 @@ def test_after_leaving_the_tui_ctrl_c_reaches_the_jobs_own_handling(tmp_path, pr
     """In tmux: q, continue; stepdbg says the pid and how to attach again; Ctrl-C then runs
     the script's own KeyboardInterrupt handling (and its test evaluation), stepdbg prints
     no traceback of its own, the report has its end, and the exit code is the script's."""
-    term = Tmux(tmp_path, private_runtime_dir)
+    term = handling_job(tmp_path, private_runtime_dir)
     try:
         term.wait_screen("PAUSED [step==2]")
         term.keys("q")
@@ -233,7 +201,7 @@ def test_after_leaving_the_tui_ctrl_c_reaches_the_jobs_own_handling(tmp_path, pr
         after = term.screen()
         assert "Exiting from training early" in after and "test evaluation done" in after
         assert "Traceback" not in after and "KeyboardInterrupt" not in after
-        assert '"event": "end"' in term.report.read_text()
+        assert '"event": "end"' in (tmp_path / 'r.jsonl').read_text()
     finally:
         term.close()
 
@@ -243,7 +211,7 @@ def test_ctrl_c_in_the_tui_can_interrupt_the_paused_job(tmp_path, private_runtim
     """In tmux, paused: Ctrl-C asks; i interrupts the job as Ctrl-C at its terminal would.
     The pause ends, the script's own handling and test evaluation run, the TUI says the job
     ended with exit code 0, q closes it, and the report has its end."""
-    term = Tmux(tmp_path, private_runtime_dir)
+    term = handling_job(tmp_path, private_runtime_dir)
     try:
         term.wait_screen("PAUSED [step==2]")
         term.keys("C-c")
@@ -254,6 +222,6 @@ def test_ctrl_c_in_the_tui_can_interrupt_the_paused_job(tmp_path, private_runtim
         assert term.exit_code() == "0", term.screen()
         after = term.screen()
         assert "Exiting from training early" in after and "test evaluation done" in after
-        assert '"event": "end"' in term.report.read_text()
+        assert '"event": "end"' in (tmp_path / 'r.jsonl').read_text()
     finally:
         term.close()

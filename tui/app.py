@@ -29,12 +29,12 @@ from .panels import (
     MemoryPanel,
     ModelPanel,
     OptimizerPanel,
-    PlotsPanel,
     RanksPanel,
     TensorPanel,
     ThreadsPanel,
     render_header,
 )
+from .plots import PlotsPanel
 from .refresh import refresh_panel
 from .repl_line import LineHistory, run_line
 from .source import Source

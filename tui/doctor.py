@@ -57,8 +57,9 @@ def show(findings: list[dict[str, Any]], steps: int | None, code: int, overfit: 
     table.add_column("", width=7)
     table.add_column("rule", style="bold", no_wrap=True)
     table.add_column("step", justify="right")
-    table.add_column("what was measured", ratio=3)
-    table.add_column("try", ratio=2)
+    # fold, not "…": a long token (a call, a path) is wrapped in full when the width is small
+    table.add_column("what was measured", ratio=3, overflow="fold")
+    table.add_column("try", ratio=2, overflow="fold")
     for f in findings:
         table.add_row(f"[{SEVERITY_STYLE[f['severity']]}]{f['severity']}[/]", f["rule"], str(f["step"]),
                       f["message"], f["advice"])

@@ -14,7 +14,7 @@ from typing import Any
 
 from stepdbg.client import Endpoint, TargetError
 from stepdbg.client.async_client import AsyncClient
-from stepdbg.client.job import TorchrunLog
+from stepdbg.client.job import EndedReport, TorchrunLog
 from stepdbg.wire import sessions
 
 START_TIMEOUT = 120.0
@@ -75,6 +75,11 @@ def launch_tui(cmd: list[str], env: dict[str, str], ranks: int | None = None) ->
     hold: dict[str, Any] = {"app": None}
     lock = threading.Lock()
     torchrun = TorchrunLog()  # exit codes and each rank's last lines, from torchrun's output
+    ended = EndedReport()  # torchrun's failure report for a job ended from the TUI, in one line
+
+    def show(name: str, line: str) -> None:
+        for shown in ended.feed(line) if name == "stderr" else [line]:
+            print(shown, file=sys.stdout if name == "stdout" else sys.stderr, flush=True)
 
     def relay(stream: Any, name: str) -> None:
         for line in stream:
@@ -86,7 +91,7 @@ def launch_tui(cmd: list[str], env: dict[str, str], ranks: int | None = None) ->
                 if app is None:
                     output.append((name, line))
                     if hold.get("done"):
-                        print(line, file=sys.stdout if name == "stdout" else sys.stderr, flush=True)
+                        show(name, line)
                     continue
             from .messages import JobEvent
 
@@ -103,7 +108,7 @@ def launch_tui(cmd: list[str], env: dict[str, str], ranks: int | None = None) ->
             job = _wait_for_ranks(child, ranks)
             if job:
                 endpoints = [Endpoint(s.address, s.token) for s in job]
-                asyncio.run(_run(None, None, list(output), hold, lambda: endpoints, torchrun))
+                ended.ended = asyncio.run(_run(None, None, list(output), hold, lambda: endpoints, torchrun)) == "end"
         else:
             info = _wait_for_session(child)
             if info is not None:
@@ -118,14 +123,15 @@ def launch_tui(cmd: list[str], env: dict[str, str], ranks: int | None = None) ->
             hold["done"] = True
             hold["app"] = None
             for name, line in output:  # the whole log, on the terminal once the UI is gone
-                print(line, file=sys.stdout if name == "stdout" else sys.stderr)
-            sys.stdout.flush()
+                show(name, line)
     if child.poll() is None:
         print(f"stepdbg: the job goes on without the TUI (pid {child.pid}): `{again}` attaches again; "
               "Ctrl-C interrupts it (its own Ctrl-C handling runs)", file=sys.stderr, flush=True)
     code = _wait_through_ctrl_c(child)
     for r in readers:
         r.join(timeout=5)
+    if ended.hid:  # torchrun's 1 for ranks that ended as asked: the job's own code
+        return ended.code
     return code if code >= 0 else 128 - code  # killed by a signal: 128 + its number, as a shell says
 
 

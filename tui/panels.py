@@ -338,42 +338,6 @@ def snapshot_line(mem: dict[str, Any]) -> str:
             f"{format_size(snaps[-1]['bytes'])} each): {kept}; R rewinds")
 
 
-# ---------------------------------------------------------------------- plots
-
-PLOTS = (("loss", "loss"), ("grad_norm", "grad norm"), ("lr", "lr"), ("data_wait", "data wait s"),
-         ("step_time", "step time s"))
-
-
-def series(history: list[dict[str, Any]], key: str) -> list[float]:
-    out = []
-    for h in history:
-        v = h.get(key)
-        if isinstance(v, list):
-            v = v[0] if v else None
-        if isinstance(v, (int, float)) and math.isfinite(v):
-            out.append(float(v))
-    return out
-
-
-class PlotsPanel(VerticalScroll):
-    DEFAULT_CSS = "PlotsPanel Sparkline { height: 2; margin-bottom: 1; }"
-
-    def compose(self) -> ComposeResult:
-        for key, title in PLOTS:
-            yield Label(title, id=f"plot-{key}-label", classes="hint")
-            yield Sparkline([], id=f"plot-{key}")
-
-    def show(self, history: list[dict[str, Any]], break_step: int | None) -> None:
-        for key, title in PLOTS:
-            data = series(history, key)
-            self.query_one(f"#plot-{key}", Sparkline).data = data
-            rng = f"{num(min(data), 3)} … {num(max(data), 3)}, last {num(data[-1], 3)}" if data else "no data"
-            at = f" · break at step {break_step} (right edge)" if break_step is not None and key == "loss" else ""
-            self.query_one(f"#plot-{key}-label", Label).update(
-                f"{title}: steps {history[0]['step'] if history else '-'}–{history[-1]['step'] if history else '-'}"
-                f", {rng}{at}")
-
-
 # ---------------------------------------------------------------------- breakpoints, threads, log
 
 

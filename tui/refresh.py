@@ -11,10 +11,10 @@ from .panels import (
     MemoryPanel,
     ModelPanel,
     OptimizerPanel,
-    PlotsPanel,
     RanksPanel,
     ThreadsPanel,
 )
+from .plots import PlotsPanel
 
 
 async def refresh_panel(app: Any, pid: str) -> None:

@@ -113,7 +113,7 @@ OPTIMIZER = [{
 }]
 
 HISTORY = [
-    {"step": i, "loss": round(48.0 * (0.88 ** i) + 0.5, 4), "grad_norm": round(12.0 * (0.93 ** i) + 0.3, 4),
+    {"step": i, "loss": round(48.0 * (0.88 ** i) + 0.5, 4), "grad_norm": round(12.0 * (0.93 ** i) + 0.3 + (10.0 ** (i - 23) if i > 24 else 0), 4),
      "lr": [0.01], "data_wait": 0.0002 + 0.0001 * (i % 3), "step_time": 0.0021 + 0.0002 * (i % 4),
      "mem": 300_000_000 + 1_000_000 * i, "skipped": False, "skipped_by_scaler": False}
     for i in range(30)

@@ -124,6 +124,49 @@ class TorchrunLog:
         return self.ends.get(session.get("pid"), {}), list(self.tails.get(session.get("local_rank"), ()))
 
 
+class EndedReport:
+    """After the user ends a torchrun job (q, end), every rank exits with code 3 on purpose.
+    torchrun calls that a failure: a log line per rank, its own traceback and a table of
+    failures. Once `ended` is set, those lines give way to one line that says what
+    happened; anything else (another exit code, any other traceback) passes unchanged."""
+
+    def __init__(self, code: int = 3) -> None:
+        self.code = code
+        self.ended = False
+        self.hid = False  # a failure report was replaced: the ranks ended as asked
+        self._held: list[str] = []  # a traceback's lines until it is known to be torchrun's
+        self._rules = -1  # "=====" lines of the failure table seen; -1 outside it
+
+    def feed(self, line: str) -> list[str]:
+        """The lines to print for one line of torchrun's output."""
+        if not self.ended:
+            return [line]
+        if self._rules >= 0:
+            self._rules += line.startswith("=" * 20)
+            if self._rules == 2:
+                self._rules = -1
+                self.hid = True
+                return [f"stepdbg: every rank ended with exit code {self.code}, as asked from the TUI "
+                        "(torchrun reports that as a failure; its report is not shown)"]
+            return []
+        if self._held:
+            if line.startswith(" "):
+                self._held.append(line)
+                return []
+            if "ChildFailedError" in line:
+                self._held, self._rules = [], 0
+                return []
+            held, self._held = self._held + [line], []
+            return held
+        if line == "Traceback (most recent call last):":
+            self._held = [line]
+            return []
+        m = TorchrunLog.FAILED.search(line)
+        if m and int(m.group(1) if m.group(1) is not None else m.group(3)) == self.code:
+            return []
+        return [line]
+
+
 def rank_row(rank: int, c: Any, status: dict[str, Any] | None, last: dict[str, Any] | None,
              log: TorchrunLog | None = None) -> dict[str, Any]:
     """One row of the ranks table: running, paused, in collective or dead, and why."""

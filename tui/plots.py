@@ -1,0 +1,103 @@
+"""The Plots panel: loss, grad norm, LR, data wait and step time over the steps kept,
+drawn by plotext (textual-plotext) with value axes, a log scale where a series spans
+decades, and the break marked on the curve by a red line at its step."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from textual.app import ComposeResult
+from textual.containers import VerticalScroll
+from textual.widgets import Label
+from textual_plotext import PlotextPlot
+
+PLOTS = (("loss", "loss"), ("grad_norm", "grad norm"), ("lr", "lr"), ("data_wait", "data wait s"),
+         ("step_time", "step time s"))
+LOG_SPAN = 100.0  # a series whose largest value is this many times its smallest is drawn on a log scale
+
+
+def points(history: list[dict[str, Any]], key: str) -> tuple[list[int], list[float]]:
+    """The steps and finite values of one series (an LR list gives its group 0)."""
+    steps, values = [], []
+    for h in history:
+        v = h.get(key)
+        if isinstance(v, list):
+            v = v[0] if v else None
+        if isinstance(v, (int, float)) and math.isfinite(v) and isinstance(h.get("step"), int):
+            steps.append(h["step"])
+            values.append(float(v))
+    return steps, values
+
+
+def log_scale(values: list[float]) -> bool:
+    """Loss and norms that span decades are read on a log scale; it needs values above 0."""
+    return bool(values) and min(values) > 0 and max(values) / min(values) >= LOG_SPAN
+
+
+def step_ticks(first: int, last: int, most: int = 6) -> list[int]:
+    """Whole steps for the x axis: at most `most`, on a round stride."""
+    span = max(1, last - first)
+    stride = next(s for s in (1, 2, 5, 10, 20, 25, 50, 100, 200, 250, 500, 1000, 2000, 5000, 10_000, 10**5, 10**6,
+                              10**9) if span / s <= most - 1)
+    return list(range(first - first % stride + (stride if first % stride else 0), last + 1, stride))
+
+
+def decade_ticks(lo: float, hi: float, most: int = 7) -> tuple[list[float], list[str]]:
+    """Powers of ten from below `lo` to above `hi` for a log axis (1e-4, 0.01, 1, 100, 1e4…)."""
+    first, last = math.floor(math.log10(lo)), math.ceil(math.log10(hi))
+    stride = max(1, math.ceil((last - first + 1) / most))
+    ks = range(first, last + 1, stride)
+    return [10.0 ** k for k in ks], [f"{10.0 ** k:g}" if -3 <= k <= 3 else f"1e{k}" for k in ks]
+
+
+def num(v: float) -> str:
+    return f"{v:.3g}"
+
+
+def caption(title: str, steps: list[int], values: list[float], log: bool, break_step: int | None) -> str:
+    """The words above a plot: the range of steps and values, the scale, where the break is."""
+    if not values:
+        return f"{title}: no data yet"
+    text = (f"{title}: steps {steps[0]}–{steps[-1]}, {num(min(values))} … {num(max(values))}, "
+            f"last {num(values[-1])}")
+    if log:
+        text += " · log scale"
+    if break_step is not None:
+        text += f" · break at step {break_step} (red line)"
+    return text
+
+
+class PlotsPanel(VerticalScroll):
+    DEFAULT_CSS = """
+    PlotsPanel PlotextPlot { height: 11; margin-bottom: 1; }
+    PlotsPanel Label { width: 1fr; }
+    """
+
+    def compose(self) -> ComposeResult:
+        for key, title in PLOTS:
+            yield Label(title, id=f"plot-{key}-label", classes="hint")
+            yield PlotextPlot(id=f"plot-{key}")
+
+    def show(self, history: list[dict[str, Any]], break_step: int | None) -> None:
+        for key, title in PLOTS:
+            steps, values = points(history, key)
+            log = log_scale(values)
+            self.query_one(f"#plot-{key}-label", Label).update(caption(title, steps, values, log, break_step))
+            widget = self.query_one(f"#plot-{key}", PlotextPlot)
+            plt = widget.plt
+            plt.clear_data()
+            plt.clear_figure()
+            if values:
+                plt.plot(steps, values, marker="braille")
+                plt.yscale("log" if log else "linear")
+                if log:
+                    plt.yticks(*decade_ticks(min(values), max(values)))
+                last = steps[-1] if break_step is None else max(break_step, steps[-1])
+                if break_step is not None:  # inside the frame, not on its edge
+                    plt.vline(break_step, "red")
+                    plt.text("break", break_step, max(values), color="red", alignment="right")
+                    last += max(1, (last - steps[0]) // 20)
+                plt.xlim(steps[0], last)
+                plt.xticks(step_ticks(steps[0], last))
+            widget.refresh()
