@@ -1,6 +1,6 @@
 """Make the README's TUI pictures from the real app on the real row-1 demo.
 
-    .venv/bin/python scripts/screenshots.py    # writes docs/break-panel.svg, docs/model-panel.svg
+    .venv/bin/python scripts/screenshots.py    # writes docs/break-panel.svg, model-panel.svg, plots-panel.svg
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ async def main() -> None:
         time.sleep(0.1)
     client = await AsyncClient.connect()
     app = StepdbgApp(client)
-    async with app.run_test(size=(110, 32)) as pilot:
+    async with app.run_test(size=(110, 44)) as pilot:
         while app.status.get("state") != "paused":
             await pilot.pause(0.1)
         await pilot.press("r")
@@ -41,6 +41,9 @@ async def main() -> None:
         await pilot.press("2")
         await pilot.pause(1.0)
         app.save_screenshot(str(ROOT / "docs" / "model-panel.svg"))
+        await pilot.press("6")
+        await pilot.pause(1.0)
+        app.save_screenshot(str(ROOT / "docs" / "plots-panel.svg"))
     await client.close(then="end")
     job.wait(30)
 

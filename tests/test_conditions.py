@@ -59,7 +59,8 @@ def test_expr_is_evaluated_where_all_its_names_are_known():
         ("step==1.5", "is not a whole number of steps"),
         ("every=0", "every needs a step count of at least 1"),
         ("expr:", "needs an expression"),
-        ("expr:loss >", "syntax error"),
+        ("expr:loss >", "syntax error at the end of 'loss >': it stops short"),  # Python says column 0
+        ("expr:loss $ 3", "syntax error at column 6 of the expression 'loss $ 3'"),
         ("expr:los > 1", "unknown name 'los'"),
         ("expr:__import__('os')", "only abs, min, max may be called"),
         ("expr:loss.real > 1", "Attribute is not allowed"),

@@ -259,7 +259,7 @@ NAMES = st.sampled_from(["lr", "group", "pin", "key", "value", "name", "index", 
 @given(op=st.sampled_from([*OPS, "nosuch", "__class__"]), args=st.dictionaries(NAMES, VALUES, max_size=3))
 def test_any_request_gets_an_answer_and_the_job_is_unharmed(served_session, op, args):
     s, c = served_session
-    if op in ("end", "detach"):  # ending the job is what those are for
+    if op in ("end", "detach", "interrupt_job"):  # ending the job (here, pytest) is what those are for
         return
     try:
         c.call(op, timeout=WAIT, **args)

@@ -257,7 +257,10 @@ def _parse_expr(spec: str, expr: str) -> Condition:
     try:
         tree = ast.parse(expr, mode="eval")
     except SyntaxError as e:
-        raise ConditionError(spec, f"syntax error at column {e.offset}: {e.msg}") from None
+        # Python gives column 0 when the expression stops short; columns count from its start.
+        at = (f"column {e.offset} of the expression {expr!r}" if e.offset and e.offset <= len(expr)
+              else f"the end of {expr!r}: it stops short")
+        raise ConditionError(spec, f"syntax error at {at} ({e.msg})") from None
     names: list[str] = []
     for node in ast.walk(tree):
         if not isinstance(node, _ALLOWED_NODES):
