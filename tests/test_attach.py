@@ -229,6 +229,21 @@ def test_cli_attach_console_ls_and_errors(start_job):
     assert gone.returncode == 1 and f"no session '{info.id}' (running: none); the job may have ended" in gone.stderr
 
 
+def test_interrupt_from_an_attached_console_is_ctrl_c_for_the_paused_job(start_job):
+    """`interrupt` over attach: SIGINT in the job ends its pause with a KeyboardInterrupt in
+    its loop, as Ctrl-C at its terminal would; the report still gets its end (code 130)."""
+    job = start_job("--break", "step==2", script_args=("--steps", "1000", "--sleep", "0.01"))
+    info = job.info()
+    with client.connect() as watcher:
+        watcher.wait_paused(WAIT)
+        out = subprocess.run([sys.executable, "-m", "stepdbg", "attach", info.id], input="interrupt\n",
+                             capture_output=True, text=True, timeout=WAIT, cwd=ROOT)
+        assert f"Ctrl-C sent to the job (pid {info.pid})" in out.stderr, out.stderr
+    code, _, err = job.finish()
+    assert code == -signal.SIGINT and "KeyboardInterrupt" in err, err[-2000:]
+    assert job.events()[-1]["event"] == "end" and job.events()[-1]["exit_code"] == 130
+
+
 def test_ctrl_c_ends_the_job_cleanly(start_job):
     job = start_job(mode="run", script_args=("--steps", "1000", "--sleep", "0.01"))
     info = job.info()

@@ -34,6 +34,7 @@ stepdbg console:
   info model|torchinfo|opt|mem|threads|source|history|timings|status
   break [add SPEC | rm SPEC]            list, add or remove breakpoints
   q                 end the job (exit code 3)
+  interrupt         Ctrl-C for the job (SIGINT): its own Ctrl-C handling runs, as at its terminal
   detach [continue|end]                 (attach only) leave; the job stays paused unless told
   ranks | rank N | on 0,2-3|all | compare EXPR      (a distributed job) status of every rank,
                     the rank in view, who gets stepping/LR, EXPR on every rank side by side
@@ -99,6 +100,10 @@ def execute(target: Any, cmd: str) -> str | None:
     elif word == "rewind":
         r = target.rewind(int(rest) if rest else None)
         _out(f"rewinding to the snapshot of step {r['to_step']} where this step ends")
+        return "resumed"
+    elif word == "interrupt":
+        r = target.interrupt_job()
+        _out(f"Ctrl-C sent to the job (pid {r['pid']}): its own Ctrl-C handling runs")
         return "resumed"
     elif word == "info":
         _info(target, rest or "model")
