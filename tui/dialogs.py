@@ -91,7 +91,18 @@ class AskScreen(ModalScreen[str | None]):
         self.dismiss(event.value.strip())
 
 
-class QuitScreen(ModalScreen[str | None]):
+class ChoiceScreen(ModalScreen[str | None]):
+    """A question answered by a button or its key: the button's id, or None for cancel."""
+
+    def action_pick(self, choice: str) -> None:
+        self.dismiss(choice)
+
+    @on(Button.Pressed)
+    def pressed(self, event: Button.Pressed) -> None:
+        self.dismiss(None if event.button.id == "cancel" else event.button.id)
+
+
+class QuitScreen(ChoiceScreen):
     """What happens to the job when the UI goes: continue, stay paused, or end."""
 
     DEFAULT_CSS = """
@@ -112,15 +123,8 @@ class QuitScreen(ModalScreen[str | None]):
             yield Button("e: end it (exit code 3)", id="end", variant="error")
             yield Button("cancel", id="cancel")
 
-    def action_pick(self, choice: str) -> None:
-        self.dismiss(choice)
 
-    @on(Button.Pressed)
-    def pressed(self, event: Button.Pressed) -> None:
-        self.dismiss(None if event.button.id == "cancel" else event.button.id)
-
-
-class CtrlCScreen(ModalScreen[str | None]):
+class CtrlCScreen(ChoiceScreen):
     """Ctrl-C in the TUI: interrupt the job as Ctrl-C at its terminal would, or quit the UI."""
 
     DEFAULT_CSS = """
@@ -138,13 +142,6 @@ class CtrlCScreen(ModalScreen[str | None]):
             yield Button("i: interrupt the job (its own Ctrl-C handling runs)", id="interrupt", variant="error")
             yield Button("q: quit the UI (then: continue, leave paused or end)", id="quit", variant="primary")
             yield Button("cancel (escape)", id="cancel")
-
-    def action_pick(self, choice: str) -> None:
-        self.dismiss(choice)
-
-    @on(Button.Pressed)
-    def pressed(self, event: Button.Pressed) -> None:
-        self.dismiss(None if event.button.id == "cancel" else event.button.id)
 
 
 class HelpScreen(ModalScreen[None]):
