@@ -168,3 +168,17 @@ class Tmux:
 
     def close(self) -> None:
         subprocess.run(["tmux", "kill-session", "-t", self.name], capture_output=True)
+
+
+def text_of(app: Any, selector: str) -> str:
+    """The words a Static of the TUI shows (its content rendered as plain text, 200 columns wide)."""
+    import io
+
+    from rich.console import Console
+
+    content = app.screen.query_one(selector).content
+    if isinstance(content, str):
+        return content
+    console = Console(width=200, record=True, file=io.StringIO())
+    console.print(content)
+    return console.export_text()

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import pytest
-from textual.widgets import DataTable, Input, Static, TabbedContent
+from conftest import text_of
+from textual.widgets import DataTable, Input, TabbedContent
 
 from stepdbg_tui.app import StepdbgApp
 from stepdbg_tui.dialogs import CtrlCScreen, HelpScreen, LrScreen, QuitScreen
@@ -11,18 +12,6 @@ from stepdbg_tui.panels import check_spec, hints, render_break
 from stepdbg_tui.source import BREAK, HISTORY, REPLAY, FakeSource
 
 pytestmark = pytest.mark.timeout(60)
-
-
-def text_of(app: StepdbgApp, selector: str) -> str:
-    """The words a Static shows (its content rendered as plain text, 200 columns wide)."""
-    from rich.console import Console
-
-    content = app.screen.query_one(selector, Static).content
-    if isinstance(content, str):
-        return content
-    console = Console(width=200, record=True, file=open("/dev/null", "w"))  # noqa: SIM115
-    console.print(content)
-    return console.export_text()
 
 
 async def started(size=(120, 40), paused=True):

@@ -11,7 +11,7 @@ import time
 import uuid
 
 import pytest
-from conftest import DEMOS, ROOT, WAIT, Tmux, marked_line
+from conftest import DEMOS, ROOT, WAIT, Tmux, marked_line, text_of
 from textual.widgets import DataTable, Input, TabbedContent
 
 from stepdbg.client.async_client import AsyncClient
@@ -36,6 +36,13 @@ async def test_every_key_and_panel_against_a_real_agent(start_job):  # noqa: F81
     async with app.run_test(size=(120, 40)) as pilot:
         await wait_for(pilot, lambda: app.status.get("state") == "paused")
         assert app.status["paused"]["step"] == 30
+        frames = lambda: text_of(app, "#break-frames")  # noqa: E731
+        await wait_for(pilot, lambda: "> main()" in frames())  # the stack and the locals of main()
+        assert "float32 [64, 8] on cpu" in text_of(app, "#break-locals")
+        await pilot.press("u")
+        await wait_for(pilot, lambda: "> <module>()" in frames())
+        await pilot.press("d")
+        await wait_for(pilot, lambda: "> main()" in frames())
         await pilot.press("r")
         await wait_for(pilot, lambda: app.replay_result is not None)
         first = app.replay_result["first_nonfinite"]
