@@ -79,16 +79,16 @@ def test_a_nan_on_rank_1_pauses_both_ranks_at_the_same_step(tmp_path, private_ru
 
 
 def test_a_pause_longer_than_the_collective_timeout_does_not_kill_the_job(tmp_path, private_runtime_dir):
-    """The job's gloo timeout is 3 s; rank 0 is held paused for 6 s while rank 1 waits in
+    """The job's gloo timeout is 2 s; rank 0 is held paused for 4 s while rank 1 waits in
     the all-reduce. Attaching raised every rank's timeout, so the job lives."""
-    proc = start(tmp_path, "--break", "step==1000", script_args=("--steps", "40", "--timeout", "3", "--sleep", "0.05"))
+    proc = start(tmp_path, "--break", "step==1000", script_args=("--steps", "40", "--timeout", "2", "--sleep", "0.05"))
     try:
         r0, r1 = both_ranks(proc)
         time.sleep(0.5)  # the ranks are running
         r0.pause()
         brk = r0.wait_paused(WAIT)
         assert brk is not None
-        time.sleep(6)
+        time.sleep(4)
         assert r1.status()["state"] == "running"  # blocked in the all-reduce, still alive
         r0.cont()
         assert r0.wait_exited(WAIT)["exit_code"] == 0
