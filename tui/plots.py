@@ -86,8 +86,7 @@ class PlotsPanel(VerticalScroll):
             self.query_one(f"#plot-{key}-label", Label).update(caption(title, steps, values, log, break_step))
             widget = self.query_one(f"#plot-{key}", PlotextPlot)
             plt = widget.plt
-            plt.clear_data()
-            plt.clear_figure()
+            plt.clear_figure()  # data and settings: each show draws the whole plot again
             if values:
                 plt.plot(steps, values, marker="braille")
                 plt.yscale("log" if log else "linear")

@@ -63,9 +63,12 @@ async def run_line(app: Any, line: str) -> None:
         move = (int(rest) if rest else 1) * {"u": 1, "d": -1}.get(word, 0)
         frames = await app.ask("stack", app.source.frames(move))
         if frames is not None:
+            sel = next((i for i, f in enumerate(frames) if f["selected"]), 0)
+            start = max(0, min(sel - 1, len(frames) - 4))  # four lines fit: the selected one among them
             out.update(f"» {line}\n" + "\n".join(
-                f"{'>' if f['selected'] else ' '} {f['function']}()  {f['file']}:{f['line']}" for f in frames[-4:]))
-            await app._refresh_break()
+                f"{'>' if f['selected'] else ' '} {f['function']}()  {f['file']}:{f['line']}"
+                for f in frames[start:start + 4]))
+            app.refresh_break()
     elif word == "p" and rest:
         s = await app.ask(f"tensor {rest}", app.source.summary(rest))
         if s is not None:
