@@ -150,7 +150,9 @@ def main() -> int:
         if module:
             runpy.run_module(module, run_name="__main__", alter_sys=True)
         else:
-            runpy.run_path(argv[0], run_name="__main__")
+            # Python names a script's code by its absolute path (tracebacks, TorchScript's
+            # debug info); so does stepdbg, and the program sees the same names.
+            runpy.run_path(os.path.abspath(argv[0]), run_name="__main__")
     except SystemExit as e:
         code = _exit_code(e)
     except KeyboardInterrupt as e:

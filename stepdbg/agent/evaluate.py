@@ -101,7 +101,7 @@ class Evaluator:
             ns.update(f.f_locals)
         cap = self.model.capture
         ns.update({
-            "model": cap.get("root"), "batch": cap.get("batch"), "loss": cap.get("loss"),
+            "model": self.model.root(), "batch": cap.get("batch"), "loss": cap.get("loss"),
             "output": cap.get("output"), "optimizer": next(iter(self.model.optimizers), None),
         })
         return ns

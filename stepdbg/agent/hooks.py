@@ -8,6 +8,7 @@ does the same for torch's own registries).
 from __future__ import annotations
 
 import functools
+import itertools
 from collections.abc import Callable
 from typing import Any, Protocol
 
@@ -16,19 +17,52 @@ class Handle(Protocol):
     def remove(self) -> None: ...
 
 
+_OWN_IDS = itertools.count(-1, -1)
+
+
+def own_id(handle: Any) -> Any:
+    """Renumber a torch hook handle into stepdbg's own (negative) ids.
+
+    torch numbers every hook from one counter (``RemovableHandle.next_id``) and the ids
+    are pickled with a module's hooks: without this, a user's hook registered after
+    stepdbg's would get another id, and ``torch.save(model)`` another file."""
+    from torch.utils.hooks import RemovableHandle
+
+    if not isinstance(handle, RemovableHandle) or handle.id < 0:
+        return handle
+    old, new = handle.id, next(_OWN_IDS)
+    for ref in (handle.hooks_dict_ref, *handle.extra_dict_ref):
+        d = ref()
+        if d is not None and old in d:
+            items = [(new if k == old else k, v) for k, v in d.items()]  # same order
+            d.clear()
+            d.update(items)
+    handle.id = new
+    if RemovableHandle.next_id == old + 1:  # nobody registered since: give the number back
+        RemovableHandle.next_id = old
+    return handle
+
+
 class Patch:
-    """Replace ``owner.attr`` with ``new`` until ``remove()`` puts the original back."""
+    """Replace ``owner.attr`` with ``new`` until ``remove()`` puts the original back.
+
+    A class that inherited the attribute inherits it again after removal (the attribute is
+    deleted, not set), so the class looks as it did before."""
 
     def __init__(self, owner: Any, attr: str, make: Callable[[Callable[..., Any]], Callable[..., Any]]):
         self.owner, self.attr = owner, attr
         self.original = getattr(owner, attr)
+        self.own = attr in vars(owner)
         self.installed = functools.wraps(self.original)(make(self.original))
         setattr(owner, attr, self.installed)
 
     def remove(self) -> None:
         # Only put the original back if nobody patched over us since.
         if getattr(self.owner, self.attr, None) is self.installed:
-            setattr(self.owner, self.attr, self.original)
+            if self.own:
+                setattr(self.owner, self.attr, self.original)
+            else:
+                delattr(self.owner, self.attr)
         self.installed = self.original
 
 
@@ -39,7 +73,7 @@ class HookSet:
         self.handles: list[Handle] = []
 
     def add(self, handle: Handle) -> Handle:
-        self.handles.append(handle)
+        self.handles.append(own_id(handle))
         return handle
 
     def patch(self, owner: Any, attr: str, make: Callable[[Callable[..., Any]], Callable[..., Any]]) -> Patch:

@@ -21,6 +21,7 @@ import torch
 
 from . import tensors
 from .frames import is_user_file
+from .hooks import own_id
 from .replay import preserved_state, run_root
 from .step_model import StepModel
 
@@ -37,7 +38,7 @@ def module_name(roots: Iterable[torch.nn.Module], module: torch.nn.Module) -> st
 
 def module_tree(model: StepModel) -> list[dict[str, Any]]:
     """One row per module: path, type, params, output shape, grad/weight norms, mode."""
-    root = model.capture.get("root")
+    root = model.root()
     if root is None:
         return []
     shapes = _output_shapes(model, root)
@@ -110,7 +111,7 @@ def _output_shapes(model: StepModel, root: torch.nn.Module) -> dict[str, Any]:
         if n is not None and n not in shapes:
             shapes[n] = _shape_of(out)
 
-    handle = nn_module.register_module_forward_hook(record)
+    handle = own_id(nn_module.register_module_forward_hook(record))
     try:
         with preserved_state(model), torch.no_grad():
             run_root(root, args, model.capture.get("kwargs", {}))
@@ -131,7 +132,7 @@ def _shape_of(out: Any) -> Any:
 
 def model_summary(model: StepModel, depth: int = 3) -> str | None:
     """torchinfo's table (layers, output shapes, params, mult-adds) on the captured batch."""
-    root, args = model.capture.get("root"), model.capture.get("args")
+    root, args = model.root(), model.capture.get("args")
     if root is None or args is None:
         return None
     import torchinfo

@@ -33,6 +33,7 @@ import torch
 from torch.overrides import TorchFunctionMode
 
 from .frames import user_frame, where_of
+from .hooks import own_id
 from .tensors import all_finite
 
 NAN, INF = 1, 2
@@ -111,8 +112,8 @@ class ModuleStack:
         from torch.nn.modules import module as nn_module
 
         self.handles = [
-            nn_module.register_module_forward_pre_hook(lambda m, a: self.stack.append(m)),
-            nn_module.register_module_forward_hook(lambda m, a, o: self._pop(m), always_call=True),
+            own_id(nn_module.register_module_forward_pre_hook(lambda m, a: self.stack.append(m))),
+            own_id(nn_module.register_module_forward_hook(lambda m, a, o: self._pop(m), always_call=True)),
         ]
         return self
 

@@ -38,6 +38,7 @@ import torch
 
 from .advice import advise
 from .frames import is_user_file, where_of
+from .hooks import own_id
 from .provenance import ModuleStack, Provenance, first_bad, named_tensors
 from .step_model import StepModel
 from .tensors import all_finite, set_rng_state
@@ -61,7 +62,7 @@ def _finite(x: Any) -> bool:
 def preserved_state(model: StepModel) -> Iterator[None]:
     """Put the RNG and train/eval modes of the step's model back as they are now. The
     model's buffers are never written: stepdbg's forwards run on copies (run_root)."""
-    root = model.capture.get("root")
+    root = model.root()
     modes = [(m, m.training) for m in root.modules()] if root is not None else []
     rng = _rng_state()
     busy = model.busy
@@ -115,7 +116,7 @@ def _hook_nodes(nodes: list[Any]) -> tuple[list[Any], list[dict[str, Any]]]:
         if type(n).__name__ == "AccumulateGrad":
             continue
         with contextlib.suppress(Exception):
-            handles.append(n.register_hook(make(n)))
+            handles.append(own_id(n.register_hook(make(n))))
     return handles, found
 
 
@@ -142,7 +143,7 @@ def replay_step(model: StepModel, brk: Any = None, frame: FrameType | None = Non
     """Replay the captured step of the break `brk` (paused in the user's `frame`); return a
     plain-data report (the `replay` event body). The provenance rules are in provenance.py."""
     cap = model.capture
-    root, args = cap.get("root"), cap.get("args")
+    root, args = model.root(), cap.get("args")
     result: dict[str, Any] = {
         "step": cap.get("step", model.step),
         "phase": brk.phase if brk else None,
@@ -396,7 +397,7 @@ def replay_twice(model: StepModel, before_each: Any = None) -> tuple[dict[str, A
     twice from the step's starting state; the outputs and parameter gradients of each.
     The model, its gradients, buffers and RNG are as they were afterwards."""
     cap = model.capture
-    root, args = cap.get("root"), cap.get("args")
+    root, args = model.root(), cap.get("args")
     if root is None or args is None:
         return None, None
     params = [p for p in root.parameters() if p.requires_grad]

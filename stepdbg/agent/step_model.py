@@ -24,7 +24,7 @@ import torch
 from . import tensors
 from .data_wait import DataWait
 from .frames import caller_kwargs
-from .hooks import Guard, HookSet
+from .hooks import Guard, HookSet, own_id
 from .memory import memory_in_use
 from .patches import patch_trainer_objects
 from .step_state import StepListener, StepState
@@ -175,15 +175,37 @@ class StepModel:
         patch_trainer_objects(model, h)
 
     def _settle_roots(self) -> None:
-        """After the first step: hook the roots seen (every model of a GAN's step, a
+        """After the first step: watch the roots seen (every model of a GAN's step, a
         compiled wrapper) and drop the global module hooks. A model first run later is
-        not a root stepdbg sees (README, the step model)."""
-        for root in list(self.roots.values()):  # first, as global hooks run: before the user's own
-            self._hooks.add(root.register_forward_pre_hook(self._fwd_pre, prepend=True))
-            self._hooks.add(root.register_forward_hook(self._fwd_post, prepend=True, always_call=True))
+        not a root stepdbg sees (README, the step model).
+
+        A root is watched through its class's ``__call__``, not through hooks registered on
+        the module: those live in the module's ``_forward_hooks`` and would travel with
+        ``torch.save(model)``, ``deepcopy`` and every copy (DESIGN, invisible to the
+        program). Other instances of the class pay one dict lookup."""
+        for cls in {type(root) for root in list(self.roots.values())}:
+            self._hooks.patch(cls, "__call__", self._watch_root_call)
         for handle in self._discovery:
             handle.remove()
         self._discovery = []
+
+    def _watch_root_call(self, orig: Callable[..., Any]) -> Callable[..., Any]:
+        model = self
+
+        def __call__(module: Any, *args: Any, **kwargs: Any) -> Any:
+            # Inside torch.compile's trace this folds to the plain call: nothing in the graph.
+            if _compiling() or model.roots.get(id(module)) is not module:
+                return orig(module, *args, **kwargs)
+            model._fwd_pre(module, args, kwargs)
+            try:
+                output = orig(module, *args, **kwargs)
+            except BaseException:
+                model._fwd_post(module, args, None)
+                raise
+            model._fwd_post(module, args, output)
+            return output
+
+        return __call__
 
     def install_activation_hook(self, hook: Callable[..., None]) -> None:
         from torch.nn.modules import module as nn_module
@@ -216,7 +238,8 @@ class StepModel:
 
     # ------------------------------------------------------------------ module hooks (hot path)
 
-    def _fwd_pre(self, module: torch.nn.Module, args: tuple[Any, ...]) -> None:
+    def _fwd_pre(self, module: torch.nn.Module, args: tuple[Any, ...],
+                 kwargs: dict[str, Any] | None = None) -> None:
         if _compiling():
             return  # inside torch.compile's trace: nothing of ours enters the graph (no break, same numbers)
         if self.thread is not None and threading.get_ident() != self.thread:
@@ -225,7 +248,7 @@ class StepModel:
         self._depth = d + 1
         if d == 0 and self.tracking():
             if torch.is_grad_enabled():
-                self.guard("forward", self._on_root_forward, module, args)
+                self.guard("forward", self._on_root_forward, module, args, kwargs)
             elif self.is_model_module(module):
                 self.guard("doctor", self.listener.on_nograd_forward, module)
 
@@ -240,6 +263,11 @@ class StepModel:
                 self.guard("forward", self._on_root_forward_done, module, output)
         elif self._depth == 0 and not torch.is_grad_enabled() and self.tracking():
             self.data.evaluation_done()  # an evaluation forward between steps: not data wait
+
+    def root(self) -> torch.nn.Module | None:
+        """The model of the captured step, while the program keeps it."""
+        ref = self.capture.get("root")
+        return ref() if ref is not None else None
 
     def is_model_module(self, module: torch.nn.Module) -> bool:
         known = self._is_model.get(module)
@@ -289,7 +317,8 @@ class StepModel:
         if isinstance(index, list) and len(index) <= 65_536:
             self._indices.setdefault(it, deque(maxlen=1_024)).append(index)
 
-    def _on_root_forward(self, module: torch.nn.Module, args: tuple[Any, ...]) -> None:
+    def _on_root_forward(self, module: torch.nn.Module, args: tuple[Any, ...],
+                         kwargs: dict[str, Any] | None) -> None:
         if not self.is_model_module(module):
             return
         st = self.ensure_step()
@@ -297,9 +326,10 @@ class StepModel:
         self.roots[id(module)] = module
         self._in_forward_of = module
         cap = self.capture
-        cap["root"] = module
+        cap["root"] = weakref.ref(module)  # the program alone keeps its model alive
         cap["args"] = args
-        cap["kwargs"] = caller_kwargs()
+        # A global hook gets no kwargs: they are read from torch's frame (the first step).
+        cap["kwargs"] = caller_kwargs() if kwargs is None else dict(kwargs)
         cap["step"] = st.index
         cap["rng"] = tensors.rng_state()
         cap["output"] = None
@@ -324,7 +354,7 @@ class StepModel:
                 def keep_grad(g: torch.Tensor) -> None:
                     cap["grad_output"] = g.detach()
 
-                out.register_hook(keep_grad)
+                own_id(out.register_hook(keep_grad))
         self._pause_point("after_forward")
         self.data.forward_done()  # after the pause point: time paused there is nobody's data wait
 
@@ -490,9 +520,10 @@ class StepModel:
 
 
 def _compiling() -> bool:
-    """True while torch.compile traces: dynamo folds this to a constant, so a hook that
-    returns on it adds nothing to the graph."""
-    return torch.compiler.is_compiling()
+    """True while torch.compile, torch.export or torch.jit.trace traces the model: a
+    program's trace is not a training step, and a hook that returns on this adds nothing
+    to the graph (dynamo folds it to a constant)."""
+    return torch.compiler.is_compiling() or torch.jit.is_tracing()
 
 
 def opt_params(opt: torch.optim.Optimizer) -> list[torch.nn.Parameter]:

@@ -1,0 +1,59 @@
+"""stepdbg is invisible to the program it watches (DESIGN, invisible to the program).
+
+One script does what programs do with their own model (tests/fixtures/transparency.py:
+torch.save and a load where stepdbg is not importable, deepcopy, AveragedModel and EMA,
+jit.trace, export, compile with fullgraph, user hooks before and after stepdbg knows the
+model, a spawn child, del and gc). It runs plain and under stepdbg in three modes: what it
+prints, its exit code and the files it writes must be the same."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import ROOT
+
+SCRIPT = ROOT / "tests" / "fixtures" / "transparency.py"
+
+
+def run(out: Path, *stepdbg_args: str) -> subprocess.CompletedProcess[str]:
+    prefix = [sys.executable, "-m", "stepdbg", "--no-tui", "--quiet", *stepdbg_args] if stepdbg_args else []
+    return subprocess.run([*prefix, sys.executable, str(SCRIPT), str(out)], capture_output=True,
+                          text=True, timeout=180, cwd=ROOT, stdin=subprocess.DEVNULL)
+
+
+def archive(path: Path) -> dict[str, bytes]:
+    """A torch file's records. TorchScript's debug records hold the Python stack at trace
+    time, which under a launcher has the launcher's frames: those are left out."""
+    with zipfile.ZipFile(path) as z:
+        return {n.split("/", 1)[1]: z.read(n) for n in z.namelist()
+                if not n.endswith((".debug_pkl", "serialization_id"))}
+
+
+@pytest.fixture(scope="module")
+def plain(tmp_path_factory: pytest.TempPathFactory) -> tuple[subprocess.CompletedProcess[str], Path]:
+    out = tmp_path_factory.mktemp("plain")
+    proc = run(out)
+    assert proc.returncode == 0, proc.stderr
+    return proc, out
+
+
+@pytest.mark.parametrize("mode", [("--break", "nan"), ("--keep-every", "2"), ("--break", "activations")],
+                         ids=["default", "keep-every", "activations"])
+def test_the_program_does_the_same_under_stepdbg(plain, tmp_path: Path, mode: tuple[str, ...]) -> None:
+    expected, plain_out = plain
+    got = run(tmp_path, *mode)
+    assert got.returncode == expected.returncode, got.stderr
+    assert got.stdout == expected.stdout
+    assert got.stderr == expected.stderr
+    assert "model freed: True" in got.stdout and "stepdbg in checkpoint: False" in got.stdout
+    assert "load in a fresh interpreter: loaded Net" in got.stdout
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(p.name for p in plain_out.iterdir())
+    for name in ("model.pt", "state.pt", "opt.pt"):  # checkpoints: byte for byte
+        assert (tmp_path / name).read_bytes() == (plain_out / name).read_bytes(), name
+        assert b"stepdbg" not in (tmp_path / name).read_bytes()
+    assert archive(tmp_path / "traced.pt") == archive(plain_out / "traced.pt")
