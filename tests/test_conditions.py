@@ -96,3 +96,24 @@ def test_a_breakpoint_removed_while_off_comes_back_on():
     b.remove("loss>4")
     b.add("loss>4")
     assert [r["enabled"] for r in b.listing()] == [True, True]
+
+
+@pytest.mark.parametrize("spec", ["expr:9**9**9 < step", "expr:10**10**(step-94) < 0", "expr:loss**step > 1",
+                                  "expr:2**1000 < loss"])
+def test_a_power_that_could_hold_the_training_thread_is_refused(spec):
+    with pytest.raises(ConditionError, match=r"\*\* takes a number up to 64 as its exponent"):
+        parse(spec)
+
+
+def test_conditions_compute_in_floats_so_no_value_makes_them_slow():
+    # Every operand is a float: a huge product overflows to inf at once instead of
+    # building an integer of millions of digits on the training thread.
+    c = parse("expr:step*step*step*step*step*step*step*step > 1e300 or grad_norm**2 > 100")
+    assert c.check({"step": 10**40, "grad_norm": 1.0})
+    assert parse("expr:step % 2 == 0").check({"step": 4}) == "step % 2 == 0 is true (step=4)"
+    assert parse("expr:lr[0] > 0.1").check({"lr": [0.2]})  # an index stays an int
+
+
+def test_a_condition_is_a_line_not_a_program():
+    with pytest.raises(ConditionError, match=r"100006 characters long; at most 1000 are accepted"):
+        parse("expr:" + "loss+" * 20_000 + "1")

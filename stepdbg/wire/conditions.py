@@ -130,6 +130,10 @@ class Condition:
             env = {n: scalars.get(n) for n in self.names}
             if any(v is None for v in env.values()):
                 return None
+            # Numbers are floats in a condition: every operation then costs the same, however
+            # large its operands (an int power can hold the training thread for minutes).
+            env = {n: float(v) if isinstance(v, int) and not isinstance(v, bool) else v
+                   for n, v in env.items()}
             try:
                 hit = eval(self._code, {"__builtins__": {}, **_EXPR_FUNCS}, env)
             except (ArithmeticError, TypeError, ValueError):
@@ -149,10 +153,17 @@ _ABOVE = {
 }
 
 
+MAX_SPEC = 1000  # characters: a condition is a line, not a program
+MAX_EXPONENT = 64
+
+
 def parse(spec: str) -> Condition:
     """Parse one condition spec, raising ConditionError with a precise message."""
     if not isinstance(spec, str) or not spec.strip():
         raise ConditionError(str(spec), "empty condition; see 'stepdbg --help-conditions'")
+    if len(spec) > MAX_SPEC:
+        raise ConditionError(spec[:40] + "...", f"a condition is {len(spec)} characters long; "
+                             f"at most {MAX_SPEC} are accepted")
     text = spec.strip()
     if text.startswith("expr:"):
         return _parse_expr(spec, text[5:].strip())
@@ -265,6 +276,8 @@ def _parse_expr(spec: str, expr: str) -> Condition:
     for node in ast.walk(tree):
         if not isinstance(node, _ALLOWED_NODES):
             raise ConditionError(spec, f"{type(node).__name__} is not allowed in a condition")
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Pow):
+            _check_exponent(spec, node.right)
         if isinstance(node, ast.Constant) and not isinstance(node.value, (int, float, bool)):
             raise ConditionError(spec, f"only numbers are allowed, not {node.value!r}")
         if isinstance(node, ast.Call) and not (
@@ -281,8 +294,30 @@ def _parse_expr(spec: str, expr: str) -> Condition:
     if not names:
         raise ConditionError(spec, "the expression uses no step scalar")
     phase = max((SCALAR_PHASE[n] for n in names), key=phase_index)
-    code = compile(tree, f"<condition {expr}>", "eval")
+    code = compile(_Floats().visit(tree), f"<condition {expr}>", "eval")
     return Condition(spec=spec, kind="expr", phase=phase, expr=expr, names=tuple(names), _code=code)
+
+
+def _check_exponent(spec: str, exponent: ast.expr) -> None:
+    """`**` takes a number up to MAX_EXPONENT as its exponent: x**2, x**0.5, 10**-3."""
+    node = exponent.operand if isinstance(exponent, ast.UnaryOp) else exponent
+    value = node.value if isinstance(node, ast.Constant) else None
+    if not isinstance(value, (int, float)) or isinstance(value, bool) or abs(value) > MAX_EXPONENT:
+        raise ConditionError(spec, f"** takes a number up to {MAX_EXPONENT} as its exponent, "
+                             "e.g. 'expr:grad_norm**2 > 100'")
+
+
+class _Floats(ast.NodeTransformer):
+    """Integer constants become floats (an index, as in lr[0], stays an int)."""
+
+    def visit_Subscript(self, node: ast.Subscript) -> ast.AST:
+        node.value = self.visit(node.value)
+        return node
+
+    def visit_Constant(self, node: ast.Constant) -> ast.AST:
+        if isinstance(node.value, int) and not isinstance(node.value, bool):
+            return ast.copy_location(ast.Constant(float(node.value)), node)
+        return node
 
 
 # --- formatting -----------------------------------------------------------------------
