@@ -81,6 +81,13 @@ def test_uncaught_exception_prints_like_python_and_exits_1(tmp_path):
         (["missing_script.py"], "script 'missing_script.py' not found"),
         (["--report", "/no/such/dir/r.jsonl", "demos/nan_log.py"], "folder '/no/such/dir' does not exist"),
         (["python-does-not-exist", "x.py"], "interpreter 'python-does-not-exist' not found"),
+        (["--listen", "127.0.0.1:99999", "demos/nan_log.py"], "port 99999 is not in 0-65535"),
+        (["--report", "/tmp", "demos/nan_log.py"], "--report '/tmp' is a folder; name a file in it"),
+        (["--report", "/dev/full", "demos/nan_log.py"], "is not a regular file (a FIFO, socket or device)"),
+        (["--break", "expr:loss+" + "1+" * 50_000 + "1", "demos/nan_log.py"], "at most 1000 are accepted"),
+        (["--break", "expr:9**9**9 < step", "demos/nan_log.py"], "** takes a number up to 64 as its exponent"),
+        *[(["--detach-timeout", v, "demos/nan_log.py"], f"--detach-timeout '{v}': expected a number of seconds")
+          for v in ("nan", "inf", "0", "-5", "soon")],
     ],
 )
 def test_bad_input_is_refused_before_the_script_starts(args, message):
@@ -146,3 +153,32 @@ def test_a_script_that_cannot_start_is_said_as_python_says_it(tmp_path, target, 
     assert out.stderr.rstrip().endswith(expected) and "runpy" not in out.stderr and "break at" not in out.stderr
     if target == ["SYNTAX"]:
         assert out.stderr.startswith(f'  File "{bad}", line 2')
+
+
+def test_a_fifo_as_the_report_is_refused_instead_of_hanging_the_start(tmp_path):
+    fifo = tmp_path / "report.fifo"
+    os.mkfifo(fifo)
+    out = stepdbg("--report", str(fifo), "demos/nan_log.py", timeout=20)
+    assert out.returncode == 2 and "is not a regular file" in out.stderr
+
+
+def test_a_report_the_disk_refuses_is_switched_off_and_the_job_goes_on(tmp_path):
+    """A full disk, as the job meets it: writes past a size limit fail (RLIMIT_FSIZE, with
+    SIGXFSZ ignored, makes them fail with EFBIG)."""
+    import resource
+    import signal
+
+    def small_files() -> None:
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (2_000, 2_000))
+
+    report = tmp_path / "r.jsonl"
+    out = subprocess.run([sys.executable, "-m", "stepdbg", "--break", "every=1", "--report", str(report),
+                          sys.executable, "tests/fixtures/train_loop.py", "--steps", "30"],
+                         capture_output=True, text=True, cwd=ROOT, timeout=60, stdin=subprocess.DEVNULL,
+                         preexec_fn=small_files)
+    assert out.returncode == 0, out.stderr
+    assert "finished" in out.stdout  # every step ran
+    said = [line for line in out.stderr.splitlines() if "cannot write the report" in line]
+    assert len(said) == 1 and "it is off, the job goes on" in said[0], out.stderr
+    assert "Traceback" not in out.stderr

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 import threading
 from typing import Any, TextIO
 
@@ -21,7 +22,12 @@ class Report:
         self.path = path
         self.extra = extra or {}  # fields on every event (a rank's "rank")
         self._lock = threading.Lock()
-        self._file: TextIO | None = open(path, "w", encoding="utf-8") if path else None  # noqa: SIM115
+        self._file: TextIO | None = None
+        if path:
+            try:
+                self._file = open(path, "w", encoding="utf-8")  # noqa: SIM115
+            except OSError as e:
+                self._switch_off(e)
 
     def write(self, event: str, **fields: Any) -> dict[str, Any]:
         record = plain({"event": event, **self.extra, **fields})
@@ -29,15 +35,36 @@ class Report:
             line = json.dumps(record, allow_nan=False)
             with self._lock:
                 if self._file is not None:
-                    self._file.write(line + "\n")
-                    self._file.flush()
+                    try:
+                        self._file.write(line + "\n")
+                        self._file.flush()
+                    except (OSError, ValueError) as e:  # a full disk, a closed file: never the job's problem
+                        self._switch_off(e)
         return record
+
+    def _switch_off(self, e: BaseException) -> None:
+        """The report cannot be written: say so once and go on without it."""
+        f, self._file = self._file, None
+        if f is not None:
+            try:
+                f.close()
+            except (OSError, ValueError):
+                pass  # the close flushes what the disk refused: the same error again
+        reason = getattr(e, "strerror", None) or str(e)
+        try:
+            print(f"stepdbg: cannot write the report {self.path} ({reason}); it is off, the job goes on",
+                  file=sys.stderr, flush=True)
+        except (OSError, ValueError):
+            pass
 
     def close(self) -> None:
         with self._lock:
-            if self._file is not None:
-                self._file.close()
-                self._file = None
+            f, self._file = self._file, None
+            if f is not None:
+                try:
+                    f.close()
+                except (OSError, ValueError) as e:
+                    self._switch_off(e)
 
 
 def rank_path(path: str, rank: int) -> str:

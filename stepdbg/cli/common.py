@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import shutil
+import stat
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -66,14 +68,39 @@ def _listen(value: str) -> str:
     host, sep, port = value.rpartition(":")
     if not sep or not port.isdigit():
         raise UsageError(f"--listen {value!r}: expected HOST:PORT or :PORT, e.g. 127.0.0.1:5678")
+    if not 0 <= int(port) <= 65535:
+        raise UsageError(f"--listen {value!r}: port {port} is not in 0-65535 (0 picks a free one)")
     return value if host else f"127.0.0.1:{port}"
 
 
 def _seconds(value: str) -> float:
     try:
-        return float(value)
+        s = float(value)
     except ValueError:
-        raise UsageError(f"--detach-timeout {value!r} is not a number of seconds") from None
+        s = math.nan
+    if not 0 < s < math.inf:
+        raise UsageError(f"--detach-timeout {value!r}: expected a number of seconds above 0, e.g. 600")
+    return s
+
+
+def check_report_path(path: str) -> None:
+    """A report is a regular file stepdbg can write: a folder, a FIFO (which would hang the
+    start until someone reads it) or a device is refused before the script starts."""
+    d = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(d):
+        raise UsageError(f"--report {path!r}: folder {d!r} does not exist")
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        mode = None
+    except OSError as e:
+        raise UsageError(f"--report {path!r}: {e.strerror}") from None
+    if mode is not None and stat.S_ISDIR(mode):
+        raise UsageError(f"--report {path!r} is a folder; name a file in it, e.g. {os.path.join(path, 'report.jsonl')!r}")
+    if mode is not None and not stat.S_ISREG(mode):
+        raise UsageError(f"--report {path!r} is not a regular file (a FIFO, socket or device); name a file")
+    if not os.access(path if mode is not None else d, os.W_OK):
+        raise UsageError(f"--report {path!r}: permission denied")
 
 
 def _count(flag: str, least: int = 0) -> Callable[[str], int]:
@@ -215,9 +242,7 @@ def run_config(ns: argparse.Namespace, serve: bool = False) -> RunConfig:
     else:
         raise UsageError(f"expected a script or -m MODULE, got {' '.join(rest) or 'nothing'!r}")
     if cfg.report:
-        d = os.path.dirname(os.path.abspath(cfg.report))
-        if not os.path.isdir(d):
-            raise UsageError(f"--report {cfg.report!r}: folder {d!r} does not exist")
+        check_report_path(cfg.report)
     return cfg
 
 
