@@ -9,7 +9,6 @@ from __future__ import annotations
 import contextlib
 import linecache
 import os
-import reprlib
 import sys
 import threading
 import traceback
@@ -195,10 +194,6 @@ def source_around(frame: FrameType | None, context: int = 5, line: int | None = 
     return {"file": fn, "line": line, "function": frame.f_code.co_name, "lines": lines}
 
 
-_SHORT = reprlib.Repr()  # a locals view's value: one line, long enough to read a repr by
-_SHORT.maxstring = _SHORT.maxother = 76
-
-
 def frame_locals(frame: FrameType | None, limit: int = 200) -> list[dict[str, str]]:
     """The paused frame's locals, as a locals view shows them: name, type, and for a
     tensor its dtype, shape and device, else a short repr (one line, at most 80 chars)."""
@@ -211,10 +206,7 @@ def frame_locals(frame: FrameType | None, limit: int = 200) -> list[dict[str, st
         elif isinstance(v, torch.nn.Module):
             value = f"{sum(p.numel() for p in v.parameters()):,} parameters"
         else:
-            try:
-                value = _SHORT.repr(v).replace("\n", " ")
-            except Exception as e:  # a user's __repr__ that fails is shown, not raised
-                value = f"<repr failed: {type(e).__name__}>"
+            value = tensors.short_repr(v, 80).replace("\n", " ")  # one line, long enough to read by
         out.append({"name": name, "type": type(v).__name__, "value": value[:80]})
     return out
 

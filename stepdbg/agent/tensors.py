@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+import reprlib
 from collections.abc import Iterable
 from typing import Any
 
@@ -111,11 +113,44 @@ def as_float(x: Any) -> float | None:
         return None
 
 
+class _Bounded(reprlib.Repr):
+    """reprlib, bounded where it is not: bytes and bytearray are cut before they are
+    copied, and dicts and sets are shown in their own order (reprlib sorts all of one
+    first). A 100 MB bytes costs as little to show as a short one."""
+
+    def repr_bytes(self, x: bytes | bytearray, level: int) -> str:
+        m = self.maxstring
+        return repr(x[:m]) + (f"... ({len(x):,} bytes)" if len(x) > m else "")
+
+    repr_bytearray = repr_bytes
+
+    def repr_dict(self, x: dict[Any, Any], level: int) -> str:
+        if not x:
+            return "{}"
+        if level <= 0:
+            return "{" + self.fillvalue + "}"
+        items = [f"{self.repr1(k, level - 1)}: {self.repr1(v, level - 1)}"
+                 for k, v in itertools.islice(x.items(), self.maxdict)]
+        return "{" + ", ".join(items) + (", " + self.fillvalue if len(x) > self.maxdict else "") + "}"
+
+    def repr_set(self, x: set[Any], level: int) -> str:
+        if not x:
+            return "set()"
+        shown = [self.repr1(v, level - 1) for v in itertools.islice(x, self.maxset)] if level > 0 else []
+        return "{" + ", ".join(shown) + (", " + self.fillvalue if len(x) > len(shown) else "") + "}"
+
+
 def short_repr(x: Any, n: int = 200) -> str:
+    """A repr of at most `n` characters whose cost does not grow with `x` (user objects'
+    own __repr__ aside)."""
+    bounded = _Bounded()
+    bounded.maxstring = bounded.maxother = bounded.maxlong = n
+    bounded.maxlist = bounded.maxtuple = bounded.maxdeque = bounded.maxarray = max(6, n // 20)
+    bounded.maxset = bounded.maxfrozenset = bounded.maxdict = max(4, n // 40)
     try:
-        r = repr(x)
+        r = bounded.repr(x)
     except Exception as e:  # a user object whose repr fails
-        r = f"<repr failed: {e}>"
+        r = f"<repr failed: {type(e).__name__}: {e}>"
     return r if len(r) <= n else r[: n - 3] + "..."
 
 
