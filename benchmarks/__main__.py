@@ -1,4 +1,4 @@
-"""python -m benchmarks [--quick] [--json FILE] [--only overhead,scaling,responsiveness,memory,replay,snapshot]
+"""python -m benchmarks [--quick] [--json FILE] [--only overhead,scaling,responsiveness,memory,replay,snapshot,clients]
 
 Prints one table per benchmark and writes the same figures as JSON. Ratios are medians
 of interleaved runs in one process (plain, stepdbg, ..., plain, stepdbg, ...), so each
@@ -15,7 +15,7 @@ import time
 
 import torch
 
-from . import memory, overhead, replay_cost, responsiveness, scaling, snapshot_cost
+from . import client_load, memory, overhead, replay_cost, responsiveness, scaling, snapshot_cost
 from .common import table
 from .workloads import WORKLOADS
 
@@ -34,7 +34,7 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--quick", action="store_true", help="every benchmark briefly (the test suite runs this)")
     p.add_argument("--json", help="write the figures here")
-    p.add_argument("--only", default="overhead,scaling,responsiveness,memory,replay,snapshot")
+    p.add_argument("--only", default="overhead,scaling,responsiveness,memory,replay,snapshot,clients")
     a = p.parse_args()
     only = a.only.split(",")
     t0 = time.time()
@@ -111,6 +111,13 @@ def main() -> None:
                 w100 = max(v["keep_every_100_ratio"] for v in r.values()) - 1
                 line += f"; at --keep-every 100 < 2% of step time: worst {w100 * 100:.2f}% {ok(w100, 0.02)}"
             print(line + "\n")
+    if "clients" in only:
+        r = client_load.run(a.quick)
+        results["clients"] = r
+        print(f"8. {r['clients']} clients calling status as fast as they can, against none (served job)")
+        print(table([[f"{r['plain_step_ms']:.3f}", f"{r['flooded_step_ms']:.3f}", f"{r['ratio']:.3f}x",
+                      f"{r['requests_per_s']:.0f}"]], ["step ms", "step ms, flooded", "ratio", "answers/s"]))
+        print(f"target: <= {client_load.TARGET}x: {ok(r['ratio'], client_load.TARGET)}\n")
     if not torch.cuda.is_available():
         print("7. GPU: no CUDA device here; the CUDA rows run where one is present.")
     results["seconds"] = round(time.time() - t0, 1)

@@ -53,6 +53,25 @@ def test_a_client_that_never_reads_does_not_stop_the_job(start_job, monkeypatch)
     assert "dropped a client" in err and "Traceback" not in err
 
 
+def test_a_client_polling_as_fast_as_it_can_is_paced_while_the_job_runs(start_job):
+    """Each client's requests are answered at most RATE a second (BURST at once) while the
+    job runs, so ten of them cost the job little (benchmarks: clients)."""
+    from stepdbg.agent.pace import BURST, RATE
+
+    job = start_job(script_args=("--steps", "100000"))
+    job.info()
+    with client.connect() as c:
+        t0 = time.monotonic()
+        answered = 0
+        while time.monotonic() - t0 < 2.0:
+            assert c.status()["state"] == "running"
+            answered += 1
+        elapsed = time.monotonic() - t0
+        c.close(then="end")
+    assert answered <= BURST + RATE * elapsed + 2, answered
+    job.finish()
+
+
 def test_an_unauthenticated_flood_costs_the_job_little_and_a_real_client_still_gets_in(start_job):
     job = start_job("--break", "step==3", script_args=("--steps", "6"))
     info = job.info()

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 from ..wire import protocol, sessions
 from .handlers import Handlers
 from .outbox import Outbox
+from .pace import Pace
 
 if TYPE_CHECKING:
     from .session import Session
@@ -245,14 +246,17 @@ class Server:
             except queue.Full:
                 rid = msg.get("id") if isinstance(msg.get("id"), int) else None
                 peer.outbox.put(protocol.error(rid, "failed", f"more than {REQUESTS_IN_FLIGHT} requests in flight"))
+                self._stopped.wait(0.05)  # a client that floods its queue is read slower, not the job
 
     def _work(self, peer: Peer, requests: queue.Queue[dict[str, Any] | None]) -> None:
         """Run a client's requests one at a time (they may wait for the training thread)."""
         handlers = protocol.Dispatcher(Handlers(self.session, peer))
+        pace = Pace()
         while True:
             msg = requests.get()
             if msg is None or peer.outbox.dropped is not None:
                 return
+            pace.wait(lambda: self.session.paused is None, self._stopped)
             try:
                 peer.outbox.put(handlers.handle(msg))
             except Exception as e:  # an answer that cannot even be encoded
