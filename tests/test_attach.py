@@ -43,6 +43,27 @@ def test_launch_attach_pause_at_nan_eval_set_lr_continue_to_the_end(start_job):
     assert kinds[0] == "start" and kinds[-1] == "end" and "replay" in kinds and kinds.count("change") == 2
 
 
+def test_silent_tcp_connections_cannot_lock_the_owner_out(start_job):
+    """Another user on the machine can reach a --listen port; holding its pre-auth slots
+    with silent connections keeps nobody out who comes in through the session's socket."""
+    job = start_job("--break", "step==2", "--listen", "127.0.0.1:0", script_args=("--steps", "4"))
+    info = job.info()
+    host, _, port = info.address.rpartition(":")
+    squatters = [socket.create_connection((host, int(port))) for _ in range(40)]
+    try:
+        for _ in range(10):
+            with client.connect(info.id) as c:
+                assert c.status()["pid"] == info.pid
+        with client.connect() as c:
+            assert c.wait_paused(WAIT)["step"] == 2
+            c.close(then="continue")
+    finally:
+        for s in squatters:
+            s.close()
+    code, out, err = job.finish()
+    assert code == 0 and "Traceback" not in err
+
+
 def test_attach_by_every_local_target_form(start_job):
     job = start_job("--break", "step==2", "--listen", "127.0.0.1:0", script_args=("--steps", "4"))
     info = job.info()

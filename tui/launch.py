@@ -107,7 +107,7 @@ def launch_tui(cmd: list[str], env: dict[str, str], ranks: int | None = None) ->
         if ranks:
             job = _wait_for_ranks(child, ranks)
             if job:
-                endpoints = [Endpoint(s.address, s.token) for s in job]
+                endpoints = [Endpoint(s.reach, s.token) for s in job]
                 ended.ended = asyncio.run(_run(None, None, list(output), hold, lambda: endpoints, torchrun)) == "end"
         else:
             info = _wait_for_session(child)

@@ -1,11 +1,12 @@
 """The agent's server: one listener thread, and for each client a reader, a request
 worker and a sender; the token first.
 
-By default it listens on a Unix socket in the per-user runtime directory (0700), so
-file permissions keep other local users out; TCP only when asked (``--listen``,
-127.0.0.1 unless a host is given). Before its hello a connection may send one small
-frame and has AUTH_TIMEOUT seconds for the whole handshake; at most MAX_UNAUTHENTICATED
-such connections wait at once. Afterwards every message to a client goes through its
+It always listens on a Unix socket in the per-user runtime directory (0700), so file
+permissions keep other local users out; TCP too when asked (``--listen``, 127.0.0.1
+unless a host is given). Before its hello a connection may send one small frame and has
+AUTH_TIMEOUT seconds for the whole handshake; at most MAX_UNAUTHENTICATED such
+connections wait at once on each listener, and at most PER_PEER from one TCP address, so
+silent TCP connections cannot lock out the owner, who comes in through the socket. Afterwards every message to a client goes through its
 Outbox, so the training thread never waits on a client, and requests run one at a time
 on the client's worker while its reader stays free for `interrupt`. A client that
 sends garbage, vanishes, stops reading or never speaks changes nothing for the job.
@@ -35,7 +36,8 @@ if TYPE_CHECKING:
 
 STEP_EVENTS_PER_SECOND = 10
 BACKLOG = 128
-MAX_UNAUTHENTICATED = 16  # connections waiting to say hello at once; more are closed at once
+MAX_UNAUTHENTICATED = 16  # connections waiting to say hello at once, per listener; more are closed at once
+PER_PEER = 4  # of those, from one TCP address
 PREAUTH_MAX_FRAME = 4096  # a hello is tiny
 REQUESTS_IN_FLIGHT = 64  # per client; more are answered with an error, not queued
 
@@ -59,9 +61,9 @@ class Server:
         self.listen = listen
         self.token = secrets.token_hex(32)
         self.info: sessions.SessionInfo | None = None
-        self._sock: socket.socket | None = None
+        self._socks: list[socket.socket] = []
         self._peers: set[Peer] = set()
-        self._unauthenticated = 0
+        self._unauthenticated: dict[str, int] = {}  # per listener ("unix", "tcp") and per TCP address
         self._lock = threading.Lock()
         self._stopped = threading.Event()
         self._latest_step: dict[str, Any] | None = None
@@ -70,37 +72,40 @@ class Server:
     # ------------------------------------------------------------------ lifecycle
 
     def start(self) -> Server:
+        d = sessions.ensure_private_dir(sessions.runtime_dir())
+        local = os.path.join(d, f"{os.getpid()}.sock")
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(local)
+        unix = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        old = os.umask(0o177)
+        try:
+            unix.bind(local)
+        finally:
+            os.umask(old)
+        self._socks.append(unix)
+        address = local
         if self.listen:
             host, _, port = self.listen.rpartition(":")
             host = host or "127.0.0.1"
-            sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            sock.bind((host.strip("[]"), int(port or 0)))
-            address = f"{host}:{sock.getsockname()[1]}"
-        else:
-            d = sessions.ensure_private_dir(sessions.runtime_dir())
-            address = os.path.join(d, f"{os.getpid()}.sock")
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(address)
-            sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-            old = os.umask(0o177)
-            try:
-                sock.bind(address)
-            finally:
-                os.umask(old)
-        sock.listen(BACKLOG)
-        self._sock = sock
+            tcp = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
+            self._socks.append(tcp)
+            tcp.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            tcp.bind((host.strip("[]"), int(port or 0)))
+            address = f"{host}:{tcp.getsockname()[1]}"
+        for sock in self._socks:
+            sock.listen(BACKLOG)
         s = self.session
         self.info = sessions.SessionInfo(
             id=str(os.getpid()), pid=os.getpid(), host=sessions.node_name(), argv=s.argv,
-            address=address, token=self.token, started=time.time(),
+            address=address, local=local, token=self.token, started=time.time(),
             rank=_env_int("RANK"), local_rank=_env_int("LOCAL_RANK"), world_size=_env_int("WORLD_SIZE"),
             job_id=os.environ.get("TORCHELASTIC_RUN_ID") or os.environ.get("SLURM_JOB_ID"),
         )
         sessions.write(self.info)
         s.listeners.append(self._on_session_event)
-        for target, name in ((self._accept_loop, "stepdbg-server"), (self._step_flusher, "stepdbg-steps")):
-            threading.Thread(target=target, name=name, daemon=True).start()
+        for sock in self._socks:
+            threading.Thread(target=self._accept_loop, args=(sock,), name="stepdbg-server", daemon=True).start()
+        threading.Thread(target=self._step_flusher, name="stepdbg-steps", daemon=True).start()
         return self
 
     def stop(self, exit_code: int | None = None, error: str | None = None) -> None:
@@ -114,9 +119,9 @@ class Server:
         for p in peers:
             p.outbox.close(wait=1.0)  # the exited event goes out first; a client that does not read waits for nobody
             p.conn.close()
-        if self._sock is not None:
+        for sock in self._socks:
             with contextlib.suppress(OSError):
-                self._sock.close()
+                sock.close()
         if self.info is not None:
             sessions.remove(self.info)
 
@@ -166,24 +171,26 @@ class Server:
 
     # ------------------------------------------------------------------ connections
 
-    def _accept_loop(self) -> None:
-        assert self._sock is not None
+    def _accept_loop(self, listener: socket.socket) -> None:
         while not self._stopped.is_set():
             try:
-                sock, _ = self._sock.accept()
+                sock, peer = listener.accept()
             except OSError:
                 return
+            slots = ["unix"] if listener.family == socket.AF_UNIX else ["tcp", f"tcp {peer[0]}"]
             with self._lock:
-                crowded = self._unauthenticated >= MAX_UNAUTHENTICATED
+                crowded = (self._unauthenticated.get(slots[0], 0) >= MAX_UNAUTHENTICATED
+                           or len(slots) > 1 and self._unauthenticated.get(slots[1], 0) >= PER_PEER)
                 if not crowded:
-                    self._unauthenticated += 1
+                    for k in slots:
+                        self._unauthenticated[k] = self._unauthenticated.get(k, 0) + 1
             if crowded:  # a flood of silent connections must not cost the job threads or memory
                 with contextlib.suppress(OSError):
                     sock.close()
                 continue
-            threading.Thread(target=self._serve, args=(sock,), name="stepdbg-client", daemon=True).start()
+            threading.Thread(target=self._serve, args=(sock, slots), name="stepdbg-client", daemon=True).start()
 
-    def _serve(self, sock: socket.socket) -> None:
+    def _serve(self, sock: socket.socket, slots: list[str]) -> None:
         conn = protocol.Connection(sock, max_frame=PREAUTH_MAX_FRAME)
         try:
             role = self._handshake(conn)
@@ -191,7 +198,10 @@ class Server:
             role = None
         finally:
             with self._lock:
-                self._unauthenticated -= 1
+                for k in slots:
+                    self._unauthenticated[k] -= 1
+                    if not self._unauthenticated[k]:
+                        del self._unauthenticated[k]
         if role is None:
             conn.close()
             return

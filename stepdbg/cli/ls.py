@@ -44,7 +44,7 @@ def with_status(info: sessions.SessionInfo, with_token: bool) -> dict:
     """A session's public row, with its step and state asked of the job (a probe, not an attach)."""
     row = info.public(with_token=with_token)
     try:
-        c = connect_address(info.address, info.token, timeout=3, probe=True)
+        c = connect_address(info.reach, info.token, timeout=3, probe=True)
         try:
             st = c.status()
             waits_in = (st.get("waiting") or {}).get("collective")

@@ -344,7 +344,7 @@ def resolve(target: str | None = None, token: str | None = None) -> Endpoint:
     if target and token is not None:
         return Endpoint(target, token)
     info = find_local(target)
-    return Endpoint(info.address, info.token)
+    return Endpoint(info.reach, info.token)
 
 
 def connect(target: str | None = None, token: str | None = None, timeout: float = 10.0) -> Client:
@@ -363,7 +363,7 @@ def connect_job(job: str | None = None, timeout: float = 10.0) -> list[Client]:
     clients: list[Client] = []
     try:
         for info in find_job(job):
-            clients.append(connect_address(info.address, info.token, timeout))
+            clients.append(connect_address(info.reach, info.token, timeout))
     except Exception:
         for c in clients:
             c.close()

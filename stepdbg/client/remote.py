@@ -166,7 +166,7 @@ def job_endpoints(first: SshTarget | None, rows: list[dict[str, Any]]) -> list[E
     try:
         for t, rs in groups:
             mine = [r for r in rs if owner[r["rank"]][1] is r]
-            eps = _forward(t, mine) if t is not None else [Endpoint(r["address"], r["token"]) for r in mine]
+            eps = _forward(t, mine) if t is not None else [Endpoint(_where(r), r["token"]) for r in mine]
             found.update({r["rank"]: ep for r, ep in zip(mine, eps, strict=True)})
     except BaseException:
         for ep in found.values():
@@ -176,16 +176,21 @@ def job_endpoints(first: SshTarget | None, rows: list[dict[str, Any]]) -> list[E
     return [found[r] for r in range(world)]
 
 
+def _where(row: dict[str, Any]) -> Any:
+    """A session row's Unix socket (every session has one; older ones named it address)."""
+    return row.get("local") or row.get("address")
+
+
 def _forward(t: SshTarget, rows: list[dict[str, Any]]) -> list[Endpoint]:
     if not rows:
         return []
     local_dir = tempfile.mkdtemp(prefix="stepdbg-ssh-")  # 0700
     for r in rows:
-        if not isinstance(r.get("address"), str) or not _SOCKET.fullmatch(r["address"]):
+        if not isinstance(_where(r), str) or not _SOCKET.fullmatch(_where(r)):
             shutil.rmtree(local_dir, ignore_errors=True)
-            raise TargetError(f"{t.host} named the socket {r.get('address')!r}, which is not a socket path")
+            raise TargetError(f"{t.host} named the socket {_where(r)!r}, which is not a socket path")
     locals_ = [os.path.join(local_dir, f"s{i}.sock") for i in range(len(rows))]
-    forwards = [a for local, r in zip(locals_, rows, strict=True) for a in ("-L", f"{local}:{r['address']}")]
+    forwards = [a for local, r in zip(locals_, rows, strict=True) for a in ("-L", f"{local}:{_where(r)}")]
     proc = subprocess.Popen(
         [*_ssh(t), "-N", "-o", "ExitOnForwardFailure=yes", *forwards, "--", t.dest],
         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,

@@ -85,9 +85,10 @@ class SessionInfo:
     pid: int
     host: str
     argv: list[str]
-    address: str  # a socket path, or host:port for TCP
+    address: str  # a socket path, or host:port for TCP (--listen)
     token: str
     started: float
+    local: str | None = None  # the Unix socket every session has: the owner's way in
     rank: int | None = None
     local_rank: int | None = None
     world_size: int | None = None
@@ -102,6 +103,11 @@ class SessionInfo:
         except PermissionError:
             return True
         return True
+
+    @property
+    def reach(self) -> str:
+        """Where a client on this machine connects: the Unix socket, else the address."""
+        return self.local or self.address
 
     def public(self, with_token: bool = False) -> dict[str, Any]:
         d = {k: v for k, v in self.__dict__.items() if k not in ("token", "path")}
