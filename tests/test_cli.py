@@ -88,10 +88,17 @@ def test_uncaught_exception_prints_like_python_and_exits_1(tmp_path):
         (["--break", "expr:9**9**9 < step", "demos/nan_log.py"], "** takes a number up to 64 as its exponent"),
         *[(["--detach-timeout", v, "demos/nan_log.py"], f"--detach-timeout '{v}': expected a number of seconds")
           for v in ("nan", "inf", "0", "-5", "soon")],
+        *[(["demos/nan_log.py", f"{name}={v}"], f"{name}='{v}': expected a number of seconds")
+          for name in ("STEPDBG_AUTH_TIMEOUT", "STEPDBG_CLIENT_STALL", "STEPDBG_EVAL_TIMEOUT")
+          for v in ("nan", "inf", "-1")],
+        (["demos/nan_log.py", "STEPDBG_AUTH_TIMEOUT=0"], "STEPDBG_AUTH_TIMEOUT='0': expected a number of seconds"),
+        (["ls", "STEPDBG_SSH="], "STEPDBG_SSH is empty: set it to the ssh command"),
     ],
 )
-def test_bad_input_is_refused_before_the_script_starts(args, message):
-    out = stepdbg(*args)
+def test_bad_input_is_refused_before_the_script_starts(args, message, monkeypatch):
+    for setting in [a for a in args if a.startswith("STEPDBG_")]:  # an environment variable, not an argument
+        monkeypatch.setenv(*setting.split("=", 1))
+    out = stepdbg(*[a for a in args if not a.startswith("STEPDBG_")])
     assert out.returncode == 2
     lines = out.stderr.strip().splitlines()
     assert len(lines) == 1 and message in lines[0], out.stderr

@@ -243,6 +243,11 @@ def test_planted_session_files_are_not_trusted_and_remove_nothing_of_yours(priva
     assert sessions.listing() == []
     assert victim.read_text() == "keep me"  # the dead session's "address" was never removed
     assert not os.path.exists(planted) and os.path.exists(readable)
+    for n, bad in enumerate([{**dead, "pid": "abc"}, {**dead, "argv": "x"}, {**dead, "pid": True}, ["x"]]):
+        _plant(d, f"bad{n}.json", bad)
+    assert sessions.listing() == []
+    ls = subprocess.run([sys.executable, "-m", "stepdbg", "ls"], capture_output=True, text=True, cwd=ROOT)
+    assert ls.returncode == 0 and "Traceback" not in ls.stderr, ls.stderr
 
 
 def test_a_squatted_runtime_directory_is_refused_with_a_way_out(tmp_path, monkeypatch):

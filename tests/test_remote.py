@@ -6,6 +6,7 @@ Skipped when openssh-server is not installed (.ci/run installs it).
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -139,6 +140,17 @@ def test_ssh_failures_say_what_went_wrong(sshd, monkeypatch, tmp_path):
         client.connect("ssh://testnode")
     with pytest.raises(TargetError, match="is not ssh://"):
         client.connect("ssh://")
+    liar = tmp_path / "liar.py"  # a remote 'stepdbg ls --json' that answers nonsense
+    for answer, said in [('{"rows": 1}', "a dict, not a list"), ('["x"]', "row 1: a session is an object"),
+                         ('[{"id": "1", "pid": "abc", "host": "h", "argv": [], "address": "/s.sock", "token": "t",'
+                          ' "started": 0}]', "row 1: pid is 'abc'")]:
+        liar.write_text(f"print({answer!r})\n")
+        monkeypatch.setenv("STEPDBG_REMOTE", f"{sys.executable} {liar}")
+        with pytest.raises(TargetError, match=f"answered nonsense.*{re.escape(said)}"):
+            client.connect("ssh://testnode")
+    monkeypatch.setenv("STEPDBG_SSH", "")
+    with pytest.raises(TargetError, match="STEPDBG_SSH is empty"):
+        client.connect("ssh://testnode")
 
 
 def test_attach_a_whole_torchrun_job_over_ssh(sshd, tmp_path):

@@ -7,7 +7,6 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import io
-import os
 import signal
 import threading
 import traceback
@@ -17,17 +16,14 @@ from typing import Any
 
 import torch
 
+from ..wire import settings
 from . import tensors
 from .controls import Controls
 from .step_model import StepModel
 
 
 def _default_limit() -> float | None:
-    try:
-        limit = float(os.environ.get("STEPDBG_EVAL_TIMEOUT", "60"))
-    except ValueError:
-        return 60.0
-    return limit if limit > 0 else None
+    return settings.seconds_or_default("STEPDBG_EVAL_TIMEOUT")
 
 
 class Evaluator:

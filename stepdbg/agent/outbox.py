@@ -11,7 +11,6 @@ and the client is counted detached).
 from __future__ import annotations
 
 import contextlib
-import os
 import queue
 import select
 import socket
@@ -20,16 +19,13 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from ..wire import protocol
+from ..wire import protocol, settings
 
 QUEUE_LIMIT = 1_000  # messages; step and output events are coalesced upstream (10 a second)
 
 
 def _stall_seconds() -> float:
-    try:
-        return float(os.environ.get("STEPDBG_CLIENT_STALL", "30"))
-    except ValueError:
-        return 30.0
+    return settings.seconds_or_default("STEPDBG_CLIENT_STALL") or 30.0
 
 
 class Outbox:

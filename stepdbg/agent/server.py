@@ -26,7 +26,7 @@ import time
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
-from ..wire import protocol, sessions
+from ..wire import protocol, sessions, settings
 from .handlers import Handlers
 from .outbox import Outbox
 from .pace import Pace
@@ -276,7 +276,7 @@ class Server:
     def _handshake(self, conn: protocol.Connection) -> str | None:
         """The client's role ("frontend" or "probe") once its token is right, else None."""
         try:
-            msg = conn.recv(timeout=float(os.environ.get("STEPDBG_AUTH_TIMEOUT", protocol.AUTH_TIMEOUT)))
+            msg = conn.recv(timeout=settings.seconds_or_default("STEPDBG_AUTH_TIMEOUT"))
         except TimeoutError:
             self._refuse(conn, "auth", "no hello with the session token in time")
             return None

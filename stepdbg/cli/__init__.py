@@ -14,6 +14,7 @@ import os
 import sys
 
 from ..client import ClientError, TargetError
+from ..wire import settings
 from .common import EXIT_FAILED, EXIT_USAGE, UsageError
 
 SUBCOMMANDS = ("run", "serve", "doctor", "overfit", "attach", "ls", "hook")
@@ -24,8 +25,9 @@ def main(argv: list[str] | None = None) -> int:
     cmd = argv[0] if argv and argv[0] in SUBCOMMANDS else "run"
     rest = argv[1:] if argv and argv[0] == cmd else argv
     try:
+        settings.check_environment()
         return _dispatch(cmd, rest)
-    except UsageError as e:
+    except (UsageError, settings.SettingError) as e:
         print(f"stepdbg: {e}", file=sys.stderr)
         return EXIT_USAGE
     except (TargetError, ClientError, PermissionError) as e:  # PermissionError: a runtime dir not ours

@@ -22,6 +22,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from ..wire import sessions, settings
 from .targets import Endpoint, TargetError
 
 SSH_TIMEOUT = 30.0
@@ -63,7 +64,10 @@ def ssh_target(url: str) -> SshTarget:
 
 
 def _ssh(t: SshTarget) -> list[str]:
-    cmd = shlex.split(os.environ.get("STEPDBG_SSH", "ssh"))
+    try:
+        cmd = settings.ssh_command()
+    except settings.SettingError as e:
+        raise TargetError(str(e)) from None
     if shutil.which(cmd[0]) is None:
         raise TargetError(f"{cmd[0]!r} not found: remote attach uses the system ssh client")
     if t.port:
@@ -101,7 +105,13 @@ def remote_listing(t: SshTarget, with_token: bool = False) -> list[dict[str, Any
         rows = json.loads(out.stdout.strip().splitlines()[-1])
     except (ValueError, IndexError):
         raise TargetError(f"unexpected answer from 'stepdbg ls' on {t.host}: {out.stdout[:200]!r}") from None
-    for r in rows:
+    if not isinstance(rows, list):
+        raise TargetError(f"'stepdbg ls' on {t.host} answered nonsense: a {type(rows).__name__}, not a list")
+    for n, r in enumerate(rows):
+        try:
+            sessions.SessionInfo.from_json({"token": "", **r} if isinstance(r, dict) and not with_token else r)
+        except ValueError as e:
+            raise TargetError(f"'stepdbg ls' on {t.host} answered nonsense in row {n + 1}: {e}") from None
         r["host_url"] = f"ssh://{t.dest}" + (f":{t.port}" if t.port else "")
     return rows
 

@@ -104,6 +104,22 @@ class SessionInfo:
             return True
         return True
 
+    @classmethod
+    def from_json(cls, data: Any) -> SessionInfo:
+        """A session as a file or a remote `ls --json` row says it; ValueError naming the
+        first field that is not what a session writes (files and hosts can lie)."""
+        if not isinstance(data, dict):
+            raise ValueError(f"a session is an object, not {type(data).__name__}")
+        for name, kinds, required in _FIELDS:
+            v = data.get(name)
+            if v is None and not required:
+                continue
+            if not isinstance(v, kinds) or isinstance(v, bool):
+                raise ValueError(f"{name} is {v!r}")
+        if data["pid"] <= 0 or not all(isinstance(a, str) for a in data["argv"]):
+            raise ValueError(f"pid {data['pid']!r} or argv {data['argv']!r} is not a process's")
+        return cls(**{k: v for k, v in data.items() if k in cls.__dataclass_fields__ and k != "path"})
+
     @property
     def reach(self) -> str:
         """Where a client on this machine connects: the Unix socket, else the address."""
@@ -114,6 +130,12 @@ class SessionInfo:
         if with_token:
             d["token"] = self.token
         return d
+
+
+_FIELDS = [("id", str, True), ("pid", int, True), ("host", str, True), ("argv", list, True),
+           ("address", str, True), ("token", str, True), ("started", (int, float), True),
+           ("rank", int, False), ("local_rank", int, False), ("world_size", int, False),
+           ("job_id", str, False), ("local", str, False)]
 
 
 def write(info: SessionInfo) -> str:
@@ -155,8 +177,8 @@ def listing(clean: bool = True) -> list[SessionInfo]:
         try:
             with open(path) as f:
                 data = json.load(f)
-            info = SessionInfo(**{k: v for k, v in data.items() if k in SessionInfo.__dataclass_fields__})
-        except (OSError, ValueError, TypeError):
+            info = SessionInfo.from_json(data)
+        except (OSError, ValueError):
             continue
         info.path = path
         if info.alive():
