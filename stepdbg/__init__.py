@@ -42,8 +42,8 @@ def watch(*breaks: str, on_break: str | list[str] = "report", report: str | None
 
     With no breaks, watches for ``nan`` and ``exception``. Calling it again adds the new
     conditions to the running session. A malformed spec raises ConditionError at once.
-    `serve` (or STEPDBG_SERVE=1) makes the job attachable (`stepdbg attach`); with
-    ``on_break="pause"`` a break then waits for a client. `keep_every` keeps a snapshot of
+    `serve` (or STEPDBG_SERVE=1) makes the job attachable (`stepdbg attach`); then
+    ``breakpoint()``, and a break with ``on_break="pause"``, wait for a client. `keep_every` keeps a snapshot of
     the training state every N steps (the newest `keep`), for ``on_break="rewind"`` (at most
     `max_rewinds` times) or a rewind from a front end.
     """
@@ -70,7 +70,7 @@ def watch(*breaks: str, on_break: str | list[str] = "report", report: str | None
     if serve or (serve is None and os.environ.get("STEPDBG_SERVE") == "1"):
         from .agent.server import serve as start_server
 
-        _session.wait_for_frontend = "pause" in actions
+        _session.wait_for_frontend = True  # a pause (breakpoint(), on_break="pause") waits for a client
         start_server(_session)
     if any(c.kind == "exception" for c in _session.conditions):
         _install_excepthook(_session)

@@ -103,17 +103,19 @@ def launch_tui(cmd: list[str], env: dict[str, str], ranks: int | None = None) ->
     for r in readers:
         r.start()
     again = "stepdbg attach"  # what attaches to this job again
+    left = None  # how the user left the TUI: "end" ends the job
     try:
         if ranks:
             job = _wait_for_ranks(child, ranks)
             if job:
                 endpoints = [Endpoint(s.reach, s.token) for s in job]
-                ended.ended = asyncio.run(_run(None, None, list(output), hold, lambda: endpoints, torchrun)) == "end"
+                left = asyncio.run(_run(None, None, list(output), hold, lambda: endpoints, torchrun))
+                ended.ended = left == "end"
         else:
             info = _wait_for_session(child)
             if info is not None:
                 again = f"stepdbg attach {info.id}"
-                asyncio.run(_run(str(info.pid), None, list(output), hold))
+                left = asyncio.run(_run(str(info.pid), None, list(output), hold))
     except KeyboardInterrupt:
         child.terminate()
     except TargetError as e:
@@ -124,7 +126,7 @@ def launch_tui(cmd: list[str], env: dict[str, str], ranks: int | None = None) ->
             hold["app"] = None
             for name, line in output:  # the whole log, on the terminal once the UI is gone
                 show(name, line)
-    if child.poll() is None:
+    if child.poll() is None and left != "end":
         print(f"stepdbg: the job goes on without the TUI (pid {child.pid}): `{again}` attaches again; "
               "Ctrl-C interrupts it (its own Ctrl-C handling runs)", file=sys.stderr, flush=True)
     code = _wait_through_ctrl_c(child)

@@ -18,7 +18,7 @@ from prompt_toolkit.history import FileHistory
 from prompt_toolkit.patch_stdout import patch_stdout
 
 from stepdbg.client import ClientError
-from stepdbg.client.console import execute, show_source
+from stepdbg.client.console import IDLE_CTRL_C, detach, execute, show_source
 from stepdbg.wire.conditions import ConditionError
 
 COMMANDS = ["c", "n", "s", "r", "p", "lr", "skip", "info", "model", "opt", "mem", "threads", "source",
@@ -62,7 +62,7 @@ def run_repl(client: Any) -> int:
         shown = None
         while not stop.is_set():
             brk = client.wait_paused(timeout=0.5, previous=shown)  # waits: a pause already shown returns None
-            if client.exited is not None:
+            if client.exited is not None and not stop.is_set():  # not after we left ourselves
                 ex = client.exited
                 print(f"\nthe job ended ({ex.get('lost') or 'exit code ' + str(ex.get('exit_code'))})")
                 return
@@ -86,11 +86,12 @@ def run_repl(client: Any) -> int:
                 except EOFError:
                     line = "detach"
                 except KeyboardInterrupt:
+                    print(IDLE_CTRL_C.format(", `detach` or Ctrl-D leaves"))
                     continue
                 try:
                     if execute(client, line) == "detach":
-                        then = line.split()[1] if len(line.split()) > 1 else "stay"
-                        client.close(then=then)
+                        stop.set()
+                        print(detach(client, line))
                         return 0
                 except (ConditionError, ValueError, KeyError, LookupError, RuntimeError, ClientError) as e:
                     print(f"error: {e}")

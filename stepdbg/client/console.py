@@ -8,6 +8,7 @@ The richer prompt-toolkit REPL and the TUI come with the front-end issue; this k
 
 from __future__ import annotations
 
+import ast
 import json
 import os
 import queue
@@ -20,7 +21,7 @@ from ..wire.conditions import ConditionError, format_size
 
 HELP = """\
 stepdbg console:
-  c                 continue            n   next pause point     s   next step
+  c | continue      continue    n | next   next pause point    s | step   next step
   Enter             the last of c, n, s, until N again (as in pdb); continue at first
   until N           run to step N       pause   pause at the next pause point
   r                 replay the step under anomaly detection
@@ -28,17 +29,20 @@ stepdbg console:
   lr X [pin]        set the learning rate (pin: keep it against schedulers and loops)
   skip              do not apply this step's update
   rewind [STEP]     back to the newest snapshot before this step (or STEP's), then continue
-  w                 the paused stack (your frames only, forward() included); > marks the selected
-  u [N] / d [N]     select the frame N out (toward main) / in; p, eval, locals and source use it
+  w | where | bt    the paused stack (your frames only, forward() included); > marks the selected
+  u | up [N], d | down [N]  select the frame N out (toward main) / in; p, eval, locals, source use it
   locals            the selected frame's locals: type, and dtype/shape/device or a short repr
   info model|torchinfo|opt|mem|threads|source|history|timings|status
   break [add SPEC | rm SPEC]            list, add or remove breakpoints
-  q                 end the job (exit code 3)
+  q | quit | abort  end the job (exit code 3)
   interrupt         Ctrl-C for the job (SIGINT): its own Ctrl-C handling runs, as at its terminal
   detach [continue|end]                 (attach only) leave; the job stays paused unless told
   ranks | rank N | on 0,2-3|all | compare EXPR      (a distributed job) status of every rank,
                     the rank in view, who gets stepping/LR, EXPR on every rank side by side
-  anything else     runs as Python in the paused frame"""
+  anything else     runs as Python in the paused frame
+A line that is Python and starts with a name your frame holds is Python, not a command:
+with a variable `step`, `step` prints it and `s` steps; `!LINE` always runs LINE as Python.
+Ctrl-C at this prompt does nothing to the job: `interrupt` sends it Ctrl-C, `q` ends it."""
 
 RESUMES = {"c": "cont", "continue": "cont", "n": "next_phase", "next": "next_phase",
            "s": "next_step", "step": "next_step", "q": "end", "quit": "end", "abort": "end"}
@@ -61,10 +65,38 @@ STEPPING = ("c", "continue", "n", "next", "s", "step", "until")
 _last_stepping = ["c"]  # what Enter repeats, across pauses (one console per process)
 
 
+COMMANDS = {*RESUMES, *STEPPING, "h", "help", "?", "detach", "rank", "ranks", "compare", "on", "pause", "r",
+            "replay", "p", "lr", "skip", "rewind", "interrupt", "info", "w", "where", "bt", "u", "up", "d",
+            "down", "locals", "break"}
+IDLE_CTRL_C = ("Ctrl-C here does nothing to the job: `interrupt` sends it Ctrl-C, `q` ends it, "
+               "`c` continues{}")
+
+
+def is_python(target: Any, line: str) -> bool:
+    """pdb's rule, made safe: `!LINE` is Python, and so is a line that parses as Python and
+    starts with a name the paused frame holds (`step` with a variable step prints it)."""
+    if line.startswith("!"):
+        return True
+    word = line.partition(" ")[0]
+    if word not in COMMANDS or not word.isidentifier():
+        return False
+    try:
+        ast.parse(line)
+    except SyntaxError:
+        return False  # `p loss`, `lr 0.1`, `u 2`: commands
+    try:
+        return target.evaluate(f"{word!r} in vars()").get("value") == "True"
+    except _errors():
+        return False
+
+
 def execute(target: Any, cmd: str) -> str | None:
     """Run one console command on a Session or Client. Returns "resumed" when the job
     was told to go on, "detach" when the user leaves, else None."""
     cmd = cmd.strip() or _last_stepping[0]
+    if is_python(target, cmd):
+        _show_evaluation(_evaluate(target, cmd.removeprefix("!")))
+        return None
     if cmd.partition(" ")[0] in STEPPING:
         _last_stepping[0] = cmd
     if cmd in RESUMES:
@@ -127,14 +159,35 @@ def execute(target: Any, cmd: str) -> str | None:
         for spec in target.break_specs():
             _out(f"  {spec}")
     else:
-        r = _evaluate(target, cmd)
-        if r["output"]:
-            print(r["output"], end="", file=sys.stderr)
-        if r["error"]:
-            print(r["error"], end="", file=sys.stderr)
-        elif r["value"] is not None:
-            _out(r["value"])
+        _show_evaluation(_evaluate(target, cmd))
     return None
+
+
+def _show_evaluation(r: dict[str, Any]) -> None:
+    if r["output"]:
+        print(r["output"], end="", file=sys.stderr)
+    if r["error"]:
+        print(r["error"], end="", file=sys.stderr)
+    elif r["value"] is not None:
+        _out(r["value"])
+
+
+DETACH_THEN = ("stay", "continue", "end")
+
+
+def detach(client: Any, line: str) -> str:
+    """Leave the job as `detach [continue|end]` says; the words that say what happened to it."""
+    words = line.split()
+    then = words[1] if len(words) > 1 else "stay"
+    if then not in DETACH_THEN:
+        raise ValueError(f"detach {then}? detach (the job stays as it is), detach continue or detach end")
+    paused = client.paused is not None
+    client.close(then=then)
+    if then == "end":
+        return "detached; the job is ending (exit code 3)"
+    if then == "stay" and paused:
+        return f"detached; the job stays paused: `stepdbg attach {client.session.get('id')}` comes back"
+    return "detached; the job goes on"
 
 
 def _confirm(target: Any, words: str) -> None:
@@ -220,7 +273,11 @@ def run_console(session: Any) -> None:
     _out(f"stepdbg paused; Enter: {_last_stepping[0]}, h for help")
     while True:
         print("(stepdbg) ", end="", file=sys.stderr, flush=True)
-        line = sys.stdin.readline()
+        try:
+            line = sys.stdin.readline()
+        except KeyboardInterrupt:
+            _out("\n" + IDLE_CTRL_C.format(""))
+            continue
         if not line:  # EOF: nobody is there to answer, so go on
             session.cont()
             return
@@ -271,14 +328,15 @@ def attach_console(client: Any) -> int:
             line = lines.get(timeout=0.2)
         except queue.Empty:
             continue
+        except KeyboardInterrupt:
+            _out("\n" + IDLE_CTRL_C.format(", `detach` leaves"))
+            continue
         if line is None:
-            client.close()
+            _out(detach(client, "detach"))
             return 0
         try:
             if execute(client, line) == "detach":
-                then = line.split()[1] if len(line.split()) > 1 else "stay"
-                client.close(then=then)
-                _out(f"detached ({'the job stays paused' if then == 'stay' and client.paused else then})")
+                _out(detach(client, line))
                 return 0
         except _errors() as e:
             _out(f"error: {e}")

@@ -1,0 +1,136 @@
+"""pdb's manners at the console: a variable is Python, not a command; Ctrl-C at an idle
+prompt harms nothing; leaving says what really happens to the job."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+from conftest import FIXTURE, ROOT, WAIT, Job, Tmux
+
+from stepdbg import client
+
+pytestmark = pytest.mark.usefixtures("private_runtime_dir")
+
+LOOP = """
+    import torch, stepdbg
+    from torch import nn
+    stepdbg.watch("step==1", on_break="pause")
+    model = nn.Linear(2, 1)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    c = "a variable named c"
+    for step in range(4):
+        model(torch.randn(4, 2)).sum().backward()
+        opt.step()
+        opt.zero_grad()
+    print("done")
+"""
+
+
+def start_script(tmp_path, body: str) -> subprocess.Popen[str]:
+    p = tmp_path / "train.py"
+    p.write_text(textwrap.dedent(body))
+    return subprocess.Popen([sys.executable, str(p)], cwd=ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env={**os.environ, "STEPDBG_CONSOLE": "1"})
+
+
+def read_until(stream, text: str, timeout: float = WAIT) -> str:
+    seen = ""
+    deadline = time.monotonic() + timeout
+    while text not in seen:
+        ch = stream.read(1)
+        assert ch and time.monotonic() < deadline, f"{text!r} never came; got:\n{seen}"
+        seen += ch
+    return seen
+
+
+def test_a_name_the_paused_frame_holds_is_python_not_a_command(tmp_path):
+    """At the break, `step` and `c` are the script's variables (pdb would step and
+    continue); `!step` is Python too; `p` with arguments and `s` stay commands."""
+    proc = start_script(tmp_path, LOOP)
+    out, err = proc.communicate("step\nc\n!step + 10\nstep = 5\nstep\ns\ncontinue\n", timeout=WAIT)
+    assert proc.returncode == 0, err
+    assert out.strip() == "done"
+    lines = err.splitlines()
+    assert "(stepdbg) 1" in lines and "(stepdbg) 'a variable named c'" in lines and "(stepdbg) 11" in lines, err
+    assert "(stepdbg) (stepdbg) 5" in lines, err  # the assignment (no output) reached the frame, as in pdb
+    assert err.count("stepdbg paused") == 2  # `s` stepped once, `continue` ran to the end
+
+
+def test_ctrl_c_at_an_idle_prompt_does_nothing_to_the_job(tmp_path):
+    proc = start_script(tmp_path, LOOP)
+    try:
+        read_until(proc.stderr, "(stepdbg) ")
+        proc.send_signal(signal.SIGINT)
+        said = read_until(proc.stderr, "(stepdbg) ")
+        assert "Ctrl-C here does nothing to the job: `interrupt` sends it Ctrl-C" in said
+        out, err = proc.communicate("continue\n", timeout=WAIT)
+        assert proc.returncode == 0 and out.strip() == "done", err
+        assert "Traceback" not in err
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+
+
+def test_detaching_says_what_happens_to_the_job(start_job):
+    job = start_job("--break", "step==2", script_args=("--steps", "6"))
+    info = job.info()
+    with client.connect() as watcher:
+        watcher.wait_paused(WAIT)
+        bad = subprocess.run([sys.executable, "-m", "stepdbg", "attach", info.id], input="detach later\ndetach\n",
+                             capture_output=True, text=True, timeout=WAIT, cwd=ROOT)
+        assert "detach later? detach (the job stays as it is), detach continue or detach end" in bad.stderr
+        assert f"detached; the job stays paused: `stepdbg attach {info.id}` comes back" in bad.stderr
+        out = subprocess.run([sys.executable, "-m", "stepdbg", "attach", info.id], input="detach continue\n",
+                             capture_output=True, text=True, timeout=WAIT, cwd=ROOT)
+        assert out.returncode == 0, out.stderr
+        assert "detached; the job goes on" in out.stderr and "the job ended" not in out.stderr, out.stderr
+        assert watcher.wait_exited(WAIT)["exit_code"] == 0
+
+
+def test_breakpoint_in_a_served_job_waits_for_a_client_without_a_terminal(tmp_path):
+    """watch(serve=True): stepdbg.breakpoint() pauses and waits, stdin not a terminal."""
+    script = tmp_path / "train.py"
+    script.write_text(textwrap.dedent("""
+        import stepdbg
+        stepdbg.watch(serve=True)
+        for i in range(3):
+            if i == 1:
+                stepdbg.breakpoint()
+            print("iteration", i, flush=True)
+    """))
+    proc = subprocess.Popen([sys.executable, str(script)], cwd=ROOT, stdin=subprocess.DEVNULL,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    job = Job(proc, tmp_path / "none")
+    try:
+        job.info()
+        with client.connect() as c:
+            assert c.wait_paused(WAIT)["condition"] == "breakpoint()"
+            assert c.evaluate("i")["value"] == "1"
+            c.cont()
+        code, out, err = job.finish()
+        assert code == 0 and out.split() == ["iteration", "0", "iteration", "1", "iteration", "2"], err
+        assert "not pausing" not in err
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+
+
+@pytest.mark.skipif(shutil.which("tmux") is None, reason="needs tmux")
+def test_ending_the_job_from_the_tui_does_not_say_it_goes_on(tmp_path, private_runtime_dir):
+    term = Tmux(tmp_path, private_runtime_dir, f"--break step==2 {sys.executable} {FIXTURE} --steps 1000 --sleep 0.01")
+    try:
+        term.wait_screen("PAUSED [step==2]")
+        term.keys("q")
+        term.wait_screen("What happens to the job?")
+        term.keys("e")
+        assert term.exit_code() == "3", term.screen()
+        assert "goes on without the TUI" not in term.screen()
+    finally:
+        term.close()
