@@ -86,7 +86,7 @@ def is_python(target: Any, line: str) -> bool:
         return False  # `p loss`, `lr 0.1`, `u 2`: commands
     try:
         return target.evaluate(f"{word!r} in vars()").get("value") == "True"
-    except _errors():
+    except Exception:  # not paused, or the job is gone: the command decides what to say
         return False
 
 
