@@ -66,6 +66,30 @@ class Patch:
         self.installed = self.original
 
 
+def around_calls(watched: Callable[[Any], bool], before: Callable[..., None], after: Callable[..., None],
+                 skip: Callable[[], bool]) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """A Patch maker for a class's ``__call__``: ``before(obj, args, kwargs)`` and
+    ``after(obj, args, output)`` (output None when the call raised) around the calls of the
+    instances `watched` picks, unless `skip()` (torch.compile tracing: then the plain call,
+    and nothing in the graph). Lives on the class, so nothing is stored on the instance."""
+    def make(orig: Callable[..., Any]) -> Callable[..., Any]:
+        def __call__(obj: Any, *args: Any, **kwargs: Any) -> Any:
+            if skip() or not watched(obj):
+                return orig(obj, *args, **kwargs)
+            before(obj, args, kwargs)
+            try:
+                output = orig(obj, *args, **kwargs)
+            except BaseException:
+                after(obj, args, None)
+                raise
+            after(obj, args, output)
+            return output
+
+        return __call__
+
+    return make
+
+
 class HookSet:
     """The handles the agent installed, removed together."""
 

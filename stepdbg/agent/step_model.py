@@ -24,7 +24,7 @@ import torch
 from . import tensors
 from .data_wait import DataWait
 from .frames import caller_kwargs
-from .hooks import Guard, HookSet, own_id
+from .hooks import Guard, HookSet, around_calls, own_id
 from .memory import memory_in_use
 from .patches import patch_trainer_objects
 from .step_state import StepListener, StepState
@@ -184,28 +184,14 @@ class StepModel:
         ``torch.save(model)``, ``deepcopy`` and every copy (DESIGN, invisible to the
         program). Other instances of the class pay one dict lookup."""
         for cls in {type(root) for root in list(self.roots.values())}:
-            self._hooks.patch(cls, "__call__", self._watch_root_call)
+            self._hooks.patch(cls, "__call__", around_calls(self._is_root, self._fwd_pre, self._fwd_post,
+                                                            skip=_compiling))
         for handle in self._discovery:
             handle.remove()
         self._discovery = []
 
-    def _watch_root_call(self, orig: Callable[..., Any]) -> Callable[..., Any]:
-        model = self
-
-        def __call__(module: Any, *args: Any, **kwargs: Any) -> Any:
-            # Inside torch.compile's trace this folds to the plain call: nothing in the graph.
-            if _compiling() or model.roots.get(id(module)) is not module:
-                return orig(module, *args, **kwargs)
-            model._fwd_pre(module, args, kwargs)
-            try:
-                output = orig(module, *args, **kwargs)
-            except BaseException:
-                model._fwd_post(module, args, None)
-                raise
-            model._fwd_post(module, args, output)
-            return output
-
-        return __call__
+    def _is_root(self, module: Any) -> bool:
+        return self.roots.get(id(module)) is module
 
     def install_activation_hook(self, hook: Callable[..., None]) -> None:
         from torch.nn.modules import module as nn_module
