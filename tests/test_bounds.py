@@ -1,5 +1,6 @@
-"""What the agent shows of the user's values costs little, whatever the values are: a
-locals view or an evaluation's result never copies a large object whole."""
+"""What the agent shows of the user's values: a locals view or an evaluation's result
+costs little whatever the values are (it never copies a large object whole), and a
+locals view shows the user's variables first."""
 
 from __future__ import annotations
 
@@ -49,3 +50,26 @@ def test_reprs_are_bounded_in_depth_and_length_and_survive_a_failing_repr():
             raise RuntimeError("no repr")
 
     assert "Broken" in short_repr(Broken())
+
+
+def test_a_locals_view_puts_your_variables_first_and_tensors_by_size():
+    """At a script's top level the frame is full of dunders, imports, functions and
+    classes: they are hidden unless asked for (`locals all`), and the largest tensor leads."""
+    import os as osmod  # noqa: F401 (locals of the frame shown)
+
+    import torch
+
+    def helper() -> None: ...
+
+    class Thing: ...
+
+    __note__ = "a dunder"  # noqa: F841
+    small = torch.zeros(2)  # noqa: F841
+    x = 3  # noqa: F841
+    big = torch.zeros(1000, 10)  # noqa: F841
+    here = sys._getframe()
+    names = [r["name"] for r in frame_locals(here)]
+    assert names[:2] == ["big", "small"] and "x" in names
+    assert not {"osmod", "helper", "Thing", "__note__", "torch"} & set(names)
+    everything = [r["name"] for r in frame_locals(here, everything=True)]
+    assert everything[: len(names)] == names and {"osmod", "helper", "Thing", "__note__"} <= set(everything)

@@ -202,7 +202,10 @@ def test_locals_shows_the_paused_frames_variables(tmp_path):
         print("after")
     """, stdin="locals\nc\n", env={"STEPDBG_CONSOLE": "1"})
     assert out.returncode == 0, out.stderr
-    lines = {ln.split()[0]: ln for ln in out.stderr.splitlines() if ln.startswith("  ") and len(ln.split()) > 2}
+    shown = out.stderr.replace("(stepdbg) ", "\n").splitlines()  # the first row follows the prompt
+    lines = {ln.split()[0]: ln for ln in shown if ln.startswith("  ") and len(ln.split()) > 2}
+    assert [n for n in lines if n in ("w", "net", "note", "odd")] == ["w", "net", "note", "odd"]
+    assert "__name__" not in lines and "Odd" not in lines  # the module's plumbing and classes hidden
     assert lines["w"].split()[1:] == ["Tensor", "float32", "[3,", "2]", "on", "cpu"]
     assert lines["net"].split()[1:] == ["Linear", "3", "parameters"]
     assert lines["note"].split()[1] == "str" and len(lines["note"]) < 120

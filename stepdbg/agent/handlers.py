@@ -137,8 +137,9 @@ class Handlers:
     def op_source(self, context: int = 5) -> dict[str, Any] | None:
         return self.s.source(context)
 
-    def op_locals(self) -> list[dict[str, str]]:
-        return self.s.frame_locals()
+    @takes(all=Flag())
+    def op_locals(self, all: bool = False) -> list[dict[str, str]]:  # noqa: A002 - the op's argument
+        return self.s.frame_locals(everything=all)
 
     @takes(move=Int(-10_000, 10_000))
     def op_frames(self, move: int = 0) -> list[dict[str, Any]]:

@@ -12,6 +12,7 @@ import os
 import sys
 import threading
 import traceback
+import types
 from collections.abc import Iterable
 from types import FrameType
 from typing import Any
@@ -194,21 +195,45 @@ def source_around(frame: FrameType | None, context: int = 5, line: int | None = 
     return {"file": fn, "line": line, "function": frame.f_code.co_name, "lines": lines}
 
 
-def frame_locals(frame: FrameType | None, limit: int = 200) -> list[dict[str, str]]:
-    """The paused frame's locals, as a locals view shows them: name, type, and for a
-    tensor its dtype, shape and device, else a short repr (one line, at most 80 chars)."""
+def frame_locals(frame: FrameType | None, limit: int = 200, everything: bool = False) -> list[dict[str, str]]:
+    """The paused frame's locals as a locals view shows them: name, type, and for a tensor
+    its dtype, shape and device, else a short repr (one line, at most 80 chars).
+
+    Your variables come first, tensors by size (largest first), then the rest in the
+    frame's order; dunders, modules, functions and classes (a script's top level is full
+    of them) only with `everything`, after yours."""
     if frame is None:
         return []
-    out = []
-    for name, v in list(frame.f_locals.items())[:limit]:
-        if isinstance(v, torch.Tensor):
-            value = f"{str(v.dtype).removeprefix('torch.')} {list(v.shape)} on {v.device}"
-        elif isinstance(v, torch.nn.Module):
-            value = f"{sum(p.numel() for p in v.parameters()):,} parameters"
-        else:
-            value = tensors.short_repr(v, 80).replace("\n", " ")  # one line, long enough to read by
-        out.append({"name": name, "type": type(v).__name__, "value": value[:80]})
-    return out
+    items = list(frame.f_locals.items())
+    mine = [(n, v) for n, v in items if not _plumbing(n, v)]
+    tensors_first = sorted((kv for kv in mine if isinstance(kv[1], torch.Tensor)), key=lambda kv: -_nbytes(kv[1]))
+    ordered = tensors_first + [kv for kv in mine if not isinstance(kv[1], torch.Tensor)]
+    if everything:
+        ordered += [(n, v) for n, v in items if _plumbing(n, v)]
+    return [_local_row(n, v) for n, v in ordered[:limit]]
+
+
+def _plumbing(name: str, value: Any) -> bool:
+    """What a locals view hides unless asked: dunders, modules, functions and classes."""
+    return (name.startswith("__") and name.endswith("__")) or isinstance(
+        value, (types.ModuleType, types.FunctionType, types.BuiltinFunctionType, type))
+
+
+def _nbytes(t: torch.Tensor) -> int:
+    try:
+        return t.numel() * t.element_size()
+    except Exception:  # a tensor subclass that will not say
+        return 0
+
+
+def _local_row(name: str, v: Any) -> dict[str, str]:
+    if isinstance(v, torch.Tensor):
+        value = f"{str(v.dtype).removeprefix('torch.')} {list(v.shape)} on {v.device}"
+    elif isinstance(v, torch.nn.Module):
+        value = f"{sum(p.numel() for p in v.parameters()):,} parameters"
+    else:
+        value = tensors.short_repr(v, 80).replace("\n", " ")  # one line, long enough to read by
+    return {"name": name, "type": type(v).__name__, "value": value[:80]}
 
 
 def tensor_locals(frame: FrameType) -> dict[str, Any]:

@@ -83,9 +83,10 @@ class ViewOps:
         st = self.paused_stack
         return inspection.source_around(st.selected(), context, st.selected_line())
 
-    def frame_locals(self) -> list[dict[str, str]]:
-        """The selected frame's locals: name, type, and dtype/shape/device or a short repr."""
-        return inspection.frame_locals(self.paused_stack.selected())
+    def frame_locals(self, everything: bool = False) -> list[dict[str, str]]:
+        """The selected frame's locals: yours first (tensors by size), then, with
+        `everything`, dunders, modules, functions and classes."""
+        return inspection.frame_locals(self.paused_stack.selected(), everything=everything)
 
     def frames(self, move: int = 0) -> list[dict[str, Any]]:
         """The user's frames at the pause, outermost first, after selecting the frame

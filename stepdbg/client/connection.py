@@ -151,8 +151,8 @@ class Ops:
     def source(self, context: int = 5) -> Any:
         return self.call("source", context=context)
 
-    def frame_locals(self) -> Any:
-        return self.call("locals")
+    def frame_locals(self, everything: bool = False) -> Any:
+        return self.call("locals", all=everything)
 
     def frames(self, move: int = 0) -> Any:
         return self.call("frames", move=move)

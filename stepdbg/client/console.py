@@ -31,7 +31,8 @@ stepdbg console:
   rewind [STEP]     back to the newest snapshot before this step (or STEP's), then continue
   w | where | bt    the paused stack (your frames only, forward() included); > marks the selected
   u | up [N], d | down [N]  select the frame N out (toward main) / in; p, eval, locals, source use it
-  locals            the selected frame's locals: type, and dtype/shape/device or a short repr
+  locals [all]      the selected frame's locals, yours first (tensors by size); all: dunders,
+                    modules, functions and classes too
   info model|torchinfo|opt|mem|threads|source|history|timings|status
   break [add SPEC | rm SPEC]            list, add or remove breakpoints
   q | quit | abort  end the job (exit code 3)
@@ -146,7 +147,7 @@ def execute(target: Any, cmd: str) -> str | None:
         _show_frames(target.frames(by if word in ("u", "up") else -by), selected_only=True)
         show_source(target)
     elif word == "locals":
-        rows = target.frame_locals()
+        rows = target.frame_locals(everything=rest == "all")
         width = max((len(r["name"]) for r in rows), default=0)
         for r in rows:
             _out(f"  {r['name']:<{width}}  {r['type']:<12} {r['value']}")
