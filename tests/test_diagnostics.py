@@ -60,6 +60,15 @@ def test_doctor_finds_nothing_on_healthy_runs(demo, args, script_args):
     assert doctor(demo, *args, script_args=script_args)["findings"] == []
 
 
+def test_overfit_on_a_loop_without_a_dataloader_says_it_has_no_batch_to_repeat():
+    out = subprocess.run([sys.executable, "-m", "stepdbg", "overfit", "--json", "-q", sys.executable,
+                          str(DEMOS / "nan_log.py")], capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert out.returncode == 2, out.stderr
+    result = json.loads(out.stdout)
+    assert result["overfit"]["reached_near_zero"] is None and result["steps"] == 1
+    assert "took no batch from a DataLoader in its first step" in result["overfit"]["verdict"]
+
+
 def test_overfit_one_batch_says_whether_it_fits():
     ok = doctor("healthy.py", "--steps", "100", mode="overfit")
     assert ok["findings"] == [] and ok["overfit"]["reached_near_zero"] is True

@@ -48,8 +48,11 @@ def show(findings: list[dict[str, Any]], steps: int | None, code: int, overfit: 
     console = Console(file=sys.stdout)
     title = f"stepdbg doctor: {len(findings)} finding{'s' if len(findings) != 1 else ''} in {steps} steps"
     if overfit is not None:
+        fits = overfit["reached_near_zero"]
         console.print(Panel(overfit["verdict"], title="overfit one batch",
-                            style="green" if overfit["reached_near_zero"] else "red"))
+                            style="yellow" if fits is None else "green" if fits else "red"))
+        if fits is None:  # nothing was tried: there is nothing more to say
+            return
     if not findings:
         console.print(f"[bold green]{title}[/]: nothing to report" + (f" (the script exited with {code})" if code else ""))
         return

@@ -322,6 +322,8 @@ class Session(ControlOps, ViewOps):
             self.emit("step", record)
         if self._doctor is not None:
             self.guard("doctor", self._doctor.on_step_end, self.model)
+        if self.overfit and self.step == 1 and not self.model.has_batch_to_repeat():
+            self.cannot_overfit_here()
         if self.stop_after is not None and self.step >= self.stop_after:
             self.finish_early()
 

@@ -20,6 +20,8 @@ from .controls import EXIT_ABORT, Abort, Break, NotPaused
 from .frames import user_frame, where_of
 from .rewind import NoSnapshot, Snapshot
 
+EXIT_CANNOT_OVERFIT = 2  # stepdbg cannot do what it was asked with this script
+
 if TYPE_CHECKING:
     from .changes import Changes
     from .controls import Controls
@@ -204,6 +206,17 @@ class ControlOps:
                 self.say(words)
         self.say(f"stopping after {self.step} steps as asked")
         raise SystemExit(0)
+
+    def cannot_overfit_here(self) -> None:
+        """`stepdbg overfit` repeats a DataLoader's first batch; a loop that took none in its
+        first step (a get_batch() function, tensors made in the loop) has nothing to repeat:
+        say so and end (exit code 2) rather than run the script as usual."""
+        words = ("stepdbg overfit repeats the first batch a DataLoader yields, and this loop took no batch from "
+                 "a DataLoader in its first step (its data comes from elsewhere): there is no batch to repeat. "
+                 "Draw the batches from a DataLoader, or take one batch before the loop and train on it.")
+        self.report.write("overfit", losses=[], reached_near_zero=None, verdict=words)
+        self.say(words)
+        raise SystemExit(EXIT_CANNOT_OVERFIT)
 
     def report_stall(self, spec: str, reason: str, details: dict[str, Any]) -> None:
         """Called by the watchdog thread: the main thread cannot pause itself."""

@@ -190,6 +190,10 @@ class StepModel:
             handle.remove()
         self._discovery = []
 
+    def has_batch_to_repeat(self) -> bool:
+        """Overfit mode: whether a DataLoader batch was taken to be yielded again."""
+        return self._overfit_batch is not None
+
     def _is_root(self, module: Any) -> bool:
         return self.roots.get(id(module)) is module
 
