@@ -26,7 +26,7 @@ from .data_wait import DataWait
 from .frames import caller_kwargs
 from .hooks import Guard, HookSet, around_calls, own_id
 from .memory import memory_in_use
-from .patches import patch_trainer_objects
+from .patches import patch_step_calls, patch_trainer_objects
 from .step_state import StepListener, StepState
 
 HISTORY_LEN = 10_000
@@ -74,7 +74,6 @@ class StepModel:
         """Install every hook; `activations` is a per-module forward hook (the activation watch)."""
         from torch.nn.modules import module as nn_module
         from torch.optim import optimizer as optim_mod
-        from torch.utils.data import dataloader
 
         self.active = True
         h = self._hooks
@@ -89,90 +88,8 @@ class StepModel:
         h.add(optim_mod.register_optimizer_step_post_hook(self.guarded("optimizer", self._on_optimizer_post)))
         if activations is not None:
             self.install_activation_hook(activations)
-        model = self
-
-        def wrap_backward(orig: Callable[..., Any]) -> Callable[..., Any]:
-            def backward(tensors: Any, *args: Any, **kwargs: Any) -> Any:
-                outer = model._bwd_depth == 0 and model.tracking()
-                model._bwd_depth += 1
-                try:
-                    if outer:
-                        model.guard("backward", model.on_backward_pre, tensors)
-                    result = orig(tensors, *args, **kwargs)
-                finally:
-                    model._bwd_depth -= 1
-                if outer:
-                    model.guard("backward", model._on_backward_post)
-                return result
-
-            return backward
-
-        h.patch(torch.autograd, "backward", wrap_backward)
-
-        def wrap_next(orig: Callable[..., Any]) -> Callable[..., Any]:
-            def __next__(it: Any) -> Any:
-                t0 = time.perf_counter()
-                if model.overfit and model._overfit_batch is not None:
-                    batch = model._overfit_batch  # the same batch again: overfit one batch
-                else:
-                    batch = orig(it)
-                    if model.overfit:
-                        model._overfit_batch = batch
-                if torch.is_grad_enabled() and model.tracking():  # an evaluation's batches are not the step's
-                    model.guard("dataloader", model._on_loader_next, it, batch, time.perf_counter() - t0)
-                return batch
-
-            return __next__
-
-        def wrap_iter(orig: Callable[..., Any]) -> Callable[..., Any]:
-            def __iter__(loader: Any) -> Any:
-                t0 = time.perf_counter()
-                it = orig(loader)
-                if torch.is_grad_enabled() and model.tracking():  # worker start-up: the epoch's first step
-                    model.data.iter_started(time.perf_counter() - t0)
-                return it
-
-            return __iter__
-
-        def wrap_next_index(orig: Callable[..., Any]) -> Callable[..., Any]:
-            # The sampler's indices, in the order their batches come back (workers prefetch
-            # ahead; batches arrive in order unless in_order=False): the replay names the
-            # dataset index of a bad sample with them.
-            def _next_index(it: Any) -> Any:
-                index = orig(it)
-                model.guard("dataloader", model._on_index, it, index)
-                return index
-
-            return _next_index
-
-        h.patch(dataloader._BaseDataLoaderIter, "__next__", wrap_next)
-        h.patch(dataloader.DataLoader, "__iter__", wrap_iter)
-        h.patch(dataloader._BaseDataLoaderIter, "_next_index", wrap_next_index)
-
-        def wrap_clip(orig: Callable[..., Any]) -> Callable[..., Any]:
-            def clip_grad_norm_(*args: Any, **kwargs: Any) -> Any:
-                norm = orig(*args, **kwargs)
-                if model.tracking():
-                    model.guard("clip", model._on_clip, norm)
-                return norm
-
-            return clip_grad_norm_
-
-        for owner in (torch.nn.utils, torch.nn.utils.clip_grad):
-            h.patch(owner, "clip_grad_norm_", wrap_clip)
-
-        def wrap_zero_grad(orig: Callable[..., Any]) -> Callable[..., Any]:
-            def zero_grad(obj: Any, *args: Any, **kwargs: Any) -> Any:
-                if model.tracking():
-                    model.guard("zero_grad", model._on_zero_grad, obj)
-                return orig(obj, *args, **kwargs)
-
-            return zero_grad
-
-        h.patch(torch.optim.Optimizer, "zero_grad", wrap_zero_grad)
-        h.patch(torch.nn.Module, "zero_grad", wrap_zero_grad)
-
-        patch_trainer_objects(model, h)
+        patch_step_calls(self, h)
+        patch_trainer_objects(self, h)
 
     def _settle_roots(self) -> None:
         """After the first step: watch the roots seen (every model of a GAN's step, a
