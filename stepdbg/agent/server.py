@@ -6,9 +6,10 @@ permissions keep other local users out; TCP too when asked (``--listen``, 127.0.
 unless a host is given). Before its hello a connection may send one small frame and has
 AUTH_TIMEOUT seconds for the whole handshake; at most MAX_UNAUTHENTICATED such
 connections wait at once on each listener, and at most PER_PEER from one TCP address, so
-silent TCP connections cannot lock out the owner, who comes in through the socket. Afterwards every message to a client goes through its
-Outbox, so the training thread never waits on a client, and requests run one at a time
-on the client's worker while its reader stays free for `interrupt`. A client that
+silent TCP connections cannot lock out the owner, who comes in through the socket.
+Afterwards every message to a client goes through its Outbox, so the training thread
+never waits on a client, and requests run one at a time on the client's worker (paced
+while the job runs, pace.py) while its reader stays free for `interrupt`. A client that
 sends garbage, vanishes, stops reading or never speaks changes nothing for the job.
 """
 

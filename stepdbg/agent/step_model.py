@@ -166,7 +166,7 @@ class StepModel:
             return
         self._depth = max(0, self._depth - 1)
         if self._depth == 0 and self.current is not None and self.current.forwards and self.tracking():
-            if self.roots.get(id(module)) is module and self._in_forward_of is module:
+            if self._is_root(module) and self._in_forward_of is module:
                 self.guard("forward", self._on_root_forward_done, module, output)
         elif self._depth == 0 and not torch.is_grad_enabled() and self.tracking():
             self.data.evaluation_done()  # an evaluation forward between steps: not data wait
