@@ -320,3 +320,21 @@ def test_plot_scales_and_ticks():
     assert decade_ticks(0.05, 2e6) == ([0.01, 1.0, 100.0, 1e4, 1e6], ["0.01", "1", "100", "1e4", "1e6"])
     assert caption("loss", [0, 3], [2.0, 500.0], True, 4) == (
         "loss: steps 0–3, 2 … 500, last 500 · log scale · break at step 4 (red line)")
+
+
+async def test_a_log_scaled_plot_survives_being_drawn_again():
+    """plotext applies a log scale to its stored values while it builds, so the second build
+    of one figure (any resize or refresh) took log10 of negative numbers and the exception
+    ended the app. Each render now draws from our own data: resizing the Plots panel twice
+    leaves the grad norm plot (1e6 at the end: log scale) drawn, with its decade ticks."""
+    src, app, ctx = await started()
+    async with ctx as pilot:
+        await pilot.press("6")
+        await pilot.pause(0.3)
+        for size in ((100, 40), (130, 44), (120, 40)):
+            await pilot.resize_terminal(*size)
+            await pilot.pause(0.2)
+        plot = app.query_one("#plot-grad_norm")
+        drawn = str(plot.render())
+        assert app.is_running and "1e6" in drawn and "could not be drawn" not in drawn
+        assert str(plot.render()) == drawn  # a second build is the same picture

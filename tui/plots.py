@@ -5,12 +5,15 @@ decades, and the break marked on the curve by a red line at its step."""
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any
 
+from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import VerticalScroll
 from textual.widgets import Label
 from textual_plotext import PlotextPlot
+from textual_plotext.plot import Plot
 
 PLOTS = (("loss", "loss"), ("grad_norm", "grad norm"), ("lr", "lr"), ("data_wait", "data wait s"),
          ("step_time", "step time s"))
@@ -68,6 +71,45 @@ def caption(title: str, steps: list[int], values: list[float], log: bool, break_
     return text
 
 
+class StepPlot(PlotextPlot):
+    """A plot drawn afresh from its data on every render. plotext changes a figure while it
+    builds it (a log scale is applied to the stored values in place), so building one figure
+    twice, as any resize or refresh does, drew log10(log10(y)) or raised; and an exception in
+    render would end the whole app. A plot that cannot be drawn says so in its place."""
+
+    draw: Callable[[Plot], None] | None = None
+
+    def render(self) -> Any:
+        self.plt.clear_figure()
+        try:
+            if self.draw is not None:
+                self.draw(self.plt)
+            return super().render()
+        except Exception as exc:  # plotext's bug, not the user's: the TUI stays up
+            return Text(f"this plot could not be drawn: {type(exc).__name__}: {exc}", style="dim")
+
+
+def drawing(steps: list[int], values: list[float], log: bool, break_step: int | None) -> Callable[[Plot], None]:
+    """The plotext calls that draw one series, to run on a cleared figure."""
+
+    def draw(plt: Plot) -> None:
+        if not values:
+            return
+        plt.plot(steps, values, marker="braille")
+        plt.yscale("log" if log else "linear")
+        if log:
+            plt.yticks(*decade_ticks(min(values), max(values)))
+        last = steps[-1] if break_step is None else max(break_step, steps[-1])
+        if break_step is not None:  # inside the frame, not on its edge
+            plt.vline(break_step, "red")
+            plt.text("break", break_step, max(values), color="red", alignment="right")
+            last += max(1, (last - steps[0]) // 20)
+        plt.xlim(steps[0], last)
+        plt.xticks(step_ticks(steps[0], last))
+
+    return draw
+
+
 class PlotsPanel(VerticalScroll):
     DEFAULT_CSS = """
     PlotsPanel PlotextPlot { height: 11; margin-bottom: 1; }
@@ -77,26 +119,13 @@ class PlotsPanel(VerticalScroll):
     def compose(self) -> ComposeResult:
         for key, title in PLOTS:
             yield Label(title, id=f"plot-{key}-label", classes="hint")
-            yield PlotextPlot(id=f"plot-{key}")
+            yield StepPlot(id=f"plot-{key}")
 
     def show(self, history: list[dict[str, Any]], break_step: int | None) -> None:
         for key, title in PLOTS:
             steps, values = points(history, key)
             log = log_scale(values)
             self.query_one(f"#plot-{key}-label", Label).update(caption(title, steps, values, log, break_step))
-            widget = self.query_one(f"#plot-{key}", PlotextPlot)
-            plt = widget.plt
-            plt.clear_figure()  # data and settings: each show draws the whole plot again
-            if values:
-                plt.plot(steps, values, marker="braille")
-                plt.yscale("log" if log else "linear")
-                if log:
-                    plt.yticks(*decade_ticks(min(values), max(values)))
-                last = steps[-1] if break_step is None else max(break_step, steps[-1])
-                if break_step is not None:  # inside the frame, not on its edge
-                    plt.vline(break_step, "red")
-                    plt.text("break", break_step, max(values), color="red", alignment="right")
-                    last += max(1, (last - steps[0]) // 20)
-                plt.xlim(steps[0], last)
-                plt.xticks(step_ticks(steps[0], last))
+            widget = self.query_one(f"#plot-{key}", StepPlot)
+            widget.draw = drawing(steps, values, log, break_step)
             widget.refresh()
