@@ -68,7 +68,7 @@ def watch(*breaks: str, on_break: str | list[str] = "report", report: str | None
 
     atexit.register(stop)  # the end event, and the session file and socket removed
     if serve or (serve is None and os.environ.get("STEPDBG_SERVE") == "1"):
-        from .agent.server import serve as start_server
+        from .agent.serve.server import serve as start_server
 
         _session.wait_for_frontend = True  # a pause (breakpoint(), on_break="pause") waits for a client
         start_server(_session)

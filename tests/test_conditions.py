@@ -88,7 +88,7 @@ def test_threshold_checks_say_why_in_one_sentence():
 
 
 def test_a_breakpoint_removed_while_off_comes_back_on():
-    from stepdbg.agent.breakpoints import Breakpoints
+    from stepdbg.agent.breaks.breakpoints import Breakpoints
 
     b = Breakpoints(["nan"])
     b.add("loss>4")

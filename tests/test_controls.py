@@ -152,7 +152,7 @@ def test_source_lines_keep_their_numbers_across_blank_lines(tmp_path):
     paused line are kept (they used to be dropped, and the lines below renumbered)."""
     import runpy
 
-    from stepdbg.agent.inspection import source_around
+    from stepdbg.agent.views.inspection import source_around
 
     script = tmp_path / "blank.py"
     script.write_text("import sys\n\nframe = sys._getframe()\n\n\n# the end\n")

@@ -11,7 +11,7 @@ import torch
 from conftest import DEMOS, ROOT
 from torch import nn
 
-from stepdbg.agent.diagnostics import RULES, Doctor, determinism_check, overfit_verdict
+from stepdbg.agent.doctor.diagnostics import RULES, Doctor, determinism_check, overfit_verdict
 
 
 def doctor(demo: str, *args: str, mode: str = "doctor", script_args: tuple[str, ...] = ()) -> dict:

@@ -177,7 +177,7 @@ def test_torch_compile_is_untouched():
 
 def test_tied_weights_count_once_in_the_module_tree(session_factory):
     """GPT-2 ties lm_head to wte: the Model panel counted it twice (236,288 for 172,288)."""
-    from stepdbg.agent import inspection
+    from stepdbg.agent.views import inspection
 
     s = session_factory("nan")
 

@@ -56,7 +56,7 @@ def test_a_client_that_never_reads_does_not_stop_the_job(start_job, monkeypatch)
 def test_a_client_polling_as_fast_as_it_can_is_paced_while_the_job_runs(start_job):
     """Each client's requests are answered at most RATE a second (BURST at once) while the
     job runs, so ten of them cost the job little (benchmarks: clients)."""
-    from stepdbg.agent.pace import BURST, RATE
+    from stepdbg.agent.serve.pace import BURST, RATE
 
     job = start_job(script_args=("--steps", "100000"))
     job.info()
@@ -270,7 +270,7 @@ def test_tokens_stay_off_the_command_line(tmp_path):
     assert out.returncode == 2 and "--token-file" in out.stderr
 
 
-OPS = sorted(n[3:] for n in dir(__import__("stepdbg.agent.handlers", fromlist=["Handlers"]).Handlers)
+OPS = sorted(n[3:] for n in dir(__import__("stepdbg.agent.serve.handlers", fromlist=["Handlers"]).Handlers)
              if n.startswith("op_"))
 VALUES = st.one_of(st.none(), st.booleans(), st.integers(-2**70, 2**70), st.floats(allow_nan=False, allow_infinity=False),
                    st.text(max_size=50), st.lists(st.integers(), max_size=3), st.dictionaries(st.text(max_size=5),
@@ -298,7 +298,7 @@ def served_session():
     """An in-process session with a real server and a real client, shared by the fuzz examples."""
     import torch
 
-    from stepdbg.agent.server import serve
+    from stepdbg.agent.serve.server import serve
     from stepdbg.agent.session import Session
 
     s = Session(breaks=("nan",), quiet=True).start()

@@ -101,7 +101,7 @@ def test_rewind_restores_the_same_tensors_bit_for_bit(session_factory):
 def test_a_rewind_goes_further_back_when_the_last_one_did_not_help(session_factory):
     """A snapshot that led to another break is not tried again: the next rewind takes an
     older one, and snapshots of the abandoned run are dropped."""
-    from stepdbg.agent.rewind import NoSnapshot
+    from stepdbg.agent.breaks.rewind import NoSnapshot
 
     s = session_factory(actions=("report",))
     s.rewinder.configure(every=2, keep=3)

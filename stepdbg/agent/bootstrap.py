@@ -118,7 +118,7 @@ def main() -> int:
     session.detach_timeout = config.get("detach_timeout")
     session.rewinder.configure(**config.get("rewind", {}))
     if config.get("doctor"):
-        from stepdbg.agent.diagnostics import Doctor
+        from stepdbg.agent.doctor.diagnostics import Doctor
 
         session.doctor = Doctor()
         session.armed = True
@@ -127,7 +127,7 @@ def main() -> int:
     session.actions_defaulted = not config.get("actions_given", True)
     if config.get("serve"):
         session.wait_for_frontend = True
-    from stepdbg.agent.server import serve
+    from stepdbg.agent.serve.server import serve
 
     try:
         serve(session, config.get("listen"), announce=bool(config.get("serve") or config.get("listen")))
@@ -140,7 +140,7 @@ def main() -> int:
         print(f"stepdbg: cannot listen ({e}); the job runs without attach", file=sys.stderr)
     tee = None
     if config.get("forward_output"):
-        from stepdbg.agent.output import OutputTee
+        from stepdbg.agent.serve.output_tee import OutputTee
 
         tee = OutputTee(lambda stream, lines: session.emit("output", {"stream": stream, "lines": lines}))
         session.on_stop.append(tee.stop)

@@ -12,7 +12,7 @@ import sys
 import threading
 from typing import Any, TextIO
 
-from ..wire.protocol import plain
+from stepdbg.wire.protocol import plain
 
 
 class Report:

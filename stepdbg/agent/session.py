@@ -25,22 +25,22 @@ from typing import Any
 
 import torch
 
-from ..wire.conditions import ACTIONS, Condition
-from . import inspection
-from .activations import ActivationWatch
-from .breakpoints import Breakpoints, break_scalars
-from .changes import Changes
-from .controls import EXIT_ABORT, Abort, Break, Controls, NotPaused
-from .evaluate import Evaluator
-from .frames import PausedStack, framework_frame, user_frame, where_of
-from .hooks import Guard
-from .patches import find_existing_optimizers
-from .ranks import Ranks
-from .report import Report, rank_path
-from .rewind import Rewinder
-from .session_controls import ControlOps
-from .session_views import ViewOps
-from .step_model import StepModel, opt_params
+from stepdbg.agent.breaks.breakpoints import Breakpoints, break_scalars
+from stepdbg.agent.breaks.changes import Changes
+from stepdbg.agent.breaks.controls import EXIT_ABORT, Abort, Break, Controls, NotPaused
+from stepdbg.agent.breaks.ranks import Ranks
+from stepdbg.agent.breaks.rewind import Rewinder
+from stepdbg.agent.measure.frames import PausedStack, framework_frame, user_frame, where_of
+from stepdbg.agent.report import Report, rank_path
+from stepdbg.agent.session_controls import ControlOps
+from stepdbg.agent.step.activations import ActivationWatch
+from stepdbg.agent.step.hooks import Guard
+from stepdbg.agent.step.step_model import StepModel, opt_params
+from stepdbg.agent.step.wrappers import find_existing_optimizers
+from stepdbg.agent.views import inspection
+from stepdbg.agent.views.evaluate import Evaluator
+from stepdbg.agent.views.views import ViewOps
+from stepdbg.wire.conditions import ACTIONS, Condition
 
 __all__ = ["EXIT_ABORT", "Abort", "Break", "NotPaused", "Session"]
 
@@ -181,7 +181,7 @@ class Session(ControlOps, ViewOps):
         """
         if self._started:
             return self
-        from ..version import __version__
+        from stepdbg.version import __version__
 
         self._started = True
         self.model.install(self.activations.on_output if self.break_set.has("activations") else None)
@@ -193,7 +193,7 @@ class Session(ControlOps, ViewOps):
         )
         stall = self.break_set.first("stall")
         if stall is not None:
-            from .watchdog import Watchdog
+            from stepdbg.agent.breaks.watchdog import Watchdog
 
             self._watchdog = Watchdog(self.model, stall, self.report_stall, self.say)
             self._watchdog.start()
@@ -423,7 +423,7 @@ class Session(ControlOps, ViewOps):
     def _pause(self, brk: Break) -> None:
         console = self.frontends == 0 and not self.wait_for_frontend
         if console:
-            from ..client.console import can_prompt, run_console
+            from stepdbg.client.console import can_prompt, run_console
 
             if not can_prompt():
                 self.say("not pausing: no front end is attached and stdin is not a terminal")

@@ -14,20 +14,20 @@ from collections.abc import Callable
 from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
 
-from ..wire.conditions import format_size
-from .breakpoints import break_scalars
-from .controls import EXIT_ABORT, Abort, Break, NotPaused
-from .frames import user_frame, where_of
-from .rewind import NoSnapshot, Snapshot
+from stepdbg.agent.breaks.breakpoints import break_scalars
+from stepdbg.agent.breaks.controls import EXIT_ABORT, Abort, Break, NotPaused
+from stepdbg.agent.breaks.rewind import NoSnapshot, Snapshot
+from stepdbg.agent.measure.frames import user_frame, where_of
+from stepdbg.wire.conditions import format_size
 
 EXIT_CANNOT_OVERFIT = 2  # stepdbg cannot do what it was asked with this script
 
 if TYPE_CHECKING:
-    from .changes import Changes
-    from .controls import Controls
-    from .ranks import Ranks
-    from .rewind import Rewinder
-    from .step_model import StepModel
+    from stepdbg.agent.breaks.changes import Changes
+    from stepdbg.agent.breaks.controls import Controls
+    from stepdbg.agent.breaks.ranks import Ranks
+    from stepdbg.agent.breaks.rewind import Rewinder
+    from stepdbg.agent.step.step_model import StepModel
 
 
 class ControlOps:

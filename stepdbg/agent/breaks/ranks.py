@@ -57,7 +57,7 @@ class Ranks:
         """Say in the store which node this rank runs on, so that a client that reached
         one node finds the others (once, when the process group is first seen)."""
         try:
-            from ..wire.sessions import node_name
+            from stepdbg.wire.sessions import node_name
 
             self._store().set(f"{NODE_KEY}{self._dist().get_rank()}", node_name())
         except Exception:  # a job without a usable store still trains; attach reaches this node only

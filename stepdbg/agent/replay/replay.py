@@ -36,14 +36,14 @@ from typing import Any
 
 import torch
 
-from .advice import advise
-from .frames import is_user_file, where_of
-from .hooks import own_id
-from .provenance import ModuleStack, Provenance, first_bad, named_tensors
-from .step_model import StepModel
-from .tensors import all_finite, set_rng_state
-from .tensors import first_tensor as _first_tensor
-from .tensors import rng_state as _rng_state
+from stepdbg.agent.measure.frames import is_user_file, where_of
+from stepdbg.agent.measure.tensors import all_finite, set_rng_state
+from stepdbg.agent.measure.tensors import first_tensor as _first_tensor
+from stepdbg.agent.measure.tensors import rng_state as _rng_state
+from stepdbg.agent.replay.advice import advise
+from stepdbg.agent.replay.provenance import ModuleStack, Provenance, first_bad, named_tensors
+from stepdbg.agent.step.hooks import own_id
+from stepdbg.agent.step.step_model import StepModel
 
 _TRACE_LINE = re.compile(r'File "([^"]+)", line (\d+), in (\S+)')
 

@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from ..wire import protocol, settings
+from stepdbg.wire import protocol, settings
 
 QUEUE_LIMIT = 1_000  # messages; step and output events are coalesced upstream (10 a second)
 

@@ -32,9 +32,9 @@ from typing import Any
 import torch
 from torch.overrides import TorchFunctionMode
 
-from .frames import user_frame, where_of
-from .hooks import own_id
-from .tensors import all_finite
+from stepdbg.agent.measure.frames import user_frame, where_of
+from stepdbg.agent.measure.tensors import all_finite
+from stepdbg.agent.step.hooks import own_id
 
 NAN, INF = 1, 2
 

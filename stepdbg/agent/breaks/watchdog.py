@@ -12,9 +12,9 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from ..wire.conditions import Condition
-from . import inspection
-from .step_model import StepModel
+from stepdbg.agent.measure import threads
+from stepdbg.agent.step.step_model import StepModel
+from stepdbg.wire.conditions import Condition
 
 
 class Watchdog:
@@ -52,8 +52,8 @@ class Watchdog:
                 it = loader() if loader is not None else None
                 details = {
                     "idle_seconds": round(idle, 2),
-                    "threads": inspection.thread_stacks(),
-                    "dataloader": inspection.loader_settings(it) if it is not None else None,
+                    "threads": threads.thread_stacks(),
+                    "dataloader": threads.loader_settings(it) if it is not None else None,
                 }
                 train = next((t for t in details["threads"] if t["id"] == m.thread), None)
                 top = train["stack"][-1] if train and train["stack"] else None

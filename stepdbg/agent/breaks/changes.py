@@ -9,8 +9,8 @@ from typing import Any
 
 import torch
 
-from . import tensors
-from .step_model import StepModel, opt_params
+from stepdbg.agent.measure import tensors
+from stepdbg.agent.step.step_model import StepModel, opt_params
 
 
 class Changes:

@@ -21,13 +21,13 @@ from typing import Any
 
 import torch
 
-from . import tensors
-from .data_wait import DataWait
-from .frames import caller_kwargs
-from .hooks import Guard, HookSet, around_calls, own_id
-from .memory import memory_in_use
-from .patches import patch_step_calls, patch_trainer_objects
-from .step_state import StepListener, StepState
+from stepdbg.agent.measure import tensors
+from stepdbg.agent.measure.frames import caller_kwargs
+from stepdbg.agent.measure.memory import memory_in_use
+from stepdbg.agent.step.data_wait import DataWait
+from stepdbg.agent.step.hooks import Guard, HookSet, around_calls, own_id
+from stepdbg.agent.step.step_state import StepListener, StepState
+from stepdbg.agent.step.wrappers import patch_step_calls, patch_trainer_objects
 
 HISTORY_LEN = 10_000
 

@@ -14,11 +14,11 @@ from typing import Any
 
 import torch
 
-from ..wire import conditions as cond_mod
-from ..wire.conditions import Condition
-from . import tensors
-from .memory import memory_in_use
-from .step_model import StepModel
+from stepdbg.agent.measure import tensors
+from stepdbg.agent.measure.memory import memory_in_use
+from stepdbg.agent.step.step_model import StepModel
+from stepdbg.wire import conditions as cond_mod
+from stepdbg.wire.conditions import Condition
 
 Hit = tuple[str, str, dict[str, Any]]  # (spec, reason, details)
 SPIKE_WINDOW = 50  # steps of the running loss median (loss_spike)

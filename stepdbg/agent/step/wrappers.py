@@ -15,7 +15,7 @@ import torch
 from torch.optim import lr_scheduler
 from torch.utils.data import dataloader
 
-from .hooks import HookSet
+from stepdbg.agent.step.hooks import HookSet
 
 
 def patch_step_calls(model: Any, h: HookSet) -> None:

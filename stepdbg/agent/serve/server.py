@@ -27,13 +27,13 @@ import time
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
-from ..wire import protocol, sessions, settings
-from .handlers import Handlers
-from .outbox import Outbox
-from .pace import Pace
+from stepdbg.agent.serve.handlers import Handlers
+from stepdbg.agent.serve.outbox import Outbox
+from stepdbg.agent.serve.pace import Pace
+from stepdbg.wire import protocol, sessions, settings
 
 if TYPE_CHECKING:
-    from .session import Session
+    from stepdbg.agent.session import Session
 
 STEP_EVENTS_PER_SECOND = 10
 BACKLOG = 128

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ..wire import protocol
-from ..wire.schema import Choice, Flag, Int, Maybe, Num, Text, takes
+from stepdbg.wire import protocol
+from stepdbg.wire.schema import Choice, Flag, Int, Maybe, Num, Text, takes
 
 if TYPE_CHECKING:
-    from .session import Session
+    from stepdbg.agent.session import Session
 
 EVAL_OUTPUT_LIMIT = 1_000_000
 # What one request may ask for (README, Security): each bounds what the job allocates to answer.
@@ -49,7 +49,7 @@ class Handlers:
 
     @takes(spec=SPEC)
     def op_break_add(self, spec: str) -> list[str]:
-        from ..wire.conditions import ConditionError
+        from stepdbg.wire.conditions import ConditionError
 
         try:
             self.s.add_break(spec)

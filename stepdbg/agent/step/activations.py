@@ -13,7 +13,7 @@ from typing import Any
 
 import torch
 
-from .tensors import first_tensor
+from stepdbg.agent.measure.tensors import first_tensor
 
 
 class ActivationWatch:

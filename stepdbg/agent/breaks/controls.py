@@ -18,7 +18,7 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..wire import conditions as cond_mod
+from stepdbg.wire import conditions as cond_mod
 
 
 @dataclass

@@ -11,17 +11,18 @@ import time
 from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
 
-from . import inspection
-from .memory import memory
+from stepdbg.agent.measure import threads
+from stepdbg.agent.measure.memory import memory
+from stepdbg.agent.views import inspection
 
 if TYPE_CHECKING:
-    from .changes import Changes
-    from .controls import Controls
-    from .evaluate import Evaluator
-    from .frames import PausedStack
-    from .ranks import Ranks
-    from .report import Report
-    from .step_model import StepModel
+    from stepdbg.agent.breaks.changes import Changes
+    from stepdbg.agent.breaks.controls import Controls
+    from stepdbg.agent.breaks.ranks import Ranks
+    from stepdbg.agent.measure.frames import PausedStack
+    from stepdbg.agent.report import Report
+    from stepdbg.agent.step.step_model import StepModel
+    from stepdbg.agent.views.evaluate import Evaluator
 
 WAIT_SHOWN_AFTER = 1.0  # seconds without progress before status() says where the loop waits
 
@@ -96,7 +97,7 @@ class ViewOps:
         return self.paused_stack.listing()
 
     def stacks(self) -> list[dict[str, Any]]:
-        return inspection.thread_stacks(self.model.thread)
+        return threads.thread_stacks(self.model.thread)
 
     def status(self) -> dict[str, Any]:
         st = self.model.current
@@ -122,7 +123,7 @@ class ViewOps:
         if idle < WAIT_SHOWN_AFTER or frame is None:
             return None
         multi = self.ranks.active()
-        out = {"idle_s": round(idle, 1), **inspection.blocked_in(frame, multi), "timeout_s": None, "left_s": None}
+        out = {"idle_s": round(idle, 1), **threads.blocked_in(frame, multi), "timeout_s": None, "left_s": None}
         if out["collective"] and multi:
             timeout = self.ranks.timeout_at(m.last_progress)
             if timeout is not None:
@@ -131,7 +132,7 @@ class ViewOps:
 
     def replay(self) -> dict[str, Any]:
         """Replay the step under anomaly detection and per-module checks; report the producer."""
-        from .replay import replay_step
+        from stepdbg.agent.replay.replay import replay_step
 
         def run() -> dict[str, Any]:
             result = replay_step(self.model, self.breaks[-1] if self.breaks else None,

@@ -16,10 +16,10 @@ from typing import Any
 
 import torch
 
-from ..wire import settings
-from . import tensors
-from .controls import Controls
-from .step_model import StepModel
+from stepdbg.agent.breaks.controls import Controls
+from stepdbg.agent.measure import tensors
+from stepdbg.agent.step.step_model import StepModel
+from stepdbg.wire import settings
 
 
 def _default_limit() -> float | None:

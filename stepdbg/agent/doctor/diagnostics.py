@@ -17,9 +17,9 @@ from typing import Any
 
 import torch
 
-from ..wire.conditions import format_size
-from .breakpoints import stale_grad
-from .step_model import StepModel, opt_params
+from stepdbg.agent.breaks.breakpoints import stale_grad
+from stepdbg.agent.step.step_model import StepModel, opt_params
+from stepdbg.wire.conditions import format_size
 
 SEVERITY_ORDER = {"error": 0, "warning": 1, "info": 2}
 DROPOUT_BN = (torch.nn.Dropout, torch.nn.Dropout1d, torch.nn.Dropout2d, torch.nn.Dropout3d,
@@ -292,7 +292,7 @@ class Doctor:
                      "fetch the next batch on a background thread or with a DataLoader (workers, pin_memory), "
                      "or make the batch cheaper to build")
             return
-        from .inspection import loader_settings
+        from stepdbg.agent.measure.threads import loader_settings
 
         st = loader_settings(it)
         cores = st.get("affinity_cpus") or os.cpu_count()
@@ -381,7 +381,7 @@ def determinism_check(m: StepModel) -> dict[str, Any]:
     """Replay the captured step twice from the same state; compare outputs and gradients."""
     import random
 
-    from .replay import replay_twice
+    from stepdbg.agent.replay.replay import replay_twice
 
     a, b = replay_twice(m)
     if a is None or b is None:

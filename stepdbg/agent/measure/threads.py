@@ -1,0 +1,88 @@
+"""What the threads of the job are doing: every thread's stack, where a thread that makes
+no progress waits (a collective, a DataLoader), and a DataLoader's workers as the kernel
+sees them (/proc). Read by the stall watchdog, the status and the Threads panel."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+import threading
+import traceback
+from types import FrameType
+from typing import Any
+
+from stepdbg.agent.measure.frames import is_user_file
+
+
+def thread_stacks(training: int | None = None) -> list[dict[str, Any]]:
+    """Every thread's stack: the training thread first, then the main thread, the user's
+    other threads, and stepdbg's own last."""
+    names = {t.ident: t for t in threading.enumerate()}
+    out = []
+    for tid, frame in sys._current_frames().items():
+        t = names.get(tid)
+        out.append({
+            "id": tid,
+            "name": t.name if t else f"thread-{tid}",
+            "daemon": t.daemon if t else None,
+            "main": t is threading.main_thread(),
+            "stack": [
+                {"file": fs.filename, "line": fs.lineno, "function": fs.name, "code": fs.line}
+                for fs in traceback.extract_stack(frame)
+            ],
+        })
+    out.sort(key=lambda t: (t["id"] != training, not t["main"], t["name"].startswith("stepdbg"), t["name"]))
+    return out
+
+
+def blocked_in(frame: FrameType, multi_rank: bool) -> dict[str, Any]:
+    """Where a thread that makes no progress waits: the user's line it is on, the
+    innermost Python function, and the collective when it is one."""
+    stack = traceback.extract_stack(frame)
+    user = next((fs for fs in reversed(stack) if is_user_file(fs.filename)), stack[-1])
+    collective = None
+    for fs in stack:
+        path = fs.filename.replace(os.sep, "/")
+        if path.endswith("torch/distributed/distributed_c10d.py"):
+            collective = fs.name  # all_reduce, barrier, broadcast...; the outermost one
+            break
+        if path.endswith("torch/nn/parallel/distributed.py"):
+            collective = f"DistributedDataParallel.{fs.name}"
+            break
+    if collective is None and multi_rank and any(fs.name == "_engine_run_backward" for fs in stack):
+        collective = "backward (DDP's all-reduce)"
+    return {"file": user.filename, "line": user.lineno, "function": user.name, "code": user.line,
+            "inner": f"{stack[-1].name} ({os.path.basename(stack[-1].filename)}:{stack[-1].lineno})",
+            "collective": collective}
+
+
+def loader_settings(it: Any) -> dict[str, Any]:
+    """A DataLoader iterator's settings and its workers' process states."""
+    info: dict[str, Any] = {
+        "num_workers": getattr(it, "_num_workers", None),
+        "pin_memory": getattr(it, "_pin_memory", None),
+        "prefetch_factor": getattr(it, "_prefetch_factor", None),
+        "persistent_workers": getattr(it, "_persistent_workers", None),
+        "timeout": getattr(it, "_timeout", None),
+        "cpu_count": os.cpu_count(),
+        "affinity_cpus": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
+        "workers": [],
+    }
+    for w in getattr(it, "_workers", []) or []:
+        pid = getattr(w, "pid", None)
+        info["workers"].append({"pid": pid, "alive": w.is_alive(), **_proc_state(pid)})
+    return info
+
+
+def _proc_state(pid: int | None) -> dict[str, Any]:
+    if pid is None:
+        return {}
+    out: dict[str, Any] = {}
+    with contextlib.suppress(OSError, IndexError):
+        with open(f"/proc/{pid}/stat") as f:
+            out["state"] = f.read().rsplit(")", 1)[1].split()[0]
+    with contextlib.suppress(OSError):
+        with open(f"/proc/{pid}/wchan") as f:
+            out["wchan"] = f.read().strip() or None
+    return out
