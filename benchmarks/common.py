@@ -12,6 +12,7 @@ import torch
 from torch import nn
 
 from stepdbg.agent.session import Session
+from stepdbg.wire.agent_config import AgentConfig
 
 DEFAULT_WATCH = ("nan", "grad_norm>1e9", "data_wait>60")
 EVERY_CONDITION = DEFAULT_WATCH + ("loss>1e9", "loss_spike>1e6", "mem>1TB", "every=1000000", "stale_grad",
@@ -22,7 +23,7 @@ def watch(*breaks: str) -> Callable[[], AbstractContextManager[Any]]:
     """A context that runs the loop under a stepdbg session with `breaks`."""
     class _Ctx:
         def __enter__(self) -> Session:
-            self.s = Session(breaks=breaks, quiet=True).start()
+            self.s = Session(AgentConfig(breaks=list(breaks), quiet=True)).start()
             return self.s
 
         def __exit__(self, *exc: Any) -> None:

@@ -13,13 +13,14 @@ PROBE = """
 import json, resource, sys, torch
 from benchmarks.workloads import step_fn
 from stepdbg.agent.session import Session
+from stepdbg.wire.agent_config import AgentConfig
 mode, device, workload = sys.argv[1], sys.argv[2], sys.argv[3]
 model, step = step_fn(workload, device)
 params = sum(p.numel() * p.element_size() for p in model.parameters())
 s = None
 if mode != "plain":
-    s = Session(breaks=["nan", "grad_norm>1e9", "data_wait>60"], quiet=True).start()
-    s.armed = mode == "armed"
+    s = Session(AgentConfig(breaks=["nan", "grad_norm>1e9", "data_wait>60"], quiet=True)).start()
+    s.model.armed = mode == "armed"
 for _ in range({steps}):
     step()
 out = {{"peak_rss": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024, "param_bytes": params}}

@@ -11,6 +11,7 @@ from typing import Any
 import torch
 
 from stepdbg.agent.session import Session
+from stepdbg.wire.agent_config import AgentConfig
 
 
 def _model(quick: bool) -> tuple[str, torch.nn.Module, Any] | None:
@@ -48,14 +49,14 @@ def run(quick: bool) -> dict[str, Any]:
         with torch.autograd.detect_anomaly(check_nan=True):
             return step()
 
-    s = Session(breaks=("nan",), quiet=True).start()
-    s.armed = True
+    s = Session(AgentConfig(breaks=["nan"], quiet=True)).start()
+    s.model.armed = True
 
     def replay() -> float:
         opt.zero_grad()
         _loss(model, batch).backward()  # captures the inputs and the output gradient
         t0 = time.perf_counter()
-        r = s.replay()
+        r = s.views.replay()
         assert r["first_nonfinite"] is None, r["summary"]
         return time.perf_counter() - t0
 

@@ -17,6 +17,7 @@ from typing import Any
 import torch
 
 from stepdbg.agent.session import Session
+from stepdbg.wire.agent_config import AgentConfig
 
 from .workloads import WORKLOADS, step_fn
 
@@ -33,7 +34,7 @@ def run(quick: bool, device: str = "cpu") -> dict[str, Any]:
     rounds = 5 if quick else 30
     out: dict[str, Any] = {}
     for name in WORKLOADS:
-        s = Session(breaks=("nan",), quiet=True).start()
+        s = Session(AgentConfig(breaks=["nan"], quiet=True)).start()
         try:
             _, step = step_fn(name, device)
             s.rewinder.configure(every=0, keep=2)

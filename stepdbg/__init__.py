@@ -53,26 +53,29 @@ def watch(*breaks: str, on_break: str | list[str] = "report", report: str | None
     conds = [parse(b) for b in breaks]  # refuse bad input before touching torch
     if _session is not None:
         for c in conds:
-            _session.add_break(c)
+            _session.breaker.add(c)
         return _session
-    from .agent.session import Session
+    from .launch import session_for
+    from .wire.agent_config import DEFAULT_BREAKS, AgentConfig
 
     actions = [on_break] if isinstance(on_break, str) else list(on_break)
     if "rewind" in actions and not keep_every:
         raise ValueError('on_break="rewind" needs snapshots to go back to: pass keep_every=N (e.g. 50)')
-    _session = Session(breaks=conds or ["nan", "exception"], actions=actions,
-                       report=report or os.environ.get("STEPDBG_REPORT"), quiet=quiet)
-    _session.rewinder.configure(every=keep_every, keep=keep, max_rewinds=max_rewinds)
+    serving = bool(serve or (serve is None and os.environ.get("STEPDBG_SERVE") == "1"))
+    _session = session_for(AgentConfig(
+        breaks=[c.spec for c in conds] or list(DEFAULT_BREAKS), actions=actions,
+        report=report or os.environ.get("STEPDBG_REPORT"), quiet=quiet,
+        serve=serving,  # a pause (breakpoint(), on_break="pause") waits for a client
+        rewind={"every": keep_every, "keep": keep, "max_rewinds": max_rewinds}))
     _session.start(scan_existing=True)
     import atexit
 
     atexit.register(stop)  # the end event, and the session file and socket removed
-    if serve or (serve is None and os.environ.get("STEPDBG_SERVE") == "1"):
+    if serving:
         from .agent.serve.server import serve as start_server
 
-        _session.wait_for_frontend = True  # a pause (breakpoint(), on_break="pause") waits for a client
         start_server(_session)
-    if any(c.kind == "exception" for c in _session.conditions):
+    if _session.breaker.break_set.first("exception") is not None:
         _install_excepthook(_session)
     return _session
 
@@ -80,7 +83,7 @@ def watch(*breaks: str, on_break: str | list[str] = "report", report: str | None
 def breakpoint() -> None:  # noqa: A001 - the name users expect
     """Pause the training loop here (a console at the terminal, or the attached front end)."""
     s = _session or watch()
-    s.breakpoint(sys._getframe(1))
+    s.breaker.breakpoint(sys._getframe(1))
 
 
 def stop(exit_code: int | None = None) -> None:
@@ -96,7 +99,7 @@ def _install_excepthook(session: Session) -> None:
 
     def hook(typ: Any, exc: BaseException, tb: Any) -> None:
         try:
-            session.post_mortem(exc)
+            session.breaker.post_mortem(exc)
         finally:
             previous(typ, exc, tb)
 

@@ -59,11 +59,12 @@ def run_stepdbg(tmp_path: Path, *args: str, script_args: tuple[str, ...] = (), t
 def session_factory():
     """Make in-process sessions; every one is stopped (hooks removed) after the test."""
     from stepdbg.agent.session import Session
+    from stepdbg.wire.agent_config import AgentConfig
 
     made: list[Session] = []
 
     def make(*breaks: str, actions: tuple[str, ...] = ("report",), **kw: Any) -> Session:
-        s = Session(breaks=breaks or ("nan",), actions=actions, quiet=True, **kw)
+        s = Session(AgentConfig(breaks=list(breaks or ("nan",)), actions=list(actions), quiet=True, **kw))
         made.append(s)
         return s.start()
 
@@ -71,7 +72,7 @@ def session_factory():
     for s in made:
         s.stop()
     # A hook that failed turned itself off quietly; in a test that is a bug to see.
-    assert not any(s.disabled_hooks for s in made), [s.disabled_hooks for s in made]
+    assert not any(s.guard.disabled for s in made), [s.guard.disabled for s in made]
 
 
 # ---------------------------------------------------------------------- served jobs (attach, hardening)

@@ -9,8 +9,8 @@ import tracemalloc
 
 import pytest
 
-from stepdbg.agent.views.inspection import frame_locals
 from stepdbg.agent.measure.tensors import short_repr
+from stepdbg.agent.views.inspection import frame_locals
 
 BIG = 100_000_000
 

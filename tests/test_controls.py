@@ -47,82 +47,82 @@ def job(session_factory):
 
 def test_pause_inspect_step_change_and_continue(job):
     s, model, opt, done = job
-    brk = s.wait_paused(WAIT)
+    brk = s.controls.wait_paused(WAIT)
     assert (brk.step, brk.phase, brk.condition) == (2, "before_forward", "step==2")
-    assert s.status()["state"] == "paused"
+    assert s.views.status()["state"] == "paused"
 
-    w = s.summary("model[0].weight")
+    w = s.views.summary("model[0].weight")
     assert w["shape"] == [8, 4] and w["dtype"] == "float32" and w["nan"] == 0 and len(w["hist"]["counts"]) == 20
-    assert s.summary("x")["shape"] == [8, 4]  # a local of the paused frame
-    assert s.summary("batch")["shape"] == [8, 4]
-    r = s.evaluate("print('hi'); z = x.sum()")
+    assert s.views.summary("x")["shape"] == [8, 4]  # a local of the paused frame
+    assert s.views.summary("batch")["shape"] == [8, 4]
+    r = s.views.evaluate("print('hi'); z = x.sum()")
     assert r["output"] == "hi\n" and r["error"] is None
-    assert s.evaluate("torch.is_grad_enabled()")["value"] == "True"  # the training thread's grad mode
-    assert "NameError" in s.evaluate("undefined_name")["error"]
+    assert s.views.evaluate("torch.is_grad_enabled()")["value"] == "True"  # the training thread's grad mode
+    assert "NameError" in s.views.evaluate("undefined_name")["error"]
     with pytest.raises(LookupError, match="cannot evaluate 'nope'"):
-        s.summary("nope")
+        s.views.summary("nope")
 
-    s.next_phase()
-    brk2 = s.wait_paused(WAIT, previous=brk)
+    s.controls.next_phase()
+    brk2 = s.controls.wait_paused(WAIT, previous=brk)
     assert (brk2.step, brk2.phase) == (2, "after_forward")
-    s.next_phase()
-    brk3 = s.wait_paused(WAIT, previous=brk2)
+    s.controls.next_phase()
+    brk3 = s.controls.wait_paused(WAIT, previous=brk2)
     assert brk3.phase == "before_backward" and brk3.scalars["loss"] > 0
-    assert s.summary("loss")["shape"] == []
+    assert s.views.summary("loss")["shape"] == []
 
-    s.next_step()
-    brk4 = s.wait_paused(WAIT, previous=brk3)
+    s.controls.next_step(s.step)
+    brk4 = s.controls.wait_paused(WAIT, previous=brk3)
     assert (brk4.step, brk4.phase) == (3, "before_backward")
 
     before = {n: p.detach().clone() for n, p in model.named_parameters()}
-    s.skip_step()
-    s.set_lr(0.05, pin=False)
-    s.next_step()
-    brk5 = s.wait_paused(WAIT, previous=brk4)
+    s.changer.skip_step()
+    s.changer.set_lr(0.05, pin=False)
+    s.controls.next_step(s.step)
+    brk5 = s.controls.wait_paused(WAIT, previous=brk4)
     assert (brk5.step, brk5.phase) == (4, "before_backward")
     for n, p in model.named_parameters():  # step 3's update was skipped
         assert torch.equal(before[n], p), n
     assert opt.param_groups[0]["lr"] == 0.05
-    assert [h["skipped"] for h in s.history] == [False, False, False, True]
-    assert [c["what"] for c in s.changes] == ["skip", "lr"]
+    assert [h["skipped"] for h in s.model.history] == [False, False, False, True]
+    assert [c["what"] for c in s.bus.changes] == ["skip", "lr"]
 
-    tree = s.module_tree()
+    tree = s.views.module_tree()
     assert [r["name"] for r in tree] == ["(root)", "0", "1", "2"]
     assert tree[1]["output_shape"] == [8, 8] and tree[1]["params"] == 40 and tree[1]["training"] is True
     assert tree[1]["grad_norm"] is None  # zero_grad() set them to None; backward has not run yet
     assert tree[1]["weight_norm"] > 0
-    info = s.optimizer_info()[0]
+    info = s.views.optimizer_info()[0]
     assert info["type"] == "SGD" and info["groups"][0]["lr"] == 0.05 and info["state"]["momentum_buffer"]["tensors"] == 4
-    assert s.memory()["host_rss"] > 0 and s.memory()["cuda"] == []
-    assert s.timings()["current"]["before_backward"] >= s.timings()["current"]["before_forward"]
-    src = s.source(2)
+    assert s.views.memory()["host_rss"] > 0 and s.views.memory()["cuda"] == []
+    assert s.views.timings()["current"]["before_backward"] >= s.views.timings()["current"]["before_forward"]
+    src = s.views.source(2)
     assert src["function"] == "train" and any("loss.backward()" in ln["text"] for ln in src["lines"])
-    threads = s.stacks()  # the training thread first (here not the main thread), then the main thread
+    threads = s.views.stacks()  # the training thread first (here not the main thread), then the main thread
     assert threads[0]["id"] == s.model.thread and threads[1]["name"] == "MainThread"
 
-    s.run_to_step(6)
-    brk6 = s.wait_paused(WAIT, previous=brk5)
+    s.controls.run_to_step(6, s.step)
+    brk6 = s.controls.wait_paused(WAIT, previous=brk5)
     assert (brk6.step, brk6.phase, brk6.reason) == (6, "before_forward", "ran to step 6")
     with pytest.raises(ValueError, match="not ahead"):
-        s.run_to_step(3)
-    s.cont()
+        s.controls.run_to_step(3, s.step)
+    s.controls.cont()
     assert done.wait(WAIT)
     assert s.step == 7
 
 
 def test_requests_that_need_a_pause_are_refused_while_running(job):
     s, model, opt, done = job
-    brk = s.wait_paused(WAIT)
-    s.cont()
+    brk = s.controls.wait_paused(WAIT)
+    s.controls.cont()
     assert done.wait(WAIT)
-    assert s.wait_paused(0.2, previous=brk) is None
+    assert s.controls.wait_paused(0.2, previous=brk) is None
     with pytest.raises(NotPaused):
-        s.evaluate("1")
+        s.views.evaluate("1")
 
 
 def test_a_paused_job_waits_for_a_reattach_unless_told_to_go_on(job):
     s, model, opt, done = job
-    brk = s.wait_paused(WAIT)
+    brk = s.controls.wait_paused(WAIT)
     s.detach()  # the front end went away: stay paused for a re-attach
     assert not done.wait(0.5) and s.paused is brk
     s.attach()
@@ -133,18 +133,18 @@ def test_a_paused_job_waits_for_a_reattach_unless_told_to_go_on(job):
 
 def test_bad_changes_are_refused_with_a_reason(job):
     s, model, opt, done = job
-    s.wait_paused(WAIT)
+    s.controls.wait_paused(WAIT)
     for bad in (float("nan"), -1.0, "x"):
         with pytest.raises(ValueError, match="learning rate must be"):
-            s.set_lr(bad)  # type: ignore[arg-type]
+            s.changer.set_lr(bad)  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="no param group 3"):
-        s.set_lr(0.1, group=3)
+        s.changer.set_lr(0.1, group=3)
     with pytest.raises(KeyError, match="has no 'betas'"):
-        s.set_param_group("betas", 0.9)
+        s.changer.set_param_group("betas", 0.9)
     with pytest.raises(KeyError, match="no breakpoint"):
-        s.remove_break("loss>1")
-    assert s.set_param_group("momentum", 0.5)["groups"][0]["old"] == 0.9
-    s.cont()
+        s.breaker.remove("loss>1")
+    assert s.changer.set_param_group("momentum", 0.5)["groups"][0]["old"] == 0.9
+    s.controls.cont()
 
 
 def test_source_lines_keep_their_numbers_across_blank_lines(tmp_path):

@@ -53,7 +53,7 @@ def test_a_nanogpt_loop_prefetch_counts_and_evaluation_does_not(session_factory)
         loss.backward()
         opt.step()
         opt.zero_grad()
-    waits = [h["data_wait"] for h in s.history]
+    waits = [h["data_wait"] for h in s.model.history]
     assert waits[0] is None  # the first step has no step before it to measure from
     for step in range(1, 6):
         assert waits[step] >= 0.03, (step, waits)  # the batch prefetched in the step before
@@ -86,7 +86,7 @@ def test_dataloader_start_up_is_charged_to_the_epochs_first_step(session_factory
             opt.zero_grad()
             nn.functional.mse_loss(model(x), y).backward()
             opt.step()
-    waits = [h["data_wait"] for h in s.history]
+    waits = [h["data_wait"] for h in s.model.history]
     assert len(waits) == 6
     assert waits[0] >= 0.1 and waits[3] >= 0.1  # each epoch's first step waited for the start
     assert waits[0] <= starts[0] and waits[3] <= starts[1]  # never more than the loop itself saw
@@ -108,4 +108,4 @@ def test_an_evaluation_dataloader_under_no_grad_is_not_counted(session_factory):
         opt.zero_grad()
         nn.functional.mse_loss(model(x), y).backward()
         opt.step()
-    assert s.history[1]["data_wait"] < 0.1, list(s.history)
+    assert s.model.history[1]["data_wait"] < 0.1, list(s.model.history)

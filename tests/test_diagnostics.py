@@ -11,7 +11,8 @@ import torch
 from conftest import DEMOS, ROOT
 from torch import nn
 
-from stepdbg.agent.doctor.diagnostics import RULES, Doctor, determinism_check, overfit_verdict
+from stepdbg.agent.doctor.diagnostics import RULES, Doctor
+from stepdbg.agent.doctor.measurements import determinism_check, overfit_verdict
 
 
 def doctor(demo: str, *args: str, mode: str = "doctor", script_args: tuple[str, ...] = ()) -> dict:
@@ -129,14 +130,14 @@ def test_no_finding_on_the_healthy_loop_styles(session_factory, loop):
     torch.manual_seed(0)
     s = session_factory("nan")
     s.doctor = Doctor()
-    s.armed = True
+    s.model.armed = True
     loop()
     assert s.doctor.findings == []
 
 
 def test_determinism_check_on_a_deterministic_step(session_factory):
     s = session_factory("nan")
-    s.armed = True
+    s.model.armed = True
     model = nn.Sequential(nn.Linear(4, 8), nn.Dropout(0.5), nn.Linear(8, 1))
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
     opt.zero_grad()

@@ -41,8 +41,8 @@ def test_a_closure_step_pauses_in_order_with_this_steps_pre_clip_norm_and_skip_k
             assert all(torch.equal(p, before_update[n]) for n, p in model.named_parameters()), "skip applied nothing"
     assert s.step == 4
     assert seen["order"] == [PAUSE_POINTS] * 4
-    assert [h["grad_norm"] for h in s.history] == pytest.approx(seen["norms"])  # this step's, before clipping
-    assert [h["skipped"] for h in s.history] == [False, False, True, False]
+    assert [h["grad_norm"] for h in s.model.history] == pytest.approx(seen["norms"])  # this step's, before clipping
+    assert [h["skipped"] for h in s.model.history] == [False, False, True, False]
 
 
 def test_lbfgs_is_one_step_per_step_call_with_the_first_closures_norm(session_factory):
@@ -65,7 +65,7 @@ def test_lbfgs_is_one_step_per_step_call_with_the_first_closures_norm(session_fa
         firsts.append(len(norms))
         opt.step(closure)
     assert s.step == 3
-    assert [h["grad_norm"] for h in s.history] == pytest.approx([norms[i] for i in firsts])
+    assert [h["grad_norm"] for h in s.model.history] == pytest.approx([norms[i] for i in firsts])
 
 
 def test_lightning_trainer_steps_norms_skip_and_a_pinned_lr(session_factory, tmp_path):
@@ -90,7 +90,7 @@ def test_lightning_trainer_steps_norms_skip_and_a_pinned_lr(session_factory, tmp
             norms.append(float(torch.linalg.vector_norm(torch.cat([p.grad.flatten() for p in self.parameters()]))))
             weights[self.trainer.global_step] = torch.cat([p.detach().flatten() for p in self.parameters()]).clone()
             if self.trainer.global_step == 1:
-                stepdbg.current().set_lr(0.05, pin=True)  # what `lr 0.05 pin` does from a front end
+                stepdbg.current().changer.set_lr(0.05, pin=True)  # what `lr 0.05 pin` does from a front end
 
         def configure_optimizers(self):
             opt = torch.optim.SGD(self.parameters(), lr=0.1)
@@ -107,10 +107,10 @@ def test_lightning_trainer_steps_norms_skip_and_a_pinned_lr(session_factory, tmp
     (brk,) = s.breaks  # step==2, checked before the forward: in training_step, Lightning's frame beside
     assert brk.where["file"] == __file__ and brk.where["function"] == "training_step"
     assert "lightning" in brk.where["framework"]["file"]
-    assert [h["grad_norm"] for h in s.history] == pytest.approx(norms)  # this step's, before clipping
-    assert [h["skipped"] for h in s.history] == [False, False, True, False, False]
+    assert [h["grad_norm"] for h in s.model.history] == pytest.approx(norms)  # this step's, before clipping
+    assert [h["skipped"] for h in s.model.history] == [False, False, True, False, False]
     assert torch.equal(weights[2], weights[3]), "the skipped update changed the weights"
-    assert [h["lr"][0] for h in s.history][1:] == pytest.approx([0.05] * 4)  # held through StepLR
+    assert [h["lr"][0] for h in s.model.history][1:] == pytest.approx([0.05] * 4)  # held through StepLR
 
 
 def test_hf_trainer_steps_and_the_logged_grad_norm(session_factory, tmp_path):
@@ -128,8 +128,8 @@ def test_hf_trainer_steps_and_the_logged_grad_norm(session_factory, tmp_path):
     trainer.train()
     logged = [r["grad_norm"] for r in trainer.state.log_history if "grad_norm" in r]
     assert s.step == trainer.state.global_step == 4
-    assert [h["grad_norm"] for h in s.history] == pytest.approx([float(v) for v in logged], rel=1e-4)
-    assert all(math.isfinite(h["loss"]) for h in s.history)
+    assert [h["grad_norm"] for h in s.model.history] == pytest.approx([float(v) for v in logged], rel=1e-4)
+    assert all(math.isfinite(h["loss"]) for h in s.model.history)
 
 
 def _compiled_losses(with_stepdbg: bool) -> tuple[list[float], int, list[str], int | None]:
@@ -139,6 +139,7 @@ def _compiled_losses(with_stepdbg: bool) -> tuple[list[float], int, list[str], i
     from torch._dynamo.utils import counters
 
     from stepdbg.agent.session import Session
+    from stepdbg.wire.agent_config import AgentConfig
 
     torch._dynamo.reset()
     counters.clear()
@@ -149,7 +150,7 @@ def _compiled_losses(with_stepdbg: bool) -> tuple[list[float], int, list[str], i
     g = torch.Generator().manual_seed(0)
     losses, steps = [], None
     with warnings.catch_warnings(record=True) as caught:
-        s = Session(breaks=("nan", "grad_norm>1e9"), quiet=True).start() if with_stepdbg else None
+        s = Session(AgentConfig(breaks=["nan", "grad_norm>1e9"], quiet=True)).start() if with_stepdbg else None
         try:
             for _ in range(3):
                 x, y = torch.randn(16, 8, generator=g), torch.randn(16, 1, generator=g)

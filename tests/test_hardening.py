@@ -290,7 +290,7 @@ def test_any_request_gets_an_answer_and_the_job_is_unharmed(served_session, op, 
     except ClientError as e:
         assert e.code in protocol.ERROR_CODES
     assert c.status()["pid"] == os.getpid()
-    assert not s.disabled_hooks
+    assert not s.guard.disabled
 
 
 @pytest.fixture(scope="module")
@@ -300,8 +300,9 @@ def served_session():
 
     from stepdbg.agent.serve.server import serve
     from stepdbg.agent.session import Session
+    from stepdbg.wire.agent_config import AgentConfig
 
-    s = Session(breaks=("nan",), quiet=True).start()
+    s = Session(AgentConfig(breaks=["nan"], quiet=True)).start()
     model = torch.nn.Linear(4, 1)
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
     model(torch.randn(2, 4)).sum().backward()

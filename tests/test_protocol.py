@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from stepdbg.wire import protocol
 from stepdbg.wire.protocol import Connection, Dispatcher, FrameDecoder, ProtocolError
-from stepdbg.wire.schema import Int, takes
+from stepdbg.wire.schema import Int
 
 
 def test_frames_round_trip_in_pieces():
@@ -56,8 +56,10 @@ def test_the_decoder_never_fails_other_than_with_a_protocol_error(data):
         assert e.code in protocol.ERROR_CODES
 
 
+SCHEMAS = {"add": {"a": Int(-100, 100), "b": Int(-100, 100)}}
+
+
 class Handlers:
-    @takes(a=Int(-100, 100), b=Int(-100, 100))
     def op_add(self, a: int, b: int = 1) -> int:
         return a + b
 
@@ -65,10 +67,7 @@ class Handlers:
         raise ValueError("it broke")
 
     def op_paused_only(self) -> None:
-        class NotPaused(RuntimeError):
-            pass
-
-        raise NotPaused("the job is running; pause it first")
+        raise protocol.NotPaused("the job is running; pause it first")
 
 
 @pytest.mark.parametrize(
@@ -87,7 +86,7 @@ class Handlers:
     ],
 )
 def test_dispatch_turns_everything_into_a_response(msg, expect):
-    r = Dispatcher(Handlers()).handle(msg)
+    r = Dispatcher(Handlers(), SCHEMAS).handle(msg)
     assert r["type"] == "response" and r["ok"] is expect["ok"]
     if expect["ok"]:
         assert r["result"] == expect["result"]
@@ -97,7 +96,7 @@ def test_dispatch_turns_everything_into_a_response(msg, expect):
 
 
 def test_unknown_op_names_the_known_ones():
-    r = Dispatcher(Handlers()).handle(protocol.request(1, "ad"))
+    r = Dispatcher(Handlers(), SCHEMAS).handle(protocol.request(1, "ad"))
     assert "known: add, fail, paused_only" in r["error"]["message"]
 
 

@@ -64,7 +64,7 @@ def test_nan_born_in_backward_is_found_and_nothing_changes(session_factory):
     """sqrt(x*x) at x=0 is finite forward, inf backward; the replay names SqrtBackward0, the
     module and the line, and leaves params, grads, buffers, RNG, modes and optimizer as they were."""
     s = session_factory("nan", actions=())
-    s.armed = True
+    s.model.armed = True
     torch.manual_seed(0)
     model = WithDropoutAndBN()
     opt = torch.optim.Adam(model.parameters(), lr=1e-3)
@@ -80,7 +80,7 @@ def test_nan_born_in_backward_is_found_and_nothing_changes(session_factory):
     def at_step_hook(opt_, args, kwargs):
         if s.breaks and "replay" not in seen:
             seen["before"] = snapshot(model, opt)
-            seen["replay"] = s.replay()
+            seen["replay"] = s.views.replay()
             seen["after"] = snapshot(model, opt)
 
     h = torch.optim.Optimizer.register_step_pre_hook(opt, at_step_hook)
@@ -106,7 +106,7 @@ def test_nan_born_in_the_loss_is_named_from_the_loss_graph(session_factory):
     loss.backward()
     (brk,) = s.breaks
     assert "born in the loss computation" in brk.reason
-    (replay,) = s.replays
+    (replay,) = s.views.replays
     first = replay["first_nonfinite"]
     assert first["where"] == "loss" and first["op"] == "LogBackward0" and first["module"] is None
     assert first["line"] == line_of(test_nan_born_in_the_loss_is_named_from_the_loss_graph, "# @loss-log")
@@ -114,7 +114,7 @@ def test_nan_born_in_the_loss_is_named_from_the_loss_graph(session_factory):
 
 def test_replay_with_nothing_captured_says_so(session_factory):
     s = session_factory("nan")
-    assert s.replay()["summary"].startswith("nothing to replay")
+    assert s.views.replay()["summary"].startswith("nothing to replay")
 
 
 def test_activations_condition_breaks_in_the_producing_module(session_factory):
@@ -143,7 +143,7 @@ def test_replay_in_a_dataloader_loop_with_accumulation(session_factory):
         if i % 2 == 1:
             opt.step()
             opt.zero_grad()
-    first = s.replays[0]["first_nonfinite"]
+    first = s.views.replays[0]["first_nonfinite"]
     assert (s.breaks[0].step, s.breaks[0].phase) == (2, "before_backward")
     assert first["op"] == "log" and first["where"] == "forward"
     assert first["line"] == line_of(test_replay_in_a_dataloader_loop_with_accumulation, "torch.log(a[0])")

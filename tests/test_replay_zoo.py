@@ -38,8 +38,8 @@ def train(s, model: nn.Module, batches, loss_fn=None, lr: float = 1e-3, opt_cls=
         loss = loss_fn(model(x), y)
         loss.backward()
         opt.step()
-        if s.replays:
-            return s.replays[0]
+        if s.views.replays:
+            return s.views.replays[0]
     raise AssertionError(f"no replay; breaks: {s.breaks}")
 
 
@@ -57,7 +57,7 @@ def expect(replay: dict, where: str, module: str | None, op: str | None, cause: 
 def replayer(session_factory):
     torch.manual_seed(0)
     s = session_factory("nan", actions=("replay",))
-    s.armed = True
+    s.model.armed = True
     return s
 
 
@@ -163,9 +163,9 @@ def test_hf_gpt2_from_a_config(replayer):
         out.loss.backward()
         opt.step()
         opt.zero_grad()
-        if replayer.replays:
+        if replayer.views.replays:
             break
-    expect(replayer.replays[0], "forward", "transformer.h.2.mlp.act", "sqrt", "domain")
+    expect(replayer.views.replays[0], "forward", "transformer.h.2.mlp.act", "sqrt", "domain")
 
 
 def test_lstm_language_model_nan_born_in_backward(replayer):

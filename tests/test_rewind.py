@@ -85,7 +85,7 @@ def test_rewind_restores_the_same_tensors_bit_for_bit(session_factory):
         loss.backward()
         opt.step()
         sched.step()
-    (rewind,) = [c for c in s.changes if c["what"] == "rewind"]
+    (rewind,) = [c for c in s.bus.changes if c["what"] == "rewind"]
     assert (rewind["step"], rewind["to_step"]) == (12, 10)
     before, after = seen[10], seen[13]
     for k, v in before["model"].items():
@@ -175,7 +175,7 @@ def test_lightning_trainer_rewinds_and_its_step_counter_goes_on(session_factory,
                                 enable_progress_bar=False, enable_model_summary=False, default_root_dir=tmp_path)
     trainer.fit(Module(), torch.utils.data.DataLoader(torch.utils.data.TensorDataset(x, y), batch_size=8))
     assert s.step == trainer.global_step == 16  # Lightning's counter went on; it noticed nothing
-    (rewind,) = [c for c in s.changes if c["what"] == "rewind"]
+    (rewind,) = [c for c in s.bus.changes if c["what"] == "rewind"]
     assert (rewind["step"], rewind["to_step"]) == (6, 4)
     assert not math.isfinite(losses[6]) and all(math.isfinite(v) for v in losses[7:]), losses
     assert losses[-1] < losses[0], losses  # it goes on learning
@@ -215,7 +215,7 @@ def test_hf_trainer_rewinds_and_its_step_counter_goes_on(session_factory, tmp_pa
                       optimizers=(opt, torch.optim.lr_scheduler.LambdaLR(opt, lambda _: 1.0)))
     trainer.train()
     assert s.step == trainer.state.global_step == 16
-    (rewind,) = [c for c in s.changes if c["what"] == "rewind"]
+    (rewind,) = [c for c in s.bus.changes if c["what"] == "rewind"]
     assert (rewind["step"], rewind["to_step"]) == (6, 4)
     assert all(math.isfinite(v) for v in losses[7:]) and losses[-1] < losses[0], losses
 

@@ -15,7 +15,7 @@ from stepdbg.agent.report import read
 
 def test_a_failing_hook_logs_once_turns_itself_off_and_the_loop_goes_on(session_factory, tmp_path, capsys):
     s = session_factory("nan", report=str(tmp_path / "r.jsonl"))
-    s.quiet = False
+    s.bus.quiet = False
 
     def broken(*args):
         raise RuntimeError("bug in stepdbg")
@@ -33,8 +33,8 @@ def test_a_failing_hook_logs_once_turns_itself_off_and_the_loop_goes_on(session_
     assert err.count("internal error in the backward hook, which is now off") == 1
     errors = [e for e in read(str(tmp_path / "r.jsonl")) if e["event"] == "error"]
     assert len(errors) == 1 and errors[0]["hook"] == "backward" and "bug in stepdbg" in errors[0]["error"]
-    assert s.disabled_hooks == {"backward"}
-    s.disabled_hooks.clear()  # expected here; the fixture fails any other test that has one
+    assert s.guard.disabled == {"backward"}
+    s.guard.disabled.clear()  # expected here; the fixture fails any other test that has one
 
 
 def test_user_errors_pass_through_unchanged(session_factory):

@@ -35,10 +35,10 @@ def test_a_dataloader_optimizer_zero_grad(session_factory):
         losses.append(loss.item())
         opt.step()
     assert s.step == 5
-    assert [h["step"] for h in s.history] == [0, 1, 2, 3, 4]
-    assert [h["loss"] for h in s.history] == pytest.approx(losses)
-    assert [h["grad_norm"] for h in s.history] == pytest.approx(norms, rel=1e-5)
-    assert all(h["data_wait"] is not None and h["data_wait"] >= 0 for h in s.history)
+    assert [h["step"] for h in s.model.history] == [0, 1, 2, 3, 4]
+    assert [h["loss"] for h in s.model.history] == pytest.approx(losses)
+    assert [h["grad_norm"] for h in s.model.history] == pytest.approx(norms, rel=1e-5)
+    assert all(h["data_wait"] is not None and h["data_wait"] >= 0 for h in s.model.history)
     assert s.breaks == []
 
 
@@ -66,9 +66,9 @@ def test_b_get_batch_accumulation_hand_set_lr_and_clipping(session_factory):
         opt.step()
         opt.zero_grad(set_to_none=True)
     assert s.step == 6  # one step per optimizer step, not per micro-batch
-    assert [h["grad_norm"] for h in s.history] == pytest.approx(clip_norms)  # the pre-clip norm
-    assert [h["lr"][0] for h in s.history] == pytest.approx(lrs)
-    waits = [h["data_wait"] for h in list(s.history)[1:]]
+    assert [h["grad_norm"] for h in s.model.history] == pytest.approx(clip_norms)  # the pre-clip norm
+    assert [h["lr"][0] for h in s.model.history] == pytest.approx(lrs)
+    waits = [h["data_wait"] for h in list(s.model.history)[1:]]
     # Prefetched between forward and backward (four 20 ms fetches a step): that host time is
     # data wait, charged to the step whose batches they are (a lower bound: it cannot be less).
     assert all(w is not None and w >= accum * 0.02 for w in waits), waits
@@ -91,9 +91,9 @@ def test_c_grad_scaler_inf_in_scaled_grads_is_not_a_nan(session_factory):
         scaler.update()
     assert s.breaks == []  # the scaler handled the infs: nothing to report
     assert s.step == 12  # a step the scaler skipped is still a step of the loop
-    skipped = [h["skipped_by_scaler"] for h in s.history]
+    skipped = [h["skipped_by_scaler"] for h in s.model.history]
     assert skipped[0] is True and skipped[-1] is False
-    assert all(math.isfinite(h["loss"]) and h["loss"] < 1e4 for h in s.history)  # unscaled loss
+    assert all(math.isfinite(h["loss"]) and h["loss"] < 1e4 for h in s.model.history)  # unscaled loss
 
 
 def test_c_a_real_nan_under_grad_scaler_is_still_reported(session_factory):
@@ -122,7 +122,7 @@ def test_d_manual_sgd_counts_one_step_per_backward(session_factory):
                 p -= 0.01 * p.grad
                 p.grad = None
     assert s.step == 7
-    assert all(h["grad_norm"] > 0 for h in s.history)
+    assert all(h["grad_norm"] > 0 for h in s.model.history)
 
 
 def test_e_lr_scheduler_is_seen_and_a_pinned_lr_scales_its_base(session_factory):
@@ -139,14 +139,14 @@ def test_e_lr_scheduler_is_seen_and_a_pinned_lr_scales_its_base(session_factory)
 
     for _ in range(3):
         step()
-    assert [h["lr"][0] for h in s.history] == pytest.approx([0.1, 0.05, 0.025])
-    s.set_lr(0.001, pin=True)
+    assert [h["lr"][0] for h in s.model.history] == pytest.approx([0.1, 0.05, 0.025])
+    s.changer.set_lr(0.001, pin=True)
     assert sched.base_lrs[0] == pytest.approx(0.1 * 0.001 / 0.0125)
     for _ in range(2):
         step()
-    assert [h["lr"][0] for h in s.history][-2:] == pytest.approx([0.001, 0.001])
-    assert s.optimizer_info()[0]["schedulers"][0]["type"] == "StepLR"
-    assert [c["what"] for c in s.changes] == ["lr"]
+    assert [h["lr"][0] for h in s.model.history][-2:] == pytest.approx([0.001, 0.001])
+    assert s.views.optimizer_info()[0]["schedulers"][0]["type"] == "StepLR"
+    assert [c["what"] for c in s.bus.changes] == ["lr"]
 
 
 def test_closure_optimizer_counts_one_step_per_step_call(session_factory):
@@ -177,7 +177,7 @@ def test_eval_forward_under_no_grad_is_not_a_step(session_factory):
         opt.zero_grad()
         nn.functional.mse_loss(model(torch.randn(8, 4)), torch.randn(8, 1)).backward()
         opt.step()
-    assert s.step == 2 and len(s.history) == 2
+    assert s.step == 2 and len(s.model.history) == 2
 
 
 def test_step_and_every_conditions_break_at_the_right_steps(session_factory):
@@ -215,7 +215,7 @@ def test_mem_condition_uses_host_rss_without_cuda(session_factory):
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
     nn.functional.mse_loss(model(torch.randn(8, 4)), torch.randn(8, 1)).backward()
     opt.step()
-    assert s.breaks[0].reason.startswith("memory ") and s.history[0]["mem"] > 1000
+    assert s.breaks[0].reason.startswith("memory ") and s.model.history[0]["mem"] > 1000
 
 
 def test_every_condition_that_holds_is_named_in_one_break(session_factory):

@@ -7,8 +7,9 @@ from conftest import text_of
 from textual.widgets import DataTable, Input, TabbedContent
 
 from stepdbg_tui.app import StepdbgApp
+from stepdbg_tui.break_panel import hints, render_break
 from stepdbg_tui.dialogs import CtrlCScreen, HelpScreen, LrScreen, QuitScreen
-from stepdbg_tui.panels import check_spec, hints, render_break
+from stepdbg_tui.panels import check_spec
 from stepdbg_tui.source import BREAK, HISTORY, REPLAY, FakeSource
 
 pytestmark = pytest.mark.timeout(60)

@@ -19,11 +19,11 @@ from textual.suggester import SuggestFromList
 from textual.widgets import DataTable, Footer, Input, Label, Static, TabbedContent, TabPane
 
 from . import job_events
+from .break_panel import BreakPanel
 from .controls import ControlActions
 from .dialogs import AskScreen, HelpScreen
 from .messages import ConnectionLost, JobEvent, StepSummary
 from .panels import (
-    BreakPanel,
     BreakpointsPanel,
     LogPanel,
     MemoryPanel,

@@ -8,8 +8,8 @@ from typing import TYPE_CHECKING, Any
 from textual import work
 from textual.widgets import DataTable, TabbedContent
 
+from .break_panel import BreakPanel
 from .dialogs import CtrlCScreen, LrScreen, QuitScreen
-from .panels import BreakPanel
 
 if TYPE_CHECKING:
     from textual.app import App

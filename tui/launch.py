@@ -64,7 +64,7 @@ def attach_tui(target: str | None, token: str | None, ranks: Ranks | None = None
     return 0
 
 
-def launch_tui(cmd: list[str], env: dict[str, str], ranks: int | None = None) -> int:
+def launch_tui(cmd: list[str], env: dict[str, str], ranks: int | None = None) -> int:  # noqa: C901, PLR0915 - launch, relay the job's output, and end the job as the user chose: one sequence
     """Start the job as a child with the agent serving, show the TUI, relay its output.
 
     The child's stdout/stderr go to the Log panel while the UI runs and to this terminal

@@ -9,8 +9,6 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from rich.console import Group
-from rich.syntax import Syntax
 from rich.table import Table
 from rich.text import Text
 from textual.app import ComposeResult
@@ -34,158 +32,21 @@ def bad(v: Any) -> bool:
     return isinstance(v, str) and v in ("nan", "inf", "-inf") or (isinstance(v, float) and not math.isfinite(v))
 
 
-# ---------------------------------------------------------------------- break
 
 
-def hints(brk: dict[str, Any], replay: dict[str, Any] | None) -> list[str]:
-    """Rule-based hints from the break record and the replay (no guessing beyond them)."""
-    out = []
-    d = brk.get("details") or {}
-    if d.get("explanation"):
-        out.append(d["explanation"])
-    if brk.get("condition") == "nan" or "nan" in brk.get("reason", ""):
-        if d.get("model_output") == "finite":
-            out.append("the model output was finite: look at the loss computation (log of 0, division by 0)")
-        if d.get("nonfinite_params"):
-            out.append("parameters are already non-finite: the previous update broke them; lower the LR or clip")
-        if not replay:
-            out.append("press r to replay the step and find the op that made the first non-finite value")
-    if brk.get("condition", "").startswith("grad_norm"):
-        out.append("a large gradient norm: lower the LR (l, pinned), add clipping or warmup; see Plots (6)")
-    if brk.get("condition", "").startswith("data_wait") or brk.get("condition", "").startswith("stall"):
-        out.append("the step waited for data: check num_workers against the cores, and heavy transforms (Threads: 8)")
-    if brk.get("condition") == "stale_grad":
-        out.append("call optimizer.zero_grad() once per optimizer step")
-    advice = (replay or {}).get("advice")
-    if advice:  # the replay's advice follows the cause: data, divergence, domain, overflow
-        out.append(f"{advice['cause']}: {advice['text']}")
-    return out
 
 
-def render_findings(findings: list[dict[str, Any]]) -> list[Text]:
-    out = []
-    for f in findings:
-        t = Text("finding ", style="bold")
-        t.append(f"[{f['rule']}] ", style="bold red" if f["severity"] == "error" else "bold yellow")
-        t.append(f"{f['message']} ")
-        t.append(f"— try: {f['advice']}", style="italic")
-        out.append(t)
-    return out
 
 
-def render_break(brk: dict[str, Any] | None, replay: dict[str, Any] | None,
-                 findings: list[dict[str, Any]] | None = None) -> Group | Text:
-    if brk is None:
-        if findings:
-            return Group(Text("running", style="dim"), *render_findings(findings))
-        return Text("running — no break yet. p pauses at the next pause point.", style="dim")
-    lines: list[Any] = []
-    head = Text()
-    head.append(f"step {brk['step']} · {brk['phase']} · ", style="bold")
-    head.append(f"[{brk['condition']}] ", style="bold magenta")
-    head.append(brk["reason"], style="bold red" if "nan" in brk["reason"] or "inf" in brk["reason"] else "bold")
-    lines.append(head)
-    s = brk.get("scalars") or {}
-    scal = Text("loss ")
-    scal.append(num(s.get("loss")), style="red" if bad(s.get("loss")) else "green")
-    scal.append(f"   grad_norm {num(s.get('grad_norm'))}   lr {num((s.get('lr') or [None])[0])}"
-                f"   data_wait {num(s.get('data_wait'), 3)}s")
-    lines.append(scal)
-    w = brk.get("where")
-    if w:
-        lines.append(Text(f"at {w['file']}:{w['line']} in {w['function']}", style="dim"))
-    if replay:
-        lines.append(Text(""))
-        first = replay.get("first_nonfinite") or replay.get("failing_op")
-        title = Text("replay: ", style="bold cyan")
-        title.append(replay.get("summary", ""))
-        lines.append(title)
-        if first and first.get("where") in ("input", "parameter"):
-            t = Text("  tensor ", style="dim")
-            t.append(str(first.get("tensor")), style="bold yellow")
-            if first.get("index") is not None:
-                t.append("  first bad element at ", style="dim")
-                t.append(str(first.get("index")), style="bold yellow")
-                t.append(f"  ({first.get('count')} in all)", style="dim")
-            if first.get("sample") is not None:
-                t.append("  dataset index ", style="dim")
-                t.append(str(first["sample"]), style="bold yellow")
-            lines.append(t)
-        elif first:
-            t = Text("  module ", style="dim")
-            t.append(str(first.get("module") or "(loss computation)"), style="bold yellow")
-            t.append(f" ({first.get('module_type') or '-'})  op ", style="dim")
-            t.append(str(first.get("op")), style="bold yellow")
-            t.append("  line ", style="dim")
-            t.append(f"{first.get('file')}:{first.get('line')}", style="bold yellow")
-            lines.append(t)
-            if first.get("code"):
-                lines.append(Text(f"  {first['code']}", style="yellow"))
-            for ln in first.get("forward_trace") or []:
-                lines.append(Text(f"  {ln}", style="dim"))
-    for h in hints(brk, replay):
-        lines.append(Text(f"• {h}", style="italic"))
-    lines += render_findings(findings or [])
-    return Group(*lines)
 
 
-def render_source(src: dict[str, Any] | None) -> Syntax | Text:
-    if not src or not src.get("lines"):
-        return Text("")
-    code = "\n".join(ln["text"] for ln in src["lines"])
-    first = src["lines"][0]["line"]
-    return Syntax(code, "python", line_numbers=True, start_line=first, highlight_lines={src["line"]},
-                  theme="ansi_dark", word_wrap=False)
 
 
-def render_frames(frames: list[dict[str, Any]] | None) -> Text:
-    """The paused stack, outermost first, the selected frame marked (u and d move it)."""
-    if not frames or len(frames) < 2:
-        return Text("")
-    t = Text("stack (u out, d in)\n", style="bold")
-    for f in frames:
-        mark = "> " if f["selected"] else "  "
-        t.append(f"{mark}{f['function']}()  {f['file'].rsplit('/', 1)[-1]}:{f['line']}\n",
-                 style="bold" if f["selected"] else "dim")
-    return t
 
 
-def render_locals(rows: list[dict[str, str]] | None) -> Table | Text:
-    """The selected frame's locals: name, type, and dtype/shape/device or a short repr."""
-    if not rows:
-        return Text("")
-    table = Table(title="locals", title_justify="left", title_style="bold", box=None, padding=(0, 1))
-    table.add_column("name", style="bold")
-    table.add_column("type", style="dim")
-    table.add_column("value", overflow="fold")
-    for r in rows:
-        table.add_row(r["name"], r["type"], r["value"])
-    return table
 
 
-class BreakPanel(VerticalScroll):
-    DEFAULT_CSS = """
-    BreakPanel #break-record { height: auto; }
-    BreakPanel #break-source, BreakPanel #break-frames, BreakPanel #break-locals { height: auto; margin-top: 1; }
-    """
 
-    def compose(self) -> ComposeResult:
-        yield Static(id="break-record")
-        yield Static(id="break-source")
-        yield Static(id="break-frames")
-        yield Static(id="break-locals")
-
-    def show(self, brk: dict[str, Any] | None, replay: dict[str, Any] | None, src: dict[str, Any] | None,
-             findings: list[dict[str, Any]] | None = None, ended: str | None = None,
-             frames: list[dict[str, Any]] | None = None, locals_: list[dict[str, str]] | None = None) -> None:
-        record = render_break(brk, replay, findings)
-        if brk is None and ended:
-            record = Text(f"the job {ended.replace('exited (', 'ended (exit code ')}. The Log (9) has its last "
-                          "lines; q closes this window.", style="bold")
-        self.query_one("#break-record", Static).update(record)
-        self.query_one("#break-source", Static).update(render_source(src) if brk else "")
-        self.query_one("#break-frames", Static).update(render_frames(frames) if brk else "")
-        self.query_one("#break-locals", Static).update(render_locals(locals_) if brk else "")
 
 
 # ---------------------------------------------------------------------- model

@@ -17,7 +17,7 @@ from .panels import (
 from .plots import PlotsPanel
 
 
-async def refresh_panel(app: Any, pid: str) -> None:
+async def refresh_panel(app: Any, pid: str) -> None:  # noqa: C901, PLR0912 - one branch per panel, in the order of the number keys
     """Refresh panel `pid` of the app from its source (requests that fail are shown by app.ask)."""
     paused = app.status.get("state") == "paused"
     if pid == "model" and paused:

@@ -46,7 +46,7 @@ class _Names(WordCompleter):
         self.words = sorted(set(COMMANDS) | set(names))
 
 
-def run_repl(client: Any) -> int:
+def run_repl(client: Any) -> int:  # noqa: C901 - the REPL's loop: a line, Ctrl-C and the job's end in one place
     completer = _Names()
     session: PromptSession[str] = PromptSession(history=FileHistory(history_path()), completer=completer,
                                                 complete_while_typing=False)

@@ -31,7 +31,7 @@ class LineHistory:
         return self.lines[self.pos] if self.pos < len(self.lines) else ""
 
 
-async def run_line(app: Any, line: str) -> None:
+async def run_line(app: Any, line: str) -> None:  # noqa: C901, PLR0912 - one branch per REPL command, as in the console
     """Run one REPL line against the app's source; the answer goes under the line."""
     out = app.query_one("#repl-out", Static)
     word, _, rest = line.partition(" ")

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import os
 import shutil
@@ -14,6 +13,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, NoReturn
 
+from ..wire import address
+from ..wire.agent_config import DEFAULT_BREAKS, AgentConfig
 from ..wire.conditions import ACTIONS, ConditionError, parse
 
 EXIT_USAGE = 2
@@ -65,12 +66,13 @@ def _action(name: str) -> str:
 
 
 def _listen(value: str) -> str:
-    host, sep, port = value.rpartition(":")
-    if not sep or not port.isdigit():
+    if address.is_socket_path(value):
         raise UsageError(f"--listen {value!r}: expected HOST:PORT or :PORT, e.g. 127.0.0.1:5678")
-    if not 0 <= int(port) <= 65535:
-        raise UsageError(f"--listen {value!r}: port {port} is not in 0-65535 (0 picks a free one)")
-    return value if host else f"127.0.0.1:{port}"
+    try:
+        addr = address.parse(value)
+    except ValueError as e:
+        raise UsageError(f"--listen {e}") from None
+    return f"[{addr.host}]:{addr.port}" if ":" in addr.host else f"{addr.host}:{addr.port}"
 
 
 def _seconds(value: str) -> float:
@@ -195,20 +197,16 @@ class RunConfig:
     args: list[str] = field(default_factory=list)
 
     def to_env(self) -> str:
-        """The agent's configuration, as bootstrap reads it from STEPDBG_CONFIG."""
-        return json.dumps({
-            "breaks": self.breaks or ["nan", "exception"],
-            "actions": self.actions or (["pause"] if self.serve else ["report"]),
-            "actions_given": bool(self.actions),
-            "report": self.report,
-            "quiet": self.quiet,
-            "serve": self.serve,
-            "listen": self.listen,
-            "detach_timeout": self.detach_timeout,
-            "forward_output": self.forward_output,
-            "doctor": self.doctor,
-            "rewind": self.rewind,
-        })
+        """The agent's configuration (wire.agent_config), as bootstrap reads it from STEPDBG_CONFIG."""
+        doctor = self.doctor or {}
+        return AgentConfig(
+            breaks=self.breaks or list(DEFAULT_BREAKS),
+            actions=self.actions or (["pause"] if self.serve else ["report"]),
+            actions_given=bool(self.actions), report=self.report, quiet=self.quiet, serve=self.serve,
+            listen=self.listen, detach_timeout=self.detach_timeout, forward_output=self.forward_output,
+            rewind=self.rewind, doctor=bool(self.doctor), stop_after=doctor.get("steps"),
+            overfit=bool(doctor.get("overfit")),
+        ).to_json()
 
 
 def run_config(ns: argparse.Namespace, serve: bool = False) -> RunConfig:

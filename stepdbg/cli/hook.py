@@ -1,7 +1,7 @@
 """`stepdbg hook install|remove|status`: the STEPDBG_AUTOSTART switch in this environment.
 
 It puts a one-line .pth file in site-packages; at interpreter start, a script run with
-STEPDBG_AUTOSTART set gets an agent (see stepdbg.agent.autostart)."""
+STEPDBG_AUTOSTART set gets an agent (see stepdbg.launch.autostart)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import textwrap
 from .common import Parser
 
 HOOK_NAME = "stepdbg-autostart.pth"
-HOOK_LINE = ("import os; exec('try:\\n import stepdbg.agent.autostart\\nexcept Exception as e:\\n import sys; "
+HOOK_LINE = ("import os; exec('try:\\n import stepdbg.launch.autostart\\nexcept Exception as e:\\n import sys; "
              "print(\\'stepdbg: autostart failed:\\', e, file=sys.stderr)') "
              "if os.environ.get('STEPDBG_AUTOSTART') else None\n")
 

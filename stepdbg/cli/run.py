@@ -2,7 +2,7 @@
 `stepdbg [OPTIONS] torchrun [TORCHRUN OPTIONS] SCRIPT ...`: run a script under the agent.
 
 The script runs in a fresh interpreter with the agent installed before its first line
-(``python -m stepdbg.agent.bootstrap``), so its ``__main__``, stdout/stderr and exit
+(``python -m stepdbg.launch.bootstrap``), so its ``__main__``, stdout/stderr and exit
 code are its own. At a terminal, `run` opens the TUI with the job as a child.
 """
 
@@ -125,10 +125,10 @@ def command(cfg: RunConfig, tee: bool = False) -> list[str]:
     """The command line of the job: the interpreter (or torchrun) running bootstrap."""
     target = ["-m", cfg.module] if cfg.module else [cfg.script or ""]
     if cfg.torchrun is None:
-        return [cfg.python, "-m", "stepdbg.agent.bootstrap", *target, *cfg.args]
-    # Every rank runs `python -m stepdbg.agent.bootstrap SCRIPT ARGS`.
+        return [cfg.python, "-m", "stepdbg.launch.bootstrap", *target, *cfg.args]
+    # Every rank runs `python -m stepdbg.launch.bootstrap SCRIPT ARGS`.
     tee_args = ["--tee", "3"] if tee and not _has_option(cfg.torchrun, "--tee", "-t", "--redirects", "-r") else []
-    return [cfg.python, "-m", "torch.distributed.run", *tee_args, *cfg.torchrun, "-m", "stepdbg.agent.bootstrap",
+    return [cfg.python, "-m", "torch.distributed.run", *tee_args, *cfg.torchrun, "-m", "stepdbg.launch.bootstrap",
             *target, *cfg.args]
 
 

@@ -21,6 +21,7 @@ from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from ..wire import protocol
+from ..wire.address import parse as address_of
 from .connection import OUTPUT_TAIL, ClientError, Ops, resolve
 from .targets import Endpoint, TargetError
 
@@ -63,11 +64,12 @@ class AsyncClient(Ops):
 
     @classmethod
     async def _open(cls, address: str, token: str, closer: Callable[[], None] | None, probe: bool) -> AsyncClient:
-        if address.startswith("/") or address.endswith(".sock"):
-            reader, writer = await asyncio.open_unix_connection(address, limit=protocol.MAX_FRAME)
+        addr = address_of(address)
+        if addr.path is not None:
+            reader, writer = await asyncio.open_unix_connection(addr.path, limit=protocol.MAX_FRAME)
         else:
-            host, _, port = address.rpartition(":")
-            reader, writer = await asyncio.open_connection(host.strip("[]"), int(port), family=socket.AF_UNSPEC)
+            reader, writer = await asyncio.open_connection(addr.host, addr.port, family=socket.AF_UNSPEC,
+                                                           limit=protocol.MAX_FRAME)
         writer.write(protocol.encode({**protocol.hello(token), **({"role": "probe"} if probe else {})}))
         frames = _Frames(reader)
         welcome = await frames.next()
@@ -77,7 +79,7 @@ class AsyncClient(Ops):
             raise ClientError(err.get("code", "bad_message"), f"{address} refused: {err.get('message', welcome)}")
         return cls(frames, writer, welcome, closer)
 
-    async def _read(self) -> None:
+    async def _read(self) -> None:  # noqa: C901 - one branch per message type a connection can get; a table would hide the order they are handled in
         lost = "the connection to the job closed"
         try:
             while True:

@@ -8,7 +8,6 @@ TARGET forms: a session id or pid, a socket path, HOST:PORT (TCP), or
 from __future__ import annotations
 
 import itertools
-import os
 import queue
 import socket
 import threading
@@ -17,12 +16,14 @@ from concurrent.futures import Future
 from typing import Any
 
 from ..wire import protocol
+from ..wire.address import looks_like_hostport
+from ..wire.address import parse as address_of
+from ..wire.ops import OpCalls
 from .targets import (
     Endpoint,
     TargetError,
     find_job,
     find_local,
-    looks_like_hostport,
 )
 
 
@@ -38,18 +39,15 @@ class ClientError(Exception):
 OUTPUT_TAIL = 20  # lines of a job's forwarded output kept per client (a dead rank's last words)
 
 
-class Ops:
-    """The agent's ops as methods, over ``self.call``: the sync Client returns results,
-    the AsyncClient coroutines. Resuming ops forget the current pause first, so that
-    wait_paused() waits for the next one."""
+class Ops(OpCalls):
+    """The agent's ops as methods (``wire.ops.OpCalls``, generated from the op table) over
+    ``self.call``: the sync Client returns results, the AsyncClient coroutines. Resuming
+    ops forget the current pause first, so that wait_paused() waits for the next one."""
 
     paused: dict[str, Any] | None
     exited: dict[str, Any] | None
     output_tail: deque[str]
     remote = True  # the job runs in another process (the console treats Ctrl-C so)
-
-    def call(self, op: str, timeout: float | None = 300, **args: Any) -> Any:
-        raise NotImplementedError
 
     def _forget_pause(self) -> None:
         self.paused = None
@@ -66,118 +64,9 @@ class Ops:
             for block in data if isinstance(data, list) else [data]:
                 self.output_tail.extend(block.get("lines", []))
 
-    def status(self) -> Any:
-        return self.call("status")
-
-    def break_specs(self) -> Any:
-        return self.call("breaks")
-
-    def add_break(self, spec: str) -> Any:
-        return self.call("break_add", spec=spec)
-
-    def remove_break(self, spec: str) -> Any:
-        return self.call("break_remove", spec=spec)
-
-    def breakpoints(self) -> Any:
-        return self.call("breakpoints")
-
-    def enable_break(self, spec: str, enabled: bool = True) -> Any:
-        return self.call("break_enable", spec=spec, enabled=enabled)
-
-    def pause(self) -> Any:
-        return self.call("pause")
-
-    def cont(self) -> Any:
-        self._forget_pause()
-        return self.call("cont")
-
-    def next_phase(self) -> Any:
-        self._forget_pause()
-        return self.call("next_phase")
-
-    def next_step(self) -> Any:
-        self._forget_pause()
-        return self.call("next_step")
-
-    def pause_at(self, n: int) -> Any:
-        return self.call("pause_at", n=n)
-
-    def run_to_step(self, n: int) -> Any:
-        self._forget_pause()
-        return self.call("run_to_step", n=n)
-
-    def end(self) -> Any:
-        self._forget_pause()
-        return self.call("end")
-
-    def summary(self, name: str) -> Any:
-        return self.call("summary", name=name)
-
-    def slice(self, name: str, index: str = "", limit: int = 256) -> Any:
-        return self.call("slice", name=name, index=index, limit=limit)
-
-    def evaluate(self, source: str) -> Any:
-        return self.call("eval", source=source)
-
-    def interrupt(self) -> Any:
-        """Stop code being evaluated in the paused frame (Ctrl-C); the job stays paused."""
-        return self.call("interrupt", timeout=10)
-
-    def interrupt_job(self) -> Any:
-        return self.call("interrupt_job")
-
-    def module_tree(self) -> Any:
-        return self.call("module_tree")
-
-    def model_summary(self, depth: int = 3) -> Any:
-        return self.call("model_summary", depth=depth)
-
-    def optimizer_info(self) -> Any:
-        return self.call("optimizer")
-
-    def memory(self) -> Any:
-        return self.call("memory")
-
-    def timings(self) -> Any:
-        return self.call("timings")
-
-    def get_history(self, last: int = 200) -> Any:
-        return self.call("history", last=last)
-
     @property
     def history(self) -> Any:
-        return self.get_history()
-
-    def source(self, context: int = 5) -> Any:
-        return self.call("source", context=context)
-
-    def frame_locals(self, everything: bool = False) -> Any:
-        return self.call("locals", all=everything)
-
-    def frames(self, move: int = 0) -> Any:
-        return self.call("frames", move=move)
-
-    def stacks(self) -> Any:
-        return self.call("stacks")
-
-    def replay(self) -> Any:
-        return self.call("replay")
-
-    def set_lr(self, lr: float, group: int | None = None, pin: bool = False) -> Any:
-        return self.call("set_lr", lr=lr, group=group, pin=pin)
-
-    def set_param_group(self, key: str, value: float, group: int | None = None) -> Any:
-        return self.call("set_param_group", key=key, value=value, group=group)
-
-    def skip_step(self) -> Any:
-        return self.call("skip")
-
-    def rewind(self, step: int | None = None) -> Any:
-        """Back to the newest snapshot before this step (or step `step`'s), then continue."""
-        return self.call("rewind", step=step)
-
-    def snapshots(self) -> Any:
-        return self.call("snapshots")
+        return self.get_history()  # type: ignore[attr-defined]
 
 
 class Client(Ops):
@@ -200,7 +89,7 @@ class Client(Ops):
 
     # ------------------------------------------------------------------ plumbing
 
-    def _read(self) -> None:
+    def _read(self) -> None:  # noqa: C901 - one branch per message type a connection can get; a table would hide the order they are handled in
         error: Exception = ConnectionError("the connection to the job closed")
         try:
             while True:
@@ -303,16 +192,11 @@ def connect_address(address: str, token: str, timeout: float = 10.0, closer: Any
     """Connect to a socket path or HOST:PORT and say hello with `token`.
 
     A `probe` (``stepdbg ls``) reads status without counting as an attached front end."""
-    if os.path.sep in address or address.endswith(".sock"):
-        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        target: Any = address
-    else:
-        host, _, port = address.rpartition(":")
-        sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
-        target = (host.strip("[]"), int(port))
+    addr = address_of(address)
+    sock = socket.socket(addr.family, socket.SOCK_STREAM)
     sock.settimeout(timeout)
     try:
-        sock.connect(target)
+        sock.connect(addr.sockaddr)
     except OSError as e:
         sock.close()
         raise TargetError(f"cannot connect to {address}: {e.strerror or e} (has the job ended?)") from None

@@ -91,7 +91,7 @@ def is_python(target: Any, line: str) -> bool:
         return False
 
 
-def execute(target: Any, cmd: str) -> str | None:
+def execute(target: Any, cmd: str) -> str | None:  # noqa: C901, PLR0912, PLR0915 - the console's commands, one branch each, in the order the help lists them
     """Run one console command on a Session or Client. Returns "resumed" when the job
     was told to go on, "detach" when the user leaves, else None."""
     cmd = cmd.strip() or _last_stepping[0]
@@ -289,7 +289,7 @@ def run_console(session: Any) -> None:
             _out(f"error: {e}")
 
 
-def attach_console(client: Any) -> int:
+def attach_console(client: Any) -> int:  # noqa: C901, PLR0912 - the console's loop: input, events and the job's end interleave in one place
     """Over `stepdbg attach`: commands any time; pauses and the end are shown as they come.
 
     Returns the job's exit code when it ends while attached, else 0."""
@@ -364,7 +364,7 @@ def _show(data: Any) -> None:
     _out(json.dumps(data, indent=1, default=str))
 
 
-def _info(target: Any, what: str) -> None:
+def _info(target: Any, what: str) -> None:  # noqa: C901, PLR0912 - one branch per `info` topic, in the order the help lists them
     if what == "model":
         for r in target.module_tree():
             g = f"{r['grad_norm']:.3g}" if r["grad_norm"] is not None else "-"

@@ -56,11 +56,6 @@ def find_job(job: str | None = None) -> list[sessions.SessionInfo]:
     return ranks
 
 
-def looks_like_hostport(target: str) -> bool:
-    host, _, port = target.rpartition(":")
-    return bool(host) and port.isdigit() and os.path.sep not in target
-
-
 def format_listing(infos: list[sessions.SessionInfo]) -> str:
     """One row a job, in columns as wide as their widest cell (the script last, whole)."""
     table = [["ID", "PID", "HOST", "RANK", "SCRIPT"]] + [

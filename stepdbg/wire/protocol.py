@@ -24,11 +24,11 @@ import socket
 import struct
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from .schema import SchemaError, check_args
+from .schema import SchemaError, Spec, check_args
 
 VERSION = 1
 MAX_FRAME = 16 * 1024 * 1024
@@ -160,11 +160,19 @@ def parse_request(msg: dict[str, Any]) -> Request:
     return Request(rid, op, args)
 
 
-class Dispatcher:
-    """Finds ``op_<name>`` on `handlers` and turns whatever happens into a response."""
+class NotPaused(RuntimeError):
+    """A request that needs the paused training thread arrived while the job runs
+    (answered with the error code ``not_paused``)."""
 
-    def __init__(self, handlers: Any) -> None:
+
+class Dispatcher:
+    """Finds ``op_<name>`` on `handlers`, checks the request's arguments against
+    `schemas` (op -> argument -> Spec; the agent's come from wire/ops.py) and turns
+    whatever happens into a response."""
+
+    def __init__(self, handlers: Any, schemas: Mapping[str, dict[str, Spec]]) -> None:
         self.handlers = handlers
+        self.schemas = schemas
 
     def ops(self) -> list[str]:
         return sorted(n[3:] for n in dir(self.handlers) if n.startswith("op_"))
@@ -179,7 +187,7 @@ class Dispatcher:
         if fn is None:
             return error(req.id, "unknown_op", f"unknown op {req.op!r}; known: {', '.join(self.ops())}")
         try:
-            args = check_args(req.op, getattr(fn, "schema", {}), req.args)
+            args = check_args(req.op, self.schemas.get(req.op, {}), req.args)
         except SchemaError as e:
             return error(req.id, "bad_args", str(e))
         try:
@@ -191,8 +199,9 @@ class Dispatcher:
                 return error(req.id, "bad_args", f"{req.op}: {e}")
             return error(req.id, "failed", f"TypeError: {e}")
         except BaseException as e:  # SystemExit or KeyboardInterrupt from user code too: the thread lives on
-            code = "not_paused" if type(e).__name__ == "NotPaused" else "failed"
-            return error(req.id, code, str(e) if code == "not_paused" else f"{type(e).__name__}: {e}")
+            if isinstance(e, NotPaused):
+                return error(req.id, "not_paused", str(e))
+            return error(req.id, "failed", f"{type(e).__name__}: {e}")
 
 
 def _is_call_mismatch(e: TypeError, fn: Callable[..., Any]) -> bool:

@@ -1,5 +1,5 @@
-"""The arguments each request may carry: type, range and size, declared beside the
-handler (``@takes(name=Int(0, 200))``) and checked before it runs.
+"""The arguments each request may carry: type, range and size, declared in the op table
+(wire/ops.py) and checked by the Dispatcher before a handler runs.
 
 Anything outside a schema is refused with ``bad_args`` and a message that says what is
 allowed, so no request can make the job allocate more than its bounds allow or hand a
@@ -9,11 +9,8 @@ string where the optimizer expects a number. Standard library only.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, TypeVar
-
-F = TypeVar("F", bound=Callable[..., Any])
+from typing import Any
 
 
 class SchemaError(ValueError):
@@ -84,15 +81,6 @@ class Maybe:
 
 
 Spec = Int | Num | Text | Flag | Choice | Maybe
-
-
-def takes(**schema: Spec) -> Callable[[F], F]:
-    """Declare the arguments a handler accepts (a handler without it accepts none)."""
-    def mark(fn: F) -> F:
-        fn.schema = schema  # type: ignore[attr-defined]
-        return fn
-
-    return mark
 
 
 def check_args(op: str, schema: dict[str, Spec], args: dict[str, Any]) -> dict[str, Any]:

@@ -10,7 +10,8 @@ from typing import Any
 import torch
 
 from stepdbg.agent.measure import tensors
-from stepdbg.agent.step.step_model import StepModel, opt_params
+from stepdbg.agent.step.optimizer_phase import opt_params
+from stepdbg.agent.step.step_model import StepModel
 
 
 class Changes:
@@ -55,7 +56,7 @@ class Changes:
             if pinned is not None and tensors.as_float(g["lr"]) != pinned:
                 _set_group_lr(g, pinned)
 
-    def set_param_group(self, key: str, value: float, group: int | None = None) -> dict[str, Any]:
+    def set_param_group(self, key: str, value: float, group: int | None = None) -> dict[str, Any]:  # noqa: C901 - each refusal (no group, not a number there, a tensor LR) is its own message
         """Set another numeric hyperparameter (weight_decay, momentum, eps, ...) of a param
         group. Only a number that the group already holds as a number can be changed, and
         nothing is changed unless every group it names can take it."""

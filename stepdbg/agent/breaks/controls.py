@@ -10,7 +10,9 @@ pause waits for.
 
 from __future__ import annotations
 
+import os
 import queue
+import signal
 import threading
 import time
 from collections.abc import Callable
@@ -19,6 +21,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from stepdbg.wire import conditions as cond_mod
+from stepdbg.wire.protocol import NotPaused
+
+__all__ = ["EXIT_ABORT", "Abort", "Break", "Controls", "NotPaused"]
 
 
 @dataclass
@@ -44,10 +49,6 @@ class Abort(SystemExit):
 
     def __init__(self) -> None:
         super().__init__(EXIT_ABORT)
-
-
-class NotPaused(RuntimeError):
-    """A request that needs the paused training thread arrived while the job runs."""
 
 
 class Controls:
@@ -144,6 +145,13 @@ class Controls:
     def _resume_with(self, mode: str, arg: Any = None) -> None:
         self._run_mode = (mode, arg)
         self._resume.set()
+
+    def interrupt_job(self) -> dict[str, Any]:
+        """Ctrl-C for the job, as if pressed at its terminal: SIGINT to this process. Python
+        raises KeyboardInterrupt on the main thread (a pause there ends with it), so the
+        script's own Ctrl-C handling runs; a script that ignores SIGINT goes on."""
+        os.kill(os.getpid(), signal.SIGINT)
+        return {"pid": os.getpid()}
 
     def cont(self) -> None:
         """Continue until the next break."""

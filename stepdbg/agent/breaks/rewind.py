@@ -32,7 +32,8 @@ from typing import Any
 import torch
 
 from stepdbg.agent.measure import tensors
-from stepdbg.agent.step.step_model import StepModel, opt_params
+from stepdbg.agent.step.optimizer_phase import opt_params
+from stepdbg.agent.step.step_model import StepModel
 
 KEEP = 2
 
@@ -253,7 +254,7 @@ class Rewinder:
         return [{"step": s.step, "bytes": s.nbytes, "tried": s.tried} for s in self.snapshots]
 
 
-def _restore_optimizer(opt: torch.optim.Optimizer, state: dict[Any, dict[str, Any]],
+def _restore_optimizer(opt: torch.optim.Optimizer, state: dict[Any, dict[str, Any]],  # noqa: C901 - state, param groups and the scheduler each restore differently; kept together so a rewind is read in one place
                        groups: list[dict[str, Any]]) -> None:
     def put(holder: dict[str, Any], key: str, plan: tuple[Any, ...]) -> None:
         if plan[0] == "value":

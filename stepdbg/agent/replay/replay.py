@@ -25,8 +25,6 @@ from __future__ import annotations
 
 import contextlib
 import itertools
-import linecache
-import os
 import re
 import time
 import warnings
@@ -36,26 +34,21 @@ from typing import Any
 
 import torch
 
-from stepdbg.agent.measure.frames import is_user_file, where_of
-from stepdbg.agent.measure.tensors import all_finite, set_rng_state
+from stepdbg.agent.measure.frames import where_of
 from stepdbg.agent.measure.tensors import first_tensor as _first_tensor
 from stepdbg.agent.measure.tensors import rng_state as _rng_state
+from stepdbg.agent.measure.tensors import set_rng_state
 from stepdbg.agent.replay.advice import advise
+from stepdbg.agent.replay.autograd_graph import (
+    finite,
+    graph_nodes,
+    hook_nodes,
+    made_by,
+    search_loss_graph,
+    user_trace,
+)
 from stepdbg.agent.replay.provenance import ModuleStack, Provenance, first_bad, named_tensors
-from stepdbg.agent.step.hooks import own_id
 from stepdbg.agent.step.step_model import StepModel
-
-_TRACE_LINE = re.compile(r'File "([^"]+)", line (\d+), in (\S+)')
-
-
-def _finite(x: Any) -> bool:
-    if isinstance(x, torch.Tensor):
-        return all_finite(x)
-    if isinstance(x, (list, tuple)):
-        return all(_finite(v) for v in x)
-    if isinstance(x, dict):
-        return all(_finite(v) for v in x.values())
-    return True
 
 
 @contextlib.contextmanager
@@ -85,52 +78,10 @@ def run_root(root: torch.nn.Module, args: Any, kwargs: dict[str, Any], buffers: 
     return torch.func.functional_call(root, copies, tuple(args), kwargs, strict=False)
 
 
-def _graph_nodes(root_node: Any, stop: set[int] | None = None) -> list[Any]:
-    """Every autograd node reachable from `root_node` (not past nodes in `stop`)."""
-    seen: set[int] = set()
-    order = []
-    todo = [root_node]
-    while todo:
-        n = todo.pop()
-        if n is None or id(n) in seen:
-            continue
-        seen.add(id(n))
-        order.append(n)
-        if stop and id(n) in stop:
-            continue
-        todo.extend(nf for nf, _ in n.next_functions)
-    return order
 
 
-def _hook_nodes(nodes: list[Any]) -> tuple[list[Any], list[dict[str, Any]]]:
-    found: list[dict[str, Any]] = []
-
-    def make(node: Any) -> Any:
-        def hook(grad_inputs: Any, grad_outputs: Any) -> None:
-            if not found and _finite(grad_outputs) and not _finite(grad_inputs):
-                found.append({"node": node, "name": node.name()})
-        return hook
-
-    handles = []
-    for n in nodes:
-        if type(n).__name__ == "AccumulateGrad":
-            continue
-        with contextlib.suppress(Exception):
-            handles.append(own_id(n.register_hook(make(n))))
-    return handles, found
 
 
-def _user_line_from_trace(lines: list[str]) -> dict[str, Any] | None:
-    """The innermost user frame in a formatted stack (anomaly mode's forward trace)."""
-    best = None
-    for m in _TRACE_LINE.finditer("".join(lines)):
-        fn = m.group(1)
-        if not is_user_file(fn):
-            continue
-        best = {"file": os.path.abspath(fn), "line": int(m.group(2)), "function": m.group(3)}
-    if best:
-        best["code"] = linecache.getline(best["file"], best["line"]).strip()
-    return best
 
 
 def _restore_step_start(cap: dict[str, Any]) -> None:
@@ -181,7 +132,7 @@ def _input_born(cap: dict[str, Any], args: Any, kwargs: Any, frame: FrameType | 
     return {"where": "input", "module": None, "module_type": None, "op": None, **bad, **(where_of(frame) or {})}
 
 
-def _replayed(model: StepModel, root: torch.nn.Module, args: Any, kwargs: Any, cap: dict[str, Any], brk: Any,
+def _replayed(model: StepModel, root: torch.nn.Module, args: Any, kwargs: Any, cap: dict[str, Any], brk: Any,  # noqa: C901 - the replay's stages in order (forward, loss, backward), each with its own way to find the producer
               frame: FrameType | None, result: dict[str, Any], notes: list[str]) -> dict[str, Any] | None:
     """Forward under Provenance; then the targets, the backward, the loss graph."""
     names = {id(t): n for n, t in itertools.chain(root.named_parameters(), root.named_buffers())}
@@ -201,7 +152,7 @@ def _replayed(model: StepModel, root: torch.nn.Module, args: Any, kwargs: Any, c
             result["ops_seen"] = prov.ops
             first = _clean(prov.producer_of(out))
             out_t = _first_tensor(out)
-            if first is None and out_t is not None and _finite(out):
+            if first is None and out_t is not None and finite(out):
                 loss = cap.get("loss")
                 targets = _nonfinite_target(loss, out_t) if loss is not None else None
                 if targets is not None:
@@ -215,7 +166,7 @@ def _replayed(model: StepModel, root: torch.nn.Module, args: Any, kwargs: Any, c
                                      "(arm replay with --on-break replay or from a front end)")
                     elif grad_out is None:
                         pass  # before the real backward there is no gradient to replay
-                    elif not _finite(grad_out):
+                    elif not finite(grad_out):
                         notes.append("the gradient reaching the model output is non-finite: it was born in the loss")
                     else:
                         params = [p for p in root.parameters() if p.requires_grad]
@@ -224,7 +175,7 @@ def _replayed(model: StepModel, root: torch.nn.Module, args: Any, kwargs: Any, c
             loss = cap.get("loss")
             if loss is not None and loss.grad_fn is not None and brk is not None and brk.phase == "before_backward":
                 try:
-                    first = _search_loss_graph(loss, cap.get("output"), frame)
+                    first = search_loss_graph(loss, cap.get("output"), frame)
                 except RuntimeError as e:  # saved tensors already freed
                     notes.append(f"the loss graph could not be searched: {str(e).splitlines()[0]}")
         result["anomaly_warnings"] = [str(w.message).splitlines()[0] for w in caught
@@ -248,7 +199,7 @@ def _nonfinite_target(loss: torch.Tensor, out_t: torch.Tensor) -> dict[str, Any]
     if loss.grad_fn is None:
         return None
     stop = {id(out_t.grad_fn)} if out_t.grad_fn is not None else set()
-    for node in _graph_nodes(loss.grad_fn, stop):
+    for node in graph_nodes(loss.grad_fn, stop):
         if id(node) in stop:
             continue
         for attr in dir(node):
@@ -291,8 +242,8 @@ def _replay_backward(out_t: torch.Tensor, grad_out: torch.Tensor, params: list[t
                      prov: Provenance, result: dict[str, Any]) -> dict[str, Any] | None:
     """The first graph node with finite incoming and non-finite outgoing gradients, on the
     module instance whose forward made it."""
-    nodes = _graph_nodes(out_t.grad_fn)
-    handles, found = _hook_nodes(nodes)
+    nodes = graph_nodes(out_t.grad_fn)
+    handles, found = hook_nodes(nodes)
     try:
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
@@ -304,92 +255,23 @@ def _replay_backward(out_t: torch.Tensor, grad_out: torch.Tensor, params: list[t
         m = re.search(r"(?:Error detected in|Function) '?(\w+Backward\w*)'?", text)
         if m:
             node = next((n for n in nodes if n.name() == m.group(1)), None)
-            result["failing_op"] = {"where": "backward", "op": m.group(1), **_made_by(node, prov, text)}
+            result["failing_op"] = {"where": "backward", "op": m.group(1), **made_by(node, prov, text)}
     finally:
         for h in handles:
             h.remove()
     if not found:
         return None
     node = found[0]["node"]
-    return {"where": "backward", "op": found[0]["name"], **_made_by(node, prov, None),
-            "forward_trace": _user_trace(node.metadata.get("traceback_"))}
+    return {"where": "backward", "op": found[0]["name"], **made_by(node, prov, None),
+            "forward_trace": user_trace(node.metadata.get("traceback_"))}
 
 
-def _made_by(node: Any, prov: Provenance, text: str | None) -> dict[str, Any]:
-    """The module instance and user line of the forward op that made `node`."""
-    at = prov.node_at.get(id(node)) if node is not None else None
-    if at is not None:
-        return dict(at)
-    trace = node.metadata.get("traceback_") if node is not None else None
-    where = _user_line_from_trace(trace or ([text] if text else []))
-    return {"module": None, "module_type": None, **(where or {})}
 
 
-def _user_trace(trace: list[str] | None) -> list[str]:
-    """The forward stack anomaly mode recorded, user frames only (never stepdbg's or torch's)."""
-    lines = "".join(trace or []).splitlines()
-    out = []
-    for i, ln in enumerate(lines):
-        m = _TRACE_LINE.search(ln)
-        if m and is_user_file(m.group(1)):
-            out.append(ln.strip())
-            if i + 1 < len(lines) and not _TRACE_LINE.search(lines[i + 1]):
-                out.append("    " + lines[i + 1].strip())
-    return out[-6:]
 
 
-def _search_loss_graph(loss: torch.Tensor, output: Any, frame: FrameType | None) -> dict[str, Any] | None:
-    """Name the op in the loss computation that made the loss non-finite."""
-    out_t = _first_tensor(output)
-    stop = {id(out_t.grad_fn)} if out_t is not None and out_t.grad_fn is not None else set()
-    nodes = [n for n in _graph_nodes(loss.grad_fn, stop) if id(n) not in stop]
-    producer = None
-    # Forward evidence: a node whose saved inputs are finite and saved result is not.
-    for n in reversed(nodes):  # from the leaves towards the loss
-        saved = {a: getattr(n, a, None) for a in dir(n) if a.startswith("_saved_")}
-        tensors = {k: v for k, v in saved.items() if isinstance(v, torch.Tensor)}
-        res = tensors.pop("_saved_result", None)
-        if res is not None and not _finite(res) and _finite(list(tensors.values())):
-            producer = n
-            break
-    if producer is None and out_t is not None:
-        handles, found = _hook_nodes(nodes)
-        try:
-            torch.autograd.grad(loss, [out_t], retain_graph=True, allow_unused=True)
-        except RuntimeError:
-            pass
-        finally:
-            for h in handles:
-                h.remove()
-        producer = found[0]["node"] if found else None
-    if producer is None and loss.grad_fn is not None:
-        # Nothing below it went non-finite: the loss op itself overflowed (a squared error of
-        # 1e20, a sum of huge values), when what it saved is finite.
-        saved = [getattr(loss.grad_fn, a, None) for a in dir(loss.grad_fn) if a.startswith("_saved_")]
-        if _finite([v for v in saved if isinstance(v, torch.Tensor)]):
-            producer = loss.grad_fn
-    if producer is None:
-        return None
-    op = producer.name()
-    where = _guess_line(op, frame)
-    return {"where": "loss", "module": None, "module_type": None, "op": op, **where}
 
 
-def _guess_line(op: str, frame: FrameType | None) -> dict[str, Any]:
-    """The user line that most likely ran `op`: the backward-calling function is searched."""
-    if frame is None:
-        return {}
-    name = re.sub(r"Backward\d*$", "", op).lower()
-    code = frame.f_code
-    first = code.co_firstlineno
-    pattern = re.compile(rf"\b{re.escape(name)}\w*\s*\(|\.{re.escape(name)}\w*\s*\(", re.I)
-    hits = [n for n in range(first, frame.f_lineno + 1)
-            if pattern.search(linecache.getline(code.co_filename, n))]
-    if not hits:
-        return {"file": os.path.abspath(code.co_filename), "line": None, "function": code.co_name}
-    line = hits[-1]
-    return {"file": os.path.abspath(code.co_filename), "line": line, "function": code.co_name,
-            "code": linecache.getline(code.co_filename, line).strip(), "line_from": "source search"}
 
 
 def replay_twice(model: StepModel, before_each: Any = None) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:

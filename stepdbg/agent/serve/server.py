@@ -31,6 +31,8 @@ from stepdbg.agent.serve.handlers import Handlers
 from stepdbg.agent.serve.outbox import Outbox
 from stepdbg.agent.serve.pace import Pace
 from stepdbg.wire import protocol, sessions, settings
+from stepdbg.wire.address import parse as address_of
+from stepdbg.wire.ops import SCHEMAS
 
 if TYPE_CHECKING:
     from stepdbg.agent.session import Session
@@ -86,12 +88,12 @@ class Server:
         self._socks.append(unix)
         address = local
         if self.listen:
-            host, _, port = self.listen.rpartition(":")
-            host = host or "127.0.0.1"
-            tcp = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
+            addr = address_of(self.listen)
+            tcp = socket.socket(addr.family, socket.SOCK_STREAM)
             self._socks.append(tcp)
             tcp.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            tcp.bind((host.strip("[]"), int(port or 0)))
+            tcp.bind(addr.sockaddr)
+            host = f"[{addr.host}]" if ":" in addr.host else addr.host
             address = f"{host}:{tcp.getsockname()[1]}"
         for sock in self._socks:
             sock.listen(BACKLOG)
@@ -103,7 +105,7 @@ class Server:
             job_id=os.environ.get("TORCHELASTIC_RUN_ID") or os.environ.get("SLURM_JOB_ID"),
         )
         sessions.write(self.info)
-        s.listeners.append(self._on_session_event)
+        s.bus.listeners.append(self._on_session_event)
         for sock in self._socks:
             threading.Thread(target=self._accept_loop, args=(sock,), name="stepdbg-server", daemon=True).start()
         threading.Thread(target=self._step_flusher, name="stepdbg-steps", daemon=True).start()
@@ -213,7 +215,7 @@ class Server:
         try:
             assert self.info is not None
             peer.outbox.put({"type": "welcome", "version": protocol.VERSION, "session": self.info.public(),
-                             "status": protocol.plain(self.session.status())})
+                             "status": protocol.plain(self.session.views.status())})
             with self._lock:
                 self._peers.add(peer)
             if role != "probe":
@@ -236,7 +238,7 @@ class Server:
 
     def _read(self, peer: Peer, requests: queue.Queue[dict[str, Any] | None]) -> None:
         """Read requests until the client goes; `interrupt` is answered here at once."""
-        handlers = protocol.Dispatcher(Handlers(self.session, peer))
+        handlers = protocol.Dispatcher(Handlers(self.session, peer), SCHEMAS)
         while not self._stopped.is_set() and peer.outbox.dropped is None:
             try:
                 msg = peer.conn.recv(timeout=None)
@@ -261,7 +263,7 @@ class Server:
 
     def _work(self, peer: Peer, requests: queue.Queue[dict[str, Any] | None]) -> None:
         """Run a client's requests one at a time (they may wait for the training thread)."""
-        handlers = protocol.Dispatcher(Handlers(self.session, peer))
+        handlers = protocol.Dispatcher(Handlers(self.session, peer), SCHEMAS)
         pace = Pace()
         while True:
             msg = requests.get()

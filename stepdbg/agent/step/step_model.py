@@ -26,6 +26,7 @@ from stepdbg.agent.measure.frames import caller_kwargs
 from stepdbg.agent.measure.memory import memory_in_use
 from stepdbg.agent.step.data_wait import DataWait
 from stepdbg.agent.step.hooks import Guard, HookSet, around_calls, own_id
+from stepdbg.agent.step.optimizer_phase import OptimizerPhase, opt_params
 from stepdbg.agent.step.step_state import StepListener, StepState
 from stepdbg.agent.step.wrappers import patch_step_calls, patch_trainer_objects
 
@@ -38,6 +39,7 @@ class StepModel:
     def __init__(self, listener: StepListener, guard: Guard) -> None:
         self.listener = listener
         self.guard = guard
+        self.optimizer_phase = OptimizerPhase(self)
         self.step = 0
         self.current: StepState | None = None
         self.history: deque[dict[str, Any]] = deque(maxlen=HISTORY_LEN)
@@ -63,7 +65,7 @@ class StepModel:
         self._is_model: weakref.WeakKeyDictionary[torch.nn.Module, bool] = weakref.WeakKeyDictionary()
         self.scaled: dict[int, torch.Tensor] = {}
         self.in_scaler_step = False
-        self._in_optimizer_step = False
+        self.in_optimizer_step = False
         self._in_forward_of: torch.nn.Module | None = None
         self.data = DataWait()
         self._indices: weakref.WeakKeyDictionary[Any, deque[list[Any]]] = weakref.WeakKeyDictionary()
@@ -84,8 +86,8 @@ class StepModel:
         # the roots alone, so the steady-state cost does not grow with the number of modules.
         self._discovery = [h.add(nn_module.register_module_forward_pre_hook(self._fwd_pre)),
                            h.add(nn_module.register_module_forward_hook(self._fwd_post, always_call=True))]
-        h.add(optim_mod.register_optimizer_step_pre_hook(self._optimizer_pre_hook))
-        h.add(optim_mod.register_optimizer_step_post_hook(self.guarded("optimizer", self._on_optimizer_post)))
+        h.add(optim_mod.register_optimizer_step_pre_hook(self.optimizer_phase.pre_hook))
+        h.add(optim_mod.register_optimizer_step_post_hook(self.guarded("optimizer", self.optimizer_phase.post_hook)))
         if activations is not None:
             self.install_activation_hook(activations)
         patch_step_calls(self, h)
@@ -206,7 +208,7 @@ class StepModel:
         self.progress()
         return st
 
-    def _pause_point(self, phase: str) -> None:
+    def pause_point(self, phase: str) -> None:
         self.listener.pause_point(phase)
 
     def _on_loader_next(self, it: Any, batch: Any, waited: float) -> None:
@@ -248,7 +250,7 @@ class StepModel:
             if "batch" not in cap or not st.loader_calls:
                 cap["batch"] = args[0] if len(args) == 1 else args
             self.guard("doctor", self.listener.on_batch, module, args)
-            self._pause_point("before_forward")
+            self.pause_point("before_forward")
 
     def _on_root_forward_done(self, module: torch.nn.Module, output: Any) -> None:
         self._in_forward_of = None
@@ -262,7 +264,7 @@ class StepModel:
                     cap["grad_output"] = g.detach()
 
                 own_id(out.register_hook(keep_grad))
-        self._pause_point("after_forward")
+        self.pause_point("after_forward")
         self.data.forward_done()  # after the pause point: time paused there is nobody's data wait
 
     def on_backward_pre(self, targets: Any) -> None:
@@ -275,15 +277,15 @@ class StepModel:
         if loss is not None and loss.numel() == 1:
             st.losses.append(tensors.as_float(loss))
         self.guard("doctor", self.listener.on_loss, loss)
-        self._pause_point("before_backward")
+        self.pause_point("before_backward")
 
     def _on_backward_post(self) -> None:
         st = self.ensure_step()
-        self._pause_point("after_backward")
-        if not self.optimizers and not self._in_optimizer_step:
+        self.pause_point("after_backward")
+        if not self.optimizers and not self.in_optimizer_step:
             # Manual SGD: no optimizer object, one step per backward.
-            st.grad_norm = self._measure_grad_norm(self.model_params())
-            self._pause_point("before_optimizer_step")
+            st.grad_norm = self.measure_grad_norm(self.model_params())
+            self.pause_point("before_optimizer_step")
             self.end_step()
 
     def _on_clip(self, norm: Any) -> None:
@@ -294,69 +296,8 @@ class StepModel:
             self.optimizers.add(obj)
         self.ensure_step().zero_grad_called = True
 
-    def _optimizer_pre_hook(self, opt: torch.optim.Optimizer, args: Any, kwargs: Any) -> Any:
-        """Before `opt.step(...)`. A closure-style step (LBFGS, PyTorch Lightning's automatic
-        optimization) runs its forward and backward *inside* the step: then the closure is
-        wrapped, and the step's update phase begins when the closure has returned (after
-        the framework's clipping), not here, before its forward."""
-        if not self.tracking():
-            return None
-        # The hook sees step's own arguments: (optimizer, closure) or closure=...
-        closure = kwargs.get("closure", args[1] if len(args) > 1 else None)
-        if callable(closure):
-            wrapped = self.guard("optimizer", self._wrap_closure, opt, closure)
-            if wrapped is not None:
-                if "closure" in kwargs:
-                    return args, {**kwargs, "closure": wrapped}
-                return (args[0], wrapped, *args[2:]), kwargs
-        self.guard("optimizer", self._before_update, opt)
-        return None
-
-    def _wrap_closure(self, opt: torch.optim.Optimizer, closure: Callable[[], Any]) -> Callable[[], Any]:
-        self.optimizers.add(opt)
-        self.ensure_step()
-        self._in_optimizer_step = True  # the closure's backward is not a manual-SGD step
-        first = [True]
-        model = self
-
-        def closure_under_stepdbg(*a: Any, **kw: Any) -> Any:
-            result = closure(*a, **kw)
-            if first[0] and model.tracking():  # LBFGS calls it again in its line search: one update phase
-                first[0] = False
-                model.guard("optimizer", model._before_update, opt)
-            return result
-
-        return closure_under_stepdbg
-
-    def _before_update(self, opt: torch.optim.Optimizer) -> None:
-        """Gradients are final (this step's backward and clipping are done), the update is next."""
-        self.optimizers.add(opt)
-        st = self.ensure_step()
-        self._in_optimizer_step = True
-        if st.clip_norm is not None:
-            st.grad_norm = st.clip_norm
-        else:
-            st.grad_norm = self._measure_grad_norm(opt_params(opt))
-        self.listener.before_update(opt)
-        self._pause_point("before_optimizer_step")
-        self.listener.update_starts(opt)
-
-    def _on_optimizer_post(self, opt: torch.optim.Optimizer, args: Any, kwargs: Any) -> None:
-        self._in_optimizer_step = False
-        st = self.ensure_step()
-        self.listener.after_update(opt)
-        st.optimizer_stepped = True
-        self._pause_point("after_optimizer_step")
-        if not self.in_scaler_step:
-            self.end_step()
-
     def on_scaler_step_done(self, opt: torch.optim.Optimizer) -> None:
-        st = self.ensure_step()
-        if not st.optimizer_stepped:
-            # The scaler found inf/nan in the scaled gradients and skipped the update:
-            # that is how AMP works, not a NaN to report.
-            st.skipped_by_scaler = True
-        self.end_step()
+        self.optimizer_phase.scaler_step_done(opt)
 
     def end_step(self) -> None:
         st = self.current
@@ -380,12 +321,12 @@ class StepModel:
         if self._discovery and self.roots:
             self._settle_roots()
         self.data.step_ended(now)
-        self._in_optimizer_step = False
+        self.in_optimizer_step = False
         self.listener.on_step_end(record)
 
     # ------------------------------------------------------------------ measuring
 
-    def _measure_grad_norm(self, params: list[torch.nn.Parameter]) -> float | None:
+    def measure_grad_norm(self, params: list[torch.nn.Parameter]) -> float | None:
         # Only when a condition reads it: nan, grad_norm>X, or an expression naming it.
         if not self.listener.needs_grad_norm():
             return None
@@ -431,7 +372,3 @@ def _compiling() -> bool:
     program's trace is not a training step, and a hook that returns on this adds nothing
     to the graph (dynamo folds it to a constant)."""
     return torch.compiler.is_compiling() or torch.jit.is_tracing()
-
-
-def opt_params(opt: torch.optim.Optimizer) -> list[torch.nn.Parameter]:
-    return [p for g in opt.param_groups for p in g["params"]]

@@ -18,7 +18,7 @@ from torch.utils.data import dataloader
 from stepdbg.agent.step.hooks import HookSet
 
 
-def patch_step_calls(model: Any, h: HookSet) -> None:
+def patch_step_calls(model: Any, h: HookSet) -> None:  # noqa: C901, PLR0915 - one nested wrapper per call it watches (backward, DataLoader, clip, zero_grad); they share the model and the patch set
     """Install the wrappers that mark a step's phases for `model` (the StepModel):
     ``torch.autograd.backward``, the DataLoader's ``__iter__``, its iterator's ``__next__``
     and ``_next_index`` (which sample indices a batch holds), ``clip_grad_norm_`` (the
@@ -106,7 +106,7 @@ def patch_step_calls(model: Any, h: HookSet) -> None:
     h.patch(torch.nn.Module, "zero_grad", wrap_zero_grad)
 
 
-def patch_trainer_objects(model: Any, h: HookSet) -> None:
+def patch_trainer_objects(model: Any, h: HookSet) -> None:  # noqa: C901 - one branch per framework object it recognises (Lightning, HF Trainer, GradScaler)
     """Install the patches for `model` (the StepModel: its optimizers, schedulers, scaled
     losses and listener)."""
     def wrap_opt_init(orig: Callable[..., Any]) -> Callable[..., Any]:

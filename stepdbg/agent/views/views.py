@@ -1,48 +1,42 @@
-"""What a paused (or running) step shows, as front ends ask for it.
-
-A mixin of ``Session`` (session.py): summaries, evaluation, the module tree, optimizer,
-memory, timings, source, stacks, status and the replay, each from the part that knows.
+"""What a paused (or running) step shows, as front ends ask for it: summaries, evaluation,
+the module tree, optimizer, memory, timings, source, frames, stacks, status and the
+replay, each from the part that knows. Safe to call from any thread: what must run on the
+training thread is handed to it (Controls.on_training_thread).
 """
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 from dataclasses import asdict
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from stepdbg.agent.breaks.breaker import Breaker
+from stepdbg.agent.breaks.changes import Changes
+from stepdbg.agent.breaks.controls import Controls
+from stepdbg.agent.breaks.ranks import Ranks
+from stepdbg.agent.breaks.rewind import Rewinder
+from stepdbg.agent.bus import Bus
 from stepdbg.agent.measure import threads
 from stepdbg.agent.measure.memory import memory
+from stepdbg.agent.step.step_model import StepModel
 from stepdbg.agent.views import inspection
-
-if TYPE_CHECKING:
-    from stepdbg.agent.breaks.changes import Changes
-    from stepdbg.agent.breaks.controls import Controls
-    from stepdbg.agent.breaks.ranks import Ranks
-    from stepdbg.agent.measure.frames import PausedStack
-    from stepdbg.agent.report import Report
-    from stepdbg.agent.step.step_model import StepModel
-    from stepdbg.agent.views.evaluate import Evaluator
+from stepdbg.agent.views.evaluate import Evaluator
 
 WAIT_SHOWN_AFTER = 1.0  # seconds without progress before status() says where the loop waits
 
 
-class ViewOps:
+class Views:
     """Inspection of the paused step; status of the running one."""
 
-    model: StepModel
-    controls: Controls
-    changer: Changes
-    evaluator: Evaluator
-    ranks: Ranks
-    report: Report
-    guard: Any
-    pid: int
-    argv: list[str]
-    actions: list[str]
-    breaks: list[Any]
-    replays: list[dict[str, Any]]
-    paused_stack: PausedStack
+    def __init__(self, model: StepModel, controls: Controls, changer: Changes, rewinder: Rewinder, ranks: Ranks,
+                 breaker: Breaker, bus: Bus, guard: Any, argv: list[str]) -> None:
+        self.model, self.controls, self.changer, self.rewinder = model, controls, changer, rewinder
+        self.ranks, self.breaker, self.bus, self.guard, self.argv = ranks, breaker, bus, guard, argv
+        self.pid = os.getpid()
+        self.evaluator = Evaluator(model, controls, lambda: breaker.paused_stack.selected())
+        self.replays: list[dict[str, Any]] = []
 
     def namespace(self) -> dict[str, Any]:
         return self.evaluator.namespace()
@@ -61,11 +55,11 @@ class ViewOps:
         return self.evaluator.interrupt()
 
     def module_tree(self) -> list[dict[str, Any]]:
-        return self.on_training_thread(lambda: inspection.module_tree(self.model))
+        return self.controls.on_training_thread(lambda: inspection.module_tree(self.model))
 
     def model_summary(self, depth: int = 3) -> str | None:
         """torchinfo's summary table on the captured batch."""
-        return self.on_training_thread(lambda: inspection.model_summary(self.model, depth))
+        return self.controls.on_training_thread(lambda: inspection.model_summary(self.model, depth))
 
     def optimizer_info(self) -> list[dict[str, Any]]:
         return inspection.optimizer_info(list(self.model.optimizers), list(self.model.schedulers), self.changer.pins)
@@ -78,23 +72,23 @@ class ViewOps:
     def timings(self) -> dict[str, Any]:
         st = self.model.current
         return {"current": dict(st.phase_times) if st else {}, "history": [
-            {k: h[k] for k in ("step", "step_time", "data_wait")} for h in list(self.history)[-100:]]}
+            {k: h[k] for k in ("step", "step_time", "data_wait")} for h in list(self.model.history)[-100:]]}
 
     def source(self, context: int = 5) -> dict[str, Any] | None:
-        st = self.paused_stack
+        st = self.breaker.paused_stack
         return inspection.source_around(st.selected(), context, st.selected_line())
 
     def frame_locals(self, everything: bool = False) -> list[dict[str, str]]:
         """The selected frame's locals: yours first (tensors by size), then, with
         `everything`, dunders, modules, functions and classes."""
-        return inspection.frame_locals(self.paused_stack.selected(), everything=everything)
+        return inspection.frame_locals(self.breaker.paused_stack.selected(), everything=everything)
 
     def frames(self, move: int = 0) -> list[dict[str, Any]]:
         """The user's frames at the pause, outermost first, after selecting the frame
         `move` out (negative: in), as pdb's u and d; the selected one is marked."""
         if move:
-            self.paused_stack.move(move)
-        return self.paused_stack.listing()
+            self.breaker.paused_stack.move(move)
+        return self.breaker.paused_stack.listing()
 
     def stacks(self) -> list[dict[str, Any]]:
         return threads.thread_stacks(self.model.thread)
@@ -102,13 +96,13 @@ class ViewOps:
     def status(self) -> dict[str, Any]:
         st = self.model.current
         return {
-            "pid": self.pid, "argv": self.argv, "step": self.step,
+            "pid": self.pid, "argv": self.argv, "step": self.model.step,
             "phase": st.phase if st else "between steps",
-            "state": "paused" if self.paused else "running",
-            "frontends": self.frontends,
-            "paused": asdict(self.paused) if self.paused else None,
+            "state": "paused" if self.controls.paused else "running",
+            "frontends": self.controls.frontends,
+            "paused": asdict(self.controls.paused) if self.controls.paused else None,
             "waiting": self.guard("waiting", self.waiting),
-            "breaks": self.break_specs(), "actions": self.actions,
+            "breaks": self.breaker.break_set.specs(), "actions": self.breaker.actions,
         }
 
     def waiting(self) -> dict[str, Any] | None:
@@ -116,7 +110,7 @@ class ViewOps:
         stalled loader, a collective waiting for another rank); in a collective, how long
         it has before the process-group timeout ends the job."""
         m = self.model
-        if self.paused is not None or m.thread is None:
+        if self.controls.paused is not None or m.thread is None:
             return None
         idle = time.monotonic() - m.last_progress
         frame = sys._current_frames().get(m.thread)
@@ -135,16 +129,17 @@ class ViewOps:
         from stepdbg.agent.replay.replay import replay_step
 
         def run() -> dict[str, Any]:
-            result = replay_step(self.model, self.breaks[-1] if self.breaks else None,
-                                 self.paused_stack.innermost())
+            breaks = self.breaker.breaks
+            result = replay_step(self.model, breaks[-1] if breaks else None,
+                                 self.breaker.paused_stack.innermost())
             self.replays.append(result)
-            self.report.write("replay", **result)
-            self.emit("replay", result)
+            self.bus.write("replay", **result)
+            self.bus.emit("replay", result)
             first = result.get("first_nonfinite")
             advice = result.get("advice")
-            self.say(f"replay of step {result['step']}: {result['summary']}"
+            self.bus.say(f"replay of step {result['step']}: {result['summary']}"
                      + (f"\n  {first['code']}" if first and first.get("code") else "")
                      + (f"\n  {advice['cause']}: {advice['text']}" if advice else ""))
             return result
 
-        return self.on_training_thread(run)
+        return self.controls.on_training_thread(run)

@@ -24,7 +24,7 @@ def main() -> None:
         return
     breaks = [b.strip() for b in spec.split(",") if b.strip() and b.strip() != "1"]
     session = stepdbg.watch(*breaks, on_break="report", serve=True, quiet=os.environ.get("STEPDBG_QUIET") == "1")
-    session.actions_defaulted = True  # with a client attached, a break pauses
+    session.breaker.actions_defaulted = True  # with a client attached, a break pauses
 
 
 main()

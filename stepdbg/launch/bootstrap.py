@@ -1,6 +1,6 @@
 """Runs a training script with the agent installed before its first line.
 
-Started by the CLI as ``python -m stepdbg.agent.bootstrap SCRIPT ARGS`` (or ``-m MODULE``)
+Started by the CLI as ``python -m stepdbg.launch.bootstrap SCRIPT ARGS`` (or ``-m MODULE``)
 with the configuration in ``STEPDBG_CONFIG``. It keeps the script's ``__main__``
 semantics (``runpy`` with ``run_name="__main__"``), its ``sys.argv`` and ``sys.path[0]``,
 and its exit code; an uncaught exception is printed as Python prints it.
@@ -8,23 +8,29 @@ and its exit code; an uncaught exception is printed as Python prints it.
 
 from __future__ import annotations
 
-import json
 import os
 import runpy
 import signal
 import sys
 import traceback
+from typing import TYPE_CHECKING
 
 import stepdbg
+from stepdbg.wire.agent_config import AgentConfig
+
+if TYPE_CHECKING:
+    from stepdbg.agent.session import Session
 
 EXIT_CANNOT_LISTEN = 2  # like a bad stepdbg option: the script never started
 EXIT_NO_TORCH = 2
 
 
-def _session_class() -> type:
+def _new_session(config: AgentConfig) -> Session:
     """The agent's Session; an interpreter without torch is told in one line what to do."""
     try:
-        from stepdbg.agent.session import Session
+        from stepdbg.launch import session_for
+
+        return session_for(config)
     except ImportError as e:
         if getattr(e, "name", None) not in ("torch", "numpy"):
             raise
@@ -32,7 +38,6 @@ def _session_class() -> type:
               "environment that has it (activate it, e.g. `source .venv/bin/activate`, or name its python: "
               f"`stepdbg /path/to/venv/bin/python train.py`)", file=sys.stderr, flush=True)
         raise SystemExit(EXIT_NO_TORCH) from None
-    return Session
 
 
 def _exit_code(e: SystemExit) -> int:
@@ -89,12 +94,12 @@ def _cannot_start(module: str | None, path: str) -> int | None:
     return None
 
 
-def main() -> int:
-    config = json.loads(os.environ.pop("STEPDBG_CONFIG", "{}"))
+def main() -> int:  # noqa: C901, PLR0912, PLR0915 - the launcher's steps in order, and the ways a script ends (exit, Ctrl-C, an exception) that Python itself distinguishes
+    env_config = os.environ.pop("STEPDBG_CONFIG", "")
     end_with_launcher()
     argv = sys.argv[1:]
     if not argv:
-        print("usage: python -m stepdbg.agent.bootstrap SCRIPT [ARGS] | -m MODULE [ARGS]", file=sys.stderr)
+        print("usage: python -m stepdbg.launch.bootstrap SCRIPT [ARGS] | -m MODULE [ARGS]", file=sys.stderr)
         return 2
     module = None
     if argv[0] == "-m":
@@ -106,43 +111,27 @@ def main() -> int:
     code = _cannot_start(module, argv[0])
     if code is not None:
         return code
-    session = _session_class()(
-        breaks=config.get("breaks", ["nan", "exception"]),
-        actions=config.get("actions", ["report"]),
-        report=config.get("report"),
-        argv=[sys.executable, *(["-m"] if module else []), *argv],
-        quiet=config.get("quiet", False),
-    )
+    config = AgentConfig.from_json(env_config)
+    config.argv = [sys.executable, *(["-m"] if module else []), *argv]
+    session = _new_session(config)
     stepdbg.use(session)
     session.start()
-    session.detach_timeout = config.get("detach_timeout")
-    session.rewinder.configure(**config.get("rewind", {}))
-    if config.get("doctor"):
-        from stepdbg.agent.doctor.diagnostics import Doctor
-
-        session.doctor = Doctor()
-        session.armed = True
-        session.stop_after = config["doctor"].get("steps")
-        session.overfit = bool(config["doctor"].get("overfit"))
-    session.actions_defaulted = not config.get("actions_given", True)
-    if config.get("serve"):
-        session.wait_for_frontend = True
     from stepdbg.agent.serve.server import serve
 
     try:
-        serve(session, config.get("listen"), announce=bool(config.get("serve") or config.get("listen")))
+        serve(session, config.listen, announce=bool(config.serve or config.listen))
     except OSError as e:
-        where = config.get("listen") or "its socket"
-        if config.get("serve") or config.get("listen"):  # attaching was the point: say why and stop now
+        where = config.listen or "its socket"
+        if config.serve or config.listen:  # attaching was the point: say why and stop now
             print(f"stepdbg: cannot listen on {where}: {e.strerror or e}", file=sys.stderr, flush=True)
             session.stop(exit_code=EXIT_CANNOT_LISTEN, error=f"cannot listen: {e}")
             return EXIT_CANNOT_LISTEN
         print(f"stepdbg: cannot listen ({e}); the job runs without attach", file=sys.stderr)
     tee = None
-    if config.get("forward_output"):
+    if config.forward_output:
         from stepdbg.agent.serve.output_tee import OutputTee
 
-        tee = OutputTee(lambda stream, lines: session.emit("output", {"stream": stream, "lines": lines}))
+        tee = OutputTee(lambda stream, lines: session.bus.emit("output", {"stream": stream, "lines": lines}))
         session.on_stop.append(tee.stop)
         tee.start()
     code, error = 0, None
@@ -165,7 +154,7 @@ def main() -> int:
     except BaseException as e:
         code = 1
         try:
-            session.post_mortem(e)
+            session.breaker.post_mortem(e)
         except SystemExit as inner:  # abort chosen at the post-mortem
             code = _exit_code(inner)
         traceback.print_exception(type(e), e, _user_tb(e.__traceback__))

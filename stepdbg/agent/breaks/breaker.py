@@ -1,0 +1,257 @@
+"""The Breaker: breaks and their actions, in one place.
+
+At a pause point the step model calls ``at_pause_point``; the conditions that hold there
+(breakpoints.py) make one ``Break`` (controls.py), which is written, told and said, then
+its actions run: report, pause (hold the training thread for a front end, or the console
+at the terminal), replay, skip, rewind (rewind_plan.py), abort. In a job of many ranks a
+pause is agreed first (ranks.py) so the whole job stops together, outside any collective.
+Breaks from the user's code (``breakpoint()``), from an uncaught exception (post-mortem)
+and from the stall watchdog come here too.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+import time
+import traceback
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from types import FrameType
+from typing import Any
+
+from stepdbg.agent.breaks.breakpoints import Breakpoints, break_scalars
+from stepdbg.agent.breaks.controls import EXIT_ABORT, Abort, Break, Controls
+from stepdbg.agent.breaks.ranks import Ranks
+from stepdbg.agent.bus import Bus
+from stepdbg.agent.measure import failures
+from stepdbg.agent.measure.frames import PausedStack, framework_frame, user_frame, where_of
+from stepdbg.agent.step.activations import ActivationWatch
+from stepdbg.agent.step.step_model import StepModel
+from stepdbg.wire.conditions import Condition
+
+
+@dataclass
+class ActionHooks:
+    """What the actions call outside the breaks: set by the Session when it wires the parts."""
+
+    replay: Callable[[], Any]
+    skip: Callable[[], Any]
+    rewind: Callable[[Break], None]
+    console: Callable[[], None] | None  # the console at the job's terminal, when there is one
+    can_prompt: Callable[[], bool]
+    attach_command: Callable[[], str]
+    stop: Callable[..., None]  # the Session's stop(exit_code): a stalled job that aborts ends here
+
+
+class Breaker:
+    """Which conditions hold, the break they make, and what is done about it."""
+
+    def __init__(self, model: StepModel, break_set: Breakpoints, controls: Controls, ranks: Ranks, bus: Bus,
+                 guard: Any, actions: list[str], activations: ActivationWatch) -> None:
+        self.model, self.break_set, self.controls, self.ranks = model, break_set, controls, ranks
+        self.bus, self.guard, self.actions, self.activations = bus, guard, actions, activations
+        self.actions_defaulted = False  # nobody chose the actions: with a front end attached, a break pauses
+        self.breaks: list[Break] = []
+        self.paused_stack = PausedStack()  # the user's frames at a pause; u/d select one
+        self.hooks: ActionHooks | None = None
+
+    # ------------------------------------------------------------------ the breakpoints
+
+    def add(self, spec: str | Condition) -> Condition:
+        c = self.break_set.add(spec)
+        if c.kind == "activations" and self.model.active:
+            self.model.install_activation_hook(self.activations.on_output)
+        self.bus.change("break_add", spec=c.spec)
+        return c
+
+    def enable(self, spec: str, enabled: bool = True) -> None:
+        self.break_set.enable(spec, enabled)
+        self.bus.change("break_enable", spec=spec, enabled=enabled)
+
+    def remove(self, spec: str) -> None:
+        self.break_set.remove(spec)
+        self.bus.change("break_remove", spec=spec)
+
+    # ------------------------------------------------------------------ where breaks come from
+
+    def at_pause_point(self, phase: str) -> None:
+        """The step model's pause point: the conditions checked here, then a stop asked for."""
+        step = self.model.step
+        if phase == "after_forward" and self.activations.pending:
+            found = self.activations.producer()
+            spec = self.break_set.first("activations")
+            if found is not None and spec is not None and not self.break_set.repeat(spec.spec, step):
+                name = failures.module_name(self.model.roots.values(), found)
+                mtype = type(found).__name__
+                self.take(spec.spec, f"module {name} ({mtype}) produced a non-finite output from finite inputs",
+                          phase="forward", details={"module": name, "module_type": mtype})
+        if not self.break_set.checks(phase) and self.controls.running_free():
+            return  # the hot path: nothing listens at this pause point
+        hits = [h for h in self.break_set.check(phase, self.model) if not self.break_set.repeat(h[0], step)]
+        if hits:  # one break names every condition that holds here (Break.conditions)
+            details = {k: v for _, _, d in hits for k, v in d.items()}
+            self.take(hits[0][0], "; ".join(r for _, r, _ in hits), details, phase=phase,
+                      conditions=[spec for spec, _, _ in hits])
+            return
+        stop = self.controls.stop_reason(phase, step)
+        if stop:
+            self.take("pause", stop, phase=phase, actions=["pause"])
+
+    def breakpoint(self, frame: FrameType | None = None) -> None:
+        """Pause here, as asked by the user's code."""
+        if not self.model.active or self.model.busy or self.controls.paused is not None:
+            return
+        self.model.ensure_step()
+        self.take("breakpoint()", "stepdbg.breakpoint() was called", phase="breakpoint",
+                  actions=["pause"], frame=frame or user_frame(sys._getframe(1)))
+
+    def post_mortem(self, exc: BaseException) -> Break | None:
+        """Break on an uncaught exception, if asked to (condition `exception`)."""
+        cond = self.break_set.first("exception")
+        if cond is None or isinstance(exc, (SystemExit, KeyboardInterrupt)) or not self.model.active:
+            return None
+        tb, frames = exc.__traceback__, []
+        while tb is not None:
+            frames.append((tb.tb_frame, tb.tb_lineno))
+            tb = tb.tb_next
+        user = [(f, n) for f, n in frames if user_frame(f) is f]
+        frame, lineno = user[-1] if user else (frames[-1] if frames else (None, None))
+        details = {
+            "exception": type(exc).__name__,
+            "message": str(exc),
+            "explanation": failures.explain_error(exc),
+            "traceback": "".join(traceback.format_exception(type(exc), exc, exc.__traceback__)),
+            "locals": failures.tensor_locals(frame) if frame is not None else {},
+            "module": failures.failing_module(self.model.roots.values(), [f for f, _ in frames]),
+        }
+        self.model.reset_depths()
+        brk = self.take(cond.spec, f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}",
+                        details=details, phase="exception",
+                        actions=[a for a in self.actions if a not in ("skip", "rewind")], frame=frame,
+                        stack=PausedStack.from_traceback(frames))
+        if brk.where and lineno:
+            brk.where = where_of(frame, lineno)
+        return brk
+
+    def pause_for_rank(self, req: dict[str, Any]) -> None:
+        """Every rank, the one that broke included, pauses here for a rank's break."""
+        mine = req["rank"] == self.ranks.rank
+        step = self.model.step
+        self.break_set.mark_fired(req["condition"], step)  # the job broke once, not once per rank
+        self.model.ensure_step().phase = "before_optimizer_step"
+        reason = (f"paused at step {step} for this rank's break at step {req['broke_at']}: {req['reason']}"
+                  if mine else f"paused for rank {req['rank']}'s break at step {req['broke_at']}: {req['reason']}")
+        self.take(req["condition"] if mine else f"rank {req['rank']}", reason, phase="before_optimizer_step",
+                  actions=["pause"], details={"for_rank": req["rank"], "broke_at": req["broke_at"]},
+                  coordinated=True)
+
+    def stalled(self, spec: str, reason: str, details: dict[str, Any]) -> Break:
+        """The watchdog's break (its own thread: the stuck main thread cannot pause itself).
+        With the abort action the job ends here (exit code 3), its stuck DataLoader
+        workers killed: they would outlive us and hold the terminal's pipes."""
+        m = self.model
+        frame = sys._current_frames().get(m.thread) if m.thread else None
+        brk = Break(step=m.step, phase=m.current.phase if m.current else "between steps", condition=spec,
+                    reason=reason, scalars=break_scalars(m), where=where_of(user_frame(frame)), details=details,
+                    conditions=[spec])
+        self.breaks.append(brk)
+        self.bus.write("break", **asdict(brk))
+        self.bus.say(f"break at step {brk.step} ({brk.phase}) [{spec}]: {reason}")
+        if "abort" in self.actions and self.hooks is not None:
+            self.bus.say(f"aborting (exit code {EXIT_ABORT}): the job is stalled")
+            self.hooks.stop(exit_code=EXIT_ABORT)
+            for w in (details.get("dataloader") or {}).get("workers", []):
+                with contextlib.suppress(OSError, TypeError):
+                    os.kill(w["pid"], 9)
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(EXIT_ABORT)
+        return brk
+
+    # ------------------------------------------------------------------ a break and its actions
+
+    def take(self, condition: str, reason: str, details: dict[str, Any] | None = None, phase: str | None = None,
+             actions: list[str] | None = None, frame: FrameType | None = None, coordinated: bool = False,
+             conditions: list[str] | None = None, stack: PausedStack | None = None) -> Break:
+        """Make the break, tell it, and run its actions on this (the training) thread."""
+        st = self.model.current
+        framework = framework_frame(sys._getframe(1)) if frame is None else None
+        stack = stack or PausedStack.from_frame(frame or sys._getframe(1))
+        frame = frame or stack.innermost()
+        brk = Break(step=st.index if st else self.model.step, phase=phase or (st.phase if st else "none"),
+                    condition=condition, reason=reason, scalars=break_scalars(self.model), where=where_of(frame),
+                    details=details or {}, conditions=conditions or [condition])
+        if brk.where is not None and framework is not None:  # the trainer's frame, beside the user's
+            brk.where["framework"] = {k: v for k, v in (where_of(framework) or {}).items() if k != "code"}
+        self.breaks.append(brk)
+        self.bus.write("break", **asdict(brk))
+        self.bus.emit("break", asdict(brk))
+        self.bus.say(f"break at step {brk.step} ({brk.phase}) [{condition}]: {reason}"
+                     + (f"\n  at {brk.where['file']}:{brk.where['line']}  {brk.where['code']}" if brk.where else ""))
+        self.paused_stack = stack  # the frames the actions (replay, the console) look at
+        try:
+            self._act(brk, actions, coordinated)
+        finally:
+            self.paused_stack = PausedStack()
+        return brk
+
+    def _act(self, brk: Break, actions: list[str] | None, coordinated: bool) -> None:
+        assert self.hooks is not None, "the Session sets the action hooks before the first step"
+        if actions is None:
+            actions = ["pause"] if self.controls.frontends and self.actions_defaulted else self.actions
+        if ("pause" in actions and not coordinated and brk.condition != "pause" and brk.phase != "exception"
+                and self.ranks.active()):
+            # Pause the whole job together, outside any collective (see ranks.py).
+            target = self.guard("ranks", self.ranks.request_pause, brk.step, brk.phase, brk.reason, brk.condition)
+            if target is not None:  # else (the store is gone) this rank pauses alone
+                brk.details["pause_at_step"] = target
+                actions = [a for a in actions if a != "pause"]
+        for action in actions:
+            if action == "replay":
+                self.hooks.replay()
+            elif action == "skip":
+                self.hooks.skip()
+            elif action == "rewind":
+                self.guard("rewind", self.hooks.rewind, brk)  # a bug of the rewind's turns off the rewind only
+            elif action == "abort":
+                self.bus.say(f"aborting (exit code {EXIT_ABORT}) as asked by --on-break abort")
+                raise Abort()
+            elif action == "pause":
+                self.pause(brk)
+
+    def pause(self, brk: Break) -> None:
+        """Hold the training thread: for the front ends, or the console at the job's terminal."""
+        assert self.hooks is not None
+        console = self.controls.frontends == 0 and not self.controls.wait_for_frontend
+        if console and (self.hooks.console is None or not self.hooks.can_prompt()):
+            self.bus.say("not pausing: no front end is attached and stdin is not a terminal")
+            return
+        self.controls.begin_pause(brk)
+        self.model.halted = True
+        held_from = time.perf_counter()
+        self.bus.emit("paused", brk)
+        try:
+            if console and self.hooks.console is not None:
+                self.hooks.console()
+            else:
+                if self.controls.frontends == 0:
+                    self.bus.say(f"paused; waiting for a client: {self.hooks.attach_command()}")
+                self.controls.hold(on_idle=self._alone_too_long)
+        finally:
+            self.model.halted = False
+            self.model.data.paused(time.perf_counter() - held_from)
+            self.controls.end_pause()
+            self.model.progress()
+            self.bus.emit("resumed", {"step": self.model.step})
+        if self.controls.end_requested:
+            self.end_now()
+
+    def _alone_too_long(self) -> None:
+        self.bus.say(f"no client for {self.controls.detach_timeout:g}s: resuming (--detach-timeout)")
+        self.controls.cont()
+
+    def end_now(self) -> None:
+        self.bus.say(f"ending the job (exit code {EXIT_ABORT}) as asked by a client")
+        raise Abort()

@@ -1,0 +1,75 @@
+"""The Bus: how whatever the agent sees is told, in one place.
+
+Every event goes three ways: to the listeners (the server, which tells the clients), to
+the JSON-lines report, and as one line on the job's stderr (prefixed with the rank under
+torchrun). A listener that fails is said and skipped; nothing here raises into the loop.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import traceback
+from collections.abc import Callable
+from dataclasses import asdict
+from typing import Any
+
+from stepdbg.agent.report import Report, rank_path
+
+
+def rank_of_job() -> int | None:
+    """This process's rank in a distributed job of more than one rank, else None."""
+    rank, world = os.environ.get("RANK"), os.environ.get("WORLD_SIZE")
+    return int(rank) if rank is not None and world not in (None, "1") else None
+
+
+class Bus:
+    """Listeners, the report and the stderr line; the log of changes made by front ends."""
+
+    def __init__(self, report: str | None, quiet: bool, step: Callable[[], int]) -> None:
+        rank = rank_of_job()
+        if rank is not None:
+            self.report = Report(rank_path(report, rank) if report else None, {"rank": rank})
+        else:
+            self.report = Report(report)
+        self.quiet = quiet
+        self.prefix = "stepdbg" if rank is None else f"stepdbg[rank {rank}]"
+        self._step = step
+        # Called with (event, data) on the thread where it happens: "break", "paused",
+        # "resumed", "step", "change", "replay", "finding", "output".
+        self.listeners: list[Callable[[str, Any], None]] = []
+        self.changes: list[dict[str, Any]] = []
+
+    def emit(self, event: str, data: Any) -> None:
+        """Tell every listener."""
+        for listener in list(self.listeners):
+            try:
+                listener(event, data)
+            except Exception as e:  # a listener must never reach the training loop
+                self.say(f"event listener failed: {type(e).__name__}: {e}")
+
+    def say(self, msg: str) -> None:
+        if not self.quiet:
+            print(f"{self.prefix}: {msg}", file=sys.stderr, flush=True)  # under torchrun: which rank
+
+    def write(self, event: str, **fields: Any) -> dict[str, Any]:
+        return self.report.write(event, **fields)
+
+    def change(self, what: str, **fields: Any) -> dict[str, Any]:
+        """A change made to the job (LR, a breakpoint, a rewind): logged, written, told, said."""
+        rec = {"what": what, "step": self._step(), **fields}
+        self.changes.append(rec)
+        self.report.write("change", **rec)
+        self.emit("change", rec)
+        self.say(f"change: {what} " + ", ".join(f"{k}={v}" for k, v in fields.items()))
+        return rec
+
+    def finding(self, f: Any) -> None:
+        """A diagnostic rule's finding (doctor)."""
+        self.report.write("finding", **asdict(f))
+        self.emit("finding", asdict(f))
+        self.say(f"finding [{f.rule}] {f.message} — try: {f.advice}")
+
+    def hook_failed(self, name: str, e: BaseException) -> None:
+        self.say(f"internal error in the {name} hook, which is now off: {type(e).__name__}: {e}")
+        self.report.write("error", hook=name, error=f"{type(e).__name__}: {e}", traceback=traceback.format_exc())

@@ -1,0 +1,157 @@
+"""Reading autograd's graph: its nodes from the loss back, the hooks a replay puts on them,
+the user's line in a node's forward trace (anomaly mode records it), and, when the
+forward replays finite, the search of the loss's graph for the node that made the
+non-finite value."""
+
+from __future__ import annotations
+
+import contextlib
+import linecache
+import os
+import re
+from types import FrameType
+from typing import Any
+
+import torch
+
+from stepdbg.agent.measure.frames import is_user_file
+from stepdbg.agent.measure.tensors import all_finite, first_tensor
+from stepdbg.agent.replay.provenance import Provenance
+from stepdbg.agent.step.hooks import own_id
+
+TRACE_LINE = re.compile(r'File "([^"]+)", line (\d+), in (\S+)')
+
+
+def finite(x: Any) -> bool:
+    if isinstance(x, torch.Tensor):
+        return all_finite(x)
+    if isinstance(x, (list, tuple)):
+        return all(finite(v) for v in x)
+    if isinstance(x, dict):
+        return all(finite(v) for v in x.values())
+    return True
+
+
+def graph_nodes(root_node: Any, stop: set[int] | None = None) -> list[Any]:
+    """Every autograd node reachable from `root_node` (not past nodes in `stop`)."""
+    seen: set[int] = set()
+    order = []
+    todo = [root_node]
+    while todo:
+        n = todo.pop()
+        if n is None or id(n) in seen:
+            continue
+        seen.add(id(n))
+        order.append(n)
+        if stop and id(n) in stop:
+            continue
+        todo.extend(nf for nf, _ in n.next_functions)
+    return order
+
+
+def hook_nodes(nodes: list[Any]) -> tuple[list[Any], list[dict[str, Any]]]:
+    found: list[dict[str, Any]] = []
+
+    def make(node: Any) -> Any:
+        def hook(grad_inputs: Any, grad_outputs: Any) -> None:
+            if not found and finite(grad_outputs) and not finite(grad_inputs):
+                found.append({"node": node, "name": node.name()})
+        return hook
+
+    handles = []
+    for n in nodes:
+        if type(n).__name__ == "AccumulateGrad":
+            continue
+        with contextlib.suppress(Exception):
+            handles.append(own_id(n.register_hook(make(n))))
+    return handles, found
+
+
+def user_line_from_trace(lines: list[str]) -> dict[str, Any] | None:
+    """The innermost user frame in a formatted stack (anomaly mode's forward trace)."""
+    best = None
+    for m in TRACE_LINE.finditer("".join(lines)):
+        fn = m.group(1)
+        if not is_user_file(fn):
+            continue
+        best = {"file": os.path.abspath(fn), "line": int(m.group(2)), "function": m.group(3)}
+    if best:
+        best["code"] = linecache.getline(best["file"], best["line"]).strip()
+    return best
+
+
+def made_by(node: Any, prov: Provenance, text: str | None) -> dict[str, Any]:
+    """The module instance and user line of the forward op that made `node`."""
+    at = prov.node_at.get(id(node)) if node is not None else None
+    if at is not None:
+        return dict(at)
+    trace = node.metadata.get("traceback_") if node is not None else None
+    where = user_line_from_trace(trace or ([text] if text else []))
+    return {"module": None, "module_type": None, **(where or {})}
+
+
+def user_trace(trace: list[str] | None) -> list[str]:
+    """The forward stack anomaly mode recorded, user frames only (never stepdbg's or torch's)."""
+    lines = "".join(trace or []).splitlines()
+    out = []
+    for i, ln in enumerate(lines):
+        m = TRACE_LINE.search(ln)
+        if m and is_user_file(m.group(1)):
+            out.append(ln.strip())
+            if i + 1 < len(lines) and not TRACE_LINE.search(lines[i + 1]):
+                out.append("    " + lines[i + 1].strip())
+    return out[-6:]
+
+
+def search_loss_graph(loss: torch.Tensor, output: Any, frame: FrameType | None) -> dict[str, Any] | None:
+    """Name the op in the loss computation that made the loss non-finite."""
+    out_t = first_tensor(output)
+    stop = {id(out_t.grad_fn)} if out_t is not None and out_t.grad_fn is not None else set()
+    nodes = [n for n in graph_nodes(loss.grad_fn, stop) if id(n) not in stop]
+    producer = None
+    # Forward evidence: a node whose saved inputs are finite and saved result is not.
+    for n in reversed(nodes):  # from the leaves towards the loss
+        saved = {a: getattr(n, a, None) for a in dir(n) if a.startswith("_saved_")}
+        tensors = {k: v for k, v in saved.items() if isinstance(v, torch.Tensor)}
+        res = tensors.pop("_saved_result", None)
+        if res is not None and not finite(res) and finite(list(tensors.values())):
+            producer = n
+            break
+    if producer is None and out_t is not None:
+        handles, found = hook_nodes(nodes)
+        try:
+            torch.autograd.grad(loss, [out_t], retain_graph=True, allow_unused=True)
+        except RuntimeError:
+            pass
+        finally:
+            for h in handles:
+                h.remove()
+        producer = found[0]["node"] if found else None
+    if producer is None and loss.grad_fn is not None:
+        # Nothing below it went non-finite: the loss op itself overflowed (a squared error of
+        # 1e20, a sum of huge values), when what it saved is finite.
+        saved = [getattr(loss.grad_fn, a, None) for a in dir(loss.grad_fn) if a.startswith("_saved_")]
+        if finite([v for v in saved if isinstance(v, torch.Tensor)]):
+            producer = loss.grad_fn
+    if producer is None:
+        return None
+    op = producer.name()
+    where = guess_line(op, frame)
+    return {"where": "loss", "module": None, "module_type": None, "op": op, **where}
+
+
+def guess_line(op: str, frame: FrameType | None) -> dict[str, Any]:
+    """The user line that most likely ran `op`: the backward-calling function is searched."""
+    if frame is None:
+        return {}
+    name = re.sub(r"Backward\d*$", "", op).lower()
+    code = frame.f_code
+    first = code.co_firstlineno
+    pattern = re.compile(rf"\b{re.escape(name)}\w*\s*\(|\.{re.escape(name)}\w*\s*\(", re.I)
+    hits = [n for n in range(first, frame.f_lineno + 1)
+            if pattern.search(linecache.getline(code.co_filename, n))]
+    if not hits:
+        return {"file": os.path.abspath(code.co_filename), "line": None, "function": code.co_name}
+    line = hits[-1]
+    return {"file": os.path.abspath(code.co_filename), "line": line, "function": code.co_name,
+            "code": linecache.getline(code.co_filename, line).strip(), "line_from": "source search"}

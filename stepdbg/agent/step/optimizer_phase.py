@@ -1,0 +1,92 @@
+"""The optimizer's step as the step model sees it: torch's global optimizer-step hooks
+(pre and post), a closure-style step (LBFGS, Lightning's automatic optimization) whose
+forward and backward run inside ``step()``, and GradScaler's skipped updates. The update
+phase begins where gradients are final: after the backward and the clipping."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+
+def opt_params(opt: torch.optim.Optimizer) -> list[torch.nn.Parameter]:
+    return [p for g in opt.param_groups for p in g["params"]]
+
+
+class OptimizerPhase:
+    """The step model's hooks around ``optimizer.step()``."""
+
+    def __init__(self, model: Any) -> None:
+        self.m = model  # the StepModel, which builds this part (so it is not imported here)
+
+    def pre_hook(self, opt: torch.optim.Optimizer, args: Any, kwargs: Any) -> Any:
+        """Before `opt.step(...)`. A closure-style step (LBFGS, PyTorch Lightning's automatic
+        optimization) runs its forward and backward *inside* the step: then the closure is
+        wrapped, and the step's update phase begins when the closure has returned (after
+        the framework's clipping), not here, before its forward."""
+        m = self.m
+        if not m.tracking():
+            return None
+        # The hook sees step's own arguments: (optimizer, closure) or closure=...
+        closure = kwargs.get("closure", args[1] if len(args) > 1 else None)
+        if callable(closure):
+            wrapped = m.guard("optimizer", self._wrap_closure, opt, closure)
+            if wrapped is not None:
+                if "closure" in kwargs:
+                    return args, {**kwargs, "closure": wrapped}
+                return (args[0], wrapped, *args[2:]), kwargs
+        m.guard("optimizer", self.before_update, opt)
+        return None
+
+    def _wrap_closure(self, opt: torch.optim.Optimizer, closure: Callable[[], Any]) -> Callable[[], Any]:
+        m = self.m
+        m.optimizers.add(opt)
+        m.ensure_step()
+        m.in_optimizer_step = True  # the closure's backward is not a manual-SGD step
+        first = [True]
+        model, phase = m, self
+
+        def closure_under_stepdbg(*a: Any, **kw: Any) -> Any:
+            result = closure(*a, **kw)
+            if first[0] and model.tracking():  # LBFGS calls it again in its line search: one update phase
+                first[0] = False
+                model.guard("optimizer", phase.before_update, opt)
+            return result
+
+        return closure_under_stepdbg
+
+    def before_update(self, opt: torch.optim.Optimizer) -> None:
+        """Gradients are final (this step's backward and clipping are done), the update is next."""
+        m = self.m
+        m.optimizers.add(opt)
+        st = m.ensure_step()
+        m.in_optimizer_step = True
+        if st.clip_norm is not None:
+            st.grad_norm = st.clip_norm
+        else:
+            st.grad_norm = m.measure_grad_norm(opt_params(opt))
+        m.listener.before_update(opt)
+        m.pause_point("before_optimizer_step")
+        m.listener.update_starts(opt)
+
+    def post_hook(self, opt: torch.optim.Optimizer, args: Any, kwargs: Any) -> None:
+        m = self.m
+        m.in_optimizer_step = False
+        st = m.ensure_step()
+        m.listener.after_update(opt)
+        st.optimizer_stepped = True
+        m.pause_point("after_optimizer_step")
+        if not m.in_scaler_step:
+            m.end_step()
+
+    def scaler_step_done(self, opt: torch.optim.Optimizer) -> None:
+        m = self.m
+        st = m.ensure_step()
+        if not st.optimizer_stepped:
+            # The scaler found inf/nan in the scaled gradients and skipped the update:
+            # that is how AMP works, not a NaN to report.
+            st.skipped_by_scaler = True
+        m.end_step()
+

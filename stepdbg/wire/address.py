@@ -1,0 +1,60 @@
+"""What an address names, decided in one place: a Unix socket (a path) or a TCP HOST:PORT
+(``[::1]:5678`` for IPv6). The agent listens on them, the clients connect to them, the
+CLI checks ``--listen`` with them. Standard library only."""
+
+from __future__ import annotations
+
+import os
+import socket
+from dataclasses import dataclass
+
+DEFAULT_HOST = "127.0.0.1"
+
+
+@dataclass(frozen=True)
+class Address:
+    path: str | None = None  # a Unix socket
+    host: str = ""
+    port: int = 0
+
+    @property
+    def family(self) -> socket.AddressFamily:
+        if self.path is not None:
+            return socket.AF_UNIX
+        return socket.AF_INET6 if ":" in self.host else socket.AF_INET
+
+    @property
+    def sockaddr(self) -> str | tuple[str, int]:
+        """What socket.connect/bind take."""
+        return self.path if self.path is not None else (self.host, self.port)
+
+
+def is_socket_path(text: str) -> bool:
+    return os.path.sep in text or text.endswith(".sock")
+
+
+def split_hostport(text: str) -> tuple[str, str] | None:
+    """HOST and PORT of 'HOST:PORT' or ':PORT' (a port of digits), else None."""
+    host, sep, port = text.rpartition(":")
+    if not sep or not port.isdigit():
+        return None
+    return host.strip("[]"), port
+
+
+def looks_like_hostport(text: str) -> bool:
+    """A target naming a TCP address (a session id or a path does not)."""
+    parts = split_hostport(text)
+    return parts is not None and bool(parts[0]) and os.path.sep not in text
+
+
+def parse(text: str, default_host: str = DEFAULT_HOST) -> Address:
+    """A socket path or HOST:PORT; ValueError says what was expected."""
+    if is_socket_path(text):
+        return Address(path=text)
+    parts = split_hostport(text)
+    if parts is None:
+        raise ValueError(f"{text!r}: expected HOST:PORT or :PORT (e.g. 127.0.0.1:5678) or a socket path")
+    host, port = parts
+    if not 0 <= int(port) <= 65535:
+        raise ValueError(f"{text!r}: port {port} is not in 0-65535 (0 picks a free one)")
+    return Address(host=host or default_host, port=int(port))

@@ -1,0 +1,55 @@
+"""The agent's configuration: one dataclass, built once from the command line (the CLI) or
+from ``stepdbg.watch()``, and read by the Session. The launcher hands it to the job in
+the environment variable STEPDBG_CONFIG as JSON (``to_json`` / ``from_json``); nothing
+else configures a Session.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any
+
+from stepdbg.wire.conditions import ACTIONS, ConditionError, parse
+
+DEFAULT_BREAKS = ("nan", "exception")
+
+
+@dataclass
+class AgentConfig:
+    breaks: list[str] = field(default_factory=lambda: list(DEFAULT_BREAKS))
+    actions: list[str] = field(default_factory=lambda: ["report"])
+    actions_given: bool = True  # False: nobody chose the actions, so an attached front end pauses
+    report: str | None = None  # the JSON-lines report's path
+    quiet: bool = False  # no stderr lines
+    serve: bool = False  # a pause waits for a client (stepdbg run/serve, watch(serve=True))
+    listen: str | None = None  # HOST:PORT to listen on besides the Unix socket
+    detach_timeout: float | None = None  # a pause with no client resumes after this many seconds
+    forward_output: bool = False  # the job's stdout/stderr go to the clients too
+    rewind: dict[str, Any] = field(default_factory=dict)  # Rewinder.configure's arguments
+    doctor: bool = False  # the diagnostic rules (stepdbg doctor / overfit)
+    stop_after: int | None = None  # end the run (exit 0) after this many steps
+    overfit: bool = False  # repeat the first batch (stepdbg overfit)
+    argv: list[str] = field(default_factory=list)  # the job's command line, for status and the report
+
+    def __post_init__(self) -> None:
+        for spec in self.breaks:
+            parse(spec)  # a malformed condition is refused here, with ConditionError
+        for a in self.actions:
+            if a not in ACTIONS:
+                raise ValueError(f"unknown action {a!r}; known: {', '.join(ACTIONS)}")
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self))
+
+    @classmethod
+    def from_json(cls, text: str) -> AgentConfig:
+        """The configuration the launcher wrote; unknown keys or bad values are refused."""
+        data = json.loads(text or "{}")
+        known = {f.name for f in fields(cls)}
+        if not isinstance(data, dict) or set(data) - known:
+            raise ValueError(f"STEPDBG_CONFIG: unknown keys {sorted(set(data) - known) if isinstance(data, dict) else data!r}")
+        try:
+            return cls(**data)
+        except (TypeError, ConditionError) as e:
+            raise ValueError(f"STEPDBG_CONFIG: {e}") from None
