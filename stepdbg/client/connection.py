@@ -64,10 +64,6 @@ class Ops(OpCalls):
             for block in data if isinstance(data, list) else [data]:
                 self.output_tail.extend(block.get("lines", []))
 
-    @property
-    def history(self) -> Any:
-        return self.get_history()  # type: ignore[attr-defined]
-
 
 class Client(Ops):
     """A connection to one agent. Thread-safe; events arrive on a reader thread."""

@@ -125,6 +125,11 @@ class OpCalls:
     def _forget_pause(self) -> None:
         """A resuming op is on its way: forget the pause this caller knew."""
 
+    @property
+    def history(self) -> Any:
+        """The last 200 steps (the console's `info history`)."""
+        return self.get_history()  # type: ignore[attr-defined]
+
 
 def _method(op: Op) -> Any:
     params = [inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD)]

@@ -6,7 +6,6 @@ the paused training thread, without a socket. Its methods are the client's
 
 from __future__ import annotations
 
-from collections import deque
 from typing import TYPE_CHECKING, Any
 
 from stepdbg.agent.serve.handlers import Handlers
@@ -35,8 +34,6 @@ class LocalCalls(OpCalls):
     remote = False  # the console is on the job's own terminal: Ctrl-C reaches the job itself
 
     def __init__(self, session: Session) -> None:
-        self.session = session
-        self.output_tail: deque[str] = deque()
         self._dispatch = protocol.Dispatcher(Handlers(session, _Peer()), SCHEMAS)
 
     def call(self, op: str, timeout: float | None = 300, **args: Any) -> Any:
@@ -44,7 +41,3 @@ class LocalCalls(OpCalls):
         if not r["ok"]:
             raise LocalError(r["error"]["code"], r["error"]["message"])
         return r["result"]
-
-    @property
-    def history(self) -> Any:
-        return self.get_history()  # type: ignore[attr-defined]

@@ -38,9 +38,6 @@ class Views:
         self.evaluator = Evaluator(model, controls, lambda: breaker.paused_stack.selected())
         self.replays: list[dict[str, Any]] = []
 
-    def namespace(self) -> dict[str, Any]:
-        return self.evaluator.namespace()
-
     def summary(self, name: str) -> dict[str, Any]:
         return self.evaluator.summary(name)
 
