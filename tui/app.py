@@ -22,16 +22,17 @@ from . import job_events
 from .break_panel import BreakPanel
 from .controls import ControlActions
 from .dialogs import AskScreen, HelpScreen
+from .memory_panel import MemoryPanel
 from .messages import ConnectionLost, JobEvent, StepSummary
 from .panels import (
     BreakpointsPanel,
     LogPanel,
-    MemoryPanel,
     ModelPanel,
     OptimizerPanel,
     RanksPanel,
     TensorPanel,
     ThreadsPanel,
+    module_expression,
     render_header,
 )
 from .plots import PlotsPanel
@@ -323,11 +324,12 @@ class StepdbgApp(ControlActions, App[str | None]):
         self.query_one(TensorPanel).show(s, values)
 
     @on(DataTable.RowSelected, "#model-table")
-    def module_selected(self, event: DataTable.RowSelected) -> None:
+    @on(DataTable.RowSelected, "#mem-largest")
+    def open_in_tensor_panel(self, event: DataTable.RowSelected) -> None:
+        """A module's first parameter (Model panel), or one of the largest tensors (Memory)."""
         name = str(event.row_key.value)
-        path = "model" if name == "(root)" else "model." + ".".join(
-            f"[{p}]" if p.isdigit() else p for p in name.split(".")).replace(".[", "[")
-        self.query_one("#tensor-name", Input).value = f"next(({path}).parameters(), None)"
+        self.query_one("#tensor-name", Input).value = (
+            module_expression(name) if event.data_table.id == "model-table" else name)
         self.query_one(TabbedContent).active = "tensor"
         self.tensor_submitted()
 

@@ -15,7 +15,7 @@ from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.widgets import DataTable, Input, Label, RichLog, Sparkline, Static
 
-from stepdbg.wire.conditions import ConditionError, format_size, parse
+from stepdbg.wire.conditions import ConditionError, parse
 
 
 def num(v: Any, digits: int = 4) -> str:
@@ -32,24 +32,14 @@ def bad(v: Any) -> bool:
     return isinstance(v, str) and v in ("nan", "inf", "-inf") or (isinstance(v, float) and not math.isfinite(v))
 
 
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
 # ---------------------------------------------------------------------- model
+
+
+def module_expression(name: str) -> str:
+    """The expression of a module's first parameter, from its name in the module tree."""
+    path = "model" if name == "(root)" else "model." + ".".join(
+        f"[{p}]" if p.isdigit() else p for p in name.split(".")).replace(".[", "[")
+    return f"next(({path}).parameters(), None)"
 
 
 def grad_ratio(row: dict[str, Any]) -> float | None:
@@ -160,43 +150,6 @@ class OptimizerPanel(Vertical):
             if not info["schedulers"]:
                 lines.append("no LR scheduler")
         self.query_one("#opt-state", Static).update("\n".join(lines))
-
-
-class MemoryPanel(Vertical):
-    DEFAULT_CSS = "MemoryPanel Sparkline { height: 4; }"
-
-    def compose(self) -> ComposeResult:
-        yield Static(id="mem-now")
-        yield Label("memory over steps", classes="hint")
-        yield Sparkline([], id="mem-hist")
-
-    def show(self, mem: dict[str, Any], history: list[dict[str, Any]]) -> None:
-        lines = [f"host RSS {format_size(mem.get('host_rss') or 0)}"]
-        for d in mem.get("cuda", []):
-            lines.append(f"cuda:{d['device']} {d['name']}: allocated {format_size(d['allocated'])}, reserved "
-                         f"{format_size(d['reserved'])}, peak {format_size(d['peak_allocated'])} of "
-                         f"{format_size(d['total'])}")
-        if not mem.get("cuda"):
-            lines.append("no CUDA in use: mem>SIZE compares host RSS")
-        lines.append(snapshot_line(mem))
-        self.query_one("#mem-now", Static).update("\n".join(lines))
-        series = [h["mem"] for h in history if isinstance(h.get("mem"), (int, float))]
-        self.query_one("#mem-hist", Sparkline).data = series
-        if series:
-            self.query_one(".hint", Label).update(
-                f"memory over steps: {format_size(series[0])} → {format_size(series[-1])}")
-
-
-def snapshot_line(mem: dict[str, Any]) -> str:
-    """The snapshots a rewind (R, or `rewind [STEP]` on the REPL line) can go back to."""
-    snaps = mem.get("snapshots") or []
-    if not mem.get("keep_every"):
-        return "no snapshots kept: start with --keep-every N to be able to rewind"
-    if not snaps:
-        return f"snapshots every {mem['keep_every']} steps: none yet"
-    kept = ", ".join(f"step {s['step']}{' (tried)' if s.get('tried') else ''}" for s in snaps)
-    return (f"snapshots every {mem['keep_every']} steps ({mem.get('keep')} kept, "
-            f"{format_size(snaps[-1]['bytes'])} each): {kept}; R rewinds")
 
 
 # ---------------------------------------------------------------------- breakpoints, threads, log

@@ -89,8 +89,10 @@ class StepPlot(PlotextPlot):
             return Text(f"this plot could not be drawn: {type(exc).__name__}: {exc}", style="dim")
 
 
-def drawing(steps: list[int], values: list[float], log: bool, break_step: int | None) -> Callable[[Plot], None]:
-    """The plotext calls that draw one series, to run on a cleared figure."""
+def drawing(steps: list[int], values: list[float], log: bool, break_step: int | None,
+            label: Callable[[float], str] | None = None) -> Callable[[Plot], None]:
+    """The plotext calls that draw one series, to run on a cleared figure; `label` writes
+    the value axis's numbers (sizes in bytes, for memory)."""
 
     def draw(plt: Plot) -> None:
         if not values:
@@ -99,6 +101,10 @@ def drawing(steps: list[int], values: list[float], log: bool, break_step: int | 
         plt.yscale("log" if log else "linear")
         if log:
             plt.yticks(*decade_ticks(min(values), max(values)))
+        elif label is not None:
+            lo, hi = min(values), max(values)
+            ticks = [lo + (hi - lo) * k / 4 for k in range(5)] if hi > lo else [lo]
+            plt.yticks(ticks, [label(t) for t in ticks])
         last = steps[-1] if break_step is None else max(break_step, steps[-1])
         if break_step is not None:  # inside the frame, not on its edge
             plt.vline(break_step, "red")

@@ -6,9 +6,9 @@ from typing import Any
 
 from textual.widgets import Input
 
+from .memory_panel import MemoryPanel
 from .panels import (
     BreakpointsPanel,
-    MemoryPanel,
     ModelPanel,
     OptimizerPanel,
     RanksPanel,

@@ -53,6 +53,24 @@ class Source(Protocol):
 
 DEMO_FILE = "/work/demos/nan_log.py"
 
+# What demos/nan_log.py's break at step 30 counts, with --record-memory (a real run's census).
+MEMORY = {
+  "by_category": {"parameters": 1284, "gradients": 0, "optimizer_state": 2584, "batch": 2048, "activations": 10752, "other_tensors": 256, "stepdbg": 5056},
+  "counted": 21980, "holders": [{"name": "head.1", "bytes": 8192, "tensors": 1}, {"name": "head.0", "bytes": 2048, "tensors": 1}, {"name": "loss (its autograd graph)", "bytes": 512, "tensors": 2}, {"name": "loss", "bytes": 256, "tensors": 1}],
+  "largest": [
+    {"name": "saved by head.1", "category": "activations", "bytes": 8192, "shape": [64, 32], "dtype": "float32", "device": "cpu"},
+    {"name": "replay capture: rng['cpu']", "category": "stepdbg", "bytes": 5056, "shape": [5056], "dtype": "uint8", "device": "cpu"},
+    {"name": "x", "category": "batch", "bytes": 2048, "shape": [64, 8], "dtype": "float32", "device": "cpu"},
+    {"name": "saved by head.0", "category": "activations", "bytes": 2048, "shape": [64, 8], "dtype": "float32", "device": "cpu"},
+    {"name": "head.0.weight", "category": "parameters", "bytes": 1024, "shape": [32, 8], "dtype": "float32", "device": "cpu"},
+    {"name": "opt.state[head.0.weight].exp_avg", "category": "optimizer_state", "bytes": 1024, "shape": [32, 8], "dtype": "float32", "device": "cpu"},
+    {"name": "opt.state[head.0.weight].exp_avg_sq", "category": "optimizer_state", "bytes": 1024, "shape": [32, 8], "dtype": "float32", "device": "cpu"},
+    {"name": "MseLossBackward0 in loss's graph", "category": "activations", "bytes": 256, "shape": [64, 1], "dtype": "float32", "device": "cpu"},
+    {"name": "MseLossBackward0 in loss's graph (2)", "category": "activations", "bytes": 256, "shape": [64, 1], "dtype": "float32", "device": "cpu"},
+    {"name": "loss", "category": "other_tensors", "bytes": 256, "shape": [], "dtype": "float32", "device": "cpu"},
+  ],
+}
+
 BREAK = {
     "step": 30, "phase": "before_backward", "condition": "nan",
     "reason": "loss is nan; the model output is already non-finite: it was born in the forward",
@@ -232,7 +250,7 @@ class FakeSource:
     async def memory(self) -> dict[str, Any]:
         self._call("memory")
         return {"host_rss": 331_000_000, "cuda": [], "snapshots": copy.deepcopy(self.snapshots), "keep_every": 5,
-                "keep": 2}
+                "keep": 2, "step": 30, "now": 331_000_000, "record_memory": True, **copy.deepcopy(MEMORY)}
 
     async def get_history(self, last: int = 200) -> list[dict[str, Any]]:
         self._call("history")

@@ -31,9 +31,11 @@ from stepdbg.agent.breaks.rewind import Rewinder
 from stepdbg.agent.breaks.rewind_plan import RewindPlan
 from stepdbg.agent.bus import Bus
 from stepdbg.agent.doctor.run_end import cannot_overfit_here, finish_early
+from stepdbg.agent.measure.memory import record_history
 from stepdbg.agent.step.activations import ActivationWatch
 from stepdbg.agent.step.hooks import Guard
 from stepdbg.agent.step.optimizer_phase import opt_params
+from stepdbg.agent.step.saved_activations import SavedActivations
 from stepdbg.agent.step.step_model import StepModel
 from stepdbg.agent.step.wrappers import find_existing_optimizers
 from stepdbg.agent.views.views import Views
@@ -76,6 +78,9 @@ class Session:
             attach_command=lambda: self.server.attach_command if self.server else "", stop=self.stop)
         self.model.armed = "replay" in actions or config.doctor
         self.model.overfit = config.overfit
+        if config.record_memory:
+            self.model.saved = SavedActivations()
+            self.breaker.record_memory = record_history(True)
         self.doctor: Any = None  # a diagnostics.Doctor when the rules are on (stepdbg doctor)
         if config.doctor:
             from stepdbg.agent.doctor.diagnostics import Doctor

@@ -164,6 +164,11 @@ def add_run_options(p: argparse.ArgumentParser, tui: bool = True) -> None:
                    help="after a rewind, the LR is F times its value for --rewind-lr-steps steps")
     r.add_argument("--rewind-lr-steps", metavar="M", type=_count("--rewind-lr-steps"), default=None,
                    help="how many steps --rewind-lr-scale lasts (default 100 when F is given)")
+    m = p.add_argument_group("memory")
+    m.add_argument("--record-memory", action="store_true",
+                   help="name the module that saved each activation (a Python call per saved tensor) and, on "
+                        "CUDA, record torch's allocation history: a break or an out-of-memory error writes "
+                        "memory-STEP.pickle for pytorch.org/memory_viz")
     if tui:
         g.add_argument("--no-tui", action="store_true", help="at a terminal, run headless instead of opening the TUI")
     g.add_argument("-q", "--quiet", action="store_true", help="no stepdbg messages on stderr (the report has all)")
@@ -189,6 +194,7 @@ class RunConfig:
     forward_output: bool = False
     tui: bool = True
     rewind: dict[str, Any] = field(default_factory=dict)  # Rewinder.configure's arguments
+    record_memory: bool = False
     doctor: dict[str, Any] | None = None  # doctor/overfit: {"steps": N, "overfit": bool, "json": bool}
     torchrun: list[str] | None = None  # torchrun's own arguments: every rank gets an agent
     python: str = sys.executable
@@ -205,7 +211,7 @@ class RunConfig:
             actions_given=bool(self.actions), report=self.report, quiet=self.quiet, serve=self.serve,
             listen=self.listen, detach_timeout=self.detach_timeout, forward_output=self.forward_output,
             rewind=self.rewind, doctor=bool(self.doctor), stop_after=doctor.get("steps"),
-            overfit=bool(doctor.get("overfit")),
+            overfit=bool(doctor.get("overfit")), record_memory=self.record_memory,
         ).to_json()
 
 
@@ -214,7 +220,7 @@ def run_config(ns: argparse.Namespace, serve: bool = False) -> RunConfig:
     interpreter is found, torchrun's arguments are split from the script's."""
     cfg = RunConfig(breaks=ns.breaks, actions=ns.actions, report=ns.report, quiet=ns.quiet, serve=serve,
                     listen=ns.listen, detach_timeout=ns.detach_timeout, forward_output=ns.forward_output,
-                    tui=not getattr(ns, "no_tui", True))
+                    tui=not getattr(ns, "no_tui", True), record_memory=getattr(ns, "record_memory", False))
     cfg.rewind = rewind_options(ns)
     rest = (["-m"] if ns.as_module else []) + [ns.script, *ns.args]
     if rest[0] == "torchrun":

@@ -17,7 +17,8 @@ import sys
 import threading
 from typing import Any
 
-from ..wire.conditions import ConditionError, format_size
+from ..wire.conditions import ConditionError
+from .memory_text import memory_lines
 
 HELP = """\
 stepdbg console:
@@ -374,11 +375,8 @@ def _info(target: Any, what: str) -> None:  # noqa: C901, PLR0912 - one branch p
     elif what == "torchinfo":
         _out(target.model_summary() or "no model forward seen yet")
     elif what == "mem":
-        m = target.memory()
-        _out(f"host RSS {format_size(m['host_rss'] or 0)}")
-        for d in m["cuda"]:
-            _out(f"cuda:{d['device']} allocated {format_size(d['allocated'])} reserved "
-                 f"{format_size(d['reserved'])} peak {format_size(d['peak_allocated'])}")
+        for line in memory_lines(target.memory()):
+            _out(line)
     elif what in ("opt", "optimizer"):
         _show(target.optimizer_info())
     elif what == "threads":

@@ -25,7 +25,7 @@ from stepdbg.agent.breaks.breakpoints import Breakpoints, break_scalars
 from stepdbg.agent.breaks.controls import EXIT_ABORT, Abort, Break, Controls
 from stepdbg.agent.breaks.ranks import Ranks
 from stepdbg.agent.bus import Bus
-from stepdbg.agent.measure import failures
+from stepdbg.agent.measure import failures, memory, oom, tensors
 from stepdbg.agent.measure.frames import PausedStack, framework_frame, user_frame, where_of
 from stepdbg.agent.step.activations import ActivationWatch
 from stepdbg.agent.step.step_model import StepModel
@@ -56,6 +56,7 @@ class Breaker:
         self.breaks: list[Break] = []
         self.paused_stack = PausedStack()  # the user's frames at a pause; u/d select one
         self.hooks: ActionHooks | None = None
+        self.record_memory = False  # CUDA allocation history is on: a break writes memory-STEP.pickle
 
     # ------------------------------------------------------------------ the breakpoints
 
@@ -126,6 +127,11 @@ class Breaker:
             "locals": failures.tensor_locals(frame) if frame is not None else {},
             "module": failures.failing_module(self.model.roots.values(), [f for f, _ in frames]),
         }
+        if memory.is_oom(exc):
+            details["oom"] = self.guard("memory", self._oom, exc, PausedStack.from_traceback(frames).frames)
+            cause = (details["oom"] or {}).get("cause")
+            if cause:
+                self.bus.say(f"out of memory, {cause['rule']}: {cause['text']}")
         self.model.reset_depths()
         brk = self.take(cond.spec, f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}",
                         details=details, phase="exception",
@@ -134,6 +140,17 @@ class Breaker:
         if brk.where and lineno:
             brk.where = where_of(frame, lineno)
         return brk
+
+    def _oom(self, exc: BaseException, frames: list[tuple[FrameType, int]]) -> dict[str, Any]:
+        """What an out-of-memory break says: the census at the error, and its cause (oom.py)."""
+        m, st = self.model, self.model.current
+        user = [f for f, _ in frames]
+        batch = None
+        if st is not None and st.batch_shape and m.capture.get("step") == st.index:
+            args = m.capture.get("args")
+            first = tensors.first_tensor(args if args else m.capture.get("kwargs"))
+            batch = {"shape": st.batch_shape, "origin": oom.batch_origin(user, first)}
+        return oom.explain(exc, m.census(user), list(m.history), batch, memory.memory()["cuda"])
 
     def pause_for_rank(self, req: dict[str, Any]) -> None:
         """Every rank, the one that broke included, pauses here for a rank's break."""
@@ -183,6 +200,8 @@ class Breaker:
         brk = Break(step=st.index if st else self.model.step, phase=phase or (st.phase if st else "none"),
                     condition=condition, reason=reason, scalars=break_scalars(self.model), where=where_of(frame),
                     details=details or {}, conditions=conditions or [condition])
+        if self.record_memory:
+            brk.details["memory_snapshot"] = memory.dump_snapshot(f"memory-{brk.step}.pickle")
         if brk.where is not None and framework is not None:  # the trainer's frame, beside the user's
             brk.where["framework"] = {k: v for k, v in (where_of(framework) or {}).items() if k != "code"}
         self.breaks.append(brk)

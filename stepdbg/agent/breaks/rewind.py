@@ -67,6 +67,7 @@ class Rewinder:
         self.lr_steps = 0
         self.max_rewinds: int | None = None
         self.snapshots: list[Snapshot] = []
+        model.kept_by_stepdbg.append(self.copies)
         self.rewinds = 0
         self.taken = 0
         self.agreed_step = -1  # the last step a rewind agreed between ranks was done at
@@ -249,6 +250,10 @@ class Rewinder:
             else:
                 g["lr"] = lr
         self._scaled = []
+
+    def copies(self) -> list[tuple[str, torch.Tensor]]:
+        """The snapshots' copies of the training state (the memory census counts them)."""
+        return [(f"rewind snapshot of step {s.step}", saved) for s in self.snapshots for _, saved in s.pairs]
 
     def listing(self) -> list[dict[str, Any]]:
         return [{"step": s.step, "bytes": s.nbytes, "tried": s.tried} for s in self.snapshots]

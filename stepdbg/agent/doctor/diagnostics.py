@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 import os
 import statistics
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -20,19 +21,20 @@ from stepdbg.agent.breaks.breakpoints import stale_grad
 from stepdbg.agent.doctor.measurements import (
     broadcasts,
     count_kind,
-    cuda_snapshot,
     determinism_check,
     has_kind,
-    largest_tensors,
     layer_norms,
     name_span,
     overfit_verdict,
 )
+from stepdbg.agent.measure.frames import user_frame
 from stepdbg.agent.step.optimizer_phase import opt_params
 from stepdbg.agent.step.step_model import StepModel
 from stepdbg.wire.conditions import format_size
 
 SEVERITY_ORDER = {"error": 0, "warning": 1, "info": 2}
+WARMUP_STEPS = 3  # optimizer state and allocator caches are made in the first steps: not growth
+GROWTH_SAMPLES = 10
 DROPOUT_BN = (torch.nn.Dropout, torch.nn.Dropout1d, torch.nn.Dropout2d, torch.nn.Dropout3d,
               torch.nn.AlphaDropout, torch.nn.modules.batchnorm._BatchNorm)
 REGRESSION_LOSSES = ("MseLossBackward0", "L1LossBackward0", "SmoothL1LossBackward0", "HuberLossBackward0")
@@ -73,6 +75,8 @@ class Doctor:
         self._before_update: dict[int, torch.Tensor] = {}
         self.layer_grads: list[dict[str, float]] = []
         self.update_ratios: list[dict[str, float]] = []
+        self.tensor_bytes: list[int] = []  # tensors alive at the end of each step after the warm-up
+        self._last_census: dict[str, Any] = {}
         # Set by the session: where findings and other events go (report, clients, stderr).
         self.notify: Callable[[Finding], None] = lambda f: None
         self.write: Callable[..., None] = lambda event, **fields: None
@@ -192,7 +196,11 @@ class Doctor:
     def on_step_end(self, m: StepModel) -> None:
         hist = list(m.history)
         self._lr_too_high(m, hist)
-        self._memory_growth(m, hist)
+        if m.step > WARMUP_STEPS and "memory_growth" not in self._fired:
+            frame = user_frame(sys._getframe())
+            self._last_census = m.census([frame] if frame is not None else [])
+            self.tensor_bytes.append(self._last_census["counted"])
+            self._memory_growth(m)
         self._slow_loader(m, hist)
 
     # ------------------------------------------------------------------ rules
@@ -264,20 +272,25 @@ class Doctor:
                      f"{norms[0]:.3g} to {norms[-1]:.3g} in {len(pts)} steps at lr {lrs[0] if lrs else '?'}",
                      "lower the learning rate 10x (pin it live with 'lr X pin'), add warmup and clipping")
 
-    def _memory_growth(self, m: StepModel, hist: list[dict[str, Any]]) -> None:
-        mem = [h["mem"] for h in hist[-20:] if h["mem"]]
-        if len(mem) < 12:
+    def _memory_growth(self, m: StepModel) -> None:
+        """Like with like: the bytes of live tensors (each storage once, saved activations
+        included) at the end of each step after the warm-up; not RSS, which the allocator
+        and the OS move on their own."""
+        mem = self.tensor_bytes[-20:]
+        if len(mem) < GROWTH_SAMPLES:
             return
         rises = sum(b > a for a, b in zip(mem, mem[1:], strict=False))
         grow = mem[-1] - mem[0]
-        if rises >= 0.75 * (len(mem) - 1) and grow > max(20e6, 0.1 * mem[0]):
+        if rises >= 0.75 * (len(mem) - 1) and grow > max(4e6, 0.1 * mem[0]):
             per_step = grow / (len(mem) - 1)
+            holder = next((h for h in self._last_census["holders"] if not h["name"].startswith("batch")), None)
+            held = f"; {holder['name']} holds {format_size(holder['bytes'])}" if holder else ""
             self.add(m, "memory_growth", "error",
-                     f"memory grew in {rises} of the last {len(mem) - 1} steps, by {format_size(grow)} "
-                     f"({format_size(per_step)} per step): something keeps tensors alive across steps",
+                     f"live tensors grew in {rises} of the last {len(mem) - 1} steps, by {format_size(grow)} "
+                     f"({format_size(per_step)} per step){held}: something keeps tensors alive across steps",
                      "look for a tensor kept across steps, e.g. 'total += loss' (use loss.item()) or "
                      "outputs appended to a list without .detach()",
-                     largest_tensors=largest_tensors(), snapshot=cuda_snapshot())
+                     holders=self._last_census["holders"], largest=self._last_census["largest"][:5])
 
     def _slow_loader(self, m: StepModel, hist: list[dict[str, Any]]) -> None:
         """The same data wait as data_wait>S: DataLoader time, or a get_batch loop's host time."""

@@ -1,12 +1,9 @@
-"""What the doctor's rules measure: module counts, per-layer gradient norms, the largest
-tensors and a CUDA memory snapshot (out of memory), a determinism check (the same step
-twice), and the verdict on an overfit run. Plain functions over torch objects."""
+"""What the doctor's rules measure: module counts, per-layer gradient norms, a
+determinism check (the same step twice), and the verdict on an overfit run. Plain functions over torch objects."""
 
 from __future__ import annotations
 
-import gc
 import math
-import os
 from typing import Any
 
 import torch
@@ -54,32 +51,6 @@ def layer_norms(m: StepModel, params: list[torch.nn.Parameter], grads: bool) -> 
             out[name or "(root)"] = math.sqrt(sum(v * v for v in norms[i:i + len(ts)]))
             i += len(ts)
     return out
-
-
-def largest_tensors(n: int = 5) -> list[dict[str, Any]]:
-    """The largest live tensors (a gc walk: only on the bad path)."""
-    found = []
-    for obj in gc.get_objects():
-        try:
-            if isinstance(obj, torch.Tensor) and not obj.is_sparse:
-                found.append((obj.numel() * obj.element_size(), obj))
-        except Exception:
-            continue
-    found.sort(key=lambda t: t[0], reverse=True)
-    return [{"bytes": b, "shape": list(t.shape), "dtype": str(t.dtype).removeprefix("torch."),
-             "device": str(t.device), "grad_fn": t.grad_fn.name() if t.grad_fn is not None else None}
-            for b, t in found[:n]]
-
-
-def cuda_snapshot(path: str = "stepdbg_memory_snapshot.pickle") -> str | None:
-    """On CUDA with memory history recording on, dump a snapshot the PyTorch memory viewer opens."""
-    if not (torch.cuda.is_available() and torch.cuda.is_initialized()):
-        return None
-    try:
-        torch.cuda.memory._dump_snapshot(path)
-    except Exception:
-        return None
-    return os.path.abspath(path)
 
 
 # ---------------------------------------------------------------------- determinism (row 11)

@@ -1,9 +1,12 @@
-"""Memory: host RSS (read every step, so /proc/self/statm is kept open) and CUDA's
-allocated / reserved / peak per device, where CUDA is in use."""
+"""Memory: host RSS (read every step, so /proc/self/statm is kept open); CUDA's
+allocated / reserved / peak per device, where CUDA is in use, with what the allocator holds
+but no tensor uses; what an out-of-memory error asked for; torch's allocation history and
+the snapshot file pytorch.org/memory_viz opens (``--record-memory``)."""
 
 from __future__ import annotations
 
 import os
+import re
 from typing import Any
 
 import torch
@@ -48,5 +51,63 @@ def memory() -> dict[str, Any]:
                 "reserved": torch.cuda.memory_reserved(d),
                 "peak_allocated": torch.cuda.max_memory_allocated(d),
                 "total": torch.cuda.get_device_properties(d).total_memory,
+                "fragmented": _stat(d, "inactive_split_bytes.all.current"),
             })
     return out
+
+
+def _stat(device: int, key: str) -> int | None:
+    try:
+        return int(torch.cuda.memory_stats(device).get(key, 0))
+    except Exception:
+        return None
+
+
+# ---------------------------------------------------------------------- out of memory
+
+_UNITS = {"B": 1, "KiB": 2**10, "MiB": 2**20, "GiB": 2**30, "TiB": 2**40}
+
+
+def is_oom(exc: BaseException) -> bool:
+    """torch's OutOfMemoryError (CUDA, and the other accelerators), or the CPU allocator's
+    "can't allocate memory" RuntimeError."""
+    oom = getattr(torch, "OutOfMemoryError", None)
+    if oom is not None and isinstance(exc, oom):
+        return True
+    return isinstance(exc, RuntimeError) and "can't allocate memory" in str(exc)
+
+
+def asked_bytes(exc: BaseException) -> int | None:
+    """The bytes the failing allocation asked for, read from the error's message."""
+    text = str(exc)
+    m = re.search(r"tried to allocate (\d+) bytes", text, re.IGNORECASE)
+    if m:
+        return int(m.group(1))
+    m = re.search(r"Tried to allocate ([\d.]+) (B|KiB|MiB|GiB|TiB)", text)
+    return int(float(m.group(1)) * _UNITS[m.group(2)]) if m else None
+
+
+# ---------------------------------------------------------------------- --record-memory
+
+
+def record_history(on: bool) -> bool:
+    """Turn torch's CUDA allocation history on (the stacks memory_viz shows); False where
+    there is no CUDA to record."""
+    if not torch.cuda.is_available():
+        return False
+    try:
+        torch.cuda.memory._record_memory_history(enabled="all" if on else None)
+    except Exception:
+        return False
+    return on
+
+
+def dump_snapshot(path: str) -> str | None:
+    """Write the allocation history to `path` (a pickle pytorch.org/memory_viz opens)."""
+    if not _cuda_used():
+        return None
+    try:
+        torch.cuda.memory._dump_snapshot(path)
+    except Exception:
+        return None
+    return os.path.abspath(path)

@@ -16,17 +16,18 @@ import time
 import warnings
 import weakref
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import torch
 
-from stepdbg.agent.measure import tensors
+from stepdbg.agent.measure import census, tensors
 from stepdbg.agent.measure.frames import caller_kwargs
 from stepdbg.agent.measure.memory import memory_in_use
 from stepdbg.agent.step.data_wait import DataWait
 from stepdbg.agent.step.hooks import Guard, HookSet, around_calls, own_id
 from stepdbg.agent.step.optimizer_phase import OptimizerPhase, opt_params
+from stepdbg.agent.step.saved_activations import SavedActivations
 from stepdbg.agent.step.step_state import StepListener, StepState
 from stepdbg.agent.step.wrappers import patch_step_calls, patch_trainer_objects
 
@@ -47,6 +48,8 @@ class StepModel:
         # buffers (when armed), output, grad_output (when armed), loss, batch, loader.
         self.capture: dict[str, Any] = {}
         self.armed = False  # keep what a replay of the backward needs (costs one output-sized tensor)
+        self.saved: SavedActivations | None = None  # saved activations by module (--record-memory)
+        self.kept_by_stepdbg: list[Callable[[], Iterable[tuple[str, Any]]]] = []  # rewind snapshots
         self.roots: weakref.WeakValueDictionary[int, torch.nn.Module] = weakref.WeakValueDictionary()
         self.optimizers: weakref.WeakSet[torch.optim.Optimizer] = weakref.WeakSet()
         self.schedulers: weakref.WeakSet[Any] = weakref.WeakSet()
@@ -245,7 +248,11 @@ class StepModel:
         cap["grad_output"] = None
         if self.armed:
             cap["buffers"] = {n: b.detach().clone() for n, b in module.named_buffers()}
+        if self.saved is not None:
+            self.saved.start(module)
         if st.forwards == 1 and st.backward_calls == 0:
+            first = tensors.first_tensor(args if args else cap["kwargs"])  # HF models take input_ids=
+            st.batch_shape = list(first.shape) if first is not None else None
             st.data_wait = self.data.first_forward(bool(st.loader_calls), st.loader_wait)
             if "batch" not in cap or not st.loader_calls:
                 cap["batch"] = args[0] if len(args) == 1 else args
@@ -255,6 +262,8 @@ class StepModel:
     def _on_root_forward_done(self, module: torch.nn.Module, output: Any) -> None:
         self._in_forward_of = None
         self.capture["output"] = output
+        if self.saved is not None:
+            self.saved.stop()
         if self.armed:
             out = tensors.first_tensor(output)
             if out is not None and out.requires_grad:
@@ -312,6 +321,7 @@ class StepModel:
             "data_wait": st.data_wait,
             "step_time": now - st.started,
             "mem": memory_in_use(),
+            "batch_shape": st.batch_shape,
             "skipped": st.skip or st.skipped_by_scaler,
             "skipped_by_scaler": st.skipped_by_scaler,
         }
@@ -320,9 +330,9 @@ class StepModel:
         self.current = None
         if self._discovery and self.roots:
             self._settle_roots()
-        self.data.step_ended(now)
         self.in_optimizer_step = False
         self.listener.on_step_end(record)
+        self.data.step_ended(time.perf_counter())  # what the listener took is nobody's data wait
 
     # ------------------------------------------------------------------ measuring
 
@@ -360,6 +370,17 @@ class StepModel:
             for i, p in enumerate(params)
             if (p.grad is not None or not grads)
         ]
+
+    def census(self, frames: list[Any], everything: bool = True) -> dict[str, Any]:
+        """Memory by category (census.py), with the paused `frames`' variables for names."""
+        cap = self.capture
+        own = [*census.named_in("replay capture: rng", cap.get("rng")),
+               *census.named_in("replay capture: buffers", cap.get("buffers")),
+               *census.named_in("replay capture: grad_output", cap.get("grad_output"))]
+        for kept in self.kept_by_stepdbg:
+            own += kept()
+        return census.take(list(self.roots.values()), list(self.optimizers), cap.get("batch"), frames,
+                           self.saved.live() if self.saved is not None else None, own, everything)
 
     def lrs(self) -> list[float]:
         for opt in list(self.optimizers):

@@ -18,6 +18,7 @@ class StepState:
     loader_wait: float = 0.0
     loader_calls: int = 0
     data_wait: float | None = None
+    batch_shape: list[int] | None = None  # the first tensor of the model's first call
     losses: list[float] = field(default_factory=list)
     grad_norm: float | None = None
     clip_norm: float | None = None

@@ -18,8 +18,8 @@ from stepdbg.agent.breaks.controls import Controls
 from stepdbg.agent.breaks.ranks import Ranks
 from stepdbg.agent.breaks.rewind import Rewinder
 from stepdbg.agent.bus import Bus
-from stepdbg.agent.measure import threads
-from stepdbg.agent.measure.memory import memory
+from stepdbg.agent.measure import tensors, threads
+from stepdbg.agent.measure.memory import memory, memory_in_use
 from stepdbg.agent.step.step_model import StepModel
 from stepdbg.agent.views import inspection
 from stepdbg.agent.views.evaluate import Evaluator
@@ -37,8 +37,15 @@ class Views:
         self.pid = os.getpid()
         self.evaluator = Evaluator(model, controls, lambda: breaker.paused_stack.selected())
         self.replays: list[dict[str, Any]] = []
+        self._census: tuple[Any, dict[str, Any], dict[str, Any]] | None = None  # (pause, census, refs)
 
     def summary(self, name: str) -> dict[str, Any]:
+        """A tensor's summary: one of the memory census's largest by its name (a parameter's
+        optimizer state, a saved activation), else any expression in the paused frame."""
+        ref = self._census[2].get(name) if self._census and self._census[0] is self.controls.paused else None
+        t = ref() if ref is not None else None
+        if t is not None:
+            return self.controls.on_training_thread(lambda: tensors.summarize(t, name))
         return self.evaluator.summary(name)
 
     def slice(self, name: str, index: str = "", limit: int = 256) -> list[Any]:
@@ -62,9 +69,25 @@ class Views:
         return inspection.optimizer_info(list(self.model.optimizers), list(self.model.schedulers), self.changer.pins)
 
     def memory(self) -> dict[str, Any]:
-        """Host and CUDA memory, and the snapshots kept for a rewind (rewind.py)."""
+        """Host and CUDA memory; at a pause, memory by category and the largest tensors
+        (census.py, counted once per pause); the snapshots kept for a rewind (rewind.py)."""
         r = self.rewinder
-        return {**memory(), "snapshots": r.listing(), "keep_every": r.every, "keep": r.keep}
+        out = {**memory(), "snapshots": r.listing(), "keep_every": r.every, "keep": r.keep,
+               "step": self.model.step, "now": memory_in_use(), "by_category": None,
+               "record_memory": self.model.saved is not None}
+        paused = self.controls.paused
+        if paused is None:
+            return out
+        if self._census is None or self._census[0] is not paused:
+            counted = self.controls.on_training_thread(
+                lambda: self.model.census([f for f, _ in self.breaker.paused_stack.frames]))
+            self._census = (paused, counted, counted.pop("refs"))
+        counted = self._census[1]
+        for d in out["cuda"]:
+            used = sum(counted["by_device"].get(f"cuda:{d['device']}", {}).values())
+            d["unattributed"] = max(0, d["allocated"] - used)
+        return {**out, **counted, "step": paused.step, "memory_snapshot": paused.details.get("memory_snapshot"),
+                "oom": paused.details.get("oom")}
 
     def timings(self) -> dict[str, Any]:
         st = self.model.current

@@ -1,0 +1,102 @@
+"""The Memory panel: what holds the memory at a pause, by category with bars; the largest
+tensors (Enter opens one in the Tensor panel); each device's allocator line; the cause of
+an out-of-memory break; and memory at the end of each step, plotted with axes, the
+paused step's value (at an out-of-memory break, what it asked for) marked in red."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.table import Table
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.containers import VerticalScroll
+from textual.widgets import DataTable, Label, Static
+
+from stepdbg.client.memory_text import LABELS, allocator_lines, bar, category_rows, snapshot_hint
+from stepdbg.wire.conditions import format_size
+
+from .plots import StepPlot, drawing, log_scale, points
+
+
+class MemoryPanel(VerticalScroll):
+    DEFAULT_CSS = """
+    MemoryPanel #mem-largest { height: auto; max-height: 12; }
+    MemoryPanel StepPlot { height: 11; }
+    MemoryPanel Label { width: 1fr; }
+    """
+
+    def compose(self) -> ComposeResult:
+        yield Static(id="mem-now")
+        yield Static(id="mem-categories")
+        yield Label("largest tensors (Enter opens one in the Tensor panel)", classes="hint")
+        yield DataTable(id="mem-largest", cursor_type="row", zebra_stripes=True)
+        yield Label(id="mem-plot-label", classes="hint")
+        yield StepPlot(id="mem-plot")
+
+    def on_mount(self) -> None:
+        self.query_one(DataTable).add_columns("size", "tensor", "category", "dtype", "shape", "device")
+
+    def show(self, mem: dict[str, Any], history: list[dict[str, Any]]) -> None:
+        lines = allocator_lines(mem)
+        oom = mem.get("oom")
+        if oom and oom.get("cause"):
+            lines.append(f"out of memory ({format_size(oom.get('asked') or 0)} asked), "
+                         f"{oom['cause']['rule']}: {oom['cause']['text']}")
+        lines += [x for x in (snapshot_hint(mem), snapshot_line(mem)) if x]
+        self.query_one("#mem-now", Static).update(Text("\n".join(lines)))  # shapes in [] are not markup
+        self.query_one("#mem-categories", Static).update(category_table(mem))
+        t = self.query_one(DataTable)
+        t.clear()
+        for r in mem.get("largest") or []:
+            t.add_row(*(Text(v) for v in (format_size(r["bytes"]), r["name"], LABELS.get(r["category"], r["category"]),
+                                           r["dtype"], str(r["shape"]), r["device"])), key=r["name"])
+        self.show_plot(mem, history)
+
+    def show_plot(self, mem: dict[str, Any], history: list[dict[str, Any]]) -> None:
+        steps, values = points(history, "mem")
+        marked = mem.get("step") if mem.get("by_category") is not None else None
+        now = mem.get("now")
+        oom = mem.get("oom") or {}
+        what = "memory now"
+        if marked is not None and isinstance(now, (int, float)):
+            if oom.get("asked"):
+                now, what = now + oom["asked"], "in use + asked"
+            steps, values = [*steps, marked], [*values, float(now)]
+        log = log_scale(values)
+        text = "memory at the end of each step (CUDA allocated, else host RSS)"
+        if values:
+            text += f": {format_size(values[0])} → {format_size(values[-1])}"
+            if marked is not None:
+                text += f" · step {marked}: {what} (red line)"
+            if log:
+                text += " · log scale"
+        self.query_one("#mem-plot-label", Label).update(text)
+        plot = self.query_one(StepPlot)
+        plot.draw = drawing(steps, values, log, marked, format_size)
+        plot.refresh()
+
+
+def category_table(mem: dict[str, Any]) -> Any:
+    """Memory by category with bars, or why there is none yet."""
+    if mem.get("by_category") is None:
+        return "memory by category is counted at a pause"
+    t = Table(box=None, padding=(0, 1), title=f"tensors by category: {format_size(mem.get('counted') or 0)} "
+                                               f"counted, each storage once", title_justify="left")
+    for col, justify in (("category", "left"), ("size", "right"), ("", "left"), ("share", "right")):
+        t.add_column(col, justify=justify)  # type: ignore[arg-type]
+    for label, n, share in category_rows(mem):
+        t.add_row(label, format_size(n), bar(share), f"{share:.0%}")
+    return t
+
+
+def snapshot_line(mem: dict[str, Any]) -> str:
+    """The snapshots a rewind (R, or `rewind [STEP]` on the REPL line) can go back to."""
+    snaps = mem.get("snapshots") or []
+    if not mem.get("keep_every"):
+        return "no snapshots kept: start with --keep-every N to be able to rewind"
+    if not snaps:
+        return f"snapshots every {mem['keep_every']} steps: none yet"
+    kept = ", ".join(f"step {s['step']}{' (tried)' if s.get('tried') else ''}" for s in snaps)
+    return (f"snapshots every {mem['keep_every']} steps ({mem.get('keep')} kept, "
+            f"{format_size(snaps[-1]['bytes'])} each): {kept}; R rewinds")
