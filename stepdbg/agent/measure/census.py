@@ -58,7 +58,7 @@ class Census:
         for name, t in named:
             self.add(t, category, name)
 
-    def result(self, largest: int = 10) -> dict[str, Any]:
+    def result(self, largest: int = 20) -> dict[str, Any]:
         rows = list(self.rows.values())
         by_device: dict[str, dict[str, int]] = {}
         for r in rows:
@@ -91,7 +91,7 @@ def holders(rows: list[dict[str, Any]], most: int = 5) -> list[dict[str, Any]]:
 
 def take(roots: Iterable[torch.nn.Module], optimizers: Iterable[Any], batch: Any,
          frames: list[FrameType], saved: list[tuple[str, torch.Tensor]] | None = None,
-         own: Iterable[tuple[str, Any]] = (), everything: bool = True, largest: int = 10) -> dict[str, Any]:
+         own: Iterable[tuple[str, Any]] = (), everything: bool = True, largest: int = 20) -> dict[str, Any]:
     """The census: the model's parameters and gradients, the optimizers' state, the batch,
     saved activations (recorded per module, else found in the autograd graphs of the
     frames' tensors), the frames' other tensors, stepdbg's `own` and, with `everything`,

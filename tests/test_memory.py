@@ -1,0 +1,261 @@
+"""Memory: by category at a pause (true sizes, each storage once, names a user knows), an
+out-of-memory break that explains itself (a real CPU OOM: the allocator refuses 64 GB on
+this machine), and the doctor's growth rule, quiet on healthy Lightning and HF runs."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+import torch
+from torch import nn
+
+from stepdbg.agent.measure import oom
+
+WAIT = 60
+ROOT = Path(__file__).resolve().parents[1]
+F32 = 4
+
+
+class Net(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.encoder = nn.Linear(64, 512)
+        self.act = nn.Tanh()
+        self.head = nn.Linear(512, 16)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.head(self.act(self.encoder(x)))
+
+
+def paused_after_forward(s, record: dict) -> threading.Thread:
+    """A loop on a thread that stops at step 3 between its forward and its backward."""
+    torch.manual_seed(0)
+    model = Net()
+    opt = torch.optim.Adam(model.parameters())
+    kept = []
+    record.update(model=model, opt=opt)
+
+    def train() -> None:
+        for step in range(5):
+            x, y = torch.randn(256, 64), torch.randn(256, 16)
+            opt.zero_grad(set_to_none=False)  # gradients stay allocated: a category to count
+            loss = nn.functional.mse_loss(model(x), y)
+            kept.append(torch.zeros(25_000))  # 100 KB a step, kept
+            if step == 3:
+                s.breaker.breakpoint(sys._getframe())
+            loss.backward()
+            opt.step()
+
+    t = threading.Thread(target=train, daemon=True)
+    t.start()
+    return t
+
+
+@pytest.mark.parametrize("record_memory", [False, True], ids=["graph-walk", "recorded"])
+def test_categories_match_the_true_sizes_at_a_pause(session_factory, record_memory):
+    s = session_factory("nan", actions=("pause",), record_memory=record_memory)
+    s.attach()
+    got: dict = {}
+    t = paused_after_forward(s, got)
+    assert s.controls.wait_paused(WAIT) is not None
+    mem = s.views.memory()
+    s.detach("continue")
+    t.join(WAIT)
+
+    params = sum(p.numel() for p in got["model"].parameters()) * F32
+    true = {
+        "parameters": params,
+        "gradients": params,  # zeroed, not freed
+        "optimizer_state": 2 * params,  # exp_avg, exp_avg_sq (and four step counters)
+        "batch": 256 * 64 * F32,
+        # tanh's output (saved by tanh and by head), the output and target mse_loss saves
+        "activations": 256 * 512 * F32 + 2 * 256 * 16 * F32,
+    }
+    for cat, size in true.items():
+        assert mem["by_category"][cat] == pytest.approx(size, rel=0.05), (cat, mem["by_category"])
+    names = {r["name"]: r for r in mem["largest"]}
+    assert "opt.state[encoder.weight].exp_avg" in names and "encoder.weight.grad" in names
+    assert names["x"]["category"] == "batch" and names["x"]["shape"] == [256, 64]
+    if record_memory:  # the module whose forward saved it
+        assert names["saved by act"]["bytes"] == 256 * 512 * F32
+    else:  # the variable whose graph keeps it
+        assert any(h["name"] == "loss (its autograd graph)" for h in mem["holders"])
+    kept = 4 * 25_000 * F32  # steps 0-3; other tensors also holds whatever else this process keeps
+    assert {"name": "kept", "bytes": kept, "tensors": 4} in mem["holders"]
+    assert mem["by_category"]["other_tensors"] >= kept
+
+
+def test_one_of_the_largest_opens_by_its_name(session_factory):
+    s = session_factory("nan", actions=("pause",))
+    s.attach()
+    t = paused_after_forward(s, {})
+    s.controls.wait_paused(WAIT)
+    mem = s.views.memory()
+    summary = s.views.summary("opt.state[encoder.weight].exp_avg")  # not a Python expression: the census's name
+    s.detach("continue")
+    t.join(WAIT)
+    assert summary["shape"] == [512, 64] and mem["by_category"]["optimizer_state"] > 0
+
+
+def run_report(tmp_path: Path, script: Path, *extra: str) -> list[dict]:
+    report = tmp_path / "r.jsonl"
+    proc = subprocess.run([sys.executable, "-m", "stepdbg", "--no-tui", "-q", "--report", str(report), *extra,
+                           sys.executable, str(script)], capture_output=True, text=True, cwd=ROOT, timeout=240)
+    assert proc.returncode == 1, proc.stderr[-2000:]  # the script's own exit: the error was not swallowed
+    return [json.loads(line) for line in report.read_text().splitlines()]
+
+
+def test_a_cpu_oom_from_a_batch_jump_names_both_shapes_and_the_line(tmp_path):
+    """demos/oom_batch.py: step 12's batch is 62,500x the usual; its first layer asks 65.5 GB."""
+    events = run_report(tmp_path, ROOT / "demos" / "oom_batch.py")
+    (brk,) = [e for e in events if e["event"] == "break"]
+    assert brk["step"] == 12 and "can't allocate memory" in brk["reason"]
+    got = brk["details"]["oom"]
+    assert got["asked"] == 4_000_000 * 4096 * F32
+    assert got["cause"]["rule"] == "batch_jump"
+    text = got["cause"]["text"]
+    assert "[4000000, 16]" in text and "[64, 16]" in text and "62,500x" in text
+    assert "oom_batch.py:23" in text and "x = torch.randn(batch_rows(step), 16)" in text
+    assert got["by_category"]["batch"] == 4_000_000 * 16 * F32
+    assert got["by_category"]["parameters"] == sum(n * F32 for n in (16 * 4096, 4096, 4096, 1))
+
+
+LEAK = '''
+import torch
+from torch import nn
+
+model = nn.Linear(16, 16)
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+kept = []
+for step in range(30):
+    x = torch.randn(64, 16)
+    opt.zero_grad()
+    out = model(x)
+    kept.append(torch.ones(16_000_000))  # 64 MB a step, never let go
+    if step == 12:
+        huge = torch.empty(16_000_000_000)  # 64 GB: more than this machine has
+    out.sum().backward()
+    opt.step()
+'''
+
+
+def test_a_cpu_oom_after_a_leak_names_the_variable(tmp_path):
+    script = tmp_path / "leak.py"
+    script.write_text(LEAK)
+    events = run_report(tmp_path, script)
+    (brk,) = [e for e in events if e["event"] == "break"]
+    cause = brk["details"]["oom"]["cause"]
+    assert cause["rule"] == "leak", cause
+    assert "kept holds" in cause["text"] and "in 13 tensors" in cause["text"]
+
+
+def test_the_rules_in_order_over_measured_values():
+    hist = [{"batch_shape": [64, 16], "mem": 1e9} for _ in range(6)]
+    census = {"by_category": {"parameters": 10, "gradients": 0, "optimizer_state": 0, "batch": 5,
+                              "activations": 0, "other_tensors": 0, "stepdbg": 0},
+              "counted": 15, "largest": [], "holders": []}
+    err = RuntimeError("DefaultCPUAllocator: can't allocate memory: you tried to allocate 1000 bytes.")
+    jump = oom.explain(err, census, hist, {"shape": [6400, 16], "origin": None}, [])
+    assert jump["asked"] == 1000 and jump["cause"]["rule"] == "batch_jump" and "100x" in jump["cause"]["text"]
+    assert oom.explain(err, census, hist, {"shape": [64, 16]}, [])["cause"]["rule"] == "size"
+    growing = [{"batch_shape": [64, 16], "mem": 1e9 * (1 + k / 4)} for k in range(6)]
+    leak = oom.explain(err, {**census, "holders": [{"name": "kept", "bytes": 2e9, "tensors": 6}]}, growing,
+                       {"shape": [64, 16]}, [])
+    assert leak["cause"]["rule"] == "leak" and "kept holds 2GB in 6 tensors" in leak["cause"]["text"]
+    acts = {**census, "by_category": {**census["by_category"], "activations": 100}, "counted": 115,
+            "holders": [{"name": "blocks.3.attn", "bytes": 60, "tensors": 4}]}
+    assert "blocks.3.attn saved the most" in oom.explain(err, acts, hist, None, [])["cause"]["text"]
+    frag = oom.explain(torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB."), census, hist,
+                       None, [{"device": 0, "reserved": 40 * 2**30, "allocated": 20 * 2**30}])
+    assert frag["asked"] == 2 * 2**30 and frag["cause"]["rule"] == "fragmentation"
+    assert "expandable_segments" in frag["cause"]["text"]
+
+
+def test_an_oom_break_is_inspectable_in_process(session_factory):
+    """The post-mortem pause at an out-of-memory error: the job lives and answers."""
+    s = session_factory("exception", actions=("pause",))
+    s.attach()
+    model = nn.Linear(16, 16)
+
+    def train() -> None:
+        for step in range(3):
+            x = torch.randn(64 if step < 2 else 64_000, 16)
+            try:
+                out = model(x)
+                if step == 2:
+                    torch.empty(16_000_000_000)  # as a layer asking 64 GB would
+                out.sum().backward()
+            except RuntimeError as e:
+                s.breaker.post_mortem(e)
+                return
+
+    t = threading.Thread(target=train, daemon=True)
+    t.start()
+    brk = s.controls.wait_paused(WAIT)
+    assert brk.details["oom"]["cause"]["rule"] == "batch_jump"
+    mem = s.views.memory()
+    assert mem["oom"]["asked"] == 16_000_000_000 * F32 and mem["by_category"]["batch"] == 64_000 * 16 * F32
+    assert s.views.summary("x")["shape"] == [64_000, 16]
+    s.detach("continue")
+    t.join(WAIT)
+
+
+# ---------------------------------------------------------------------- doctor: memory_growth
+
+
+def test_the_leak_demos_finding_names_the_variable():
+    out = subprocess.run([sys.executable, "-m", "stepdbg", "doctor", "--json", "-q", "--steps", "30", sys.executable,
+                          str(ROOT / "demos" / "memory_leak.py")], capture_output=True, text=True, cwd=ROOT, timeout=300)
+    findings = json.loads(out.stdout)["findings"]
+    (growth,) = [f for f in findings if f["rule"] == "memory_growth"]
+    assert "total_loss (its autograd graph) holds" in growth["message"]
+
+
+@pytest.mark.timeout(240)
+def test_doctor_is_quiet_on_healthy_lightning_and_hf_runs(session_factory, tmp_path):
+    lightning = pytest.importorskip("lightning")
+    transformers = pytest.importorskip("transformers")
+    import stepdbg
+
+    s = session_factory("nan", doctor=True)
+    stepdbg.use(s)
+
+    class Module(lightning.LightningModule):
+        def __init__(self) -> None:
+            super().__init__()
+            self.net = nn.Sequential(nn.Linear(4, 64), nn.ReLU(), nn.Linear(64, 1))
+
+        def training_step(self, batch, batch_idx):
+            x, y = batch
+            loss = nn.functional.mse_loss(self.net(x), y)
+            self.log("loss", loss)
+            return loss
+
+        def configure_optimizers(self):
+            return torch.optim.Adam(self.parameters(), lr=1e-3)
+
+    torch.manual_seed(0)
+    x = torch.randn(640, 4)
+    data = torch.utils.data.TensorDataset(x, x.sum(1, keepdim=True))
+    trainer = lightning.Trainer(max_steps=30, accelerator="cpu", logger=False, enable_checkpointing=False,
+                                enable_progress_bar=False, enable_model_summary=False, default_root_dir=tmp_path)
+    trainer.fit(Module(), torch.utils.data.DataLoader(data, batch_size=16))
+    assert s.step == 30 and len(s.doctor.tensor_bytes) >= 20
+    assert [f.message for f in s.doctor.findings] == []
+
+    s2 = session_factory("nan", doctor=True)
+    stepdbg.use(s2)
+    cfg = transformers.GPT2Config(n_layer=2, n_embd=64, n_head=2, vocab_size=64, n_positions=16)
+    model = transformers.GPT2LMHeadModel(cfg)
+    rows = [{"input_ids": (ids := torch.randint(0, 64, (12,))), "labels": ids} for _ in range(100)]
+    args = transformers.TrainingArguments(output_dir=str(tmp_path), max_steps=25, per_device_train_batch_size=4,
+                                          logging_steps=5, report_to=[], save_strategy="no", use_cpu=True,
+                                          disable_tqdm=True, dataloader_num_workers=0)
+    transformers.Trainer(model=model, args=args, train_dataset=rows).train()
+    assert s2.step == 25 and len(s2.doctor.tensor_bytes) >= 15
+    assert [f.message for f in s2.doctor.findings] == []
