@@ -296,7 +296,8 @@ class Doctor:
         """The same data wait as data_wait>S: DataLoader time, or a get_batch loop's host time."""
         loader = m.capture.get("loader")
         it = loader() if loader is not None else None
-        rows = [h for h in hist[-10:] if h["data_wait"] is not None and h["step_time"]]
+        rows = [{**h, "data_wait": h.get("gpu_data_wait", h["data_wait"])}  # the GPU's view, where known
+                for h in hist[-10:] if h["data_wait"] is not None and h["step_time"]]
         if len(rows) < 5:
             return
         # One wait far longer than every other is a step preempted on a busy machine, not a

@@ -10,11 +10,20 @@
   steps) and time paused in stepdbg are left out.
 
 The value is known when the step's first forward starts, where ``data_wait>S`` is checked.
+
+On CUDA a get_batch() gap may be the host waiting for the GPU (a ``loss.item()`` after
+the optimizer step), which is not data time. Two events bracket the gap on the stream;
+the GPU's time between them (idle, or running the batch's own kernels) is the step's
+``gpu_data_wait``, read without a sync once the GPU has passed the second event, and the
+doctor's data rule uses it where it is known.
 """
 
 from __future__ import annotations
 
 import time
+from typing import Any
+
+import torch
 
 
 class DataWait:
@@ -26,6 +35,8 @@ class DataWait:
         self._this_step = 0.0  # forward-to-backward gaps of this step so far
         self._forward_done: float | None = None
         self._iter_time = 0.0  # DataLoader.__iter__ time waiting for the next batch
+        self._gap_event: Any = None  # CUDA: recorded where the last step ended
+        self._pending: list[tuple[dict[str, Any], Any, Any]] = []  # (history record, start, end) to read
 
     def iter_started(self, seconds: float) -> None:
         self._iter_time += seconds
@@ -41,6 +52,9 @@ class DataWait:
             return loader_wait
         if self._gap_start is None:
             return None  # the first step: nothing to measure from
+        if self._gap_event is not None:
+            self._pending.append(({}, self._gap_event, _event()))
+            self._gap_event = None
         return max(0.0, time.perf_counter() - self._gap_start) + self._carried
 
     def forward_done(self) -> None:
@@ -63,7 +77,30 @@ class DataWait:
         if self._forward_done is not None:
             self._forward_done += seconds
 
-    def step_ended(self, now: float) -> None:
+    def step_ended(self, now: float, record: dict[str, Any] | None = None) -> None:
         self._gap_start = now
         self._carried, self._this_step = self._this_step, 0.0
         self._forward_done = None
+        if record is not None and self._pending and not self._pending[-1][0]:
+            self._pending[-1] = (record, *self._pending[-1][1:])  # this step's gap, measured on the GPU
+        self._read_gpu_waits()
+        self._gap_event = _event()
+
+    def _read_gpu_waits(self) -> None:
+        """Fill in the GPU data waits whose events the GPU has passed (no sync)."""
+        while self._pending and self._pending[0][0] and self._pending[0][2].query():
+            record, start, end = self._pending.pop(0)
+            try:
+                record["gpu_data_wait"] = start.elapsed_time(end) / 1e3
+            except RuntimeError:  # recorded on different streams: the host's value stands
+                pass
+        del self._pending[:-8]  # never more than a few steps behind
+
+
+def _event() -> Any:
+    """A timing event on the current CUDA stream, where CUDA is in use; else None."""
+    if not (torch.cuda.is_available() and torch.cuda.is_initialized()):
+        return None
+    e = torch.cuda.Event(enable_timing=True)
+    e.record()
+    return e
