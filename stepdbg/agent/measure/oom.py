@@ -20,6 +20,7 @@ import ast
 import functools
 import linecache
 import math
+import os
 from types import FrameType
 from typing import Any
 
@@ -124,7 +125,8 @@ def batch_origin(frames: list[FrameType], batch: Any) -> dict[str, Any] | None:
         for name, value in list(f.f_locals.items()):
             if value is batch or (isinstance(value, (list, tuple)) and any(v is batch for v in value[:8])):
                 line = assigned_at(f, name) or f.f_lineno
-                return {"name": name, "file": f.f_code.co_filename, "line": line,
+                path = os.path.relpath(f.f_code.co_filename)
+                return {"name": name, "file": f.f_code.co_filename if path.startswith("..") else path, "line": line,
                         "code": linecache.getline(f.f_code.co_filename, line).strip()}
     return None
 
