@@ -137,6 +137,21 @@ async def test_model_row_opens_its_weight_in_the_tensor_panel():
         assert ("summary", ("next((model.head[0]).parameters(), None)",)) in src.calls
 
 
+async def test_one_of_the_largest_tensors_opens_in_the_tensor_panel():
+    src, app, ctx = await started()
+    async with ctx as pilot:
+        await pilot.press("5")
+        await pilot.pause(0.3)
+        table = app.query_one("#mem-largest", DataTable)
+        assert table.row_count == 10
+        table.focus()
+        table.move_cursor(row=5)
+        await pilot.press("enter")
+        await pilot.pause(0.2)
+        assert app.query_one(TabbedContent).active == "tensor"
+        assert ("summary", ("opt.state[head.0.weight].exp_avg",)) in src.calls
+
+
 async def test_breakpoints_add_validates_as_you_type_toggle_and_remove():
     src, app, ctx = await started()
     async with ctx as pilot:
