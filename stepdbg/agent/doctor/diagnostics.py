@@ -27,6 +27,7 @@ from stepdbg.agent.doctor.measurements import (
     name_span,
     overfit_verdict,
 )
+from stepdbg.agent.measure.census import top_holder
 from stepdbg.agent.measure.frames import user_frame
 from stepdbg.agent.step.optimizer_phase import opt_params
 from stepdbg.agent.step.step_model import StepModel
@@ -283,8 +284,7 @@ class Doctor:
         grow = mem[-1] - mem[0]
         if rises >= 0.75 * (len(mem) - 1) and grow > max(4e6, 0.1 * mem[0]):
             per_step = grow / (len(mem) - 1)
-            holder = next((h for h in self._last_census["holders"] if not h["name"].startswith("batch")), None)
-            held = f"; {holder['name']} holds {format_size(holder['bytes'])}" if holder else ""
+            held = top_holder(self._last_census)
             self.add(m, "memory_growth", "error",
                      f"live tensors grew in {rises} of the last {len(mem) - 1} steps, by {format_size(grow)} "
                      f"({format_size(per_step)} per step){held}: something keeps tensors alive across steps",

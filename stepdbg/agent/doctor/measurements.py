@@ -1,5 +1,6 @@
 """What the doctor's rules measure: module counts, per-layer gradient norms, a
-determinism check (the same step twice), and the verdict on an overfit run. Plain functions over torch objects."""
+determinism check (the same step twice), and the verdict on an overfit run. Plain
+functions over torch objects."""
 
 from __future__ import annotations
 

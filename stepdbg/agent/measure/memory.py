@@ -28,13 +28,14 @@ def host_rss() -> int | None:
         return None
 
 
-def _cuda_used() -> bool:
+def cuda_in_use() -> bool:
+    """CUDA is there and this process has started using it (nothing here starts it)."""
     return torch.cuda.is_available() and torch.cuda.is_initialized()
 
 
 def memory_in_use() -> int | None:
     """The number `mem>SIZE` compares: CUDA allocated where CUDA is used, else host RSS."""
-    if _cuda_used():
+    if cuda_in_use():
         return sum(torch.cuda.memory_allocated(d) for d in range(torch.cuda.device_count()))
     return host_rss()
 
@@ -42,7 +43,7 @@ def memory_in_use() -> int | None:
 def memory() -> dict[str, Any]:
     """CUDA allocated / reserved / peak per device (where CUDA is used) and host RSS."""
     out: dict[str, Any] = {"host_rss": host_rss(), "cuda": []}
-    if _cuda_used():
+    if cuda_in_use():
         for d in range(torch.cuda.device_count()):
             out["cuda"].append({
                 "device": d,
@@ -104,7 +105,7 @@ def record_history(on: bool) -> bool:
 
 def dump_snapshot(path: str) -> str | None:
     """Write the allocation history to `path` (a pickle pytorch.org/memory_viz opens)."""
-    if not _cuda_used():
+    if not cuda_in_use():
         return None
     try:
         torch.cuda.memory._dump_snapshot(path)

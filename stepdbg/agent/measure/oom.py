@@ -24,6 +24,7 @@ import os
 from types import FrameType
 from typing import Any
 
+from stepdbg.agent.measure.census import top_holder
 from stepdbg.agent.measure.memory import asked_bytes
 from stepdbg.wire.conditions import format_size
 
@@ -74,9 +75,7 @@ def _leak(history: list[dict[str, Any]], census: dict[str, Any]) -> dict[str, st
     rises = sum(b > a for a, b in zip(mem, mem[1:], strict=False))
     if rises < 0.75 * (len(mem) - 1) or mem[-1] < 1.2 * mem[0]:
         return None
-    holder = next((h for h in census["holders"] if not h["name"].startswith("batch")), None)
-    held = (f"; {holder['name']} holds {size(holder['bytes'])} in {holder['tensors']} tensors"
-            if holder else "")
+    held = top_holder(census)
     return {"rule": "leak",
             "text": f"memory at the end of each step grew from {size(mem[0])} to {size(mem[-1])} over "
                     f"{len(mem)} steps{held}: something keeps tensors alive across steps (keep "

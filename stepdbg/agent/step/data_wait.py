@@ -25,6 +25,8 @@ from typing import Any
 
 import torch
 
+from stepdbg.agent.measure.memory import cuda_in_use
+
 
 class DataWait:
     """The clock of one training thread's data wait."""
@@ -36,6 +38,7 @@ class DataWait:
         self._forward_done: float | None = None
         self._iter_time = 0.0  # DataLoader.__iter__ time waiting for the next batch
         self._gap_event: Any = None  # CUDA: recorded where the last step ended
+        self._this_gap: tuple[Any, Any] | None = None  # CUDA: (start, end) events of this step's gap
         self._pending: list[tuple[dict[str, Any], Any, Any]] = []  # (history record, start, end) to read
 
     def iter_started(self, seconds: float) -> None:
@@ -53,8 +56,7 @@ class DataWait:
         if self._gap_start is None:
             return None  # the first step: nothing to measure from
         if self._gap_event is not None:
-            self._pending.append(({}, self._gap_event, _event()))
-            self._gap_event = None
+            self._this_gap, self._gap_event = (self._gap_event, _event()), None
         return max(0.0, time.perf_counter() - self._gap_start) + self._carried
 
     def forward_done(self) -> None:
@@ -81,14 +83,15 @@ class DataWait:
         self._gap_start = now
         self._carried, self._this_step = self._this_step, 0.0
         self._forward_done = None
-        if record is not None and self._pending and not self._pending[-1][0]:
-            self._pending[-1] = (record, *self._pending[-1][1:])  # this step's gap, measured on the GPU
+        if record is not None and self._this_gap is not None:
+            self._pending.append((record, *self._this_gap))  # this step's gap, measured on the GPU
+        self._this_gap = None
         self._read_gpu_waits()
         self._gap_event = _event()
 
     def _read_gpu_waits(self) -> None:
         """Fill in the GPU data waits whose events the GPU has passed (no sync)."""
-        while self._pending and self._pending[0][0] and self._pending[0][2].query():
+        while self._pending and self._pending[0][2].query():
             record, start, end = self._pending.pop(0)
             try:
                 record["gpu_data_wait"] = start.elapsed_time(end) / 1e3
@@ -99,7 +102,7 @@ class DataWait:
 
 def _event() -> Any:
     """A timing event on the current CUDA stream, where CUDA is in use; else None."""
-    if not (torch.cuda.is_available() and torch.cuda.is_initialized()):
+    if not cuda_in_use():
         return None
     e = torch.cuda.Event(enable_timing=True)
     e.record()
