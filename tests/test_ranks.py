@@ -275,7 +275,7 @@ def test_a_torchrun_job_ended_from_the_tui_exits_3_without_torchruns_failure_rep
         term.keys("e")
         assert term.exit_code() == "3", term.screen()
         after = term.screen()
-        assert "every rank ended with exit code 3, as asked from the TUI" in after, after
+        assert "the job ended with exit code 3, as asked from the TUI" in after, after
         assert "ChildFailedError" not in after and "Traceback" not in after and "Root Cause" not in after, after
     finally:
         term.close()
@@ -358,3 +358,28 @@ def test_on_break_rewind_rewinds_both_ranks_to_one_snapshot(tmp_path):
         events = [json.loads(line) for line in (tmp_path / f"r.rank{rank}.jsonl").read_text().splitlines()]
         (rewind,) = [e for e in events if e["event"] == "change" and e["what"] == "rewind"]
         assert (rewind["to_step"], rewind["rank"]) == (6, rank), rewind
+
+
+def test_a_skipped_collective_is_explained_across_ranks_and_abort_ends_the_job_with_3(tmp_path, private_runtime_dir):
+    """Rank 1 skips the metrics all-reduce of step 5 (a logging `if`): rank 0 waits in it,
+    rank 1 in backward's gradient all-reduce. The stall report, made by one rank from every
+    rank's answer through the job's store, names both ranks, both collectives and both
+    lines; --on-break abort then ends the whole job with exit code 3."""
+    proc = start(tmp_path, "--no-tui", "--break", "stall>4", "--on-break", "abort",
+                 script_args=("--skip-metrics-at", "5", "--steps", "30"))
+    code, out, err = finish(proc)
+    assert code == 3, err[-3000:]
+    metrics, backward = marked_line(FIXTURE, "metrics"), marked_line(FIXTURE, "backward")
+    assert (f"rank 1 skipped all_reduce #6 on metrics (called at ddp_train.py:{metrics} on rank 0) and is waiting "
+            f"in all_reduce (DDP's gradient buckets, in backward) at ddp_train.py:{backward}; "
+            f"rank 0 waits in all_reduce #6 on metrics at ddp_train.py:{metrics}") in err, err[-3000:]
+    assert f"rank 0  step 6  between steps  ddp_train.py:{metrics}  in all_reduce #6 on metrics for " in err
+    assert "the job ended with exit code 3, as stepdbg ended it" in err and "ChildFailedError" not in err
+    breaks = [json.loads(ln) for f in tmp_path.glob("r.rank*.jsonl") for ln in f.read_text().splitlines()
+              if '"event": "break"' in ln]
+    assert len(breaks) == 1, breaks  # one rank reports for the job; the other answered
+    ranks = breaks[0]["details"]["ranks"]
+    assert [(r["rank"], r["step"], r["current"]["op"], r["current"]["seq"], r["where"]["line"]) for r in ranks] == [
+        (0, 6, "all_reduce", 6, metrics), (1, 6, "all_reduce", None, backward)]
+    assert ranks[0]["counts"] == {"metrics": 6} and ranks[1]["counts"] == {"metrics": 5}
+    assert ranks[0]["current"]["group"] == "metrics" and ranks[0]["stack"][-1].startswith("distributed_c10d.py:")

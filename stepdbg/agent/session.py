@@ -133,9 +133,12 @@ class Session:
                        breaks=break_set.specs(), actions=self.breaker.actions)
         stall = break_set.first("stall")
         if stall is not None:
+            from stepdbg.agent.breaks.job_stall import StallExchange
             from stepdbg.agent.breaks.watchdog import Watchdog
 
-            self._watchdog = Watchdog(self.model, stall, self.breaker.stalled, self.bus.say)
+            self.breaker.job = StallExchange(self.ranks, self.model)
+            self._watchdog = Watchdog(self.model, stall, self.breaker.stalled, self.bus.say, self.breaker.job,
+                                      self.breaker.end_for_rank)
             self._watchdog.start()
         os.register_at_fork(after_in_child=self._forked)
         return self

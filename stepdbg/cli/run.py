@@ -154,6 +154,8 @@ def launch(cfg: RunConfig) -> int:
         return launch_tui(cmd, env, ranks=nproc(cfg.torchrun) if cfg.torchrun is not None else None)
     sys.stdout.flush()
     sys.stderr.flush()
+    if cfg.torchrun is not None:
+        return run_torchrun(cmd, env)
     try:
         os.execve(cfg.python, cmd, env)
     except OSError as e:
@@ -162,3 +164,33 @@ def launch(cfg: RunConfig) -> int:
     return 0  # not reached
 
 
+
+
+def run_torchrun(cmd: list[str], env: dict[str, str]) -> int:
+    """torchrun as a child, not exec'd: a job that stepdbg ended (--on-break abort, a
+    client's end) exits 3 as a single process does, not torchrun's 1, and torchrun's
+    failure report for it gives way to one line. Ctrl-C and SIGTERM go to torchrun; if
+    this process is killed, so is torchrun (PR_SET_PDEATHSIG), and torchrun ends the ranks."""
+    import signal
+    import subprocess
+
+    from ..client.job import EndedReport
+
+    def die_with_parent() -> None:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+
+    child = subprocess.Popen(cmd, env=env, stderr=subprocess.PIPE, text=True, errors="replace", bufsize=1,
+                             preexec_fn=die_with_parent if sys.platform == "linux" else None)
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda n, _f: child.send_signal(n))
+    report = EndedReport(auto=True)
+    assert child.stderr is not None
+    for line in child.stderr:
+        for shown in report.feed(line.rstrip("\n")):
+            print(shown, file=sys.stderr, flush=True)
+    code = child.wait()
+    if report.hid:
+        return report.code
+    return code if code >= 0 else 128 - code

@@ -17,6 +17,7 @@ import sys
 import threading
 from typing import Any
 
+from ..wire import stall_text
 from ..wire.conditions import ConditionError
 from .memory_text import memory_lines
 
@@ -237,6 +238,8 @@ def _job_command(job: Any, word: str, rest: str) -> None:
         job.targets = None if rest in ("", "all") else parse_ranks(rest, len(job.clients))
         _out(f"stepping and changes go to ranks {'all' if job.targets is None else job.targets}")
     elif word == "ranks":
+        for line in stall_text.report_lines(job.stall_report() or {}):
+            _out(line)
         for row in job.rank_table():
             mark = "*" if row["rank"] == job.current else " "
             _out(f"{mark} rank {row['rank']}: {row['state']:<10} step {row['step']} {row['phase'] or ''}"

@@ -128,25 +128,33 @@ class EndedReport:
     """After the user ends a torchrun job (q, end), every rank exits with code 3 on purpose.
     torchrun calls that a failure: a log line per rank, its own traceback and a table of
     failures. Once `ended` is set, those lines give way to one line that says what
-    happened; anything else (another exit code, any other traceback) passes unchanged."""
+    happened; anything else (another exit code, any other traceback) passes unchanged.
+    With `auto` (a job run without the TUI, where --on-break abort may end it) the report is
+    held to its end and replaced when its root cause is a rank that ended with `code`."""
 
-    def __init__(self, code: int = 3) -> None:
-        self.code = code
+    def __init__(self, code: int = 3, auto: bool = False) -> None:
+        self.code, self.auto = code, auto
         self.ended = False
         self.hid = False  # a failure report was replaced: the ranks ended as asked
         self._held: list[str] = []  # a traceback's lines until it is known to be torchrun's
+        self._report: list[str] = []  # torchrun's traceback and table, until its end
         self._rules = -1  # "=====" lines of the failure table seen; -1 outside it
 
     def feed(self, line: str) -> list[str]:
         """The lines to print for one line of torchrun's output."""
-        if not self.ended:
+        if not self.ended and not self.auto:
             return [line]
         if self._rules >= 0:
+            self._report.append(line)
             self._rules += line.startswith("=" * 20)
             if self._rules == 2:
                 self._rules = -1
+                report, self._report = self._report, []
+                if not self.ended and self._root_code(report) != self.code:
+                    return report
                 self.hid = True
-                return [f"stepdbg: every rank ended with exit code {self.code}, as asked from the TUI "
+                why = "as asked from the TUI" if self.ended else "as stepdbg ended it"
+                return [f"stepdbg: the job ended with exit code {self.code}, {why} "
                         "(torchrun reports that as a failure; its report is not shown)"]
             return []
         if self._held:
@@ -154,7 +162,7 @@ class EndedReport:
                 self._held.append(line)
                 return []
             if "ChildFailedError" in line:
-                self._held, self._rules = [], 0
+                self._report, self._held, self._rules = [*self._held, line], [], 0
                 return []
             held, self._held = self._held + [line], []
             return held
@@ -165,6 +173,15 @@ class EndedReport:
         if m and int(m.group(1) if m.group(1) is not None else m.group(3)) == self.code:
             return []
         return [line]
+
+    @staticmethod
+    def _root_code(report: list[str]) -> int | None:
+        """The exit code of the "Root Cause (first observed failure)" in torchrun's table."""
+        root = next((i for i, ln in enumerate(report) if ln.startswith("Root Cause")), None)
+        for ln in report[root or len(report):]:
+            if m := re.match(r"\s*exitcode\s*: (-?\d+)", ln):
+                return int(m.group(1))
+        return None
 
 
 def rank_row(rank: int, c: Any, status: dict[str, Any] | None, last: dict[str, Any] | None,
@@ -267,6 +284,17 @@ class Job(RankView):
                 st, hist = None, []
             rows.append(rank_row(r, c, st, hist[-1] if hist else None))
         return rows
+
+    def stall_report(self) -> dict[str, Any] | None:
+        """The job-wide report of a stall the ranks are still in (the rank that made it)."""
+        for c in self.clients:
+            try:
+                report = c.status().get("stall") if c.exited is None else None
+            except ConnectionError:
+                continue
+            if report:
+                return report
+        return None
 
     def compare(self, expr: str) -> list[tuple[int, str]]:
         """`expr` evaluated on every rank, to spot the one that differs."""

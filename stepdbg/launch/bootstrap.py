@@ -12,6 +12,7 @@ import os
 import runpy
 import signal
 import sys
+import threading
 import traceback
 from typing import TYPE_CHECKING
 
@@ -152,6 +153,8 @@ def main() -> int:  # noqa: C901, PLR0912, PLR0915 - the launcher's steps in ord
         os.kill(os.getpid(), signal.SIGINT)
         return 130
     except BaseException as e:
+        if session.breaker.ending:  # the watchdog ends this stalled rank (exit code 3): wait for it
+            threading.Event().wait()
         code = 1
         try:
             session.breaker.post_mortem(e)

@@ -23,12 +23,14 @@ from typing import Any
 
 from stepdbg.agent.breaks.breakpoints import Breakpoints, break_scalars
 from stepdbg.agent.breaks.controls import EXIT_ABORT, Abort, Break, Controls
+from stepdbg.agent.breaks.job_stall import StallExchange
 from stepdbg.agent.breaks.ranks import Ranks
 from stepdbg.agent.bus import Bus
 from stepdbg.agent.measure import failures, memory, oom, tensors
 from stepdbg.agent.measure.frames import PausedStack, framework_frame, user_frame, where_of
 from stepdbg.agent.step.activations import ActivationWatch
 from stepdbg.agent.step.step_model import StepModel
+from stepdbg.wire import stall_text
 from stepdbg.wire.conditions import Condition
 
 
@@ -45,6 +47,9 @@ class ActionHooks:
     stop: Callable[..., None]  # the Session's stop(exit_code): a stalled job that aborts ends here
 
 
+JOB_END_GRACE = 1.0  # seconds a rank told to end a stalled job waits for the rank that told it to end first
+
+
 class Breaker:
     """Which conditions hold, the break they make, and what is done about it."""
 
@@ -57,6 +62,9 @@ class Breaker:
         self.paused_stack = PausedStack()  # the user's frames at a pause; u/d select one
         self.hooks: ActionHooks | None = None
         self.record_memory = False  # CUDA allocation history is on: a break writes memory-STEP.pickle
+        self.job: StallExchange | None = None  # how ranks tell each other of a stall (set by the Session)
+        self._stall: tuple[float, dict[str, Any]] | None = None  # (progress time, job report) of the last stall
+        self.ending = False  # the watchdog ends this stalled rank: an error of its training thread is not news
 
     # ------------------------------------------------------------------ the breakpoints
 
@@ -166,26 +174,53 @@ class Breaker:
 
     def stalled(self, spec: str, reason: str, details: dict[str, Any]) -> Break:
         """The watchdog's break (its own thread: the stuck main thread cannot pause itself).
-        With the abort action the job ends here (exit code 3), its stuck DataLoader
-        workers killed: they would outlive us and hold the terminal's pipes."""
+        In a job of many ranks `details` holds every rank's state and a diagnosis
+        (job_stall.py). With the abort action the job ends here (exit code 3), every rank."""
         m = self.model
         frame = sys._current_frames().get(m.thread) if m.thread else None
         brk = Break(step=m.step, phase=m.current.phase if m.current else "between steps", condition=spec,
                     reason=reason, scalars=break_scalars(m), where=where_of(user_frame(frame)), details=details,
                     conditions=[spec])
         self.breaks.append(brk)
+        if details.get("ranks"):
+            self._stall = (m.last_progress, {"step": brk.step, "reason": reason, "diagnosis": details["diagnosis"],
+                                             "ranks": details["ranks"]})
         self.bus.write("break", **asdict(brk))
-        self.bus.say(f"break at step {brk.step} ({brk.phase}) [{spec}]: {reason}")
+        self.bus.say("\n  ".join([f"break at step {brk.step} ({brk.phase}) [{spec}]: {reason}",
+                                  *stall_text.report_lines(details)]))
         if "abort" in self.actions and self.hooks is not None:
-            self.bus.say(f"aborting (exit code {EXIT_ABORT}): the job is stalled")
-            self.hooks.stop(exit_code=EXIT_ABORT)
-            for w in (details.get("dataloader") or {}).get("workers", []):
-                with contextlib.suppress(OSError, TypeError):
-                    os.kill(w["pid"], 9)
-            sys.stdout.flush()
-            sys.stderr.flush()
-            os._exit(EXIT_ABORT)
+            self.ending = True
+            if self.job is not None and details.get("ask_id") is not None:
+                self.guard("ranks", self.job.end_job, details["ask_id"], details["ranks"], 2 * JOB_END_GRACE)
+            self.end_stalled(details, "the job is stalled")
         return brk
+
+    def stall_report(self) -> dict[str, Any] | None:
+        """The job-wide report of the stall this rank is still in (none once it moved on)."""
+        if self._stall is None or self._stall[0] != self.model.last_progress:
+            return None
+        return self._stall[1]
+
+    def end_for_rank(self, rank: int) -> None:
+        """Rank `rank` reported the job's stall and ends the job (--on-break abort): it exits
+        first; the collective this rank's training thread waits in then fails, unsaid
+        (bootstrap sees `ending`), and this rank ends too."""
+        self.ending = True
+        time.sleep(JOB_END_GRACE)
+        self.end_stalled({}, f"rank {rank} reported the job's stall")
+
+    def end_stalled(self, details: dict[str, Any], why: str) -> None:
+        """End a stalled job from the watchdog's thread (exit code 3), its stuck DataLoader
+        workers killed: they would outlive us and hold the terminal's pipes."""
+        assert self.hooks is not None
+        self.bus.say(f"aborting (exit code {EXIT_ABORT}): {why}")
+        self.hooks.stop(exit_code=EXIT_ABORT)
+        for w in (details.get("dataloader") or {}).get("workers", []):
+            with contextlib.suppress(OSError, TypeError):
+                os.kill(w["pid"], 9)
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(EXIT_ABORT)
 
     # ------------------------------------------------------------------ a break and its actions
 

@@ -2,7 +2,9 @@
 
 The main thread cannot pause itself while it hangs (in a DataLoader queue, a
 collective, a deadlock), so the watchdog records what it can see from outside: every
-thread's stack and the DataLoader's settings and worker states.
+thread's stack and the DataLoader's settings and worker states. In a job of many ranks it
+also asks every rank where it is (job_stall.py), answers the other ranks' asks, and ends
+this rank when the rank that reported a stall ends the job.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from stepdbg.agent.breaks.job_stall import StallExchange, diagnose
 from stepdbg.agent.measure import threads
 from stepdbg.agent.step.step_model import StepModel
 from stepdbg.wire.conditions import Condition
@@ -21,8 +24,10 @@ class Watchdog:
     """Watches `model`'s progress; `on_stall(spec, reason, details)` reports a stall."""
 
     def __init__(self, model: StepModel, condition: Condition, on_stall: Callable[[str, str, dict[str, Any]], None],
-                 say: Callable[[str], None]) -> None:
+                 say: Callable[[str], None], job: StallExchange | None = None,
+                 on_job_end: Callable[[int], None] | None = None) -> None:
         self.model = model
+        self.job, self.on_job_end = job, on_job_end
         self.on_stall = on_stall
         self.say = say
         self.condition = condition
@@ -39,7 +44,11 @@ class Watchdog:
     def _run(self) -> None:
         m = self.model
         fired_at = None  # one report per stall episode
-        while not self._stop.wait(min(1.0, self.limit / 4)):
+        tick = min(1.0, self.limit / 4)
+        while not self._stop.wait(tick):
+            multi = self.job is not None and self.job.ranks.active()
+            if multi:
+                self._answer()
             if m.halted or m.thread is None:
                 continue
             last = m.last_progress
@@ -47,6 +56,10 @@ class Watchdog:
             if idle < self.limit or fired_at == last:
                 continue
             fired_at = last
+            job = self.job
+            if multi and job is not None and (job.answered_at or 0) > last:
+                self.say(f"no progress for {idle:.1f}s; rank {job.asker} reports the job's stall")
+                continue
             try:
                 loader = m.capture.get("loader")
                 it = loader() if loader is not None else None
@@ -58,6 +71,25 @@ class Watchdog:
                 train = next((t for t in details["threads"] if t["id"] == m.thread), None)
                 top = train["stack"][-1] if train and train["stack"] else None
                 where = f"; the training thread waits in {top['function']} ({top['file']}:{top['line']})" if top else ""
+                if multi and job is not None:
+                    asked = job.ask(max(3.0, 3 * tick))
+                    if asked is None:  # another rank asked too, later: it reports
+                        self.say(f"no progress for {idle:.1f}s; rank {job.asker} reports the job's stall")
+                        continue
+                    details["ask_id"], details["ranks"] = asked
+                    details["diagnosis"] = diagnose(details["ranks"])
                 self.on_stall(self.condition.spec, f"no progress for {idle:.1f}s{where}", details)
             except Exception as e:  # the watchdog must never take the job down
                 self.say(f"watchdog failed: {type(e).__name__}: {e}")
+
+    def _answer(self) -> None:
+        """Answer another rank's ask; end this rank when the job is ended by the one that reported."""
+        assert self.job is not None
+        try:
+            ask = self.job.poll()
+        except Exception as e:  # the store is gone (torchrun ended): nobody to answer
+            self.say(f"watchdog: cannot reach the job's store: {type(e).__name__}: {e}")
+            self.job = None
+            return
+        if ask is not None and self.on_job_end is not None:
+            self.on_job_end(ask["rank"])

@@ -24,6 +24,7 @@ import torch
 from stepdbg.agent.measure import census, tensors
 from stepdbg.agent.measure.frames import caller_kwargs
 from stepdbg.agent.measure.memory import memory_in_use
+from stepdbg.agent.step.collectives import Collectives
 from stepdbg.agent.step.data_wait import DataWait
 from stepdbg.agent.step.hooks import Guard, HookSet, around_calls, own_id
 from stepdbg.agent.step.optimizer_phase import OptimizerPhase, opt_params
@@ -71,6 +72,7 @@ class StepModel:
         self.in_optimizer_step = False
         self._in_forward_of: torch.nn.Module | None = None
         self.data = DataWait()
+        self.collectives = Collectives()  # this rank's collectives (a hang across ranks)
         self._indices: weakref.WeakKeyDictionary[Any, deque[list[Any]]] = weakref.WeakKeyDictionary()
 
     # ------------------------------------------------------------------ installing

@@ -1,7 +1,7 @@
 """Patches on the calls around a step: backward, the DataLoader, clipping and zero_grad mark
 the step's phases; optimizers and schedulers are noticed when made or stepped, GradScaler's scaled loss is mapped back to the real one (an inf in *scaled*
 gradients is AMP at work, not a NaN), and a distributed job's process group start is
-told to the listener. Each patch is a removable handle in the step model's HookSet."""
+told to the listener and its collectives counted (collectives.py). Each patch is a removable handle in the step model's HookSet."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ import torch
 from torch.optim import lr_scheduler
 from torch.utils.data import dataloader
 
+from stepdbg.agent.step.collectives import patch_collectives
 from stepdbg.agent.step.hooks import HookSet
 
 
@@ -162,6 +163,7 @@ def patch_trainer_objects(model: Any, h: HookSet) -> None:  # noqa: C901 - one b
 
     if torch.distributed.is_available():
         h.patch(torch.distributed, "init_process_group", wrap_init_pg)
+        patch_collectives(model.collectives, h)
     h.patch(torch.amp.GradScaler, "scale", wrap_scale)
     h.patch(torch.amp.GradScaler, "step", wrap_scaler_step)
 

@@ -122,6 +122,7 @@ class Views:
             "frontends": self.controls.frontends,
             "paused": asdict(self.controls.paused) if self.controls.paused else None,
             "waiting": self.guard("waiting", self.waiting),
+            "stall": self.breaker.stall_report(),
             "breaks": self.breaker.break_set.specs(), "actions": self.breaker.actions,
         }
 
