@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -17,6 +18,7 @@ from stepdbg.client import job
 from stepdbg.wire import sessions
 
 FIXTURE = Path(__file__).parent / "fixtures" / "ddp_train.py"
+FSDP = Path(__file__).parent / "fixtures" / "fsdp_train.py"
 WAIT = 60
 pytestmark = pytest.mark.timeout(180)
 
@@ -383,3 +385,54 @@ def test_a_skipped_collective_is_explained_across_ranks_and_abort_ends_the_job_w
         (0, 6, "all_reduce", 6, metrics), (1, 6, "all_reduce", None, backward)]
     assert ranks[0]["counts"] == {"metrics": 6} and ranks[1]["counts"] == {"metrics": 5}
     assert ranks[0]["current"]["group"] == "metrics" and ranks[0]["stack"][-1].startswith("distributed_c10d.py:")
+
+
+def test_fsdp2_pauses_as_one_at_a_nan_in_one_ranks_data_and_its_grad_norm_is_the_global_one(tmp_path,
+                                                                                          private_runtime_dir):
+    """FSDP2 (fully_shard, DTensor parameters), 2 ranks: a NaN in rank 1's batch at step 3
+    pauses both ranks at the same step, outside any collective; the grad norm stepdbg
+    records for each step is the true global norm (the script computes it from the full
+    gradients and prints it)."""
+    cmd = [sys.executable, "-m", "stepdbg", "serve", "--break", "nan", "torchrun", "--standalone",
+           "--nproc_per_node=2", str(FSDP), "--nan-at", "3", "--steps", "6"]
+    proc = subprocess.Popen(cmd, cwd=ROOT, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    try:
+        r0, r1 = both_ranks(proc)
+        b0, b1 = r0.wait_paused(WAIT), r1.wait_paused(WAIT)
+        assert (b0["step"], b0["phase"]) == (b1["step"], b1["phase"]) == (3, "before_optimizer_step"), (b0, b1)
+        assert "rank 1's break at step 3" in b0["reason"] and b1["condition"] == "nan", (b0, b1)
+        norms = {h["step"]: h["grad_norm"] for h in r0.get_history(10)}
+        assert r1.evaluate("type(next(model.parameters())).__name__")["value"] == "'DTensor'"
+        for c in (r0, r1):
+            c.end()
+    finally:
+        for c in locals().get("r0"), locals().get("r1"):
+            if c is not None:
+                c.close()
+    code, out, err = finish(proc)
+    assert code == 3, err[-2000:]
+    true = {int(m.group(1)): float(m.group(2)) for m in re.finditer(r"step (\d+) true grad norm ([\d.]+)", out)}
+    assert sorted(norms) == [0, 1, 2] and all(abs(norms[s] - true[s]) < 1e-5 for s in norms), (norms, true)
+
+
+def test_the_console_ranks_command_explains_a_stall_the_job_is_still_in(tmp_path, private_runtime_dir):
+    """Without abort the stalled job stays as it is; `ranks` (Job.ranks_text, what the console
+    prints) shows the stall report above the rows while the ranks are still stuck."""
+    import signal
+
+    proc = start(tmp_path, "--no-tui", "--break", "stall>4", script_args=("--skip-metrics-at", "2", "--steps", "30"))
+    ranks = job.Job(both_ranks(proc))
+    try:
+        deadline = time.monotonic() + WAIT
+        while not (text := ranks.ranks_text())[0].startswith("job: "):
+            assert time.monotonic() < deadline, text
+            time.sleep(0.5)
+        assert text[0].startswith("job: rank 1 skipped all_reduce #3 on metrics (called at ddp_train.py:"), text
+        assert text[1].startswith("  rank 0  step 3  between steps  ddp_train.py:") and "rank 1  step 3" in text[2]
+        assert text[3].startswith("* rank 0: in collective"), text
+    finally:
+        ranks.close()
+        proc.send_signal(signal.SIGTERM)  # to torchrun, which ends the ranks
+    code, _, err = finish(proc)
+    assert code != 0

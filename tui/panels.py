@@ -15,6 +15,7 @@ from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.widgets import DataTable, Input, Label, RichLog, Sparkline, Static
 
+from stepdbg.client.job import stall_of
 from stepdbg.wire.conditions import ConditionError, parse
 
 
@@ -250,6 +251,7 @@ class RanksPanel(Vertical):
     """Every rank side by side: state, step, phase, last loss and grad norm, and why."""
 
     def compose(self) -> ComposeResult:
+        yield Label("", id="ranks-stall", classes="hint")
         yield DataTable(id="ranks-table", cursor_type="row")
         yield Label("t: view the next rank · Enter: view the selected rank · a rank that differs is the one to "
                     "look at", classes="hint")
@@ -258,6 +260,10 @@ class RanksPanel(Vertical):
         self.query_one(DataTable).add_columns("rank", "state", "step", "phase", "loss", "grad norm", "note")
 
     def show(self, rows: list[dict[str, Any]], current: int) -> None:
+        stall = stall_of(rows)
+        said = self.query_one("#ranks-stall", Label)
+        said.update(Text(f"stalled: {stall['diagnosis']}", style="bold red") if stall else "")
+        said.display = bool(stall)
         t = self.query_one(DataTable)
         t.clear()
         for r in rows:

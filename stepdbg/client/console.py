@@ -17,7 +17,6 @@ import sys
 import threading
 from typing import Any
 
-from ..wire import stall_text
 from ..wire.conditions import ConditionError
 from .memory_text import memory_lines
 
@@ -238,12 +237,8 @@ def _job_command(job: Any, word: str, rest: str) -> None:
         job.targets = None if rest in ("", "all") else parse_ranks(rest, len(job.clients))
         _out(f"stepping and changes go to ranks {'all' if job.targets is None else job.targets}")
     elif word == "ranks":
-        for line in stall_text.report_lines(job.stall_report() or {}):
+        for line in job.ranks_text():
             _out(line)
-        for row in job.rank_table():
-            mark = "*" if row["rank"] == job.current else " "
-            _out(f"{mark} rank {row['rank']}: {row['state']:<10} step {row['step']} {row['phase'] or ''}"
-                 + (f"  — {row['note']}" if row["note"] else ""))
     else:
         for rank, value in job.compare(rest):
             _out(f"  rank {rank}: {value}")

@@ -15,6 +15,7 @@ import signal
 from collections import deque
 from typing import Any
 
+from ..wire import stall_text
 from .connection import OUTPUT_TAIL, Client
 
 BROADCAST = ("cont", "next_phase", "next_step", "run_to_step", "end", "set_lr", "set_param_group", "skip_step",
@@ -205,7 +206,12 @@ def rank_row(rank: int, c: Any, status: dict[str, Any] | None, last: dict[str, A
     # scalars): the last finished step would show every rank's previous, finite loss.
     now = (status.get("paused") or {}).get("scalars") or last or {}
     return {**row, "state": state, "step": status["step"], "phase": status["phase"],
-            "loss": now.get("loss"), "grad_norm": now.get("grad_norm"), "note": note}
+            "loss": now.get("loss"), "grad_norm": now.get("grad_norm"), "note": note, "stall": status.get("stall")}
+
+
+def stall_of(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """The job-wide report of a stall the ranks are still in (from the rank that made it), or {}."""
+    return next((r["stall"] for r in rows if r.get("stall")), {})
 
 
 class RankView:
@@ -285,16 +291,15 @@ class Job(RankView):
             rows.append(rank_row(r, c, st, hist[-1] if hist else None))
         return rows
 
-    def stall_report(self) -> dict[str, Any] | None:
-        """The job-wide report of a stall the ranks are still in (the rank that made it)."""
-        for c in self.clients:
-            try:
-                report = c.status().get("stall") if c.exited is None else None
-            except ConnectionError:
-                continue
-            if report:
-                return report
-        return None
+    def ranks_text(self) -> list[str]:
+        """The console's `ranks`: a stall the ranks are still in, explained; then a line per rank."""
+        rows = self.rank_table()
+        out = stall_text.report_lines(stall_of(rows))
+        for row in rows:
+            mark = "*" if row["rank"] == self.current else " "
+            out.append(f"{mark} rank {row['rank']}: {row['state']:<10} step {row['step']} {row['phase'] or ''}"
+                       + (f"  — {row['note']}" if row["note"] else ""))
+        return out
 
     def compare(self, expr: str) -> list[tuple[int, str]]:
         """`expr` evaluated on every rank, to spot the one that differs."""
