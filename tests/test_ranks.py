@@ -436,3 +436,35 @@ def test_the_console_ranks_command_explains_a_stall_the_job_is_still_in(tmp_path
         proc.send_signal(signal.SIGTERM)  # to torchrun, which ends the ranks
     code, _, err = finish(proc)
     assert code != 0
+
+
+def test_a_two_node_job_on_this_machine_is_listed_once_and_attached_as_one(tmp_path, private_runtime_dir):
+    """Two torchrun launchers (--nnodes=2, --node_rank 0 and 1, one shared rendezvous), as two
+    nodes would start a job: `stepdbg ls` names the job once with both nodes, and attaching
+    to it reaches both ranks, paused together at step 3."""
+    import os
+
+    from test_remote import free_port
+
+    port = free_port()
+    procs = [subprocess.Popen(
+        [sys.executable, "-m", "stepdbg", "serve", "-q", "--break", "step==3", "torchrun", "--nnodes=2",
+         f"--node_rank={i}", "--nproc_per_node=1", "--rdzv-id=twonodes", "--master_addr=127.0.0.1",
+         f"--master_port={port}", str(FIXTURE), "--steps", "6"],
+        cwd=ROOT, env={**os.environ, "STEPDBG_NODE": f"node{i}"}, stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for i in range(2)]
+    ranks = None
+    try:
+        ranks = job.Job(both_ranks(procs[0]))
+        for c in ranks.clients:
+            c.wait_paused(WAIT)
+        listed = subprocess.run([sys.executable, "-m", "stepdbg", "ls"], cwd=ROOT, capture_output=True, text=True,
+                                timeout=WAIT).stdout
+        assert "job twonodes: 2 of 2 ranks, on node0 (rank 0), node1 (rank 1) · stepdbg attach twonodes" in listed
+        assert [(r["rank"], r["state"], r["step"]) for r in ranks.rank_table()] == [(0, "paused", 3), (1, "paused", 3)]
+        ranks.cont()
+    finally:
+        if ranks is not None:
+            ranks.close()
+        outs = [finish(p) for p in procs]
+    assert [code for code, _, _ in outs] == [0, 0], [err[-1500:] for _, _, err in outs]

@@ -291,3 +291,14 @@ def test_ls_columns_line_up_whatever_the_widths():
     assert head.index("PID") == one.index("1234") == two.index("77") == 17
     assert head.index("RANK") == two.index("1/8") and head.index("SCRIPT") == one.index("train.py")
     assert two.endswith("-m pkg.train") and one.endswith("train.py --lr")
+
+
+def test_ls_names_a_job_once_with_its_nodes():
+    from stepdbg.client.targets import job_lines
+    from stepdbg.wire.sessions import SessionInfo
+
+    rows = [SessionInfo(f"twonodes-r{r}", 100 + r, "nodeA" if r < 2 else "nodeB", ["python", "train.py"], "/s", "t",
+                        0.0, rank=r, world_size=4, job_id="twonodes") for r in range(4)]
+    rows.append(SessionInfo("solo", 7, "nodeA", ["python", "eval.py"], "/s", "t", 0.0))
+    assert job_lines(rows) == ["job twonodes: 4 of 4 ranks, on nodeA (ranks 0,1), nodeB (ranks 2,3) · "
+                               "stepdbg attach twonodes"]

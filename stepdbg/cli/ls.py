@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 from ..client import ClientError, TargetError, connect_address, format_listing
+from ..client.targets import job_lines
 from ..wire import sessions
 from .common import Parser, UsageError
 
@@ -37,6 +38,8 @@ def main(argv: list[str]) -> int:
         print(f"{lines[0]}  STEP    STATE")
         for line, r in zip(lines[1:], rows, strict=True):
             print(f"{line}  {r.get('step', '?')!s:<7} {r.get('state', '?')}")
+        for line in job_lines(infos):  # a job's ranks, once, with its nodes
+            print(line)
     return 0
 
 

@@ -64,3 +64,17 @@ def format_listing(infos: list[sessions.SessionInfo]) -> str:
     widths = [max(len(row[i]) for row in table) for i in range(4)]
     return "\n".join(("  ".join(c.ljust(w) for c, w in zip(row[:4], widths, strict=True)) + "  " + row[4]).rstrip()
                      for row in table)
+
+
+def job_lines(infos: list[sessions.SessionInfo]) -> list[str]:
+    """One line a distributed job: its ranks here, the nodes they run on, how to attach."""
+    out = []
+    for job in sorted({s.job_id for s in infos if s.job_id is not None and (s.world_size or 1) > 1}):
+        ranks = sorted((s for s in infos if s.job_id == job), key=lambda s: s.rank or 0)
+        nodes: dict[str, list[int]] = {}
+        for s in ranks:
+            nodes.setdefault(s.host, []).append(s.rank or 0)
+        on = ", ".join(f"{host} (rank{'s' if len(rs) > 1 else ''} {','.join(map(str, rs))})"
+                       for host, rs in nodes.items())
+        out.append(f"job {job}: {len(ranks)} of {ranks[0].world_size} ranks, on {on} · stepdbg attach {job}")
+    return out
