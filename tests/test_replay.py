@@ -147,3 +147,43 @@ def test_replay_in_a_dataloader_loop_with_accumulation(session_factory):
     assert (s.breaks[0].step, s.breaks[0].phase) == (2, "before_backward")
     assert first["op"] == "log" and first["where"] == "forward"
     assert first["line"] == line_of(test_replay_in_a_dataloader_loop_with_accumulation, "torch.log(a[0])")
+
+
+class Sequence(nn.Module):
+    """pytorch/examples time_sequence_prediction's model: two LSTMCells and a Linear, in double."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lstm1, self.lstm2, self.linear = nn.LSTMCell(1, 51), nn.LSTMCell(51, 51), nn.Linear(51, 1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = c = torch.zeros(x.size(0), 51, dtype=torch.double)
+        h2 = c2 = torch.zeros(x.size(0), 51, dtype=torch.double)
+        outputs = []
+        for t in x.split(1, dim=1):
+            h, c = self.lstm1(t, (h, c))
+            h2, c2 = self.lstm2(h, (h2, c2))
+            outputs.append(self.linear(h2))
+        return torch.cat(outputs, dim=1)
+
+
+def test_a_loss_born_inf_names_the_loss_function_and_the_users_line(session_factory):
+    """time_sequence_prediction with a target of 1e200 (finite in double): the squared error
+    overflows in the loss. The replay names mse_loss and the line that called it through
+    the `criterion` variable, not a backward node at an unknown line."""
+    s = session_factory("nan", actions=("replay",))
+    torch.manual_seed(0)
+    seq = Sequence().double()
+    criterion = nn.MSELoss()
+    opt = torch.optim.SGD(seq.parameters(), lr=0.1)
+    x = torch.randn(3, 10, dtype=torch.double)
+    target = torch.full((3, 10), 1e200, dtype=torch.double)
+    opt.zero_grad()
+    out = seq(x)
+    loss = criterion(out, target)  # @criterion
+    loss.backward()
+    (replay,) = s.views.replays
+    first = replay["first_nonfinite"]
+    assert (first["where"], first["op"], first["loss_fn"]) == ("loss", "MseLossBackward0", "mse_loss"), first
+    assert first["line"] == line_of(test_a_loss_born_inf_names_the_loss_function_and_the_users_line, "# @criterion")
+    assert replay["summary"].startswith("mse_loss (MseLossBackward0) in the loss computation produced"), replay

@@ -136,18 +136,34 @@ def search_loss_graph(loss: torch.Tensor, output: Any, frame: FrameType | None) 
     if producer is None:
         return None
     op = producer.name()
-    where = guess_line(op, frame)
-    return {"where": "loss", "module": None, "module_type": None, "op": op, **where}
+    loss_fn, names = loss_names(op, frame)
+    where = guess_line(names, frame)
+    return {"where": "loss", "module": None, "module_type": None, "op": op, "loss_fn": loss_fn, **where}
 
 
-def guess_line(op: str, frame: FrameType | None) -> dict[str, Any]:
-    """The user line that most likely ran `op`: the backward-calling function is searched."""
+def loss_names(op: str, frame: FrameType | None) -> tuple[str, set[str]]:
+    """A loss node's function ('MseLossBackward0' -> 'mse_loss') and the names a line may
+    call it by: the function's, and the variables of the frame that hold such a loss module
+    (``criterion = nn.MSELoss()``)."""
+    base = re.sub(r"Backward\d*$", "", op)
+    snake = re.sub(r"(?<!^)(?=[A-Z])", "_", base).lower()
+    names = {base.lower(), snake}
+    if frame is not None:
+        for var, obj in [*frame.f_globals.items(), *frame.f_locals.items()]:
+            if isinstance(obj, torch.nn.Module) and type(obj).__name__.lower() in names:
+                names.add(var)
+    return snake, names
+
+
+def guess_line(names: set[str], frame: FrameType | None) -> dict[str, Any]:
+    """The user line that most likely ran the op called by one of `names`: the
+    backward-calling function is searched."""
     if frame is None:
         return {}
-    name = re.sub(r"Backward\d*$", "", op).lower()
     code = frame.f_code
     first = code.co_firstlineno
-    pattern = re.compile(rf"\b{re.escape(name)}\w*\s*\(|\.{re.escape(name)}\w*\s*\(", re.I)
+    alts = "|".join(re.escape(n) for n in sorted(names, key=len, reverse=True))
+    pattern = re.compile(rf"\b(?:{alts})\w*\s*\(", re.I)
     hits = [n for n in range(first, frame.f_lineno + 1)
             if pattern.search(linecache.getline(code.co_filename, n))]
     if not hits:

@@ -228,7 +228,8 @@ def _summary(result: dict[str, Any], notes: list[str]) -> str:
         where = f"{first.get('file')}:{first.get('line')}" if first.get("line") else "an unknown line"
         module = first.get("module") or "the loss computation"
         mtype = f" ({first['module_type']})" if first.get("module_type") and first["module_type"] != module else ""
-        return f"{first['op']} in {module}{mtype} produced the first non-finite value ({first['where']}), at {where}"
+        op = f"{first['loss_fn']} ({first['op']})" if first.get("loss_fn") else first["op"]
+        return f"{op} in {module}{mtype} produced the first non-finite value ({first['where']}), at {where}"
     if "failing_op" in result:
         f = result["failing_op"]
         return (f"backward failed in {f['op']}, whose forward ran in {f.get('module') or '?'} "
