@@ -183,8 +183,13 @@ def run_torchrun(cmd: list[str], env: dict[str, str]) -> int:
 
     child = subprocess.Popen(cmd, env=env, stderr=subprocess.PIPE, text=True, errors="replace", bufsize=1,
                              preexec_fn=die_with_parent if sys.platform == "linux" else None)
+    def forward(n: int, _frame: object) -> None:
+        if n == signal.SIGINT and _foreground():
+            return  # the terminal's Ctrl-C reached torchrun too: once is enough
+        child.send_signal(n)
+
     for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, lambda n, _f: child.send_signal(n))
+        signal.signal(sig, forward)
     report = EndedReport(auto=True)
     assert child.stderr is not None
     for line in child.stderr:
@@ -194,3 +199,11 @@ def run_torchrun(cmd: list[str], env: dict[str, str]) -> int:
     if report.hid:
         return report.code
     return code if code >= 0 else 128 - code
+
+
+def _foreground() -> bool:
+    """This process group owns the terminal (a Ctrl-C there went to all of it)."""
+    try:
+        return os.tcgetpgrp(sys.stdin.fileno()) == os.getpgrp()
+    except (OSError, ValueError):
+        return False

@@ -213,14 +213,16 @@ class Breaker:
         """End a stalled job from the watchdog's thread (exit code 3), its stuck DataLoader
         workers killed: they would outlive us and hold the terminal's pipes."""
         assert self.hooks is not None
-        self.bus.say(f"aborting (exit code {EXIT_ABORT}): {why}")
-        self.hooks.stop(exit_code=EXIT_ABORT)
-        for w in (details.get("dataloader") or {}).get("workers", []):
-            with contextlib.suppress(OSError, TypeError):
-                os.kill(w["pid"], 9)
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os._exit(EXIT_ABORT)
+        try:  # whatever fails here, the rank ends: its training thread may wait for that (bootstrap)
+            self.bus.say(f"aborting (exit code {EXIT_ABORT}): {why}")
+            self.hooks.stop(exit_code=EXIT_ABORT)
+            for w in (details.get("dataloader") or {}).get("workers", []):
+                with contextlib.suppress(OSError, TypeError):
+                    os.kill(w["pid"], 9)
+            sys.stdout.flush()
+            sys.stderr.flush()
+        finally:
+            os._exit(EXIT_ABORT)
 
     # ------------------------------------------------------------------ a break and its actions
 
