@@ -294,7 +294,7 @@ def test_ranks_end_when_torchrun_is_killed_even_while_waiting_in_a_collective(tm
         r0, r1 = both_ranks(proc)
         r0.wait_paused(WAIT)
         pids = [r0.session["pid"], r1.session["pid"]]
-        os.kill(proc.pid, sig.SIGKILL)  # the launcher (stepdbg exec'd into torchrun) dies at once
+        os.kill(proc.pid, sig.SIGKILL)  # stepdbg dies at once; torchrun, its child, with it (PR_SET_PDEATHSIG)
         deadline = time.monotonic() + 20
         alive = pids
         while alive and time.monotonic() < deadline:
