@@ -58,7 +58,7 @@ class Watchdog:
             fired_at = last
             job = self.job
             if multi and job is not None and (job.answered_at or 0) > last:
-                self.say(f"no progress for {idle:.1f}s; rank {job.asker} reports the job's stall")
+                self._reported_elsewhere(idle)
                 continue
             try:
                 loader = m.capture.get("loader")
@@ -74,13 +74,17 @@ class Watchdog:
                 if multi and job is not None:
                     asked = job.ask(max(3.0, 3 * tick))
                     if asked is None:  # another rank asked too, later: it reports
-                        self.say(f"no progress for {idle:.1f}s; rank {job.asker} reports the job's stall")
+                        self._reported_elsewhere(idle)
                         continue
                     details["ask_id"], details["ranks"] = asked
                     details["diagnosis"] = diagnose(details["ranks"])
                 self.on_stall(self.condition.spec, f"no progress for {idle:.1f}s{where}", details)
             except Exception as e:  # the watchdog must never take the job down
                 self.say(f"watchdog failed: {type(e).__name__}: {e}")
+
+    def _reported_elsewhere(self, idle: float) -> None:
+        assert self.job is not None
+        self.say(f"no progress for {idle:.1f}s; rank {self.job.asker} reports the job's stall")
 
     def _answer(self) -> None:
         """Answer another rank's ask; end this rank when the job is ended by the one that reported."""
