@@ -290,3 +290,26 @@ def test_a_learning_rate_far_too_high_is_called_divergence(replayer):
     r = train(replayer, model, batches, lr=1e4, opt_cls=torch.optim.SGD)
     assert r["advice"]["cause"] == "divergence", (r["summary"], r["advice"])
     assert "learning rate" in r["advice"]["text"]
+
+
+def test_blown_up_transformer_weights_name_the_encoder_that_ran_first(session_factory):
+    """Lightning's demo Transformer (nn.Transformer inside) with every weight matrix times
+    1e20: the encoder's and the decoder's self-attention each make a NaN of their own. The
+    producer is the first in execution order, the encoder's, for the activation watch (which
+    breaks in the forward) and for the replay (which follows the NaN back from the output)."""
+    from lightning.pytorch.demos import Transformer
+
+    torch.manual_seed(0)
+    s = session_factory("activations", "nan", actions=("replay",))
+    model = Transformer(vocab_size=100, ninp=32, nhead=2, nhid=64, nlayers=2)
+    with torch.no_grad():
+        for p in model.parameters():
+            if p.dim() > 1:
+                p.mul_(1e20)
+    x, y = torch.randint(0, 100, (4, 8)), torch.randint(0, 100, (4, 8))
+    F.nll_loss(model(x, y), y.view(-1)).backward()
+    watch, nan = s.breaks
+    assert (watch.condition, watch.phase, watch.details["module"]) == (
+        "activations", "forward", "transformer.encoder.layers.0.self_attn")
+    for replay in s.views.replays:
+        assert replay["first_nonfinite"]["module"] == "transformer.encoder.layers.0.self_attn", replay["summary"]

@@ -32,7 +32,6 @@ from stepdbg.agent.breaks.rewind_plan import RewindPlan
 from stepdbg.agent.bus import Bus
 from stepdbg.agent.doctor.run_end import cannot_overfit_here, finish_early
 from stepdbg.agent.measure.memory import record_history
-from stepdbg.agent.step.activations import ActivationWatch
 from stepdbg.agent.step.hooks import Guard
 from stepdbg.agent.step.optimizer_phase import opt_params
 from stepdbg.agent.step.saved_activations import SavedActivations
@@ -63,10 +62,9 @@ class Session:
         self.rewinder = Rewinder(self.model)  # snapshots (--keep-every) and rewinds
         self.rewinder.configure(**config.rewind)
         self.ranks = Ranks()
-        self.activations = ActivationWatch()
         actions = list(config.actions)
         self.breaker = Breaker(self.model, Breakpoints(config.breaks), self.controls, self.ranks, self.bus,
-                               self.guard, actions, self.activations)
+                               self.guard, actions)
         self.breaker.actions_defaulted = not config.actions_given
         self.rewinds = RewindPlan(self.model, self.rewinder, self.controls, self.ranks, self.breaker.break_set,
                                   self.bus, self.guard, actions)
@@ -126,7 +124,7 @@ class Session:
 
         self._started = True
         break_set = self.breaker.break_set
-        self.model.install(self.activations.on_output if break_set.has("activations") else None)
+        self.model.install()
         if scan_existing:
             find_existing_optimizers(self.model)
         self.bus.write("start", pid=os.getpid(), argv=self.argv, torch=torch.__version__, stepdbg=__version__,

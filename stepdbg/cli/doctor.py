@@ -28,7 +28,8 @@ def main(argv: list[str], overfit: bool = False) -> int:
     p = Parser(prog=f"stepdbg {name}", usage="%(prog)s [--steps N] [OPTIONS] [python] SCRIPT.py [ARGS...]",
                description=textwrap.fill(OVERFIT if overfit else DOCTOR, 88), epilog=EXAMPLES[name])
     p.add_argument("--steps", type=steps, default=100 if overfit else 20, metavar="N",
-                   help=f"how many steps to run (default {100 if overfit else 20})")
+                   help=f"how many steps to run (default {100 if overfit else 20}); the data-wait rule speaks "
+                        "from 4 steps, memory growth from 14")
     p.add_argument("--json", action="store_true", help="print the findings as JSON, alone on stdout (the script's own stdout goes to stderr)")
     add_run_options(p, tui=False)
     ns = p.parse_args(argv)

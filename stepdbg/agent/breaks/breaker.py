@@ -28,7 +28,7 @@ from stepdbg.agent.breaks.ranks import Ranks
 from stepdbg.agent.bus import Bus
 from stepdbg.agent.measure import failures, memory, oom, tensors
 from stepdbg.agent.measure.frames import PausedStack, framework_frame, user_frame, where_of
-from stepdbg.agent.step.activations import ActivationWatch
+from stepdbg.agent.replay import activations
 from stepdbg.agent.step.step_model import StepModel
 from stepdbg.wire import stall_text
 from stepdbg.wire.conditions import Condition
@@ -54,9 +54,9 @@ class Breaker:
     """Which conditions hold, the break they make, and what is done about it."""
 
     def __init__(self, model: StepModel, break_set: Breakpoints, controls: Controls, ranks: Ranks, bus: Bus,
-                 guard: Any, actions: list[str], activations: ActivationWatch) -> None:
+                 guard: Any, actions: list[str]) -> None:
         self.model, self.break_set, self.controls, self.ranks = model, break_set, controls, ranks
-        self.bus, self.guard, self.actions, self.activations = bus, guard, actions, activations
+        self.bus, self.guard, self.actions = bus, guard, actions
         self.actions_defaulted = False  # nobody chose the actions: with a front end attached, a break pauses
         self.breaks: list[Break] = []
         self.paused_stack = PausedStack()  # the user's frames at a pause; u/d select one
@@ -70,8 +70,6 @@ class Breaker:
 
     def add(self, spec: str | Condition) -> Condition:
         c = self.break_set.add(spec)
-        if c.kind == "activations" and self.model.active:
-            self.model.install_activation_hook(self.activations.on_output)
         self.bus.change("break_add", spec=c.spec)
         return c
 
@@ -88,14 +86,8 @@ class Breaker:
     def at_pause_point(self, phase: str) -> None:
         """The step model's pause point: the conditions checked here, then a stop asked for."""
         step = self.model.step
-        if phase == "after_forward" and self.activations.pending:
-            found = self.activations.producer()
-            spec = self.break_set.first("activations")
-            if found is not None and spec is not None and not self.break_set.repeat(spec.spec, step):
-                name = failures.module_name(self.model.roots.values(), found)
-                mtype = type(found).__name__
-                self.take(spec.spec, f"module {name} ({mtype}) produced a non-finite output from finite inputs",
-                          phase="forward", details={"module": name, "module_type": mtype})
+        if phase == "after_forward" and self.break_set.checks("forward"):  # the activation watch
+            self.guard("activations", self._activations, step)
         if not self.break_set.checks(phase) and self.controls.running_free():
             return  # the hot path: nothing listens at this pause point
         hits = [h for h in self.break_set.check(phase, self.model) if not self.break_set.repeat(h[0], step)]
@@ -107,6 +99,25 @@ class Breaker:
         stop = self.controls.stop_reason(phase, step)
         if stop:
             self.take("pause", stop, phase=phase, actions=["pause"])
+
+    def _activations(self, step: int) -> None:
+        """The activation watch: the model's output is not finite; which module made it."""
+        spec = self.break_set.first("activations")
+        output = self.model.capture.get("output")
+        if spec is None or self.break_set.repeat(spec.spec, step) or activations.output_finite(output):
+            return
+        found = activations.find_producer(self.model)
+        if found.module is not None:
+            name = failures.module_name(self.model.roots.values(), found.module)
+            mtype = type(found.module).__name__
+            reason = f"module {name} ({mtype}) produced a non-finite output from finite inputs"
+            details = {"module": name, "module_type": mtype}
+        elif found.inputs_bad:
+            reason, details = "the model's inputs are not finite: born in the data", {"module": None}
+        else:
+            reason = "the model's output is not finite; no module was found to make it from finite inputs"
+            details = {"module": None}
+        self.take(spec.spec, reason, phase="forward", details=details)
 
     def breakpoint(self, frame: FrameType | None = None) -> None:
         """Pause here, as asked by the user's code."""

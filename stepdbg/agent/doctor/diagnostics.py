@@ -36,6 +36,7 @@ from stepdbg.wire.conditions import format_size
 SEVERITY_ORDER = {"error": 0, "warning": 1, "info": 2}
 WARMUP_STEPS = 3  # optimizer state and allocator caches are made in the first steps: not growth
 GROWTH_SAMPLES = 10
+DATA_STEPS = 3  # steps with a measured data wait before the data rule speaks (doctor --steps 4 is enough)
 DROPOUT_BN = (torch.nn.Dropout, torch.nn.Dropout1d, torch.nn.Dropout2d, torch.nn.Dropout3d,
               torch.nn.AlphaDropout, torch.nn.modules.batchnorm._BatchNorm)
 REGRESSION_LOSSES = ("MseLossBackward0", "L1LossBackward0", "SmoothL1LossBackward0", "HuberLossBackward0")
@@ -298,7 +299,7 @@ class Doctor:
         it = loader() if loader is not None else None
         rows = [{**h, "data_wait": h.get("gpu_data_wait", h["data_wait"])}  # the GPU's view, where known
                 for h in hist[-10:] if h["data_wait"] is not None and h["step_time"]]
-        if len(rows) < 5:
+        if len(rows) < DATA_STEPS:
             return
         # One wait far longer than every other is a step preempted on a busy machine, not a
         # slow loader (a heavy transform every few batches shows as several long waits).

@@ -5,7 +5,9 @@ The rules (README, "Replay"):
 - a NaN's producer is the first op that makes a NaN from NaN-free inputs, unless the
   inputs carried an unintended inf, whose producer it then is (log(0) = -inf, then a
   Linear turns it into NaN: the log is the producer);
-- an inf's producer is the first op whose inf reaches the model output. An inf written on
+- an inf's producer is the first op whose inf reaches the model output;
+- where an op's inputs carry values from several producers, the one that ran first is
+  named (the encoder's, before the decoder's); An inf written on
   purpose (a ``masked_fill(mask, -inf)``, ``torch.full(..., -inf)`` as in
   ``generate_square_subsequent_mask``) is intended: when softmax absorbs it nothing is
   reported, and the op that turns it into NaN (softmax over an all-masked row) is the
@@ -202,19 +204,18 @@ class Provenance(TorchFunctionMode):
         return out
 
     def _carried(self, f: int, inputs: list[tuple[int, int | None]]) -> int | None:
-        """The origin an output's non-finite values come from, when an input brought them."""
+        """The origin an output's non-finite values come from, when an input brought them.
+        Of several, the one made first: two branches that each make a NaN (an encoder and a
+        decoder) are named by the one that ran first."""
         if f & NAN:
-            for fl, origin in inputs:
-                if fl & NAN:
-                    return origin
-            for fl, origin in inputs:  # an unintended inf that this op turned into NaN
-                if fl & INF and origin is not None and not self.origins[origin].get("intended"):
-                    return origin
-            return None
-        for fl, origin in inputs:
-            if fl & INF:
-                return origin
-        return None
+            nan = [o for fl, o in inputs if fl & NAN and o is not None]
+            if nan:
+                return min(nan)
+            inf = [o for fl, o in inputs  # an unintended inf that this op turned into NaN
+                   if fl & INF and o is not None and not self.origins[o].get("intended")]
+            return min(inf) if inf else None
+        inf = [o for fl, o in inputs if fl & INF and o is not None]
+        return min(inf) if inf else None
 
     def producer_of(self, outputs: Any) -> dict[str, Any] | None:
         """The producer of the first non-finite value in `outputs` (the model's output)."""

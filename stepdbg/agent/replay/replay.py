@@ -78,13 +78,7 @@ def run_root(root: torch.nn.Module, args: Any, kwargs: dict[str, Any], buffers: 
     return torch.func.functional_call(root, copies, tuple(args), kwargs, strict=False)
 
 
-
-
-
-
-
-
-def _restore_step_start(cap: dict[str, Any]) -> None:
+def restore_step_start(cap: dict[str, Any]) -> None:
     """The RNG as the captured step started (parameters have not moved before its
     optimizer step; its buffers go to run_root)."""
     set_rng_state(cap["rng"])
@@ -141,7 +135,7 @@ def _replayed(model: StepModel, root: torch.nn.Module, args: Any, kwargs: Any, c
     first = None
     with preserved_state(model), warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        _restore_step_start(cap)
+        restore_step_start(cap)
         out = None
         with torch.enable_grad(), torch.autograd.detect_anomaly(check_nan=False):
             try:
@@ -267,14 +261,6 @@ def _replay_backward(out_t: torch.Tensor, grad_out: torch.Tensor, params: list[t
             "forward_trace": user_trace(node.metadata.get("traceback_"))}
 
 
-
-
-
-
-
-
-
-
 def replay_twice(model: StepModel, before_each: Any = None) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
     """Run the captured step's forward (and backward, if the output gradient was captured)
     twice from the step's starting state; the outputs and parameter gradients of each.
@@ -289,7 +275,7 @@ def replay_twice(model: StepModel, before_each: Any = None) -> tuple[dict[str, A
         for _ in range(2):
             if before_each is not None:
                 before_each()
-            _restore_step_start(cap)
+            restore_step_start(cap)
             with torch.enable_grad():
                 out = _first_tensor(run_root(root, args, cap.get("kwargs", {}), cap.get("buffers")))
                 grads: list[torch.Tensor] = []

@@ -77,8 +77,8 @@ class StepModel:
 
     # ------------------------------------------------------------------ installing
 
-    def install(self, activations: Callable[..., None] | None = None) -> None:
-        """Install every hook; `activations` is a per-module forward hook (the activation watch)."""
+    def install(self) -> None:
+        """Install every hook and patch."""
         from torch.nn.modules import module as nn_module
         from torch.optim import optimizer as optim_mod
 
@@ -93,8 +93,6 @@ class StepModel:
                            h.add(nn_module.register_module_forward_hook(self._fwd_post, always_call=True))]
         h.add(optim_mod.register_optimizer_step_pre_hook(self.optimizer_phase.pre_hook))
         h.add(optim_mod.register_optimizer_step_post_hook(self.guarded("optimizer", self.optimizer_phase.post_hook)))
-        if activations is not None:
-            self.install_activation_hook(activations)
         patch_step_calls(self, h)
         patch_trainer_objects(self, h)
 
@@ -120,14 +118,6 @@ class StepModel:
 
     def _is_root(self, module: Any) -> bool:
         return self.roots.get(id(module)) is module
-
-    def install_activation_hook(self, hook: Callable[..., None]) -> None:
-        from torch.nn.modules import module as nn_module
-
-        if "activations" not in {getattr(h, "_stepdbg", None) for h in self._hooks.handles}:
-            handle = nn_module.register_module_forward_hook(self.guarded("activations", hook))
-            handle._stepdbg = "activations"  # type: ignore[attr-defined]
-            self._hooks.add(handle)
 
     def remove(self) -> None:
         self.active = False

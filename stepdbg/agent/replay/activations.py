@@ -1,0 +1,83 @@
+"""The activation watch (condition `activations`): a forward whose output is not finite,
+and the module that made it.
+
+In steady state it costs one reduction of the model's output per training forward, read
+once (a finite sum settles it: tensors.all_finite), and no hook on any module. Only when
+the output is not finite does the root's forward run again from the step's start (its
+inputs, RNG state and buffers, on copies of the buffers: run_root), in the grad mode and
+autocast of the real forward, with a forward hook on every module for that run alone. The
+producer is the first module, in the order the forwards finished, with a non-finite output
+from finite inputs: a child finishes before its parent, the encoder before the decoder.
+
+A non-finite value that a later op hides (a clamp, a `where`) never reaches the output: it
+is left to the gradient checks (`nan`) and the replay. Evaluation forwards (no_grad) are
+not watched.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import torch
+
+from stepdbg.agent.measure.tensors import all_finite
+from stepdbg.agent.replay.replay import preserved_state, restore_step_start, run_root
+from stepdbg.agent.step.step_model import StepModel
+
+MAX_OUTPUTS = 8  # a model's output may be a tuple or dict of tensors: the first few are checked
+
+
+def floating(x: Any, limit: int = MAX_OUTPUTS) -> Iterator[torch.Tensor]:
+    """The floating-point tensors of a (nested) output, at most `limit` of them."""
+    stack, n = [x], 0
+    while stack and n < limit:
+        v = stack.pop(0)
+        if isinstance(v, torch.Tensor):
+            if v.is_floating_point():
+                n += 1
+                yield v
+        elif isinstance(v, (list, tuple)):
+            stack[:0] = list(v)
+        elif isinstance(v, dict):
+            stack[:0] = list(v.values())
+
+
+def output_finite(output: Any) -> bool:
+    """The steady-state check: every floating tensor of the output is finite."""
+    return all(all_finite(t) for t in floating(output))
+
+
+class Producer:
+    """A forward hook for the re-run: the first module with a non-finite output from finite inputs."""
+
+    def __init__(self) -> None:
+        self.module: torch.nn.Module | None = None
+        self.inputs_bad = False  # the root's own inputs were not finite: nothing inside made it
+
+    def __call__(self, module: torch.nn.Module, args: Any, output: Any) -> None:
+        if self.module is not None or output_finite(output):
+            return
+        if all(all_finite(a) for a in floating(args, limit=64)):
+            self.module = module
+
+
+def find_producer(model: StepModel) -> Producer:
+    """Run the captured step's forward again, hooked, and return what it found. The job's
+    parameters, buffers, RNG and modes are as they were."""
+    from torch.nn.modules import module as nn_module
+
+    cap, root, found = model.capture, model.root(), Producer()
+    if root is None or cap.get("args") is None:
+        return found
+    if not all(all_finite(a) for a in floating((cap["args"], cap.get("kwargs", {})), limit=64)):
+        found.inputs_bad = True
+        return found
+    handle = nn_module.register_module_forward_hook(found)
+    try:
+        with preserved_state(model), torch.enable_grad():
+            restore_step_start(cap)
+            run_root(root, cap["args"], cap.get("kwargs", {}), cap.get("buffers"))
+    finally:
+        handle.remove()
+    return found
