@@ -127,6 +127,24 @@ def test_activations_condition_breaks_in_the_producing_module(session_factory):
     assert brk.details["module"] == "0" and brk.phase == "forward"
 
 
+def test_the_activation_watch_hooks_no_module_and_tells_a_data_born_nan(session_factory):
+    """Steady state: no hook on any module, the output checked once per forward. A NaN
+    already in the batch is said to be born in the data, with no module named."""
+    from torch.nn.modules import module as nn_module
+
+    hooks = len(nn_module._global_forward_hooks)
+    s = session_factory("activations")
+    model = nn.Sequential(nn.Linear(4, 4), nn.ReLU(), nn.Linear(4, 1))
+    for step in range(3):
+        x = torch.randn(2, 4)
+        if step == 2:
+            assert len(nn_module._global_forward_hooks) == hooks  # the roots are known: no global hook left
+            x[1, 2] = float("nan")
+        model(x).sum().backward()
+    (brk,) = s.breaks
+    assert (brk.step, brk.details["module"]) == (2, None) and "born in the data" in brk.reason
+
+
 def test_replay_in_a_dataloader_loop_with_accumulation(session_factory):
     """Loop style (a) with two micro-batches: the replay re-runs the micro-batch that broke."""
     from torch.utils.data import DataLoader, TensorDataset

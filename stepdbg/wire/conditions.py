@@ -70,7 +70,8 @@ conditions (--break SPEC, stepdbg.watch(SPEC), or the UI):
   mem>SIZE                CUDA allocated (or host RSS without CUDA) above SIZE (e.g. 8GB)
   exception               an uncaught exception (post-mortem)
   stall>S                 no progress for S seconds: record every thread's stack
-  activations             per-module finite checks in forward (opt-in: costs 1.2x-1.3x)
+  activations             the model's output is not finite: break in forward, naming the module
+                          that made it from finite inputs (found by running the forward again)
   stale_grad              gradients of the previous step still there at backward (zero_grad missing)
   expr:EXPR               a boolean expression over step, loss, grad_norm, data_wait, lr,
                           mem, step_time, loss_median (e.g. 'expr:loss > 4 and step > 100')"""

@@ -104,7 +104,7 @@ class Breaker:
         """The activation watch: the model's output is not finite; which module made it."""
         spec = self.break_set.first("activations")
         output = self.model.capture.get("output")
-        if spec is None or self.break_set.repeat(spec.spec, step) or activations.output_finite(output):
+        if spec is None or activations.output_finite(output) or self.break_set.repeat(spec.spec, step):
             return
         found = activations.find_producer(self.model)
         if found.module is not None:
