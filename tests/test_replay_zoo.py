@@ -313,3 +313,50 @@ def test_blown_up_transformer_weights_name_the_encoder_that_ran_first(session_fa
         "activations", "forward", "transformer.encoder.layers.0.self_attn")
     for replay in s.views.replays:
         assert replay["first_nonfinite"]["module"] == "transformer.encoder.layers.0.self_attn", replay["summary"]
+
+
+class Attention(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.qkv = nn.Linear(16, 48)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        q, k, v = self.qkv(x).view(2, 8, 3, 2, 8).permute(2, 0, 3, 1, 4)
+        return F.scaled_dot_product_attention(q, k, v)  # @sdpa
+
+
+def test_the_replay_runs_the_kernels_the_step_ran(session_factory):
+    """The step's forward runs inside sdpa_kernel(MATH); the pause (before backward) is
+    outside it. The replay runs the math kernel again, not the CPU flash kernel that would
+    be picked at the pause: the autograd node it names is the one the real step made."""
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    torch.manual_seed(0)
+    s = session_factory("nan", actions=("replay",))
+    model = Attention()
+    with torch.no_grad():
+        model.qkv.weight.mul_(1e20)  # the scores overflow: the attention makes the NaN
+    real: list[str] = []
+    model.register_forward_hook(lambda m, a, out: real.append(out.grad_fn.name()))
+    with sdpa_kernel(SDPBackend.MATH):
+        out = model(torch.randn(2, 8, 16))
+    out.sum().backward()
+    first = s.views.replays[0]["first_nonfinite"]
+    assert (first["op"], first["line"]) == ("scaled_dot_product_attention", line_of(Attention.forward, "# @sdpa"))
+    assert first["node"] == real[0] == "UnsafeViewBackward0"  # the math kernel's, not ScaledDotProductFlashAttentionForCpu's
+
+
+def test_the_replay_runs_under_the_steps_autocast(session_factory):
+    """An fp16 overflow under CPU autocast: 16 * 300 * 300 > 65504. In float32 the same
+    forward is finite; the replay runs in the step's autocast and finds the Linear."""
+    s = session_factory("nan", actions=("replay",))
+    model = nn.Sequential(nn.Linear(16, 16), nn.Linear(16, 1))
+    with torch.no_grad():
+        model[0].weight.fill_(300.0)
+        model[1].weight.fill_(-1.0)
+    with torch.autocast("cpu", dtype=torch.float16):
+        out = model(torch.full((2, 16), 300.0))
+    assert not torch.isfinite(out).all()
+    out.float().sum().backward()
+    first = s.views.replays[0]["first_nonfinite"]
+    assert (first["where"], first["module"], first["op"]) == ("forward", "0", "linear"), s.views.replays[0]["summary"]

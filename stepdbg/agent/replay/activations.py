@@ -4,8 +4,8 @@ and the module that made it.
 In steady state it costs one reduction of the model's output per training forward, read
 once (a finite sum settles it: tensors.all_finite), and no hook on any module. Only when
 the output is not finite does the root's forward run again from the step's start (its
-inputs, RNG state and buffers, on copies of the buffers: run_root), in the grad mode and
-autocast of the real forward, with a forward hook on every module for that run alone. The
+inputs, RNG state and buffers, on copies of the buffers, under its kernel choice:
+run_root), with grad on, with a forward hook on every module for that run alone. The
 producer is the first module, in the order the forwards finished, with a non-finite output
 from finite inputs: a child finishes before its parent, the encoder before the decoder.
 
@@ -77,7 +77,7 @@ def find_producer(model: StepModel) -> Producer:
     try:
         with preserved_state(model), torch.enable_grad():
             restore_step_start(cap)
-            run_root(root, cap["args"], cap.get("kwargs", {}), cap.get("buffers"))
+            run_root(root, cap)
     finally:
         handle.remove()
     return found

@@ -34,6 +34,7 @@ from typing import Any
 
 import torch
 
+from stepdbg.agent.measure import kernel_choice
 from stepdbg.agent.measure.frames import where_of
 from stepdbg.agent.measure.tensors import first_tensor as _first_tensor
 from stepdbg.agent.measure.tensors import rng_state as _rng_state
@@ -69,13 +70,17 @@ def preserved_state(model: StepModel) -> Iterator[None]:
             m.training = training
 
 
-def run_root(root: torch.nn.Module, args: Any, kwargs: dict[str, Any], buffers: dict[str, Any] | None = None) -> Any:
-    """The root module's forward on copies of its buffers (`buffers`: those the step started
-    with). Writing the real ones, as BatchNorm's running stats are written in training,
-    would change the job's state and bump versions that the real backward still checks."""
+def run_root(root: torch.nn.Module, cap: dict[str, Any], buffers: bool = True) -> Any:
+    """The root module's forward on the captured step's inputs, under the kernel choice
+    its forward ran with (kernel_choice), on copies of the buffers (with `buffers`: those
+    the step started with). Writing the real ones, as BatchNorm's running stats are
+    written in training, would change the job's state and bump versions that the real
+    backward still checks."""
     copies = {n: b.detach().clone() for n, b in root.named_buffers()}
-    copies.update({n: b.detach().clone() for n, b in (buffers or {}).items() if n in copies})
-    return torch.func.functional_call(root, copies, tuple(args), kwargs, strict=False)
+    if buffers:
+        copies.update({n: b.detach().clone() for n, b in (cap.get("buffers") or {}).items() if n in copies})
+    with kernel_choice.applied(cap.get("kernels")):
+        return torch.func.functional_call(root, copies, tuple(cap["args"]), cap.get("kwargs", {}), strict=False)
 
 
 def restore_step_start(cap: dict[str, Any]) -> None:
@@ -140,7 +145,7 @@ def _replayed(model: StepModel, root: torch.nn.Module, args: Any, kwargs: Any, c
         with torch.enable_grad(), torch.autograd.detect_anomaly(check_nan=False):
             try:
                 with modules, prov:
-                    out = run_root(root, args, kwargs, cap.get("buffers"))
+                    out = run_root(root, cap)
             except Exception as e:
                 result["forward_error"] = f"{type(e).__name__}: {e}"
             result["ops_seen"] = prov.ops
@@ -277,7 +282,7 @@ def replay_twice(model: StepModel, before_each: Any = None) -> tuple[dict[str, A
                 before_each()
             restore_step_start(cap)
             with torch.enable_grad():
-                out = _first_tensor(run_root(root, args, cap.get("kwargs", {}), cap.get("buffers")))
+                out = _first_tensor(run_root(root, cap))
                 grads: list[torch.Tensor] = []
                 g_out = cap.get("grad_output")
                 if out is not None and out.grad_fn is not None and g_out is not None and g_out.shape == out.shape:

@@ -21,7 +21,7 @@ from typing import Any
 
 import torch
 
-from stepdbg.agent.measure import census, tensors
+from stepdbg.agent.measure import census, kernel_choice, tensors
 from stepdbg.agent.measure.frames import caller_kwargs
 from stepdbg.agent.measure.memory import memory_in_use
 from stepdbg.agent.step.collectives import Collectives
@@ -236,6 +236,7 @@ class StepModel:
         cap["kwargs"] = caller_kwargs() if kwargs is None else dict(kwargs)
         cap["step"] = st.index
         cap["rng"] = tensors.rng_state()
+        cap["kernels"] = kernel_choice.current()  # the replay runs the kernels this forward runs
         cap["output"] = None
         cap["grad_output"] = None
         if self.armed:

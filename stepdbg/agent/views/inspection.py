@@ -87,7 +87,6 @@ def _output_shapes(model: StepModel, root: torch.nn.Module) -> dict[str, Any]:
         return {}
     from torch.nn.modules import module as nn_module
 
-
     names = {id(m): n for n, m in root.named_modules()}
     shapes: dict[str, Any] = {}
 
@@ -99,7 +98,7 @@ def _output_shapes(model: StepModel, root: torch.nn.Module) -> dict[str, Any]:
     handle = own_id(nn_module.register_module_forward_hook(record))
     try:
         with preserved_state(model), torch.no_grad():
-            run_root(root, args, model.capture.get("kwargs", {}))
+            run_root(root, model.capture, buffers=False)
     except Exception:
         pass  # a forward that fails (the shape error being debugged) still leaves what it reached
     finally:
