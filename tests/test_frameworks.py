@@ -197,3 +197,24 @@ def test_tied_weights_count_once_in_the_module_tree(session_factory):
     rows = {r["name"]: r["params"] for r in inspection.module_tree(s.model)}
     assert rows["(root)"] == sum(p.numel() for p in model.parameters()) == 1600
     assert rows["wte"] == rows["lm_head"] == 1600
+
+
+def test_a_compiled_step_is_replayed_eagerly_and_names_what_made_the_nan(session_factory):
+    """The compiled wrapper runs a graph where no hook sees an op: the replay runs the
+    original module, op by op, and names the parameter an inf was written into."""
+    torch.manual_seed(0)
+    s = session_factory("nan", actions=("replay",))
+    model = nn.Sequential(nn.Linear(16, 32), nn.ReLU(), nn.Linear(32, 1))
+    compiled = torch.compile(model)
+    opt = torch.optim.SGD(model.parameters(), lr=1e-3)
+    for step in range(3):
+        if step == 2:
+            with torch.no_grad():
+                model[2].weight[0, 3] = float("inf")
+        loss = compiled(torch.randn(8, 16)).pow(2).mean()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    (brk,) = s.breaks
+    first = s.views.replays[0]["first_nonfinite"]
+    assert brk.step == 2 and (first["where"], first["tensor"]) == ("parameter", "2.weight"), first

@@ -67,7 +67,7 @@ def find_producer(model: StepModel) -> Producer:
     parameters, buffers, RNG and modes are as they were."""
     from torch.nn.modules import module as nn_module
 
-    cap, root, found = model.capture, model.root(), Producer()
+    cap, root, found = model.capture, model.eager_root(), Producer()
     if root is None or cap.get("args") is None:
         return found
     if not all(all_finite(a) for a in floating((cap["args"], cap.get("kwargs", {})), limit=64)):

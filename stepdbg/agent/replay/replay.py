@@ -78,7 +78,8 @@ def run_root(root: torch.nn.Module, cap: dict[str, Any], buffers: bool = True) -
     backward still checks."""
     copies = {n: b.detach().clone() for n, b in root.named_buffers()}
     if buffers:
-        copies.update({n: b.detach().clone() for n, b in (cap.get("buffers") or {}).items() if n in copies})
+        start = {n.removeprefix("_orig_mod."): b for n, b in (cap.get("buffers") or {}).items()}  # a compiled root's
+        copies.update({n: b.detach().clone() for n, b in start.items() if n in copies})
     with kernel_choice.applied(cap.get("kernels")):
         return torch.func.functional_call(root, copies, tuple(cap["args"]), cap.get("kwargs", {}), strict=False)
 
@@ -93,7 +94,7 @@ def replay_step(model: StepModel, brk: Any = None, frame: FrameType | None = Non
     """Replay the captured step of the break `brk` (paused in the user's `frame`); return a
     plain-data report (the `replay` event body). The provenance rules are in provenance.py."""
     cap = model.capture
-    root, args = model.root(), cap.get("args")
+    root, args = model.eager_root(), cap.get("args")
     result: dict[str, Any] = {
         "step": cap.get("step", model.step),
         "phase": brk.phase if brk else None,
@@ -271,7 +272,7 @@ def replay_twice(model: StepModel, before_each: Any = None) -> tuple[dict[str, A
     twice from the step's starting state; the outputs and parameter gradients of each.
     The model, its gradients, buffers and RNG are as they were afterwards."""
     cap = model.capture
-    root, args = model.root(), cap.get("args")
+    root, args = model.eager_root(), cap.get("args")
     if root is None or args is None:
         return None, None
     params = [p for p in root.parameters() if p.requires_grad]

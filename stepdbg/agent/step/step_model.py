@@ -173,6 +173,13 @@ class StepModel:
         ref = self.capture.get("root")
         return ref() if ref is not None else None
 
+    def eager_root(self) -> torch.nn.Module | None:
+        """The captured step's model as stepdbg runs it again: a compiled model's original
+        module (torch.compile's wrapper runs a graph where no hook and no TorchFunctionMode
+        sees an op), so a replay of a compiled step runs eagerly, op by op."""
+        root = self.root()
+        return getattr(root, "_orig_mod", root) if type(root).__name__ == "OptimizedModule" else root
+
     def is_model_module(self, module: torch.nn.Module) -> bool:
         known = self._is_model.get(module)
         if known is None:

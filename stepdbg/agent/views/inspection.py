@@ -116,7 +116,7 @@ def _shape_of(out: Any) -> Any:
 
 def model_summary(model: StepModel, depth: int = 3) -> str | None:
     """torchinfo's table (layers, output shapes, params, mult-adds) on the captured batch."""
-    root, args = model.root(), model.capture.get("args")
+    root, args = model.eager_root(), model.capture.get("args")
     if root is None or args is None:
         return None
     import torchinfo
