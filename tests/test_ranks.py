@@ -404,6 +404,9 @@ def test_fsdp2_pauses_as_one_at_a_nan_in_one_ranks_data_and_its_grad_norm_is_the
         assert "rank 1's break at step 3" in b0["reason"] and b1["condition"] == "nan", (b0, b1)
         norms = {h["step"]: h["grad_norm"] for h in r0.get_history(10)}
         assert r1.evaluate("type(next(model.parameters())).__name__")["value"] == "'DTensor'"
+        w = r1.call("summary", name="model[0].weight")  # Linear(8, 32) sharded on dim 0: rank 1 holds rows 16..31
+        assert (w["type"], w["shape"], w["shard_shape"], w["stats_over"]) == ("DTensor", [32, 8], [16, 8],
+                                                                              "this rank's shard"), w
         for c in (r0, r1):
             c.end()
     finally:

@@ -226,12 +226,34 @@ def test_a_job_started_with_the_environment_variable_is_attached_as_a_whole_over
         subprocess.run([sys.executable, "-m", "stepdbg", "hook", "remove"], check=True, capture_output=True)
 
 
+def fake_slurm(bin_dir, job: str, state: str, nodelist: str, hostnames: list[str]) -> None:
+    """squeue and scontrol as SLURM answers for one job (there is no SLURM here)."""
+    bin_dir.mkdir(exist_ok=True)
+    (bin_dir / "squeue").write_text(f'#!/bin/sh\ncase "$*" in *"-j {job} "*) echo "{state} {nodelist}";; esac\n')
+    (bin_dir / "scontrol").write_text("#!/bin/sh\n" + "".join(f"echo {h}\n" for h in hostnames))
+    for f in bin_dir.iterdir():
+        f.chmod(0o755)
+
+
+def test_slurm_targets_say_what_is_wrong(tmp_path, monkeypatch):
+    from stepdbg.cli.attach import open_job
+
+    monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}:{os.environ['PATH']}")
+    fake_slurm(tmp_path / "bin", "4242", "PENDING", "(Resources)", [])
+    for target, words in (("slurm:4242", "SLURM job 4242 is pending: no node runs it yet"),
+                          ("slurm:77", "SLURM job 77 is not in the queue"),
+                          ("slurm:-oProxyCommand=x", "is not a SLURM job id")):
+        with pytest.raises(TargetError, match=words):
+            open_job(target)
+
+
 def test_a_job_on_two_nodes_is_attached_through_ssh_to_each_node(sshd, tmp_path, monkeypatch):
     """Two "nodes" on this machine: two torchrun agents (--nnodes=2, one rank each) whose
     ranks keep their session files apart, as two machines would, and ssh reaches them as
     nodeA and nodeB (one sshd; each alias sends its own runtime dir). Attaching to
-    ssh://nodeA/JOB finds rank 1 on nodeB from the node names the ranks put in the job's
-    store, opens a tunnel to each node, and pauses and continues the whole job."""
+    slurm:4242 asks squeue and scontrol for the job's nodes (fakes: no SLURM here), finds
+    the only job on nodeA over ssh and rank 1 on nodeB from the node names the ranks put
+    in the job's store, opens a tunnel to each node, and pauses and continues the whole job."""
     from test_ranks import FIXTURE as DDP
 
     from stepdbg.cli.attach import open_job
@@ -244,6 +266,8 @@ def test_a_job_on_two_nodes_is_attached_through_ssh_to_each_node(sshd, tmp_path,
                            for n, d in dirs.items()) + (sshd["dir"] / "ssh_config").read_text())
     monkeypatch.setenv("STEPDBG_SSH", f"ssh -F {cfg}")
     monkeypatch.setenv("STEPDBG_REMOTE", f"{sys.executable} -m stepdbg")
+    fake_slurm(tmp_path / "bin", "4242", "RUNNING", "node[A-B]", ["nodeA", "nodeB"])
+    monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}:{os.environ['PATH']}")
     procs = [subprocess.Popen(
         [sys.executable, "-m", "stepdbg", "serve", "-q", "--break", "step==3", "torchrun", "--nnodes=2",
          f"--node_rank={i}", "--nproc_per_node=1", "--rdzv-id=twonodes", "--master_addr=127.0.0.1",
@@ -257,9 +281,9 @@ def test_a_job_on_two_nodes_is_attached_through_ssh_to_each_node(sshd, tmp_path,
         while job is None:  # rank 1's node is known once the process group exists
             assert time.monotonic() < deadline and all(p.poll() is None for p in procs)
             try:
-                job = open_job("ssh://nodeA/twonodes")
+                job = open_job("slurm:4242")
             except TargetError as e:
-                assert "not found" in str(e) or "no session" in str(e), e
+                assert "not found" in str(e) or "no session" in str(e) or "no stepdbg session" in str(e), e
                 time.sleep(0.5)
         assert job is not None and [c.session["host"] for c in job.clients] == ["nodeA", "nodeB"]
         for c in job.clients:

@@ -229,3 +229,43 @@ def test_every_condition_that_holds_is_named_in_one_break(session_factory):
     assert [b.step for b in s.breaks] == [0, 1, 2, 3, 4]  # every=1 fires at step 0 too
     (at3,) = [b for b in s.breaks if b.step == 3]
     assert at3.conditions == ["every=1", "step==3"] and "reached step 3" in at3.reason
+
+
+def test_on_an_accelerator_the_loss_and_the_grad_norm_come_back_in_one_read(session_factory, monkeypatch):
+    """The default watch on a GPU, forced here on the CPU (defer_reads): the loss stays on
+    the device until the gradient norm is measured and both are copied back together, one
+    host read a step beyond the loop's own. A NaN loss then breaks before the update, named
+    as the loss; the recorded losses are the loop's own."""
+    reads: list[str] = []
+    for name in ("item", "tolist", "__float__", "__bool__", "__int__"):
+        orig = getattr(torch.Tensor, name)
+        monkeypatch.setattr(torch.Tensor, name,
+                            lambda self, *a, _orig=orig, _name=name, **k: (reads.append(_name), _orig(self, *a, **k))[1])
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 1))
+    opt = torch.optim.SGD(model.parameters(), lr=1e-2)
+    losses: list[float] = []
+
+    def step(x: torch.Tensor) -> int:
+        reads.clear()
+        loss = model(x).pow(2).mean()
+        opt.zero_grad()
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        n = len(reads)
+        losses.append(loss.item())
+        return n
+
+    plain = step(torch.randn(4, 8))
+    s = session_factory("nan", "grad_norm>1e9", "data_wait>60")
+    s.model.defer_reads = True
+    watched = [step(torch.randn(4, 8)) for _ in range(4)]
+    assert watched[1:] == [plain + 1] * 3, (plain, watched)  # the first step under stepdbg finds the roots
+    x = torch.randn(4, 8)
+    x[0, 0] = float("nan")
+    step(x)
+    (brk,) = s.breaks
+    assert (brk.step, brk.phase) == (4, "before_optimizer_step") and brk.reason.startswith("loss is nan"), brk
+    recorded = [h["loss"] for h in s.model.history]
+    assert recorded[:4] == losses[1:5] and math.isnan(recorded[4])

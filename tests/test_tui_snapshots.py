@@ -36,6 +36,8 @@ def picture(snap_compare, size, *keys: str, events: tuple = ()) -> bool:
         await settle(pilot)
         for k in keys:
             await pilot.press(k)
+            await pilot.pause()
+        if keys:
             await settle(pilot)
 
     return snap_compare(app(), terminal_size=size, run_before=run_before)

@@ -198,6 +198,9 @@ class Session:
     def needs_grad_norm(self) -> bool:
         return self.breaker.break_set.reads_grad_norm()
 
+    def reads_loss_at_backward(self) -> bool:
+        return self.doctor is not None or self.breaker.break_set.reads_loss_at_backward()
+
     def on_batch(self, module: torch.nn.Module, args: tuple[Any, ...]) -> None:
         if self.doctor is not None:
             self.doctor.on_batch(self.model, module, args)

@@ -19,8 +19,9 @@ Attach to a running job: the TUI at a terminal, the line console otherwise (or w
 TARGET: a session id or pid, a socket path, HOST:PORT (its token from --token-file or
 STEPDBG_TOKEN), or
 ssh://[user@]host[:port][/session]; a distributed job: its id (torchrun run id or SLURM
-job id) or ssh://node/JOB, every rank on every node (the other nodes are reached over
-ssh as the same user); none: the only local session or job (stepdbg ls lists them)."""
+job id), ssh://node/JOB or slurm:JOBID (its nodes from squeue), every rank on every node
+(the other nodes are reached over ssh as the same user); none: the only local session or
+job (stepdbg ls lists them)."""
 
 ATTACH_EPILOG = """\
 examples:
@@ -28,6 +29,7 @@ examples:
   stepdbg attach 4242                     # by session id or pid
   stepdbg attach ssh://me@node17          # the only job on node17, over ssh
   stepdbg attach ssh://node17/my-run-id   # every rank of a torchrun job
+  stepdbg attach slurm:4242               # every rank of SLURM job 4242, from a login node
   stepdbg attach --repl                   # the line console
 
 exit codes: 0 when you detach; the job's exit code when it ends while attached; 1 when
@@ -122,6 +124,10 @@ def job_endpoints(target: str | None) -> list[Any] | None:
     if target is not None and target.startswith("ssh://"):
         found = job_rows(target)
         return gather(*found) if found is not None else None
+    if target is not None and target.startswith("slurm:"):
+        from ..client.slurm import job_rows_of
+
+        return gather(*job_rows_of(target.removeprefix("slurm:")))
     job = _job_target(target)
     if job is None:
         return None

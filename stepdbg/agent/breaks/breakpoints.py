@@ -35,8 +35,7 @@ class Breakpoints:
         self.disabled: set[str] = set()
         self.repeats: dict[str, int] = {}  # conditions that stayed true, counted, not reported
         self._fired: dict[str, int] = {}
-        self._grad_norm_read = self._reads_grad_norm()
-        self._phases = self._checked_phases()
+        self._recount()
 
     # ------------------------------------------------------------------ the set
 
@@ -46,8 +45,7 @@ class Breakpoints:
     def add(self, spec: str | Condition) -> Condition:
         c = spec if isinstance(spec, Condition) else cond_mod.parse(spec)
         self.conditions.append(c)
-        self._grad_norm_read = self._reads_grad_norm()
-        self._phases = self._checked_phases()
+        self._recount()
         return c
 
     def remove(self, spec: str) -> None:
@@ -56,14 +54,13 @@ class Breakpoints:
         if len(self.conditions) == before:
             raise KeyError(f"no breakpoint {spec!r}; set: {self.specs()}")
         self.disabled.discard(spec)  # added again later, it is on
-        self._grad_norm_read = self._reads_grad_norm()
-        self._phases = self._checked_phases()
+        self._recount()
 
     def enable(self, spec: str, enabled: bool = True) -> None:
         if spec not in self.specs():
             raise KeyError(f"no breakpoint {spec!r}; set: {self.specs()}")
         (self.disabled.discard if enabled else self.disabled.add)(spec)
-        self._phases = self._checked_phases()
+        self._recount()
 
     def listing(self) -> list[dict[str, Any]]:
         """Each breakpoint with its kind, where it is checked and whether it is on."""
@@ -92,6 +89,18 @@ class Breakpoints:
             elif c.phase:
                 phases.add(c.phase)
         return frozenset(phases)
+
+    def _recount(self) -> None:
+        """What the hot path asks, kept up to date as conditions are added, removed, toggled."""
+        self._grad_norm_read = self._reads_grad_norm()
+        self._phases = self._checked_phases()
+        self._loss_at_backward = any(c.phase == "before_backward" and "loss" in c.reads
+                                     for c in self.conditions if c.spec not in self.disabled)
+
+    def reads_loss_at_backward(self) -> bool:
+        """Whether a condition on the loss is checked before backward (loss>X, loss_spike,
+        an expression): then the loss is read there, also on an accelerator."""
+        return self._loss_at_backward
 
     def reads_grad_norm(self) -> bool:
         """Whether any condition needs the step's gradient norm (it costs a host sync)."""
@@ -141,11 +150,13 @@ class Breakpoints:
 
 
 def nonfinite(phase: str, model: StepModel) -> tuple[str, dict[str, Any]] | None:
-    """A non-finite loss (before backward) or gradient (before the update), and why."""
+    """A non-finite loss (before backward; on an accelerator, where the loss is read with the
+    gradient norm, before the update) or gradient (before the update), and why."""
     st = model.current
     assert st is not None
-    if phase == "before_backward" and st.losses and not math.isfinite(st.losses[-1]):
-        loss = st.losses[-1]
+    seen = st.losses[-1:] if phase == "before_backward" else st.losses if phase == "before_optimizer_step" else []
+    loss = next((v for v in seen if not math.isfinite(v)), None)
+    if loss is not None:
         details: dict[str, Any] = {}
         bad_params = tensors.nonfinite_names(model.named(model.params_of_step(), grads=False))
         out = tensors.first_tensor(model.capture.get("output"))

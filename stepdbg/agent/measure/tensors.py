@@ -28,6 +28,8 @@ def summarize(t: Any, name: str = "", bins: int = HIST_BINS) -> dict[str, Any]:
         "requires_grad": bool(t.requires_grad),
         "numel": t.numel(),
     }
+    t, shard = local_shard(t)
+    out.update(shard)
     if t.is_sparse or t.numel() == 0:
         return out
     with torch.no_grad():
@@ -54,6 +56,17 @@ def summarize(t: Any, name: str = "", bins: int = HIST_BINS) -> dict[str, Any]:
             counts = torch.histc(vals, bins=bins, min=lo, max=hi)
             out["hist"] = {"lo": lo, "hi": hi, "counts": [int(c) for c in counts]}
     return out
+
+
+def local_shard(t: torch.Tensor) -> tuple[torch.Tensor, dict[str, Any]]:
+    """A DTensor's shard on this rank (FSDP2's parameters, gradients and optimizer state),
+    and what to say of it: statistics over the whole would take a collective, which a
+    paused rank must never start alone. A plain tensor: itself, nothing to say."""
+    if type(t).__name__ != "DTensor" or not hasattr(t, "to_local"):
+        return t, {}
+    local = t.to_local()
+    return local, {"type": "DTensor", "shard_shape": list(local.shape), "placements": [str(p) for p in t.placements],
+                   "stats_over": "this rank's shard"}
 
 
 def slice_of(t: torch.Tensor, index: str, limit: int = 256) -> list[Any]:

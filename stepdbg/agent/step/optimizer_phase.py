@@ -64,7 +64,7 @@ class OptimizerPhase:
         st = m.ensure_step()
         m.in_optimizer_step = True
         if st.clip_norm is not None:
-            st.grad_norm = st.clip_norm
+            st.grad_norm = m.read_pending(st, st.clip_norm)
         else:
             st.grad_norm = m.measure_grad_norm(opt_params(opt))
         m.listener.before_update(opt)

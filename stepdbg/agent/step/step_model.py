@@ -58,6 +58,9 @@ class StepModel:
         self.thread: int | None = None  # the training thread, known at its first hook
         self.active = False
         self.busy = False  # True while stepdbg runs model code itself (replay, eval, summaries)
+        # None: the loss is read before backward on the CPU, and kept on an accelerator until the
+        # step's one read with the gradient norm (read_pending); True/False forces either.
+        self.defer_reads: bool | None = None
         self.halted = False  # True while the training thread is paused
         self.last_progress = time.monotonic()
         self.overfit = False  # re-yield the first DataLoader batch every step (stepdbg overfit)
@@ -284,7 +287,10 @@ class StepModel:
         loss = self.scaled.pop(id(t), t) if t is not None else None
         self.capture["loss"] = loss
         if loss is not None and loss.numel() == 1:
-            st.losses.append(tensors.as_float(loss))
+            if self._defers(loss):
+                st.pending_losses.append(loss.detach())
+            else:
+                st.losses.append(tensors.as_float(loss))
         self.guard("doctor", self.listener.on_loss, loss)
         self.pause_point("before_backward")
 
@@ -298,7 +304,7 @@ class StepModel:
             self.end_step()
 
     def _on_clip(self, norm: Any) -> None:
-        self.ensure_step().clip_norm = tensors.as_float(norm)
+        self.ensure_step().clip_norm = norm.detach() if isinstance(norm, torch.Tensor) else tensors.as_float(norm)
 
     def _on_zero_grad(self, obj: Any) -> None:
         if isinstance(obj, torch.optim.Optimizer):
@@ -312,6 +318,8 @@ class StepModel:
         st = self.current
         if st is None:
             return
+        if st.pending_losses:
+            self.read_pending(st)
         now = time.perf_counter()
         record = {
             "step": st.index,
@@ -337,11 +345,33 @@ class StepModel:
     # ------------------------------------------------------------------ measuring
 
     def measure_grad_norm(self, params: list[torch.nn.Parameter]) -> float | None:
-        # Only when a condition reads it: nan, grad_norm>X, or an expression naming it.
-        if not self.listener.needs_grad_norm():
-            return None
-        norm = tensors.total_norm(p.grad for p in params if p.grad is not None)
-        return None if norm is None else float(norm)  # the one host sync of the step
+        """The gradient norm over `params`, read together with the losses kept on the
+        device. Measured only when a condition reads it (nan, grad_norm>X, an expression)."""
+        st = self.ensure_step()
+        norm = None
+        if self.listener.needs_grad_norm():
+            norm = tensors.total_norm(p.grad for p in params if p.grad is not None)
+        return self.read_pending(st, norm)
+
+    def _defers(self, loss: torch.Tensor) -> bool:
+        """Whether the loss stays on the device until the step's one read (with the
+        gradient norm, before the update) rather than being read before backward."""
+        defer = loss.device.type != "cpu" if self.defer_reads is None else self.defer_reads
+        return defer and not self.listener.reads_loss_at_backward()
+
+    def read_pending(self, st: StepState, norm: torch.Tensor | float | None = None) -> float | None:
+        """The step's one host read: the losses kept on the device and `norm` (a tensor
+        or a number), copied together; `norm` as a float."""
+        if not st.pending_losses:
+            return tensors.as_float(norm)  # on the CPU, or nothing deferred: the one read is the norm's
+        vals = [*st.pending_losses, *([norm] if isinstance(norm, torch.Tensor) else [])]
+        dev = vals[0].device
+        dtype = torch.float32 if dev.type == "mps" else torch.float64  # a double loss stays exact
+        got = torch.stack([v.reshape(()).to(dev, dtype) for v in vals]).tolist()
+        n = len(st.pending_losses)
+        st.losses.extend(got[:n])
+        st.pending_losses.clear()
+        return got[n] if isinstance(norm, torch.Tensor) else tensors.as_float(norm)
 
     def model_params(self) -> list[torch.nn.Parameter]:
         seen: dict[int, torch.nn.Parameter] = {}
