@@ -80,6 +80,32 @@ def test_a_nan_on_rank_1_pauses_both_ranks_at_the_same_step(tmp_path, private_ru
     assert [e["condition"] for e in reports[1] if e["event"] == "break"][0] == "nan"
 
 
+def test_a_replay_on_one_ddp_rank_leaves_the_job_unharmed(tmp_path, private_runtime_dir):
+    """Rank 1's replica gets an inf weight at step 3. The replay on rank 1 alone runs the
+    model inside DDP, not DDP itself (whose forward readies its reducer for a backward the
+    replay never finishes, and may broadcast buffers to ranks that are not listening): it
+    names the parameter, and the job then runs to its end on both ranks."""
+    proc = start(tmp_path, "serve", "--break", "nan", script_args=("--inf-weight-at", "3", "--steps", "6", "--batchnorm"))
+    try:
+        r0, r1 = both_ranks(proc)
+        assert r0.wait_paused(WAIT)["step"] == r1.wait_paused(WAIT)["step"] == 3
+        rows = {r["name"]: r for r in r1.call("module_tree", timeout=30)}  # the Model panel, on one rank
+        assert rows["module.1"]["type"] == "BatchNorm1d" and rows["module.1"]["output_shape"] == [8, 8], rows
+        replay = r1.call("replay", timeout=30)
+        first = replay["first_nonfinite"]
+        assert (first["where"], first["tensor"]) == ("parameter", "3.weight"), replay["summary"]  # as DDP's module names it
+        for c in (r0, r1):
+            c.remove_break("nan")
+            c.cont()
+        assert r0.wait_exited(WAIT)["exit_code"] == 0 and r1.wait_exited(WAIT)["exit_code"] == 0
+    finally:
+        for c in locals().get("r0"), locals().get("r1"):
+            if c is not None:
+                c.close()
+    code, out, err = finish(proc)
+    assert code == 0 and out.count("finished") == 2, err[-2000:]
+
+
 def test_a_pause_longer_than_the_collective_timeout_does_not_kill_the_job(tmp_path, private_runtime_dir):
     """The job's gloo timeout is 2 s; rank 0 is held paused for 4 s while rank 1 waits in
     the all-reduce. Attaching raised every rank's timeout, so the job lives."""
@@ -407,6 +433,9 @@ def test_fsdp2_pauses_as_one_at_a_nan_in_one_ranks_data_and_its_grad_norm_is_the
         w = r1.call("summary", name="model[0].weight")  # Linear(8, 32) sharded on dim 0: rank 1 holds rows 16..31
         assert (w["type"], w["shape"], w["shard_shape"], w["stats_over"]) == ("DTensor", [32, 8], [16, 8],
                                                                               "this rank's shard"), w
+        replay = r1.call("replay", timeout=30)  # alone, its forward would wait for rank 0's shards forever
+        assert replay["first_nonfinite"] is None and replay["summary"].startswith(
+            "not replayed: its parameters are sharded DTensors (FSDP2)"), replay
         for c in (r0, r1):
             c.end()
     finally:

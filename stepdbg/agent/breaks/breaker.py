@@ -114,6 +114,9 @@ class Breaker:
             details = {"module": name, "module_type": mtype}
         elif found.inputs_bad:
             reason, details = "the model's inputs are not finite: born in the data", {"module": None}
+        elif found.not_run is not None:
+            reason = f"the model's output is not finite; the module that made it was not searched: {found.not_run}"
+            details = {"module": None}
         else:
             reason = "the model's output is not finite; no module was found to make it from finite inputs"
             details = {"module": None}

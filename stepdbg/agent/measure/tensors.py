@@ -69,6 +69,18 @@ def local_shard(t: torch.Tensor) -> tuple[torch.Tensor, dict[str, Any]]:
                    "stats_over": "this rank's shard"}
 
 
+def sharded_across_ranks(root: torch.nn.Module) -> str | None:
+    """Why `root`'s forward cannot run on this rank alone, or None: its parameters are
+    sharded (FSDP2's DTensors, FSDP's flat parameters) and its forward all-gathers them
+    from every rank, which would wait forever for ranks that are not running it."""
+    for m in root.modules():
+        if type(m).__name__ == "FullyShardedDataParallel":
+            return "its parameters are sharded by FSDP"
+    if any(type(p).__name__ == "DTensor" for p in root.parameters()):
+        return "its parameters are sharded DTensors (FSDP2)"
+    return None
+
+
 def slice_of(t: torch.Tensor, index: str, limit: int = 256) -> list[Any]:
     """The values at a numpy-style index string such as '0, :8'; at most `limit` numbers."""
     key = tuple(_index_part(p) for p in index.split(",")) if index.strip() else ()

@@ -21,7 +21,7 @@ from typing import Any
 
 import torch
 
-from stepdbg.agent.measure.tensors import all_finite
+from stepdbg.agent.measure.tensors import all_finite, sharded_across_ranks
 from stepdbg.agent.replay.replay import preserved_state, restore_step_start, run_root
 from stepdbg.agent.step.step_model import StepModel
 
@@ -54,6 +54,7 @@ class Producer:
     def __init__(self) -> None:
         self.module: torch.nn.Module | None = None
         self.inputs_bad = False  # the root's own inputs were not finite: nothing inside made it
+        self.not_run: str | None = None  # why the forward was not run again (a sharded model)
 
     def __call__(self, module: torch.nn.Module, args: Any, output: Any) -> None:
         if self.module is not None or output_finite(output):
@@ -72,6 +73,9 @@ def find_producer(model: StepModel) -> Producer:
         return found
     if not all(all_finite(a) for a in floating((cap["args"], cap.get("kwargs", {})), limit=64)):
         found.inputs_bad = True
+        return found
+    found.not_run = sharded_across_ranks(root)
+    if found.not_run is not None:
         return found
     handle = nn_module.register_module_forward_hook(found)
     try:

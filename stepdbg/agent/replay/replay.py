@@ -38,7 +38,7 @@ from stepdbg.agent.measure import kernel_choice
 from stepdbg.agent.measure.frames import where_of
 from stepdbg.agent.measure.tensors import first_tensor as _first_tensor
 from stepdbg.agent.measure.tensors import rng_state as _rng_state
-from stepdbg.agent.measure.tensors import set_rng_state
+from stepdbg.agent.measure.tensors import set_rng_state, sharded_across_ranks
 from stepdbg.agent.replay.advice import advise
 from stepdbg.agent.replay.autograd_graph import (
     finite,
@@ -78,10 +78,19 @@ def run_root(root: torch.nn.Module, cap: dict[str, Any], buffers: bool = True) -
     backward still checks."""
     copies = {n: b.detach().clone() for n, b in root.named_buffers()}
     if buffers:
-        start = {n.removeprefix("_orig_mod."): b for n, b in (cap.get("buffers") or {}).items()}  # a compiled root's
-        copies.update({n: b.detach().clone() for n, b in start.items() if n in copies})
+        for n, b in (cap.get("buffers") or {}).items():  # named as the captured root names them
+            n = n if n in copies else _unwrapped(n)
+            if n in copies:
+                copies[n] = b.detach().clone()
     with kernel_choice.applied(cap.get("kernels")):
         return torch.func.functional_call(root, copies, tuple(cap["args"]), cap.get("kwargs", {}), strict=False)
+
+
+def _unwrapped(name: str) -> str:
+    """A buffer's name inside a compiled or DDP wrapper, as the module inside names it."""
+    for prefix in ("_orig_mod.", "module."):
+        name = name.removeprefix(prefix)
+    return name
 
 
 def restore_step_start(cap: dict[str, Any]) -> None:
@@ -102,6 +111,11 @@ def replay_step(model: StepModel, brk: Any = None, frame: FrameType | None = Non
     }
     if root is None or args is None:
         result["summary"] = "nothing to replay: no model forward was seen in this step"
+        return result
+    shards = sharded_across_ranks(root)
+    if shards is not None:
+        result["summary"] = (f"not replayed: {shards}; its forward gathers them from every rank, and this rank "
+                             "replaying alone would wait for the others forever")
         return result
     t0 = time.perf_counter()
     notes: list[str] = []
@@ -274,6 +288,8 @@ def replay_twice(model: StepModel, before_each: Any = None) -> tuple[dict[str, A
     cap = model.capture
     root, args = model.eager_root(), cap.get("args")
     if root is None or args is None:
+        return None, None
+    if sharded_across_ranks(root) is not None:
         return None, None
     params = [p for p in root.parameters() if p.requires_grad]
     runs = []

@@ -177,11 +177,14 @@ class StepModel:
         return ref() if ref is not None else None
 
     def eager_root(self) -> torch.nn.Module | None:
-        """The captured step's model as stepdbg runs it again: a compiled model's original
-        module (torch.compile's wrapper runs a graph where no hook and no TorchFunctionMode
-        sees an op), so a replay of a compiled step runs eagerly, op by op."""
+        """The captured step's model as stepdbg runs it again, on this rank alone: out of
+        torch.compile's wrapper (which runs a graph where no hook or TorchFunctionMode sees an
+        op) and out of DDP's (whose forward broadcasts buffers to ranks that are not
+        listening, a hang, and readies its reducer for a backward that never comes)."""
         root = self.root()
-        return getattr(root, "_orig_mod", root) if type(root).__name__ == "OptimizedModule" else root
+        while type(root).__name__ in _WRAPPERS:
+            root = getattr(root, _WRAPPERS[type(root).__name__])
+        return root
 
     def is_model_module(self, module: torch.nn.Module) -> bool:
         known = self._is_model.get(module)
@@ -416,6 +419,9 @@ class StepModel:
         for opt in list(self.optimizers):
             return [tensors.as_float(g.get("lr")) for g in opt.param_groups]
         return []
+
+
+_WRAPPERS = {"OptimizedModule": "_orig_mod", "DistributedDataParallel": "module", "DataParallel": "module"}
 
 
 def _compiling() -> bool:

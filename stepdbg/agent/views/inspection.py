@@ -82,9 +82,9 @@ def _output_shapes(model: StepModel, root: torch.nn.Module) -> dict[str, Any]:
     """Each module's output shape, from one forward of the captured batch with a forward
     hook (torchinfo does the same with more bookkeeping: 1.1 s against 50 ms on a
     10,000-module model here). Buffers, RNG and modes are put back afterwards."""
-    args = model.capture.get("args")
-    if args is None:
-        return {}
+    args, runner = model.capture.get("args"), model.eager_root()
+    if args is None or runner is None or tensors.sharded_across_ranks(runner) is not None:
+        return {}  # a sharded model's forward needs every rank: no shapes rather than a hang
     from torch.nn.modules import module as nn_module
 
     names = {id(m): n for n, m in root.named_modules()}
@@ -98,7 +98,7 @@ def _output_shapes(model: StepModel, root: torch.nn.Module) -> dict[str, Any]:
     handle = own_id(nn_module.register_module_forward_hook(record))
     try:
         with preserved_state(model), torch.no_grad():
-            run_root(root, model.capture, buffers=False)
+            run_root(runner, model.capture, buffers=False)  # inside DDP's wrapper: no broadcast, no reducer
     except Exception:
         pass  # a forward that fails (the shape error being debugged) still leaves what it reached
     finally:
@@ -117,10 +117,9 @@ def _shape_of(out: Any) -> Any:
 def model_summary(model: StepModel, depth: int = 3) -> str | None:
     """torchinfo's table (layers, output shapes, params, mult-adds) on the captured batch."""
     root, args = model.eager_root(), model.capture.get("args")
-    if root is None or args is None:
+    if root is None or args is None or tensors.sharded_across_ranks(root) is not None:
         return None
     import torchinfo
-
 
     with preserved_state(model), torch.no_grad():
         root.eval()  # torchinfo runs the module itself: in eval mode BatchNorm writes no running stats
