@@ -37,7 +37,7 @@ def run(quick: bool) -> dict[str, Any]:
     from stepdbg import client
     from stepdbg.wire import sessions
 
-    modules = 1000 if quick else 10_000
+    modules = 300 if quick else 10_000
     d = tempfile.mkdtemp(prefix="stepdbg-bench-")
     os.environ["STEPDBG_RUNTIME_DIR"] = d
     script = Path(d) / "job.py"

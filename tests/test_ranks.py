@@ -107,7 +107,7 @@ def test_a_replay_on_one_ddp_rank_leaves_the_job_unharmed(tmp_path, private_runt
 
 
 def test_a_pause_longer_than_the_collective_timeout_does_not_kill_the_job(tmp_path, private_runtime_dir):
-    """The job's gloo timeout is 2 s; rank 0 is held paused for 4 s while rank 1 waits in
+    """The job's gloo timeout is 2 s; rank 0 is held paused for 3 s while rank 1 waits in
     the all-reduce. Attaching raised every rank's timeout, so the job lives."""
     proc = start(tmp_path, "--break", "step==1000", script_args=("--steps", "40", "--timeout", "2", "--sleep", "0.05"))
     try:
@@ -116,7 +116,7 @@ def test_a_pause_longer_than_the_collective_timeout_does_not_kill_the_job(tmp_pa
         r0.pause()
         brk = r0.wait_paused(WAIT)
         assert brk is not None
-        time.sleep(4)
+        time.sleep(3)  # past the 2 s timeout
         assert r1.status()["state"] == "running"  # blocked in the all-reduce, still alive
         r0.cont()
         assert r0.wait_exited(WAIT)["exit_code"] == 0
@@ -126,6 +126,37 @@ def test_a_pause_longer_than_the_collective_timeout_does_not_kill_the_job(tmp_pa
                 c.close()
     code, out, err = finish(proc)
     assert code == 0 and out.count("finished") == 2, err[-2000:]
+
+
+def test_a_client_that_vanishes_gives_the_ranks_their_timeout_back_and_the_job_goes_on(tmp_path,
+                                                                                      private_runtime_dir):
+    """A console attached to the whole job (a real `stepdbg attach` process) holds it paused
+    at step 2 and is killed without a goodbye. Every rank puts its own 30 s collective
+    timeout back (its report says so), and with --detach-timeout the job runs to its end."""
+    proc = start(tmp_path, "serve", "--detach-timeout", "1", "--break", "step==2",
+                 script_args=("--steps", "5", "--timeout", "30"))
+    console = None
+    try:
+        deadline = time.monotonic() + WAIT
+        while len([s for s in sessions.listing() if s.job_id]) < 2:  # serve: a break waits for a front end
+            assert time.monotonic() < deadline and proc.poll() is None, "the ranks never announced themselves"
+            time.sleep(0.1)
+        console = subprocess.Popen([sys.executable, "-m", "stepdbg", "attach"], cwd=ROOT, stdin=subprocess.PIPE,
+                                   stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        reports = [tmp_path / f"r.rank{r}.jsonl" for r in (0, 1)]
+        deadline = time.monotonic() + WAIT
+        while not all(f.exists() and '"event": "break"' in f.read_text() for f in reports):
+            assert time.monotonic() < deadline and console.poll() is None, "the job never paused"
+            time.sleep(0.1)
+        console.kill()
+    finally:
+        if console is not None and console.poll() is None:
+            console.kill()
+    code, out, err = finish(proc)
+    assert code == 0 and out.count("finished") == 2, err[-2000:]
+    for f in reports:
+        changes = [json.loads(line) for line in f.read_text().splitlines() if '"collective_timeout"' in line]
+        assert changes and changes[-1]["why"] == "no front end is left" and changes[-1]["seconds"] == 30.0, changes
 
 
 def test_a_rank_that_dies_is_shown_dead_with_its_exit_code_and_last_output(tmp_path, private_runtime_dir):
@@ -156,11 +187,11 @@ def test_a_rank_that_dies_is_shown_dead_with_its_exit_code_and_last_output(tmp_p
 
 
 def test_a_stalled_rank_and_the_time_the_waiting_rank_has_left(tmp_path, private_runtime_dir):
-    """Rank 1 hangs 12 s before its step-2 forward (a loader that stalls); rank 0 waits in
+    """Rank 1 hangs 9 s before its step-2 forward (a loader that stalls); rank 0 waits in
     the backward's all-reduce under the job's 60 s gloo timeout. Attached after the wait
     began, the ranks table shows rank 0 in a collective with the time left (the raised
     timeout only covers collectives started after the attach) and where rank 1 is stuck."""
-    proc = start(tmp_path, script_args=("--stall-at", "2", "--stall-s", "12", "--steps", "4", "--timeout", "60"))
+    proc = start(tmp_path, script_args=("--stall-at", "2", "--stall-s", "9", "--steps", "4", "--timeout", "60"))
     assert proc.stdout is not None
     for line in proc.stdout:  # the stall began
         if "rank 1 stalls" in line:

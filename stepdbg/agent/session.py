@@ -174,18 +174,23 @@ class Session:
         job's collectives stop timing out (a paused rank would otherwise kill the job)."""
         self.controls.attached()
         self.model.armed = True
-        self.guard("ranks", self.ranks.raise_timeout)
+        self._timeout_changed(self.guard("ranks", self.ranks.raise_timeout), "a front end is attached")
 
     def detach(self, then: str = "stay") -> None:
         """A front end left. `then`: "stay" (a paused job waits for a re-attach),
         "continue" or "end" (the job ends with exit code 3)."""
         if self.controls.detached():
             self.model.armed = "replay" in self.breaker.actions or self.doctor is not None
-            self.guard("ranks", self.ranks.restore_timeout)
+            self._timeout_changed(self.guard("ranks", self.ranks.restore_timeout), "no front end is left")
         if then == "continue":
             self.controls.cont()
         elif then == "end":
             self.controls.end()
+
+    def _timeout_changed(self, seconds: float | None, why: str) -> None:
+        """Say that this rank's collective timeout changed (the report keeps it)."""
+        if seconds is not None:
+            self.bus.change("collective_timeout", seconds=seconds, why=why)
 
     # ------------------------------------------------------------------ the step model's listener
 
@@ -253,4 +258,4 @@ class Session:
             return
         self.guard("ranks", self.ranks.active)  # says which node this rank is on
         if self.controls.frontends:
-            self.guard("ranks", self.ranks.raise_timeout)
+            self._timeout_changed(self.guard("ranks", self.ranks.raise_timeout), "a front end is attached")

@@ -124,23 +124,29 @@ class Ranks:
             current = distributed_c10d._get_default_timeout(self._dist().get_backend())
         return current.total_seconds()
 
-    def raise_timeout(self) -> None:
+    def raise_timeout(self) -> float | None:
         """Collectives started from now on wait (almost) forever: a paused rank must not
-        make the others' all-reduce time out and kill the job."""
+        make the others' all-reduce time out and kill the job. The new timeout in seconds,
+        None when nothing changed."""
         if not self.active() or self._raised:
-            return
+            return None
         from torch.distributed import distributed_c10d
 
         distributed_c10d._set_pg_timeout(PAUSED_TIMEOUT)
         self._raised = True
         self._changed(PAUSED_TIMEOUT)
+        return PAUSED_TIMEOUT.total_seconds()
 
-    def restore_timeout(self) -> None:
+    def restore_timeout(self) -> float | None:
+        """The job's own collective timeout again (no front end is left); its seconds, None
+        when nothing changed."""
         if not self._raised or not self.active():
-            return
+            return None
         from torch.distributed import distributed_c10d
 
         backend = self._dist().get_backend()
-        distributed_c10d._set_pg_timeout(self.job_timeout or distributed_c10d._get_default_timeout(backend))
+        timeout = self.job_timeout or distributed_c10d._get_default_timeout(backend)
+        distributed_c10d._set_pg_timeout(timeout)
         self._raised = False
         self._changed(self.job_timeout)
+        return timeout.total_seconds()
