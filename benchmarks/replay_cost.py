@@ -15,6 +15,10 @@ from stepdbg.wire.agent_config import AgentConfig
 
 
 def _model(quick: bool) -> tuple[str, torch.nn.Module, Any] | None:
+    if quick:  # the suite only checks that it runs: the char GPT, without importing transformers
+        from .workloads import CharGPT
+
+        return "char GPT (quick)", CharGPT(), torch.randint(0, 65, (4, 64))
     try:
         import transformers
     except ImportError:
@@ -26,6 +30,9 @@ def _model(quick: bool) -> tuple[str, torch.nn.Module, Any] | None:
 
 
 def _loss(model: torch.nn.Module, batch: torch.Tensor) -> torch.Tensor:
+    if not hasattr(model, "config"):  # the char GPT: logits out, next-token targets
+        logits = model(batch[:, :-1])
+        return torch.nn.functional.cross_entropy(logits.flatten(0, 1), batch[:, 1:].flatten())
     return model(input_ids=batch, labels=batch).loss
 
 

@@ -279,7 +279,7 @@ NAMES = st.sampled_from(["lr", "group", "pin", "key", "value", "name", "index", 
                          "source", "spec", "enabled", "n", "then", "x"])
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(op=st.sampled_from([*OPS, "nosuch", "__class__"]), args=st.dictionaries(NAMES, VALUES, max_size=3))
 def test_any_request_gets_an_answer_and_the_job_is_unharmed(served_session, op, args):
     s, c = served_session
