@@ -78,10 +78,11 @@ def main() -> None:  # noqa: C901, PLR0912, PLR0915 - one block per benchmark ta
             results[f"memory_{dev}"] = r
             print(f"4. memory ({dev}; gpt workload, fresh process each)")
             key = "cuda_peak" if dev != "cpu" else "peak_rss"
-            print(table([[m, f"{r[m][key] / 1e6:.1f} MB"] for m in ("plain", "watch", "armed")], ["run", key]))
+            print(table([[m, f"{r[m][key] / 1e6:.1f} MB"] for m in ("plain", "watch", "armed") if m in r], ["run", key]))
             w = r["watch_extra_of_params"]
-            print(f"default watch adds {w * 100:.2f}% of parameter memory (target < 1%: {ok(w, 0.01)}); "
-                  f"replay armed adds {r['armed_extra_of_params'] * 100:.2f}%\n")
+            armed = r.get("armed_extra_of_params")
+            print(f"default watch adds {w * 100:.2f}% of parameter memory (target < 1%: {ok(w, 0.01)})"
+                  + (f"; replay armed adds {armed * 100:.2f}%" if armed is not None else "") + "\n")
     if "replay" in only:
         r = replay_cost.run(a.quick)
         results["replay"] = r

@@ -419,6 +419,26 @@ def test_on_break_rewind_rewinds_both_ranks_to_one_snapshot(tmp_path):
         assert (rewind["to_step"], rewind["rank"]) == (6, rank), rewind
 
 
+def test_fsdp2_on_4_ranks_rewinds_its_sharded_state(tmp_path):
+    """FSDP2 on 4 ranks: each rank's snapshot holds its shards of the parameters and of
+    AdamW's state. A NaN in rank 1's batch at step 3; every rank rewinds to step 2's
+    snapshot, and step 4 then starts from exactly step 2's state (RNG included): its global
+    grad norm, computed by the script from the full gradients, equals step 2's."""
+    cmd = [sys.executable, "-m", "stepdbg", "--no-tui", "--break", "nan", "--on-break", "rewind", "--keep-every", "2",
+           "--report", str(tmp_path / "r.jsonl"), "torchrun", "--standalone", "--nproc_per_node=4", str(FSDP),
+           "--nan-at", "3", "--steps", "6"]
+    proc = subprocess.Popen(cmd, cwd=ROOT, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    code, out, err = finish(proc)
+    assert code == 0 and out.count("finished") == 4, err[-3000:]
+    norms = {int(m.group(1)): m.group(2) for m in re.finditer(r"step (\d+) true grad norm (\S+)", out)}
+    assert norms[3] == "nan" and norms[4] == norms[2] and norms[5] != "nan", norms
+    for rank in range(4):
+        events = [json.loads(line) for line in (tmp_path / f"r.rank{rank}.jsonl").read_text().splitlines()]
+        (rewind,) = [e for e in events if e["event"] == "change" and e["what"] == "rewind"]
+        assert (rewind["step"], rewind["to_step"]) == (3, 2), rewind
+
+
 def test_a_skipped_collective_is_explained_across_ranks_and_abort_ends_the_job_with_3(tmp_path, private_runtime_dir):
     """Rank 1 skips the metrics all-reduce of step 5 (a logging `if`): rank 0 waits in it,
     rank 1 in backward's gradient all-reduce. The stall report, made by one rank from every
