@@ -188,9 +188,10 @@ class Session:
             self.controls.end()
 
     def _timeout_changed(self, seconds: float | None, why: str) -> None:
-        """Say that this rank's collective timeout changed (the report keeps it)."""
+        """This rank's collective timeout changed: a line in the report (not said, not a
+        change the front ends list: it is stepdbg's own doing, at every attach)."""
         if seconds is not None:
-            self.bus.change("collective_timeout", seconds=seconds, why=why)
+            self.bus.write("collective_timeout", seconds=seconds, why=why)
 
     # ------------------------------------------------------------------ the step model's listener
 

@@ -22,7 +22,7 @@ from typing import Any
 import torch
 
 from stepdbg.agent.measure.tensors import all_finite, sharded_across_ranks
-from stepdbg.agent.replay.replay import preserved_state, restore_step_start, run_root
+from stepdbg.agent.replay.replay import eager_root, preserved_state, restore_step_start, run_root
 from stepdbg.agent.step.step_model import StepModel
 
 MAX_OUTPUTS = 8  # a model's output may be a tuple or dict of tensors: the first few are checked
@@ -68,7 +68,7 @@ def find_producer(model: StepModel) -> Producer:
     parameters, buffers, RNG and modes are as they were."""
     from torch.nn.modules import module as nn_module
 
-    cap, root, found = model.capture, model.eager_root(), Producer()
+    cap, root, found = model.capture, eager_root(model), Producer()
     if root is None or cap.get("args") is None:
         return found
     if not all(all_finite(a) for a in floating((cap["args"], cap.get("kwargs", {})), limit=64)):

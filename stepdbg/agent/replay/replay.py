@@ -70,6 +70,20 @@ def preserved_state(model: StepModel) -> Iterator[None]:
             m.training = training
 
 
+_WRAPPERS = {"OptimizedModule": "_orig_mod", "DistributedDataParallel": "module", "DataParallel": "module"}
+
+
+def eager_root(model: StepModel) -> torch.nn.Module | None:
+    """The captured step's model as stepdbg runs it again, on this rank alone: out of
+    torch.compile's wrapper (which runs a graph where no hook or TorchFunctionMode sees an
+    op) and out of DDP's (whose forward broadcasts buffers to ranks that are not
+    listening, a hang, and readies its reducer for a backward that never comes)."""
+    root = model.root()
+    while type(root).__name__ in _WRAPPERS:
+        root = getattr(root, _WRAPPERS[type(root).__name__])
+    return root
+
+
 def run_root(root: torch.nn.Module, cap: dict[str, Any], buffers: bool = True) -> Any:
     """The root module's forward on the captured step's inputs, under the kernel choice
     its forward ran with (kernel_choice), on copies of the buffers (with `buffers`: those
@@ -103,7 +117,7 @@ def replay_step(model: StepModel, brk: Any = None, frame: FrameType | None = Non
     """Replay the captured step of the break `brk` (paused in the user's `frame`); return a
     plain-data report (the `replay` event body). The provenance rules are in provenance.py."""
     cap = model.capture
-    root, args = model.eager_root(), cap.get("args")
+    root, args = eager_root(model), cap.get("args")
     result: dict[str, Any] = {
         "step": cap.get("step", model.step),
         "phase": brk.phase if brk else None,
@@ -286,7 +300,7 @@ def replay_twice(model: StepModel, before_each: Any = None) -> tuple[dict[str, A
     twice from the step's starting state; the outputs and parameter gradients of each.
     The model, its gradients, buffers and RNG are as they were afterwards."""
     cap = model.capture
-    root, args = model.eager_root(), cap.get("args")
+    root, args = eager_root(model), cap.get("args")
     if root is None or args is None:
         return None, None
     if sharded_across_ranks(root) is not None:

@@ -10,6 +10,8 @@ from typing import Any
 
 import torch
 
+from stepdbg.agent.step import host_reads
+
 
 def opt_params(opt: torch.optim.Optimizer) -> list[torch.nn.Parameter]:
     return [p for g in opt.param_groups for p in g["params"]]
@@ -64,7 +66,7 @@ class OptimizerPhase:
         st = m.ensure_step()
         m.in_optimizer_step = True
         if st.clip_norm is not None:
-            st.grad_norm = m.read_pending(st, st.clip_norm)
+            st.grad_norm = host_reads.read_pending(st, st.clip_norm)
         else:
             st.grad_norm = m.measure_grad_norm(opt_params(opt))
         m.listener.before_update(opt)

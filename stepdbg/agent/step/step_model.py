@@ -24,6 +24,7 @@ import torch
 from stepdbg.agent.measure import census, kernel_choice, tensors
 from stepdbg.agent.measure.frames import caller_kwargs
 from stepdbg.agent.measure.memory import memory_in_use
+from stepdbg.agent.step import host_reads
 from stepdbg.agent.step.collectives import Collectives
 from stepdbg.agent.step.data_wait import DataWait
 from stepdbg.agent.step.hooks import Guard, HookSet, around_calls, own_id
@@ -59,7 +60,7 @@ class StepModel:
         self.active = False
         self.busy = False  # True while stepdbg runs model code itself (replay, eval, summaries)
         # None: the loss is read before backward on the CPU, and kept on an accelerator until the
-        # step's one read with the gradient norm (read_pending); True/False forces either.
+        # step's one read with the gradient norm (host_reads.py); True/False forces either.
         self.defer_reads: bool | None = None
         self.halted = False  # True while the training thread is paused
         self.last_progress = time.monotonic()
@@ -176,16 +177,6 @@ class StepModel:
         ref = self.capture.get("root")
         return ref() if ref is not None else None
 
-    def eager_root(self) -> torch.nn.Module | None:
-        """The captured step's model as stepdbg runs it again, on this rank alone: out of
-        torch.compile's wrapper (which runs a graph where no hook or TorchFunctionMode sees an
-        op) and out of DDP's (whose forward broadcasts buffers to ranks that are not
-        listening, a hang, and readies its reducer for a backward that never comes)."""
-        root = self.root()
-        while type(root).__name__ in _WRAPPERS:
-            root = getattr(root, _WRAPPERS[type(root).__name__])
-        return root
-
     def is_model_module(self, module: torch.nn.Module) -> bool:
         known = self._is_model.get(module)
         if known is None:
@@ -290,7 +281,7 @@ class StepModel:
         loss = self.scaled.pop(id(t), t) if t is not None else None
         self.capture["loss"] = loss
         if loss is not None and loss.numel() == 1:
-            if self._defers(loss):
+            if host_reads.defers(loss, self.defer_reads, self.listener.reads_loss_at_backward()):
                 st.pending_losses.append(loss.detach())
             else:
                 st.losses.append(tensors.as_float(loss))
@@ -322,7 +313,7 @@ class StepModel:
         if st is None:
             return
         if st.pending_losses:
-            self.read_pending(st)
+            host_reads.read_pending(st)
         now = time.perf_counter()
         record = {
             "step": st.index,
@@ -354,27 +345,7 @@ class StepModel:
         norm = None
         if self.listener.needs_grad_norm():
             norm = tensors.total_norm(p.grad for p in params if p.grad is not None)
-        return self.read_pending(st, norm)
-
-    def _defers(self, loss: torch.Tensor) -> bool:
-        """Whether the loss stays on the device until the step's one read (with the
-        gradient norm, before the update) rather than being read before backward."""
-        defer = loss.device.type != "cpu" if self.defer_reads is None else self.defer_reads
-        return defer and not self.listener.reads_loss_at_backward()
-
-    def read_pending(self, st: StepState, norm: torch.Tensor | float | None = None) -> float | None:
-        """The step's one host read: the losses kept on the device and `norm` (a tensor
-        or a number), copied together; `norm` as a float."""
-        if not st.pending_losses:
-            return tensors.as_float(norm)  # on the CPU, or nothing deferred: the one read is the norm's
-        vals = [*st.pending_losses, *([norm] if isinstance(norm, torch.Tensor) else [])]
-        dev = vals[0].device
-        dtype = torch.float32 if dev.type == "mps" else torch.float64  # a double loss stays exact
-        got = torch.stack([v.reshape(()).to(dev, dtype) for v in vals]).tolist()
-        n = len(st.pending_losses)
-        st.losses.extend(got[:n])
-        st.pending_losses.clear()
-        return got[n] if isinstance(norm, torch.Tensor) else tensors.as_float(norm)
+        return host_reads.read_pending(st, norm)
 
     def model_params(self) -> list[torch.nn.Parameter]:
         seen: dict[int, torch.nn.Parameter] = {}
@@ -419,9 +390,6 @@ class StepModel:
         for opt in list(self.optimizers):
             return [tensors.as_float(g.get("lr")) for g in opt.param_groups]
         return []
-
-
-_WRAPPERS = {"OptimizedModule": "_orig_mod", "DistributedDataParallel": "module", "DataParallel": "module"}
 
 
 def _compiling() -> bool:

@@ -14,7 +14,7 @@ from typing import Any
 import torch
 
 from stepdbg.agent.measure import tensors
-from stepdbg.agent.replay.replay import preserved_state, run_root
+from stepdbg.agent.replay.replay import eager_root, preserved_state, run_root
 from stepdbg.agent.step.hooks import own_id
 from stepdbg.agent.step.step_model import StepModel
 
@@ -82,7 +82,7 @@ def _output_shapes(model: StepModel, root: torch.nn.Module) -> dict[str, Any]:
     """Each module's output shape, from one forward of the captured batch with a forward
     hook (torchinfo does the same with more bookkeeping: 1.1 s against 50 ms on a
     10,000-module model here). Buffers, RNG and modes are put back afterwards."""
-    args, runner = model.capture.get("args"), model.eager_root()
+    args, runner = model.capture.get("args"), eager_root(model)
     if args is None or runner is None or tensors.sharded_across_ranks(runner) is not None:
         return {}  # a sharded model's forward needs every rank: no shapes rather than a hang
     from torch.nn.modules import module as nn_module
@@ -116,7 +116,7 @@ def _shape_of(out: Any) -> Any:
 
 def model_summary(model: StepModel, depth: int = 3) -> str | None:
     """torchinfo's table (layers, output shapes, params, mult-adds) on the captured batch."""
-    root, args = model.eager_root(), model.capture.get("args")
+    root, args = eager_root(model), model.capture.get("args")
     if root is None or args is None or tensors.sharded_across_ranks(root) is not None:
         return None
     import torchinfo

@@ -1,0 +1,43 @@
+"""The step's host reads: what the watch copies from the device to decide, and when.
+
+On the CPU a read costs nothing, and the loss is read before backward, where a NaN loss
+breaks. On an accelerator each read is a host-device sync that exposes the launch
+pipeline on a short step: the loss stays on the device until the gradient norm is read
+before the update, and both come back in one copy (one sync a step). A condition that
+reads the loss before backward (loss>X, loss_spike, an expression) keeps the early read.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from stepdbg.agent.measure import tensors
+from stepdbg.agent.step.step_state import StepState
+
+
+def defers(loss: torch.Tensor, forced: bool | None, read_early: bool) -> bool:
+    """Whether `loss` stays on the device until the step's one read (`forced`: the
+    StepModel's defer_reads; None picks by device)."""
+    defer = loss.device.type != "cpu" if forced is None else forced
+    return defer and not read_early
+
+
+def read_pending(st: StepState, norm: torch.Tensor | float | None = None) -> float | None:
+    """The step's one host read: the losses kept on the device and `norm` (a tensor or a
+    number), copied together into st.losses; `norm` as a float."""
+    if not st.pending_losses:
+        return tensors.as_float(norm)  # on the CPU, or nothing deferred: the one read is the norm's
+    vals = [_whole(v) for v in (*st.pending_losses, *([norm] if isinstance(norm, torch.Tensor) else []))]
+    dev = vals[0].device
+    dtype = torch.float32 if dev.type == "mps" else torch.float64  # a double loss stays exact
+    got = torch.stack([v.reshape(()).to(dev, dtype) for v in vals]).tolist()
+    n = len(st.pending_losses)
+    st.losses.extend(got[:n])
+    st.pending_losses.clear()
+    return got[n] if isinstance(norm, torch.Tensor) else tensors.as_float(norm)
+
+
+def _whole(t: torch.Tensor) -> torch.Tensor:
+    """A DTensor's whole value (FSDP2's gradient norm is a partial sum on each rank: the
+    all-reduce that reading it always took, now before it is stacked with plain tensors)."""
+    return t.full_tensor() if type(t).__name__ == "DTensor" else t

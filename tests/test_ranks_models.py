@@ -1,0 +1,123 @@
+"""DDP, Lightning's DDP and FSDP2 models under many ranks (real torchrun on gloo, CPU): what
+stepdbg runs on one paused rank never starts a collective the others are not in, and an
+FSDP2 job pauses, summarizes and rewinds its shards as one job."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import ROOT
+from test_ranks import FSDP, WAIT, both_ranks, finish, start
+
+pytestmark = pytest.mark.timeout(180)
+
+
+def test_a_replay_on_one_ddp_rank_leaves_the_job_unharmed(tmp_path, private_runtime_dir):
+    """Rank 1's replica gets an inf weight at step 3. The replay on rank 1 alone runs the
+    model inside DDP, not DDP itself (whose forward readies its reducer for a backward the
+    replay never finishes, and may broadcast buffers to ranks that are not listening): it
+    names the parameter, and the job then runs to its end on both ranks."""
+    proc = start(tmp_path, "serve", "--break", "nan", script_args=("--inf-weight-at", "3", "--steps", "6", "--batchnorm"))
+    try:
+        r0, r1 = both_ranks(proc)
+        assert r0.wait_paused(WAIT)["step"] == r1.wait_paused(WAIT)["step"] == 3
+        rows = {r["name"]: r for r in r1.call("module_tree", timeout=30)}  # the Model panel, on one rank
+        assert rows["module.1"]["type"] == "BatchNorm1d" and rows["module.1"]["output_shape"] == [8, 8], rows
+        replay = r1.call("replay", timeout=30)
+        first = replay["first_nonfinite"]
+        assert (first["where"], first["tensor"]) == ("parameter", "3.weight"), replay["summary"]  # as DDP's module names it
+        for c in (r0, r1):
+            c.remove_break("nan")
+            c.cont()
+        assert r0.wait_exited(WAIT)["exit_code"] == 0 and r1.wait_exited(WAIT)["exit_code"] == 0
+    finally:
+        for c in locals().get("r0"), locals().get("r1"):
+            if c is not None:
+                c.close()
+    code, out, err = finish(proc)
+    assert code == 0 and out.count("finished") == 2, err[-2000:]
+
+
+def test_lightning_ddp_pauses_both_ranks_before_the_update_and_ends_cleanly(tmp_path, private_runtime_dir):
+    """Lightning runs forward and backward (with DDP's all-reduce) inside optimizer.step(closure):
+    the coordinated pause must land after that backward, outside any collective."""
+    pytest.importorskip("lightning")
+    script = Path(__file__).parent / "fixtures" / "lightning_ddp.py"
+    cmd = [sys.executable, "-m", "stepdbg", "serve", "-q", "--break", "step==2", "--report", str(tmp_path / "r.jsonl"),
+           "torchrun", "--standalone", "--nproc_per_node=2", str(script)]
+    proc = subprocess.Popen(cmd, cwd=ROOT, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    try:
+        r0, r1 = both_ranks(proc)
+        b0, b1 = r0.wait_paused(WAIT), r1.wait_paused(WAIT)
+        assert b0 is not None and b1 is not None
+        assert (b0["step"], b0["phase"]) == (b1["step"], b1["phase"]) == (2, "before_optimizer_step")
+        for c in (r0, r1):
+            c.cont()
+        assert r0.wait_exited(WAIT)["exit_code"] == 0 and r1.wait_exited(WAIT)["exit_code"] == 0
+    finally:
+        for c in locals().get("r0"), locals().get("r1"):
+            if c is not None:
+                c.close()
+    code, out, err = finish(proc)
+    assert code == 0 and out.count("finished at global step 5") >= 1, err[-2000:]
+
+
+def test_fsdp2_on_4_ranks_rewinds_its_sharded_state(tmp_path):
+    """FSDP2 on 4 ranks: each rank's snapshot holds its shards of the parameters and of
+    AdamW's state. A NaN in rank 1's batch at step 3; every rank rewinds to step 2's
+    snapshot, and step 4 then starts from exactly step 2's state (RNG included): its global
+    grad norm, computed by the script from the full gradients, equals step 2's."""
+    cmd = [sys.executable, "-m", "stepdbg", "--no-tui", "--break", "nan", "--on-break", "rewind", "--keep-every", "2",
+           "--report", str(tmp_path / "r.jsonl"), "torchrun", "--standalone", "--nproc_per_node=4", str(FSDP),
+           "--nan-at", "3", "--steps", "6"]
+    proc = subprocess.Popen(cmd, cwd=ROOT, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    code, out, err = finish(proc)
+    assert code == 0 and out.count("finished") == 4, err[-3000:]
+    norms = {int(m.group(1)): m.group(2) for m in re.finditer(r"step (\d+) true grad norm (\S+)", out)}
+    assert norms[3] == "nan" and norms[4] == norms[2] and norms[5] != "nan", norms
+    for rank in range(4):
+        events = [json.loads(line) for line in (tmp_path / f"r.rank{rank}.jsonl").read_text().splitlines()]
+        (rewind,) = [e for e in events if e["event"] == "change" and e["what"] == "rewind"]
+        assert (rewind["step"], rewind["to_step"]) == (3, 2), rewind
+
+
+def test_fsdp2_pauses_as_one_at_a_nan_in_one_ranks_data_and_its_grad_norm_is_the_global_one(tmp_path,
+                                                                                          private_runtime_dir):
+    """FSDP2 (fully_shard, DTensor parameters), 2 ranks: a NaN in rank 1's batch at step 3
+    pauses both ranks at the same step, outside any collective; the grad norm stepdbg
+    records for each step is the true global norm (the script computes it from the full
+    gradients and prints it)."""
+    cmd = [sys.executable, "-m", "stepdbg", "serve", "--break", "nan", "torchrun", "--standalone",
+           "--nproc_per_node=2", str(FSDP), "--nan-at", "3", "--steps", "6"]
+    proc = subprocess.Popen(cmd, cwd=ROOT, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    try:
+        r0, r1 = both_ranks(proc)
+        b0, b1 = r0.wait_paused(WAIT), r1.wait_paused(WAIT)
+        assert (b0["step"], b0["phase"]) == (b1["step"], b1["phase"]) == (3, "before_optimizer_step"), (b0, b1)
+        assert "rank 1's break at step 3" in b0["reason"] and b1["condition"] == "nan", (b0, b1)
+        norms = {h["step"]: h["grad_norm"] for h in r0.get_history(10)}
+        assert r1.evaluate("type(next(model.parameters())).__name__")["value"] == "'DTensor'"
+        w = r1.call("summary", name="model[0].weight")  # Linear(8, 32) sharded on dim 0: rank 1 holds rows 16..31
+        assert (w["type"], w["shape"], w["shard_shape"], w["stats_over"]) == ("DTensor", [32, 8], [16, 8],
+                                                                              "this rank's shard"), w
+        replay = r1.call("replay", timeout=30)  # alone, its forward would wait for rank 0's shards forever
+        assert replay["first_nonfinite"] is None and replay["summary"].startswith(
+            "not replayed: its parameters are sharded DTensors (FSDP2)"), replay
+        for c in (r0, r1):
+            c.end()
+    finally:
+        for c in locals().get("r0"), locals().get("r1"):
+            if c is not None:
+                c.close()
+    code, out, err = finish(proc)
+    assert code == 3, err[-2000:]
+    true = {int(m.group(1)): float(m.group(2)) for m in re.finditer(r"step (\d+) true grad norm ([\d.]+)", out)}
+    assert sorted(norms) == [0, 1, 2] and all(abs(norms[s] - true[s]) < 1e-5 for s in norms), (norms, true)

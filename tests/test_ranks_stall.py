@@ -1,0 +1,91 @@
+"""A hang across ranks (real torchrun on gloo, CPU): where each rank waits, the time its
+collective has left, and the job-wide stall report that names the collective a rank skipped."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+from conftest import marked_line
+from test_ranks import FIXTURE, WAIT, both_ranks, finish, start
+
+from stepdbg import client
+from stepdbg.client import job
+
+pytestmark = pytest.mark.timeout(180)
+
+
+def test_a_stalled_rank_and_the_time_the_waiting_rank_has_left(tmp_path, private_runtime_dir):
+    """Rank 1 hangs 9 s before its step-2 forward (a loader that stalls); rank 0 waits in
+    the backward's all-reduce under the job's 60 s gloo timeout. Attached after the wait
+    began, the ranks table shows rank 0 in a collective with the time left (the raised
+    timeout only covers collectives started after the attach) and where rank 1 is stuck."""
+    proc = start(tmp_path, script_args=("--stall-at", "2", "--stall-s", "9", "--steps", "4", "--timeout", "60"))
+    assert proc.stdout is not None
+    for line in proc.stdout:  # the stall began
+        if "rank 1 stalls" in line:
+            break
+    time.sleep(1.5)
+    ranks = job.Job(client.connect_job())
+    try:
+        deadline = time.monotonic() + 8
+        while (rows := ranks.rank_table())[0]["state"] != "in collective" and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert rows[0]["state"] == "in collective", rows
+        assert "in backward (DDP's all-reduce) at ddp_train.py:" in rows[0]["note"]
+        left = int(rows[0]["note"].split("s left")[0])
+        assert 40 <= left <= 59 and "s left of its 1m 00s collective timeout · waiting " in rows[0]["note"]
+        assert rows[1]["state"] == "running" and rows[1]["note"].startswith("no progress for "), rows
+        assert rows[1]["note"].endswith(f"at ddp_train.py:{marked_line(FIXTURE, 'stall')}"), rows  # in time.sleep
+    finally:
+        ranks.close()
+    code, out, err = finish(proc)
+    assert code == 0, err[-2000:]
+
+
+def test_a_skipped_collective_is_explained_across_ranks_and_abort_ends_the_job_with_3(tmp_path, private_runtime_dir):
+    """Rank 1 skips the metrics all-reduce of step 5 (a logging `if`): rank 0 waits in it,
+    rank 1 in backward's gradient all-reduce. The stall report, made by one rank from every
+    rank's answer through the job's store, names both ranks, both collectives and both
+    lines; --on-break abort then ends the whole job with exit code 3."""
+    proc = start(tmp_path, "--no-tui", "--break", "stall>4", "--on-break", "abort",
+                 script_args=("--skip-metrics-at", "5", "--steps", "30"))
+    code, out, err = finish(proc)
+    assert code == 3, err[-3000:]
+    metrics, backward = marked_line(FIXTURE, "metrics"), marked_line(FIXTURE, "backward")
+    assert (f"rank 1 skipped all_reduce #6 on metrics (called at ddp_train.py:{metrics} on rank 0) and is waiting "
+            f"in all_reduce (DDP's gradient buckets, in backward) at ddp_train.py:{backward}; "
+            f"rank 0 waits in all_reduce #6 on metrics at ddp_train.py:{metrics}") in err, err[-3000:]
+    assert f"rank 0  step 6  between steps  ddp_train.py:{metrics}  in all_reduce #6 on metrics for " in err
+    assert "the job ended with exit code 3, as stepdbg ended it" in err and "ChildFailedError" not in err
+    breaks = [json.loads(ln) for f in tmp_path.glob("r.rank*.jsonl") for ln in f.read_text().splitlines()
+              if '"event": "break"' in ln]
+    assert len(breaks) == 1, breaks  # one rank reports for the job; the other answered
+    ranks = breaks[0]["details"]["ranks"]
+    assert [(r["rank"], r["step"], r["current"]["op"], r["current"]["seq"], r["where"]["line"]) for r in ranks] == [
+        (0, 6, "all_reduce", 6, metrics), (1, 6, "all_reduce", None, backward)]
+    assert ranks[0]["counts"] == {"metrics": 6} and ranks[1]["counts"] == {"metrics": 5}
+    assert ranks[0]["current"]["group"] == "metrics" and ranks[0]["stack"][-1].startswith("distributed_c10d.py:")
+
+
+def test_the_console_ranks_command_explains_a_stall_the_job_is_still_in(tmp_path, private_runtime_dir):
+    """Without abort the stalled job stays as it is; `ranks` (Job.ranks_text, what the console
+    prints) shows the stall report above the rows while the ranks are still stuck."""
+    import signal
+
+    proc = start(tmp_path, "--no-tui", "--break", "stall>4", script_args=("--skip-metrics-at", "2", "--steps", "30"))
+    ranks = job.Job(both_ranks(proc))
+    try:
+        deadline = time.monotonic() + WAIT
+        while not (text := ranks.ranks_text())[0].startswith("job: "):
+            assert time.monotonic() < deadline, text
+            time.sleep(0.5)
+        assert text[0].startswith("job: rank 1 skipped all_reduce #3 on metrics (called at ddp_train.py:"), text
+        assert text[1].startswith("  rank 0  step 3  between steps  ddp_train.py:") and "rank 1  step 3" in text[2]
+        assert text[3].startswith("* rank 0: in collective"), text
+    finally:
+        ranks.close()
+        proc.send_signal(signal.SIGTERM)  # to torchrun, which ends the ranks
+    code, _, err = finish(proc)
+    assert code != 0
