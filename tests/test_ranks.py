@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -41,6 +43,30 @@ def both_ranks(proc: subprocess.Popen) -> list[client.Client]:
     raise AssertionError("the ranks never announced themselves")
 
 
+@contextlib.contextmanager
+def ranks_of(proc: subprocess.Popen) -> Iterator[list[client.Client]]:
+    """Both ranks' clients, closed afterwards; when the test fails in between, the job is
+    killed too (a served job paused at a break would wait for a front end forever)."""
+    clients: list[client.Client] = []
+    try:
+        clients = both_ranks(proc)
+        yield clients
+    except BaseException:
+        proc.kill()
+        raise
+    finally:
+        for c in clients:
+            c.close()
+
+
+def run_to_end(*clients: client.Client) -> None:
+    """Continue every rank; each exits 0."""
+    for c in clients:
+        c.cont()
+    for c in clients:
+        assert c.wait_exited(WAIT)["exit_code"] == 0
+
+
 def finish(proc: subprocess.Popen) -> tuple[int, str, str]:
     try:
         out, err = proc.communicate(timeout=WAIT)
@@ -53,8 +79,7 @@ def finish(proc: subprocess.Popen) -> tuple[int, str, str]:
 
 def test_a_nan_on_rank_1_pauses_both_ranks_at_the_same_step(tmp_path, private_runtime_dir):
     proc = start(tmp_path, "serve", "--break", "nan", script_args=("--nan-at", "3"))
-    try:
-        r0, r1 = both_ranks(proc)
+    with ranks_of(proc) as (r0, r1):
         assert (r0.session["rank"], r1.session["rank"]) == (0, 1) and r0.session["job_id"] == r1.session["job_id"]
         b0, b1 = r0.wait_paused(WAIT), r1.wait_paused(WAIT)
         assert (b0["step"], b0["phase"]) == (b1["step"], b1["phase"]) == (3, "before_optimizer_step")
@@ -65,12 +90,7 @@ def test_a_nan_on_rank_1_pauses_both_ranks_at_the_same_step(tmp_path, private_ru
         for c in (r0, r1):
             assert c.set_lr(0.001, pin=True)["pinned"] is True  # the same LR on both replicas
             c.remove_break("nan")
-            c.cont()
-        assert r0.wait_exited(WAIT)["exit_code"] == 0 and r1.wait_exited(WAIT)["exit_code"] == 0
-    finally:
-        for c in locals().get("r0"), locals().get("r1"):
-            if c is not None:
-                c.close()
+        run_to_end(r0, r1)
     code, out, err = finish(proc)
     assert code == 0 and out.count("finished") == 2, err[-2000:]
     reports = {r: [json.loads(line) for line in (tmp_path / f"r.rank{r}.jsonl").read_text().splitlines()]
@@ -83,8 +103,7 @@ def test_a_pause_longer_than_the_collective_timeout_does_not_kill_the_job(tmp_pa
     """The job's gloo timeout is 2 s; rank 0 is held paused for 3 s while rank 1 waits in
     the all-reduce. Attaching raised every rank's timeout, so the job lives."""
     proc = start(tmp_path, "--break", "step==1000", script_args=("--steps", "40", "--timeout", "2", "--sleep", "0.05"))
-    try:
-        r0, r1 = both_ranks(proc)
+    with ranks_of(proc) as (r0, r1):
         time.sleep(0.5)  # the ranks are running
         r0.pause()
         brk = r0.wait_paused(WAIT)
@@ -93,10 +112,6 @@ def test_a_pause_longer_than_the_collective_timeout_does_not_kill_the_job(tmp_pa
         assert r1.status()["state"] == "running"  # blocked in the all-reduce, still alive
         r0.cont()
         assert r0.wait_exited(WAIT)["exit_code"] == 0
-    finally:
-        for c in locals().get("r0"), locals().get("r1"):
-            if c is not None:
-                c.close()
     code, out, err = finish(proc)
     assert code == 0 and out.count("finished") == 2, err[-2000:]
 
@@ -292,8 +307,7 @@ def test_ranks_end_when_torchrun_is_killed_even_while_waiting_in_a_collective(tm
     import signal as sig
 
     proc = start(tmp_path, "serve", "--break", "step==2", script_args=("--steps", "50", "--sleep", "0.05"))
-    try:
-        r0, r1 = both_ranks(proc)
+    with ranks_of(proc) as (r0, r1):
         r0.wait_paused(WAIT)
         pids = [r0.session["pid"], r1.session["pid"]]
         os.kill(proc.pid, sig.SIGKILL)  # stepdbg dies at once; torchrun, its child, with it (PR_SET_PDEATHSIG)
@@ -303,10 +317,6 @@ def test_ranks_end_when_torchrun_is_killed_even_while_waiting_in_a_collective(tm
             time.sleep(0.2)
             alive = [p for p in pids if _alive(p)]
         assert alive == [], f"ranks still alive after torchrun died: {alive}"
-    finally:
-        for c in locals().get("r0"), locals().get("r1"):
-            if c is not None:
-                c.close()
         proc.communicate(timeout=WAIT)
 
 

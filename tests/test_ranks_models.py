@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 from conftest import ROOT
-from test_ranks import FSDP, WAIT, both_ranks, finish, start
+from test_ranks import FSDP, WAIT, finish, ranks_of, run_to_end, start
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -23,8 +23,7 @@ def test_a_replay_on_one_ddp_rank_leaves_the_job_unharmed(tmp_path, private_runt
     replay never finishes, and may broadcast buffers to ranks that are not listening): it
     names the parameter, and the job then runs to its end on both ranks."""
     proc = start(tmp_path, "serve", "--break", "nan", script_args=("--inf-weight-at", "3", "--steps", "6", "--batchnorm"))
-    try:
-        r0, r1 = both_ranks(proc)
+    with ranks_of(proc) as (r0, r1):
         assert r0.wait_paused(WAIT)["step"] == r1.wait_paused(WAIT)["step"] == 3
         rows = {r["name"]: r for r in r1.call("module_tree", timeout=30)}  # the Model panel, on one rank
         assert rows["module.1"]["type"] == "BatchNorm1d" and rows["module.1"]["output_shape"] == [8, 8], rows
@@ -33,12 +32,7 @@ def test_a_replay_on_one_ddp_rank_leaves_the_job_unharmed(tmp_path, private_runt
         assert (first["where"], first["tensor"]) == ("parameter", "3.weight"), replay["summary"]  # as DDP's module names it
         for c in (r0, r1):
             c.remove_break("nan")
-            c.cont()
-        assert r0.wait_exited(WAIT)["exit_code"] == 0 and r1.wait_exited(WAIT)["exit_code"] == 0
-    finally:
-        for c in locals().get("r0"), locals().get("r1"):
-            if c is not None:
-                c.close()
+        run_to_end(r0, r1)
     code, out, err = finish(proc)
     assert code == 0 and out.count("finished") == 2, err[-2000:]
 
@@ -52,18 +46,11 @@ def test_lightning_ddp_pauses_both_ranks_before_the_update_and_ends_cleanly(tmp_
            "torchrun", "--standalone", "--nproc_per_node=2", str(script)]
     proc = subprocess.Popen(cmd, cwd=ROOT, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True)
-    try:
-        r0, r1 = both_ranks(proc)
+    with ranks_of(proc) as (r0, r1):
         b0, b1 = r0.wait_paused(WAIT), r1.wait_paused(WAIT)
         assert b0 is not None and b1 is not None
         assert (b0["step"], b0["phase"]) == (b1["step"], b1["phase"]) == (2, "before_optimizer_step")
-        for c in (r0, r1):
-            c.cont()
-        assert r0.wait_exited(WAIT)["exit_code"] == 0 and r1.wait_exited(WAIT)["exit_code"] == 0
-    finally:
-        for c in locals().get("r0"), locals().get("r1"):
-            if c is not None:
-                c.close()
+        run_to_end(r0, r1)
     code, out, err = finish(proc)
     assert code == 0 and out.count("finished at global step 5") >= 1, err[-2000:]
 
@@ -98,8 +85,7 @@ def test_fsdp2_pauses_as_one_at_a_nan_in_one_ranks_data_and_its_grad_norm_is_the
            "--nproc_per_node=2", str(FSDP), "--nan-at", "3", "--steps", "6"]
     proc = subprocess.Popen(cmd, cwd=ROOT, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True)
-    try:
-        r0, r1 = both_ranks(proc)
+    with ranks_of(proc) as (r0, r1):
         b0, b1 = r0.wait_paused(WAIT), r1.wait_paused(WAIT)
         assert (b0["step"], b0["phase"]) == (b1["step"], b1["phase"]) == (3, "before_optimizer_step"), (b0, b1)
         assert "rank 1's break at step 3" in b0["reason"] and b1["condition"] == "nan", (b0, b1)
@@ -113,10 +99,6 @@ def test_fsdp2_pauses_as_one_at_a_nan_in_one_ranks_data_and_its_grad_norm_is_the
             "not replayed: its parameters are sharded DTensors (FSDP2)"), replay
         for c in (r0, r1):
             c.end()
-    finally:
-        for c in locals().get("r0"), locals().get("r1"):
-            if c is not None:
-                c.close()
     code, out, err = finish(proc)
     assert code == 3, err[-2000:]
     true = {int(m.group(1)): float(m.group(2)) for m in re.finditer(r"step (\d+) true grad norm ([\d.]+)", out)}
