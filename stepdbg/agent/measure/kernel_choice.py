@@ -25,7 +25,7 @@ def current() -> dict[str, Any]:
     """The kernel choice in force now, on this thread."""
     cuda, cudnn = torch.backends.cuda, torch.backends.cudnn
     return {
-        "autocast": {d: (torch.is_autocast_enabled(d), torch.get_autocast_dtype(d)) for d in AUTOCAST_DEVICES},
+        "autocast": _autocast(),
         "autocast_cache": torch.is_autocast_cache_enabled(),
         "sdp": {n: getattr(cuda, f"{n}_sdp_enabled")() for n in _SDP if hasattr(cuda, f"{n}_sdp_enabled")},
         "cudnn": (cudnn.enabled, cudnn.benchmark, cudnn.deterministic, cudnn.allow_tf32),
@@ -33,6 +33,14 @@ def current() -> dict[str, Any]:
         "deterministic": (torch.are_deterministic_algorithms_enabled(),
                           torch.is_deterministic_algorithms_warn_only_enabled()),
     }
+
+
+def _autocast() -> dict[str, tuple[bool, torch.dtype]]:
+    """Autocast per device type; empty before torch 2.4, whose autocast queries take none."""
+    try:
+        return {d: (torch.is_autocast_enabled(d), torch.get_autocast_dtype(d)) for d in AUTOCAST_DEVICES}
+    except (TypeError, AttributeError):
+        return {}
 
 
 @contextlib.contextmanager
@@ -45,7 +53,7 @@ def applied(choice: dict[str, Any] | None) -> Iterator[None]:
     before = current()
     with contextlib.ExitStack() as stack:
         for dev, state in choice["autocast"].items():
-            if state != before["autocast"][dev]:  # only where it differs: no autocast("cuda") without CUDA
+            if state != before["autocast"].get(dev):  # only where it differs: no autocast("cuda") without CUDA
                 on, dtype = state
                 stack.enter_context(torch.autocast(dev, dtype=dtype, enabled=on,
                                                    cache_enabled=choice["autocast_cache"]))

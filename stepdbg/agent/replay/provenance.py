@@ -5,13 +5,13 @@ The rules (README, "Replay"):
 - a NaN's producer is the first op that makes a NaN from NaN-free inputs, unless the
   inputs carried an unintended inf, whose producer it then is (log(0) = -inf, then a
   Linear turns it into NaN: the log is the producer);
-- an inf's producer is the first op whose inf reaches the model output;
-- where an op's inputs carry values from several producers, the one that ran first is
-  named (the encoder's, before the decoder's); An inf written on
+- an inf's producer is the first op whose inf reaches the model output. An inf written on
   purpose (a ``masked_fill(mask, -inf)``, ``torch.full(..., -inf)`` as in
   ``generate_square_subsequent_mask``) is intended: when softmax absorbs it nothing is
   reported, and the op that turns it into NaN (softmax over an all-masked row) is the
   producer;
+- where an op's inputs carry values from several producers, the one that ran first is
+  named (the encoder's, before the decoder's);
 - a value already non-finite in a parameter or an input has no producer in the replay:
   it is reported as that tensor.
 
