@@ -14,6 +14,8 @@ import pytest
 from conftest import ROOT
 from test_ranks import FSDP, WAIT, finish, ranks_of, run_to_end, start
 
+from stepdbg.client.tensor_text import format_summary
+
 pytestmark = pytest.mark.timeout(180)
 
 
@@ -92,8 +94,8 @@ def test_fsdp2_pauses_as_one_at_a_nan_in_one_ranks_data_and_its_grad_norm_is_the
         norms = {h["step"]: h["grad_norm"] for h in r0.get_history(10)}
         assert r1.evaluate("type(next(model.parameters())).__name__")["value"] == "'DTensor'"
         w = r1.call("summary", name="model[0].weight")  # Linear(8, 32) sharded on dim 0: rank 1 holds rows 16..31
-        assert (w["type"], w["shape"], w["shard_shape"], w["stats_over"]) == ("DTensor", [32, 8], [16, 8],
-                                                                              "this rank's shard"), w
+        assert (w["shape"], w["shard"]["shape"], w["shard"]["stats_over"]) == ([32, 8], [16, 8], "this rank's shard"), w
+        assert "(DTensor; this rank holds [16, 8], Shard(dim=0); statistics of that shard)" in format_summary(w)
         replay = r1.call("replay", timeout=30)  # alone, its forward would wait for rank 0's shards forever
         assert replay["first_nonfinite"] is None and replay["summary"].startswith(
             "not replayed: its parameters are sharded DTensors (FSDP2)"), replay

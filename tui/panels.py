@@ -16,6 +16,7 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.widgets import DataTable, Input, Label, RichLog, Sparkline, Static
 
 from stepdbg.client.job import stall_of
+from stepdbg.client.tensor_text import counted, shard_text
 from stepdbg.wire.conditions import ConditionError, parse
 
 
@@ -81,7 +82,8 @@ def render_summary(s: dict[str, Any]) -> Text:
         return Text(f"{s.get('name')}: {s.get('type')} {s.get('repr', '')}")
     t = Text()
     t.append(f"{s['name']}", style="bold")
-    t.append(f"  {s['dtype']} {s['shape']} on {s['device']}{'  requires_grad' if s.get('requires_grad') else ''}\n")
+    t.append(f"  {s['dtype']} {s['shape']} on {s['device']}{'  requires_grad' if s.get('requires_grad') else ''}"
+             f"{shard_text(s)}\n")
     if "min" in s:
         t.append(f"min {num(s['min'])}  max {num(s['max'])}  mean {num(s['mean'])}  std {num(s['std'])}  "
                  f"norm {num(s['norm'])}\n")
@@ -89,7 +91,7 @@ def render_summary(s: dict[str, Any]) -> Text:
     t.append(str(s.get("nan", 0)), style="red bold" if s.get("nan") else "")
     t.append("  inf ", style="dim")
     t.append(str(s.get("inf", 0)), style="red bold" if s.get("inf") else "")
-    t.append(f"  zeros {s.get('zeros', 0)} of {s.get('numel')}", style="dim")
+    t.append(f"  zeros {s.get('zeros', 0)} of {counted(s)}", style="dim")
     return t
 
 

@@ -19,6 +19,7 @@ from typing import Any
 
 from ..wire.conditions import ConditionError
 from .memory_text import memory_lines
+from .tensor_text import format_summary
 
 HELP = """\
 stepdbg console:
@@ -345,18 +346,6 @@ def attach_console(client: Any) -> int:  # noqa: C901, PLR0912 - the console's l
             return 1
         if client.paused is not None:
             print("(stepdbg) ", end="", file=sys.stderr, flush=True)
-
-
-def format_summary(s: dict[str, Any]) -> str:
-    """One or two lines for a tensor summary: what `p EXPR` prints."""
-    if s.get("type") != "Tensor":
-        return f"{s.get('name')}: {s.get('type')} {s.get('repr', '')}"
-    head = f"{s['name']}: {s['dtype']} {s['shape']} on {s['device']}" + (" requires_grad" if s.get("requires_grad") else "")
-    if "min" not in s:
-        return head + f"  nan {s.get('nan', 0)} inf {s.get('inf', 0)}"
-    g = "{:.4g}".format
-    return (f"{head}\n  min {g(s['min'])} max {g(s['max'])} mean {g(s['mean'])} std {g(s['std'])} "
-            f"norm {g(s['norm'])}  nan {s['nan']} inf {s['inf']} zeros {s['zeros']}/{s['numel']}")
 
 
 def _show(data: Any) -> None:

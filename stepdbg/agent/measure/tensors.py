@@ -65,8 +65,8 @@ def local_shard(t: torch.Tensor) -> tuple[torch.Tensor, dict[str, Any]]:
     if type(t).__name__ != "DTensor" or not hasattr(t, "to_local"):
         return t, {}
     local = t.to_local()
-    return local, {"type": "DTensor", "shard_shape": list(local.shape), "placements": [str(p) for p in t.placements],
-                   "stats_over": "this rank's shard"}
+    return local, {"shard": {"shape": list(local.shape), "numel": local.numel(),
+                             "placements": [repr(p) for p in t.placements], "stats_over": "this rank's shard"}}
 
 
 def sharded_across_ranks(root: torch.nn.Module) -> str | None:

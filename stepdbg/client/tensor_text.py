@@ -1,0 +1,29 @@
+"""A tensor summary (the `summary` op's answer) in words, for the console and the TUI."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def format_summary(s: dict[str, Any]) -> str:
+    """One or two lines for a tensor summary: what `p EXPR` prints."""
+    if s.get("type") != "Tensor":
+        return f"{s.get('name')}: {s.get('type')} {s.get('repr', '')}"
+    head = f"{s['name']}: {s['dtype']} {s['shape']} on {s['device']}" + (" requires_grad" if s.get("requires_grad") else "")
+    head += shard_text(s)
+    if "min" not in s:
+        return head + f"  nan {s.get('nan', 0)} inf {s.get('inf', 0)}"
+    g = "{:.4g}".format
+    return (f"{head}\n  min {g(s['min'])} max {g(s['max'])} mean {g(s['mean'])} std {g(s['std'])} "
+            f"norm {g(s['norm'])}  nan {s['nan']} inf {s['inf']} zeros {s['zeros']}/{counted(s)}")
+
+
+def counted(s: dict[str, Any]) -> int:
+    """How many elements the statistics cover: a DTensor's shard on this rank, else all."""
+    return (s.get("shard") or s)["numel"]
+
+
+def shard_text(s: dict[str, Any]) -> str:
+    """What a DTensor's summary covers: this rank's shard (empty for a plain tensor)."""
+    sh = s.get("shard")
+    return f" (DTensor; this rank holds {sh['shape']}, {', '.join(sh['placements'])}; statistics of that shard)" if sh else ""
