@@ -96,6 +96,7 @@ def test_fsdp2_pauses_as_one_at_a_nan_in_one_ranks_data_and_its_grad_norm_is_the
         w = r1.call("summary", name="model[0].weight")  # Linear(8, 32) sharded on dim 0: rank 1 holds rows 16..31
         assert (w["shape"], w["shard"]["shape"], w["shard"]["stats_over"]) == ([32, 8], [16, 8], "this rank's shard"), w
         assert "(DTensor; this rank holds [16, 8], Shard(dim=0); statistics of that shard)" in format_summary(w)
+        assert len(r1.call("slice", name="model[0].weight", index="0, :4", timeout=30)) == 4  # of the shard
         replay = r1.call("replay", timeout=30)  # alone, its forward would wait for rank 0's shards forever
         assert replay["first_nonfinite"] is None and replay["summary"].startswith(
             "not replayed: its parameters are sharded DTensors (FSDP2)"), replay

@@ -82,9 +82,11 @@ def sharded_across_ranks(root: torch.nn.Module) -> str | None:
 
 
 def slice_of(t: torch.Tensor, index: str, limit: int = 256) -> list[Any]:
-    """The values at a numpy-style index string such as '0, :8'; at most `limit` numbers."""
+    """The values at a numpy-style index string such as '0, :8'; at most `limit` numbers.
+    A DTensor is indexed in this rank's shard (its summary says which): indexing the whole
+    would gather it from ranks that are paused elsewhere."""
     key = tuple(_index_part(p) for p in index.split(",")) if index.strip() else ()
-    part = t.detach()[key].flatten()[:limit]
+    part = local_shard(t)[0].detach()[key].flatten()[:limit]
     return [float(v) if part.is_floating_point() else int(v) for v in part.cpu()]
 
 
