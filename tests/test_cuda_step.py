@@ -144,7 +144,7 @@ def _syncs(step, n: int = 3) -> int:
 
 def test_the_default_watch_adds_at_most_one_sync_a_step(session_factory):
     """The loss stays on the GPU until the gradient norm is measured; both come back in
-    one copy (StepModel.read_pending; the same count is checked on the CPU with
+    one copy (step/host_reads.py; the same count is checked on the CPU with
     defer_reads in test_step_model)."""
     torch.manual_seed(0)
     model = nn.Sequential(nn.Linear(64, 256), nn.GELU(), nn.Linear(256, 10)).to(DEVICE)
