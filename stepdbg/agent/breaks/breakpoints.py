@@ -70,9 +70,6 @@ class Breakpoints:
     def first(self, kind: str) -> Condition | None:
         return next((c for c in self.conditions if c.kind == kind), None)
 
-    def has(self, kind: str) -> bool:
-        return self.first(kind) is not None
-
     def checks(self, phase: str) -> bool:
         """Whether any condition that is on is checked at `phase` (the hot path skips the rest)."""
         return phase in self._phases

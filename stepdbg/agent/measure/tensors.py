@@ -58,11 +58,16 @@ def summarize(t: Any, name: str = "", bins: int = HIST_BINS) -> dict[str, Any]:
     return out
 
 
+def is_dtensor(t: Any) -> bool:
+    """A DTensor (FSDP2, tensor parallel), told by its type's name: no torch.distributed import."""
+    return type(t).__name__ == "DTensor" and hasattr(t, "to_local")
+
+
 def local_shard(t: torch.Tensor) -> tuple[torch.Tensor, dict[str, Any]]:
     """A DTensor's shard on this rank (FSDP2's parameters, gradients and optimizer state),
     and what to say of it: statistics over the whole would take a collective, which a
     paused rank must never start alone. A plain tensor: itself, nothing to say."""
-    if type(t).__name__ != "DTensor" or not hasattr(t, "to_local"):
+    if not is_dtensor(t):
         return t, {}
     local = t.to_local()
     return local, {"shard": {"shape": list(local.shape), "numel": local.numel(),
@@ -76,7 +81,7 @@ def sharded_across_ranks(root: torch.nn.Module) -> str | None:
     for m in root.modules():
         if type(m).__name__ == "FullyShardedDataParallel":
             return "its parameters are sharded by FSDP"
-    if any(type(p).__name__ == "DTensor" for p in root.parameters()):
+    if any(is_dtensor(p) for p in root.parameters()):
         return "its parameters are sharded DTensors (FSDP2)"
     return None
 

@@ -16,12 +16,14 @@ not watched.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterator
 from typing import Any
 
 import torch
 
 from stepdbg.agent.measure.tensors import all_finite, sharded_across_ranks
+from stepdbg.agent.replay.provenance import tensors_in
 from stepdbg.agent.replay.replay import eager_root, preserved_state, restore_step_start, run_root
 from stepdbg.agent.step.step_model import StepModel
 
@@ -30,17 +32,7 @@ MAX_OUTPUTS = 8  # a model's output may be a tuple or dict of tensors: the first
 
 def floating(x: Any, limit: int = MAX_OUTPUTS) -> Iterator[torch.Tensor]:
     """The floating-point tensors of a (nested) output, at most `limit` of them."""
-    stack, n = [x], 0
-    while stack and n < limit:
-        v = stack.pop(0)
-        if isinstance(v, torch.Tensor):
-            if v.is_floating_point():
-                n += 1
-                yield v
-        elif isinstance(v, (list, tuple)):
-            stack[:0] = list(v)
-        elif isinstance(v, dict):
-            stack[:0] = list(v.values())
+    return itertools.islice((t for t in tensors_in(x) if t.is_floating_point()), limit)
 
 
 def output_finite(output: Any) -> bool:

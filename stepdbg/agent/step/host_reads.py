@@ -40,4 +40,4 @@ def read_pending(st: StepState, norm: torch.Tensor | float | None = None) -> flo
 def _whole(t: torch.Tensor) -> torch.Tensor:
     """A DTensor's whole value (FSDP2's gradient norm is a partial sum on each rank: the
     all-reduce that reading it always took, now before it is stacked with plain tensors)."""
-    return t.full_tensor() if type(t).__name__ == "DTensor" else t
+    return t.full_tensor() if tensors.is_dtensor(t) else t
