@@ -66,6 +66,9 @@ class Session:
         self.breaker = Breaker(self.model, Breakpoints(config.breaks), self.controls, self.ranks, self.bus,
                                self.guard, actions)
         self.breaker.actions_defaulted = not config.actions_given
+        # The step model's pause points go to the breaker (StepListener.pause_point), straight:
+        # six a step, on the training thread.
+        self.pause_point: Callable[[str], None] = self.breaker.at_pause_point
         self.rewinds = RewindPlan(self.model, self.rewinder, self.controls, self.ranks, self.breaker.break_set,
                                   self.bus, self.guard, actions)
         self.views = Views(self.model, self.controls, self.changer, self.rewinder, self.ranks, self.breaker,
@@ -195,12 +198,6 @@ class Session:
 
     # ------------------------------------------------------------------ the step model's listener
 
-    def pause_point(self, phase: str) -> None:
-        if self.controls.end_requested:
-            self.breaker.end_now()
-        self.model.enter(phase)
-        self.breaker.at_pause_point(phase)
-
     def needs_grad_norm(self) -> bool:
         return self.breaker.break_set.reads_grad_norm()
 
@@ -209,7 +206,7 @@ class Session:
 
     def on_batch(self, module: torch.nn.Module, args: tuple[Any, ...]) -> None:
         if self.doctor is not None:
-            self.doctor.on_batch(self.model, module, args)
+            self.guard("doctor", self.doctor.on_batch, self.model, module, args)
 
     def on_nograd_forward(self, module: torch.nn.Module) -> None:
         if self.doctor is not None:
@@ -217,12 +214,11 @@ class Session:
 
     def on_loss(self, loss: torch.Tensor | None) -> None:
         if self.doctor is not None:
-            self.doctor.before_backward(self.model, loss)
+            self.guard("doctor", self.doctor.before_backward, self.model, loss)
 
     def before_update(self, opt: torch.optim.Optimizer) -> None:
-        self.rewinder.before_update()
+        self.rewinder.before_update(opt)
         self.changer.apply_pins(opt)
-        self.rewinder.scale_lr(opt)
         if self.doctor is not None:
             self.guard("doctor", self.doctor.before_update, self.model, opt)
         if self.ranks.active():
@@ -243,7 +239,8 @@ class Session:
             self.guard("doctor", self.doctor.on_update, self.model, opt_params(opt))
 
     def on_step_end(self, record: dict[str, Any]) -> None:
-        self.guard("rewind", self.rewinds.at_step_end)
+        if not self.rewinder.idle():
+            self.guard("rewind", self.rewinds.at_step_end)
         if self.bus.listeners:
             self.bus.emit("step", record)
         if self.doctor is not None:

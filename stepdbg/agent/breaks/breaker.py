@@ -84,19 +84,27 @@ class Breaker:
     # ------------------------------------------------------------------ where breaks come from
 
     def at_pause_point(self, phase: str) -> None:
-        """The step model's pause point: the conditions checked here, then a stop asked for."""
+        """The step model's pause point: an end asked for, the conditions checked here, then
+        a stop asked for."""
+        controls, at = self.controls, self.break_set.at
+        if phase not in at and controls.free and (phase != "after_forward" or "forward" not in at):
+            return  # the hot path (six times a step): nothing listens at this pause point
+        if controls.end_requested:
+            self.end_now()
         step = self.model.step
-        if phase == "after_forward" and self.break_set.checks("forward"):  # the activation watch
+        if phase == "after_forward" and "forward" in at:  # the activation watch
             self.guard("activations", self._activations, step)
-        if not self.break_set.checks(phase) and self.controls.running_free():
-            return  # the hot path: nothing listens at this pause point
-        hits = [h for h in self.break_set.check(phase, self.model) if not self.break_set.repeat(h[0], step)]
-        if hits:  # one break names every condition that holds here (Break.conditions)
-            details = {k: v for _, _, d in hits for k, v in d.items()}
-            self.take(hits[0][0], "; ".join(r for _, r, _ in hits), details, phase=phase,
-                      conditions=[spec for spec, _, _ in hits])
+        hits = self.break_set.check(phase, self.model) if phase in at else None
+        if hits:
+            hits = [h for h in hits if not self.break_set.repeat(h[0], step)]
+            if hits:  # one break names every condition that holds here (Break.conditions)
+                details = {k: v for _, _, d in hits for k, v in d.items()}
+                self.take(hits[0][0], "; ".join(r for _, r, _ in hits), details, phase=phase,
+                          conditions=[spec for spec, _, _ in hits])
+                return
+        if controls.free:
             return
-        stop = self.controls.stop_reason(phase, step)
+        stop = controls.stop_reason(phase, step)
         if stop:
             self.take("pause", stop, phase=phase, actions=["pause"])
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import torch
@@ -72,27 +72,26 @@ class Breakpoints:
 
     def checks(self, phase: str) -> bool:
         """Whether any condition that is on is checked at `phase` (the hot path skips the rest)."""
-        return phase in self._phases
+        return phase in self.at
 
-    def _checked_phases(self) -> frozenset[str]:
-        phases: set[str] = set()
+    def _by_phase(self) -> dict[str, list[Condition]]:
+        """The conditions that are on, by the pause point they are checked at (a NaN at two)."""
+        at: dict[str, list[Condition]] = {}
         for c in self.conditions:
             if c.spec in self.disabled:
                 continue
-            if c.kind == "nan":
-                phases |= {"before_backward", "before_optimizer_step"}
-            elif c.kind == "stale_grad":
-                phases.add("before_backward")
-            elif c.phase:
-                phases.add(c.phase)
-        return frozenset(phases)
+            phases = {"nan": ("before_backward", "before_optimizer_step"),
+                      "stale_grad": ("before_backward",)}.get(c.kind, (c.phase,) if c.phase else ())
+            for phase in phases:
+                at.setdefault(phase, []).append(c)
+        return at
 
     def _recount(self) -> None:
         """What the hot path asks, kept up to date as conditions are added, removed, toggled."""
         self._grad_norm_read = self._reads_grad_norm()
-        self._phases = self._checked_phases()
-        self._loss_at_backward = any(c.phase == "before_backward" and "loss" in c.reads
-                                     for c in self.conditions if c.spec not in self.disabled)
+        self.at = self._by_phase()  # read at every pause point: the conditions on, by where they are checked
+        self._reads_at = {phase: frozenset(n for c in cs for n in c.reads) for phase, cs in self.at.items()}
+        self._loss_at_backward = "loss" in self._reads_at.get("before_backward", ())
 
     def reads_loss_at_backward(self) -> bool:
         """Whether a condition on the loss is checked before backward (loss>X, loss_spike,
@@ -121,25 +120,22 @@ class Breakpoints:
     def mark_fired(self, spec: str, step: int) -> None:
         self._fired[spec] = step
 
-    def check(self, phase: str, model: StepModel) -> list[Hit]:  # noqa: C901 - one branch per condition kind at its pause point; the kinds are the grammar's
+    def check(self, phase: str, model: StepModel) -> list[Hit]:
         """Every condition that holds at `phase`, each with its reason, in the order set."""
         scalars: dict[str, Any] | None = None
         hits: list[Hit] = []
-        for c in self.conditions:
-            if c.spec in self.disabled:
-                continue
+        for c in self.at.get(phase, ()):
             if c.kind == "nan":
                 found = nonfinite(phase, model)
                 if found:
                     hits.append((c.spec, found[0], found[1]))
             elif c.kind == "stale_grad":
-                if phase == "before_backward":
-                    reason = stale_grad(model)
-                    if reason:
-                        hits.append((c.spec, reason, {}))
-            elif c.phase == phase:
+                reason = stale_grad(model)
+                if reason:
+                    hits.append((c.spec, reason, {}))
+            else:
                 if scalars is None:
-                    scalars = step_scalars(model, (n for c2 in self.conditions if c2.phase == phase for n in c2.reads))
+                    scalars = step_scalars(model, self._reads_at[phase])
                 reason = c.check(scalars)
                 if reason:
                     hits.append((c.spec, reason, {}))
@@ -151,8 +147,9 @@ def nonfinite(phase: str, model: StepModel) -> tuple[str, dict[str, Any]] | None
     gradient norm, before the update) or gradient (before the update), and why."""
     st = model.current
     assert st is not None
-    seen = st.losses[-1:] if phase == "before_backward" else st.losses if phase == "before_optimizer_step" else []
-    loss = next((v for v in seen if not math.isfinite(v)), None)
+    seen = st.losses[-1:] if phase == "before_backward" else st.losses if phase == "before_optimizer_step" else ()
+    # A finite sum settles it (the hot path: a NaN or inf makes the sum non-finite).
+    loss = None if math.isfinite(sum(seen)) else next((v for v in seen if not math.isfinite(v)), None)
     if loss is not None:
         details: dict[str, Any] = {}
         bad_params = tensors.nonfinite_names(model.named(model.params_of_step(), grads=False))
@@ -204,29 +201,34 @@ def _fmt_nonfinite(v: float) -> str:
     return "nan" if math.isnan(v) else ("inf" if v > 0 else "-inf")
 
 
+def _loss_median(model: StepModel) -> float | None:
+    losses = [h["loss"] for h in list(model.history)[-SPIKE_WINDOW:] if h["loss"] is not None]
+    return statistics.median(losses) if len(losses) >= SPIKE_MIN_STEPS else None
+
+
+# How each step scalar is read (model, its current step or None): a condition reads only its own.
+_SCALARS: dict[str, Callable[[StepModel, Any], Any]] = {
+    "loss": lambda m, st: st.losses[-1] if st and st.losses else None,
+    "loss_median": lambda m, st: _loss_median(m),
+    "grad_norm": lambda m, st: st.grad_norm if st else None,
+    "lr": lambda m, st: next(iter(m.lrs()), None),
+    "data_wait": lambda m, st: st.data_wait if st else None,
+    "step_time": lambda m, st: m.history[-1]["step_time"] if m.history else None,  # of the previous step
+    "mem": lambda m, st: memory_in_use(),
+}
+
+
 def step_scalars(model: StepModel, names: Iterable[str] | None = None) -> dict[str, Any]:
     """The step's scalars, as conditions and reports see them; only `names` when given
     (the hot path asks for what its conditions read, nothing more)."""
     st = model.current
-    want = set(cond_mod.SCALAR_PHASE) if names is None else set(names)
     out: dict[str, Any] = {"step": model.step}
-    if "loss" in want:
-        out["loss"] = st.losses[-1] if st and st.losses else None
-    if "loss_median" in want:
-        losses = [h["loss"] for h in list(model.history)[-SPIKE_WINDOW:] if h["loss"] is not None]
-        out["loss_median"] = statistics.median(losses) if len(losses) >= SPIKE_MIN_STEPS else None
-    if "grad_norm" in want:
-        out["grad_norm"] = st.grad_norm if st else None
-    if "lr" in want:
-        lrs = model.lrs()
-        out["lr"] = lrs[0] if lrs else None
-    if "data_wait" in want:
-        out["data_wait"] = st.data_wait if st else None
-    if "step_time" in want:
-        out["step_time"] = model.history[-1]["step_time"] if model.history else None
-    if "mem" in want:
-        out["mem"] = memory_in_use()
+    for name in cond_mod.SCALAR_PHASE if names is None else names:
+        read = _SCALARS.get(name)
+        if read is not None:
+            out[name] = read(model, st)
     return out
+
 
 def break_scalars(model: StepModel) -> dict[str, Any]:
     """The scalars a break reports."""

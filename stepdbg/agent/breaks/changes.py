@@ -51,6 +51,8 @@ class Changes:
 
     def apply_pins(self, opt: torch.optim.Optimizer) -> None:
         """Before an update: a pinned LR wins over a scheduler or the loop's own setting."""
+        if not self.pins:
+            return
         for i, g in enumerate(opt.param_groups):
             pinned = self.pins.get((id(opt), i))
             if pinned is not None and tensors.as_float(g["lr"]) != pinned:

@@ -64,8 +64,18 @@ class Controls:
         self.alone_since: float | None = None
         self._resume = threading.Event()
         self._calls: queue.Queue[tuple[Callable[[], Any], Future[Any]]] = queue.Queue()
-        self._run_mode: tuple[str, Any] = ("run", None)
+        self.free = True  # running free: no stepping mode, no end asked for (read at every pause point)
+        self._run_mode = ("run", None)
         self._paused_cv = threading.Condition()
+
+    @property
+    def _run_mode(self) -> tuple[str, Any]:
+        return self._mode
+
+    @_run_mode.setter
+    def _run_mode(self, mode: tuple[str, Any]) -> None:
+        self._mode = mode
+        self.free = mode[0] == "run" and not self.end_requested
 
     # ------------------------------------------------------------------ on the training thread
 
@@ -105,10 +115,6 @@ class Controls:
             while not self._calls.empty():
                 _, fut = self._calls.get_nowait()
                 fut.set_exception(NotPaused("the job resumed before this request ran"))
-
-    def running_free(self) -> bool:
-        """No stepping mode is waiting for a pause point."""
-        return self._run_mode[0] == "run"
 
     def stop_reason(self, phase: str, step: int) -> str | None:
         """Why the run mode stops at this pause point, if it does."""

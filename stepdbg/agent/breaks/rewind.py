@@ -94,6 +94,11 @@ class Rewinder:
 
     # ------------------------------------------------------------------ taking
 
+    def idle(self) -> bool:
+        """Nothing to do where a step ends: no snapshots kept, no rewind pending, no LR scaled
+        (asked every step)."""
+        return not self.every and self.pending is None and self._scaled_left <= 0
+
     def due(self, step: int) -> bool:
         return self.every > 0 and step > 0 and step % self.every == 0
 
@@ -170,11 +175,13 @@ class Rewinder:
             self._stream = torch.cuda.Stream()
         return self._stream
 
-    def before_update(self) -> None:
-        """The update is about to change the tensors an asynchronous copy reads: it waits."""
-        for snap in self.snapshots[-1:]:
-            if snap.done is not None:
-                torch.cuda.current_stream().wait_event(snap.done)
+    def before_update(self, opt: torch.optim.Optimizer) -> None:
+        """The update is about to change the tensors an asynchronous copy reads: it waits;
+        in the steps after a rewind, the LR is scaled."""
+        if self.snapshots and self.snapshots[-1].done is not None:
+            torch.cuda.current_stream().wait_event(self.snapshots[-1].done)
+        if self._scaled_left > 0:
+            self.scale_lr(opt)
 
     # ------------------------------------------------------------------ rewinding
 

@@ -2,17 +2,19 @@
 type), the attention backends that ``sdpa_kernel`` allows, cuDNN's flags, TF32 matmul
 precision and deterministic algorithms.
 
-``current()`` reads them (a dozen flag reads, about 3 µs) when the step's forward starts;
-``applied(choice)`` puts them back around a forward that stepdbg runs again, so the replay
-runs the kernels the step ran: under the step's bf16 autocast, not in float32 (where an
-fp16 overflow does not happen and CUDA picks another attention kernel), and inside the
-step's ``sdpa_kernel(SDPBackend.MATH)``, even though the pause is outside it.
+``current()`` reads them when the step's forward starts, every step, so it is a flat
+tuple of torch's own getters (the ones ``torch.backends`` wraps; about 1.5 µs, a third of
+what the public properties cost). ``applied(choice)`` puts them back around a forward that
+stepdbg runs again, so the replay runs the kernels the step ran: under the step's bf16
+autocast, not in float32 (where an fp16 overflow does not happen and CUDA picks another
+attention kernel), and inside the step's ``sdpa_kernel(SDPBackend.MATH)``, even though the
+pause is outside it.
 """
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import torch
@@ -21,53 +23,61 @@ AUTOCAST_DEVICES = ("cpu", "cuda")
 _SDP = ("flash", "mem_efficient", "math", "cudnn")  # torch.backends.cuda.<name>_sdp_enabled / enable_<name>_sdp
 
 
-def current() -> dict[str, Any]:
-    """The kernel choice in force now, on this thread."""
-    cuda, cudnn = torch.backends.cuda, torch.backends.cudnn
-    return {
-        "autocast": _autocast(),
-        "autocast_cache": torch.is_autocast_cache_enabled(),
-        "sdp": {n: getattr(cuda, f"{n}_sdp_enabled")() for n in _SDP if hasattr(cuda, f"{n}_sdp_enabled")},
-        "cudnn": (cudnn.enabled, cudnn.benchmark, cudnn.deterministic, cudnn.allow_tf32),
-        "matmul_precision": torch.get_float32_matmul_precision(),
-        "deterministic": (torch.are_deterministic_algorithms_enabled(),
-                          torch.is_deterministic_algorithms_warn_only_enabled()),
-    }
+# (getter in torch._C, how to set it back): what current() reads, in its order. A getter an
+# older torch lacks reads as None and is never set.
+_FLAGS: tuple[tuple[str, Callable[[Any], None]], ...] = (
+    *((f"_get_{n}_sdp_enabled", lambda on, n=n: getattr(torch.backends.cuda, f"enable_{n}_sdp")(on)) for n in _SDP),
+    *((f"_get_cudnn_{n}", lambda on, n=n: setattr(torch.backends.cudnn, n, on))
+      for n in ("enabled", "benchmark", "deterministic", "allow_tf32")),
+    ("_get_float32_matmul_precision", torch.set_float32_matmul_precision),
+    ("_get_deterministic_algorithms", lambda on: torch.use_deterministic_algorithms(
+        on, warn_only=torch.is_deterministic_algorithms_warn_only_enabled())),
+    ("_get_deterministic_algorithms_warn_only", lambda on: torch.use_deterministic_algorithms(
+        torch.are_deterministic_algorithms_enabled(), warn_only=on)),
+)
+(_flash, _mem_efficient, _math, _cudnn_sdp, _cudnn, _cudnn_benchmark, _cudnn_deterministic, _cudnn_tf32,
+ _matmul_precision, _deterministic, _warn_only) = (getattr(torch._C, name, lambda: None) for name, _ in _FLAGS)
 
 
-def _autocast() -> dict[str, tuple[bool, torch.dtype]]:
-    """Autocast per device type; empty before torch 2.4, whose autocast queries take none."""
+def _autocast_state() -> tuple[Any, ...]:
+    """(on, dtype) per device type in AUTOCAST_DEVICES, then the cache flag; () before
+    torch 2.4, whose autocast queries take no device."""
     try:
-        return {d: (torch.is_autocast_enabled(d), torch.get_autocast_dtype(d)) for d in AUTOCAST_DEVICES}
+        return (torch.is_autocast_enabled("cpu"), torch.get_autocast_dtype("cpu"),
+                torch.is_autocast_enabled("cuda"), torch.get_autocast_dtype("cuda"),
+                torch.is_autocast_cache_enabled())
     except (TypeError, AttributeError):
-        return {}
+        return ()
+
+
+def current() -> tuple[tuple[Any, ...], tuple[Any, ...]]:
+    """The kernel choice in force now, on this thread: (autocast, flags)."""
+    return _autocast_state(), (_flash(), _mem_efficient(), _math(), _cudnn_sdp(), _cudnn(), _cudnn_benchmark(),
+                               _cudnn_deterministic(), _cudnn_tf32(), _matmul_precision(), _deterministic(),
+                               _warn_only())  # in _FLAGS' order, written out: read every step
 
 
 @contextlib.contextmanager
-def applied(choice: dict[str, Any] | None) -> Iterator[None]:
+def applied(choice: tuple[tuple[Any, ...], tuple[Any, ...]] | None) -> Iterator[None]:
     """Run the block under `choice` (from current()); everything is as before afterwards.
     None: the block runs as things are."""
     if not choice:
         yield
         return
-    before = current()
+    (autocast, flags), (autocast_now, flags_now) = choice, current()
     with contextlib.ExitStack() as stack:
-        for dev, state in choice["autocast"].items():
-            if state != before["autocast"].get(dev):  # only where it differs: no autocast("cuda") without CUDA
-                on, dtype = state
-                stack.enter_context(torch.autocast(dev, dtype=dtype, enabled=on,
-                                                   cache_enabled=choice["autocast_cache"]))
-        if {k: v for k, v in choice.items() if k != "autocast"} != {k: v for k, v in before.items() if k != "autocast"}:
-            stack.callback(_set_globals, before)
-            _set_globals(choice)
+        if autocast and autocast != autocast_now:
+            for i, dev in enumerate(AUTOCAST_DEVICES):
+                on, dtype = autocast[2 * i], autocast[2 * i + 1]
+                if (on, dtype) != autocast_now[2 * i: 2 * i + 2]:  # only where it differs: no autocast("cuda") without CUDA
+                    stack.enter_context(torch.autocast(dev, dtype=dtype, enabled=on, cache_enabled=autocast[-1]))
+        if flags != flags_now:
+            stack.callback(_set_flags, flags_now, flags)
+            _set_flags(flags, flags_now)
         yield
 
 
-def _set_globals(choice: dict[str, Any]) -> None:
-    cuda, cudnn = torch.backends.cuda, torch.backends.cudnn
-    for n, on in choice["sdp"].items():
-        getattr(cuda, f"enable_{n}_sdp")(on)
-    cudnn.enabled, cudnn.benchmark, cudnn.deterministic, cudnn.allow_tf32 = choice["cudnn"]
-    torch.set_float32_matmul_precision(choice["matmul_precision"])
-    mode, warn_only = choice["deterministic"]
-    torch.use_deterministic_algorithms(mode, warn_only=warn_only)
+def _set_flags(want: tuple[Any, ...], now: tuple[Any, ...]) -> None:
+    for (_, set_flag), value, was in zip(_FLAGS, want, now, strict=True):
+        if value is not None and value != was:
+            set_flag(value)

@@ -69,17 +69,19 @@ def _batch_jump(history: list[dict[str, Any]], batch: dict[str, Any] | None) -> 
 
 
 def _leak(history: list[dict[str, Any]], census: dict[str, Any]) -> dict[str, str] | None:
-    mem = [h["mem"] for h in history[-LEAK_STEPS * 2:] if h.get("mem")]
-    if len(mem) < LEAK_STEPS:
+    # The last samples (host RSS is not read at every step: HOST_MEMORY_PERIOD).
+    samples = [(h.get("step"), h["mem"]) for h in history if h.get("mem")][-LEAK_STEPS * 2:]
+    if len(samples) < LEAK_STEPS:
         return None
+    mem = [m for _, m in samples]
     rises = sum(b > a for a, b in zip(mem, mem[1:], strict=False))
     if rises < 0.75 * (len(mem) - 1) or mem[-1] < 1.2 * mem[0]:
         return None
     held = top_holder(census)
     return {"rule": "leak",
-            "text": f"memory at the end of each step grew from {size(mem[0])} to {size(mem[-1])} over "
-                    f"{len(mem)} steps{held}: something keeps tensors alive across steps (keep "
-                    f"loss.item(), not loss; detach what you store)"}
+            "text": f"memory at the end of a step grew from {size(mem[0])} (step {samples[0][0]}) to "
+                    f"{size(mem[-1])} (step {samples[-1][0]}) in {len(mem)} samples{held}: something keeps "
+                    f"tensors alive across steps (keep loss.item(), not loss; detach what you store)"}
 
 
 def _dominant(census: dict[str, Any]) -> dict[str, str] | None:

@@ -37,6 +37,8 @@ def floating(x: Any, limit: int = MAX_OUTPUTS) -> Iterator[torch.Tensor]:
 
 def output_finite(output: Any) -> bool:
     """The steady-state check: every floating tensor of the output is finite."""
+    if isinstance(output, torch.Tensor):  # the common case, without walking a structure
+        return all_finite(output)
     return all(all_finite(t) for t in floating(output))
 
 

@@ -86,8 +86,9 @@ class DataWait:
         if record is not None and self._this_gap is not None:
             self._pending.append((record, *self._this_gap))  # this step's gap, measured on the GPU
         self._this_gap = None
-        self._read_gpu_waits()
-        self._gap_event = _event()
+        if self._pending:
+            self._read_gpu_waits()
+        self._gap_event = _event() if cuda_in_use() else None
 
     def _read_gpu_waits(self) -> None:
         """Fill in the GPU data waits whose events the GPU has passed (no sync)."""

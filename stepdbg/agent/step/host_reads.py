@@ -15,11 +15,10 @@ from stepdbg.agent.measure import tensors
 from stepdbg.agent.step.step_state import StepState
 
 
-def defers(loss: torch.Tensor, forced: bool | None, read_early: bool) -> bool:
-    """Whether `loss` stays on the device until the step's one read (`forced`: the
-    StepModel's defer_reads; None picks by device)."""
-    defer = loss.device.type != "cpu" if forced is None else forced
-    return defer and not read_early
+def defers(loss: torch.Tensor, forced: bool | None) -> bool:
+    """Whether `loss` may stay on the device until the step's one read (`forced`: the
+    StepModel's defer_reads; None picks by device), unless a condition reads it early."""
+    return not loss.is_cpu if forced is None else forced
 
 
 def read_pending(st: StepState, norm: torch.Tensor | float | None = None) -> float | None:

@@ -44,7 +44,7 @@ class OptimizerPhase:
 
     def _wrap_closure(self, opt: torch.optim.Optimizer, closure: Callable[[], Any]) -> Callable[[], Any]:
         m = self.m
-        m.optimizers.add(opt)
+        m.know_optimizer(opt)
         m.ensure_step()
         m.in_optimizer_step = True  # the closure's backward is not a manual-SGD step
         first = [True]
@@ -62,8 +62,8 @@ class OptimizerPhase:
     def before_update(self, opt: torch.optim.Optimizer) -> None:
         """Gradients are final (this step's backward and clipping are done), the update is next."""
         m = self.m
-        m.optimizers.add(opt)
-        st = m.ensure_step()
+        m.know_optimizer(opt)
+        st = m.current or m.ensure_step()
         m.in_optimizer_step = True
         if st.clip_norm is not None:
             st.grad_norm = host_reads.read_pending(st, st.clip_norm)
@@ -76,7 +76,7 @@ class OptimizerPhase:
     def post_hook(self, opt: torch.optim.Optimizer, args: Any, kwargs: Any) -> None:
         m = self.m
         m.in_optimizer_step = False
-        st = m.ensure_step()
+        st = m.current or m.ensure_step()
         m.listener.after_update(opt)
         st.optimizer_stepped = True
         m.pause_point("after_optimizer_step")

@@ -10,7 +10,6 @@ of conditions, pausing or clients: that is the listener's business (the Session)
 
 from __future__ import annotations
 
-import statistics
 import threading
 import time
 import warnings
@@ -23,7 +22,7 @@ import torch
 
 from stepdbg.agent.measure import census, kernel_choice, tensors
 from stepdbg.agent.measure.frames import caller_kwargs
-from stepdbg.agent.measure.memory import memory_in_use
+from stepdbg.agent.measure.memory import HOST_MEMORY_PERIOD, cuda_in_use, memory_in_use
 from stepdbg.agent.step import host_reads
 from stepdbg.agent.step.collectives import Collectives
 from stepdbg.agent.step.data_wait import DataWait
@@ -34,6 +33,9 @@ from stepdbg.agent.step.step_state import StepListener, StepState
 from stepdbg.agent.step.wrappers import patch_step_calls, patch_trainer_objects
 
 HISTORY_LEN = 10_000
+# The step model's one clock: step start, phase times, step time and the last progress the
+# stall watchdog compares with (time.monotonic: CLOCK_MONOTONIC on Linux, ns resolution).
+_clock = time.monotonic
 
 
 class StepModel:
@@ -53,17 +55,19 @@ class StepModel:
         self.saved: SavedActivations | None = None  # saved activations by module (--record-memory)
         self.kept_by_stepdbg: list[Callable[[], Iterable[tuple[str, Any]]]] = []  # rewind snapshots
         self.roots: weakref.WeakValueDictionary[int, torch.nn.Module] = weakref.WeakValueDictionary()
+        self._root_refs: dict[int, weakref.ref[torch.nn.Module]] = {}  # the same, asked at every root call
         self.optimizers: weakref.WeakSet[torch.optim.Optimizer] = weakref.WeakSet()
+        self._last_optimizer: Callable[[], torch.optim.Optimizer | None] = lambda: None
         self.schedulers: weakref.WeakSet[Any] = weakref.WeakSet()
         self.scalers: weakref.WeakSet[Any] = weakref.WeakSet()  # GradScalers (a rewind restores their scale)
         self.thread: int | None = None  # the training thread, known at its first hook
-        self.active = False
-        self.busy = False  # True while stepdbg runs model code itself (replay, eval, summaries)
+        self._on = False  # active and not busy and not halted: asked at every hook (tracking)
+        self._active = self._busy = self._halted = False
         # None: the loss is read before backward on the CPU, and kept on an accelerator until the
         # step's one read with the gradient norm (host_reads.py); True/False forces either.
         self.defer_reads: bool | None = None
-        self.halted = False  # True while the training thread is paused
-        self.last_progress = time.monotonic()
+        self.last_progress = _clock()
+        self._next_memory_read = 0.0
         self.overfit = False  # re-yield the first DataLoader batch every step (stepdbg overfit)
         self._overfit_batch: Any = None
         self._hooks = HookSet()
@@ -110,7 +114,7 @@ class StepModel:
         ``torch.save(model)``, ``deepcopy`` and every copy (DESIGN, invisible to the
         program). Other instances of the class pay one dict lookup."""
         for cls in {type(root) for root in list(self.roots.values())}:
-            self._hooks.patch(cls, "__call__", around_calls(self._is_root, self._fwd_pre, self._fwd_post,
+            self._hooks.patch(cls, "__call__", around_calls(self._is_root, self._root_pre, self._root_post,
                                                             skip=_compiling))
         for handle in self._discovery:
             handle.remove()
@@ -121,7 +125,8 @@ class StepModel:
         return self._overfit_batch is not None
 
     def _is_root(self, module: Any) -> bool:
-        return self.roots.get(id(module)) is module
+        ref = self._root_refs.get(id(module))
+        return ref is not None and ref() is module
 
     def remove(self) -> None:
         self.active = False
@@ -129,12 +134,42 @@ class StepModel:
 
     def tracking(self) -> bool:
         """True on the training thread while nothing of stepdbg's own runs or waits."""
-        if not self.active or self.busy or self.halted:
-            return False
-        tid = threading.get_ident()
-        if self.thread is None:
-            self.thread = tid
-        return tid == self.thread
+        if self.thread == threading.get_ident():
+            return self._on
+        if self.thread is None and self._on:
+            self.thread = threading.get_ident()  # the training thread is the first to reach a hook
+            return True
+        return False
+
+    @property
+    def active(self) -> bool:
+        """The hooks are installed (not removed, not in a forked child)."""
+        return self._active
+
+    @active.setter
+    def active(self, on: bool) -> None:
+        self._active = on
+        self._on = on and not self._busy and not self._halted
+
+    @property
+    def busy(self) -> bool:
+        """stepdbg runs model code itself (replay, evaluation, summaries): not the step."""
+        return self._busy
+
+    @busy.setter
+    def busy(self, on: bool) -> None:
+        self._busy = on
+        self._on = self._active and not on and not self._halted
+
+    @property
+    def halted(self) -> bool:
+        """The training thread is paused."""
+        return self._halted
+
+    @halted.setter
+    def halted(self, on: bool) -> None:
+        self._halted = on
+        self._on = self._active and not self._busy and not on
 
     def guarded(self, name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
         def hook(*args: Any) -> Any:
@@ -146,10 +181,18 @@ class StepModel:
 
     # ------------------------------------------------------------------ module hooks (hot path)
 
-    def _fwd_pre(self, module: torch.nn.Module, args: tuple[Any, ...],
-                 kwargs: dict[str, Any] | None = None) -> None:
-        if _compiling():
-            return  # inside torch.compile's trace: nothing of ours enters the graph (no break, same numbers)
+    def _fwd_pre(self, module: torch.nn.Module, args: tuple[Any, ...]) -> None:
+        """The global hook of the first step (the roots are not known yet)."""
+        if not _compiling():  # inside torch.compile's trace: nothing of ours enters the graph (no break, same numbers)
+            self._root_pre(module, args, None)
+
+    def _fwd_post(self, module: torch.nn.Module, args: tuple[Any, ...], output: Any) -> None:
+        if not _compiling():
+            self._root_post(module, args, output)
+
+    def _root_pre(self, module: torch.nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any] | None) -> None:
+        """Before a module's forward: a root's, once the roots are known (around_calls, which
+        leaves compiling out), else every module's (the global hook)."""
         if self.thread is not None and threading.get_ident() != self.thread:
             return  # forwards on other threads (an eval thread) are not the training step
         d = self._depth
@@ -160,9 +203,7 @@ class StepModel:
             elif self.is_model_module(module):
                 self.guard("doctor", self.listener.on_nograd_forward, module)
 
-    def _fwd_post(self, module: torch.nn.Module, args: tuple[Any, ...], output: Any) -> None:
-        if _compiling():
-            return
+    def _root_post(self, module: torch.nn.Module, args: tuple[Any, ...], output: Any) -> None:
         if self.thread is not None and threading.get_ident() != self.thread:
             return
         self._depth = max(0, self._depth - 1)
@@ -193,21 +234,18 @@ class StepModel:
 
     def ensure_step(self) -> StepState:
         if self.current is None:
-            self.current = StepState(index=self.step, started=time.perf_counter())
+            self.current = StepState(index=self.step, started=_clock())
         return self.current
 
     def progress(self) -> None:
-        self.last_progress = time.monotonic()
-
-    def enter(self, phase: str) -> StepState:
-        """The step reached `phase`: recorded, then the listener decides about pausing."""
-        st = self.ensure_step()
-        st.phase = phase
-        st.phase_times[phase] = time.perf_counter() - st.started
-        self.progress()
-        return st
+        self.last_progress = _clock()
 
     def pause_point(self, phase: str) -> None:
+        """The step reached `phase`: recorded, then the listener decides about pausing."""
+        st = self.current or self.ensure_step()
+        st.phase = phase
+        self.last_progress = now = _clock()
+        st.phase_times[phase] = now - st.started
         self.listener.pause_point(phase)
 
     def _on_loader_next(self, it: Any, batch: Any, waited: float) -> None:
@@ -227,17 +265,19 @@ class StepModel:
 
     def _on_root_forward(self, module: torch.nn.Module, args: tuple[Any, ...],
                          kwargs: dict[str, Any] | None) -> None:
-        if not self.is_model_module(module):
-            return
-        st = self.ensure_step()
+        if not self._is_root(module):
+            if not self.is_model_module(module):
+                return
+            self.roots[id(module)] = module
+            self._root_refs[id(module)] = weakref.ref(module)
+        st = self.current or self.ensure_step()
         st.forwards += 1
-        self.roots[id(module)] = module
         self._in_forward_of = module
         cap = self.capture
         cap["root"] = weakref.ref(module)  # the program alone keeps its model alive
         cap["args"] = args
         # A global hook gets no kwargs: they are read from torch's frame (the first step).
-        cap["kwargs"] = caller_kwargs() if kwargs is None else dict(kwargs)
+        cap["kwargs"] = caller_kwargs() if kwargs is None else kwargs  # the call's own **kwargs dict
         cap["step"] = st.index
         cap["rng"] = tensors.rng_state()
         cap["kernels"] = kernel_choice.current()  # the replay runs the kernels this forward runs
@@ -253,7 +293,7 @@ class StepModel:
             st.data_wait = self.data.first_forward(bool(st.loader_calls), st.loader_wait)
             if "batch" not in cap or not st.loader_calls:
                 cap["batch"] = args[0] if len(args) == 1 else args
-            self.guard("doctor", self.listener.on_batch, module, args)
+            self.listener.on_batch(module, args)
             self.pause_point("before_forward")
 
     def _on_root_forward_done(self, module: torch.nn.Module, output: Any) -> None:
@@ -274,26 +314,25 @@ class StepModel:
         self.data.forward_done()  # after the pause point: time paused there is nobody's data wait
 
     def on_backward_pre(self, targets: Any) -> None:
-        st = self.ensure_step()
+        st = self.current or self.ensure_step()
         st.backward_calls += 1
         self.data.backward_started()
         t = targets if isinstance(targets, torch.Tensor) else tensors.first_tensor(targets)
         loss = self.scaled.pop(id(t), t) if t is not None else None
         self.capture["loss"] = loss
         if loss is not None and loss.numel() == 1:
-            if host_reads.defers(loss, self.defer_reads, self.listener.reads_loss_at_backward()):
+            if host_reads.defers(loss, self.defer_reads) and not self.listener.reads_loss_at_backward():
                 st.pending_losses.append(loss.detach())
             else:
                 st.losses.append(tensors.as_float(loss))
-        self.guard("doctor", self.listener.on_loss, loss)
+        self.listener.on_loss(loss)
         self.pause_point("before_backward")
 
     def _on_backward_post(self) -> None:
-        st = self.ensure_step()
         self.pause_point("after_backward")
-        if not self.optimizers and not self.in_optimizer_step:
+        if not self.in_optimizer_step and self._last_optimizer() is None and not self.optimizers:
             # Manual SGD: no optimizer object, one step per backward.
-            st.grad_norm = self.measure_grad_norm(self.model_params())
+            self.ensure_step().grad_norm = self.measure_grad_norm(self.model_params())
             self.pause_point("before_optimizer_step")
             self.end_step()
 
@@ -302,7 +341,7 @@ class StepModel:
 
     def _on_zero_grad(self, obj: Any) -> None:
         if isinstance(obj, torch.optim.Optimizer):
-            self.optimizers.add(obj)
+            self.know_optimizer(obj)
         self.ensure_step().zero_grad_called = True
 
     def on_scaler_step_done(self, opt: torch.optim.Optimizer) -> None:
@@ -314,15 +353,15 @@ class StepModel:
             return
         if st.pending_losses:
             host_reads.read_pending(st)
-        now = time.perf_counter()
+        now = _clock()
         record = {
             "step": st.index,
-            "loss": statistics.fmean(st.losses) if st.losses else None,
+            "loss": sum(st.losses) / len(st.losses) if st.losses else None,
             "grad_norm": st.grad_norm,
             "lr": self.lrs(),
             "data_wait": st.data_wait,
             "step_time": now - st.started,
-            "mem": memory_in_use(),
+            "mem": self._memory(now),
             "batch_shape": st.batch_shape,
             "skipped": st.skip or st.skipped_by_scaler,
             "skipped_by_scaler": st.skipped_by_scaler,
@@ -337,6 +376,14 @@ class StepModel:
         self.data.step_ended(time.perf_counter(), record)  # what the listener took is nobody's data wait
 
     # ------------------------------------------------------------------ measuring
+
+    def _memory(self, now: float) -> int | None:
+        """A step record's memory: CUDA allocated at every step (a counter); host RSS (a
+        syscall) at most every HOST_MEMORY_PERIOD seconds, None between."""
+        if now < self._next_memory_read and not cuda_in_use():
+            return None
+        self._next_memory_read = now + HOST_MEMORY_PERIOD
+        return memory_in_use()
 
     def measure_grad_norm(self, params: list[torch.nn.Parameter]) -> float | None:
         """The gradient norm over `params`, read together with the losses kept on the
@@ -386,10 +433,19 @@ class StepModel:
         return census.take(list(self.roots.values()), list(self.optimizers), cap.get("batch"), frames,
                            self.saved.live() if self.saved is not None else None, own, everything)
 
+    def know_optimizer(self, opt: torch.optim.Optimizer) -> None:
+        """`opt` takes part in the step."""
+        if self._last_optimizer() is not opt:
+            self._last_optimizer = weakref.ref(opt)
+            if opt not in self.optimizers:  # asked only when another optimizer steps: a Python call
+                self.optimizers.add(opt)
+
     def lrs(self) -> list[float]:
-        for opt in list(self.optimizers):
-            return [tensors.as_float(g.get("lr")) for g in opt.param_groups]
-        return []
+        """The learning rates of the optimizer that stepped last (else of one known)."""
+        opt = self._last_optimizer() or next(iter(list(self.optimizers)), None)
+        if opt is None:
+            return []
+        return [lr if type(lr) is float else tensors.as_float(lr) for lr in [g.get("lr") for g in opt.param_groups]]
 
 
 def _compiling() -> bool:

@@ -8,7 +8,7 @@ from typing import Any, Protocol
 import torch
 
 
-@dataclass
+@dataclass(slots=True)
 class StepState:
     """What is known about the step in progress."""
 
