@@ -231,16 +231,22 @@ def test_every_condition_that_holds_is_named_in_one_break(session_factory):
     assert at3.conditions == ["every=1", "step==3"] and "reached step 3" in at3.reason
 
 
-def test_on_an_accelerator_the_loss_and_the_grad_norm_come_back_in_one_read(session_factory, monkeypatch):
-    """The default watch on a GPU, forced here on the CPU (defer_reads): the loss stays on
-    the device until the gradient norm is measured and both are copied back together, one
-    host read a step beyond the loop's own. A NaN loss then breaks before the update, named
-    as the loss; the recorded losses are the loop's own."""
+def host_reads_counted(monkeypatch) -> list[str]:
+    """Every read of a tensor's value to the host from now on, by name (item, tolist, ...)."""
     reads: list[str] = []
     for name in ("item", "tolist", "__float__", "__bool__", "__int__"):
         orig = getattr(torch.Tensor, name)
         monkeypatch.setattr(torch.Tensor, name,
                             lambda self, *a, _orig=orig, _name=name, **k: (reads.append(_name), _orig(self, *a, **k))[1])
+    return reads
+
+
+def test_on_an_accelerator_the_loss_and_the_grad_norm_come_back_in_one_read(session_factory, monkeypatch):
+    """The default watch on a GPU, forced here on the CPU (defer_reads): the loss stays on
+    the device until the gradient norm is measured and both are copied back together, one
+    host read a step beyond the loop's own. A NaN loss then breaks before the update, named
+    as the loss; the recorded losses are the loop's own."""
+    reads = host_reads_counted(monkeypatch)
     torch.manual_seed(0)
     model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 1))
     opt = torch.optim.SGD(model.parameters(), lr=1e-2)
@@ -269,3 +275,34 @@ def test_on_an_accelerator_the_loss_and_the_grad_norm_come_back_in_one_read(sess
     assert (brk.step, brk.phase) == (4, "before_optimizer_step") and brk.reason.startswith("loss is nan"), brk
     recorded = [h["loss"] for h in s.model.history]
     assert recorded[:4] == losses[1:5] and math.isnan(recorded[4])
+
+
+def test_on_an_accelerator_the_activation_watch_reads_the_output_with_the_step_s_one_read(session_factory,
+                                                                                          monkeypatch):
+    """The activation watch on a GPU, forced here on the CPU (defer_reads): the output's sum
+    stays on the device and comes back with the loss and the gradient norm, so the watch
+    adds no read of its own. An inf made by a module is told before the update, where the
+    module is named as after the forward on the CPU."""
+    reads = host_reads_counted(monkeypatch)
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 1))
+    opt = torch.optim.SGD(model.parameters(), lr=1e-2)
+
+    def step() -> int:
+        reads.clear()
+        loss = model(torch.randn(4, 8)).pow(2).mean()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        return len(reads)
+
+    plain = step()
+    s = session_factory("nan", "activations")
+    s.model.defer_reads = True
+    watched = [step() for _ in range(3)]
+    assert watched[1:] == [plain + 1] * 2, (plain, watched)
+    with torch.no_grad():
+        model[2].weight[0, 0] = float("inf")
+    step()
+    watch = s.breaks[0]
+    assert (watch.condition, watch.phase, watch.details["module"]) == ("activations", "forward", "2"), watch

@@ -154,6 +154,9 @@ _ABOVE = {
 }
 
 
+ABOVE_KINDS = frozenset(_ABOVE)  # kinds that fire when their one scalar is above the threshold
+
+
 MAX_SPEC = 1000  # characters: a condition is a line, not a program
 MAX_EXPONENT = 64
 

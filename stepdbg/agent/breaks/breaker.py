@@ -87,13 +87,13 @@ class Breaker:
         """The step model's pause point: an end asked for, the conditions checked here, then
         a stop asked for."""
         controls, at = self.controls, self.break_set.at
-        if phase not in at and controls.free and (phase != "after_forward" or "forward" not in at):
+        if phase not in self.break_set.watched and controls.free:
             return  # the hot path (six times a step): nothing listens at this pause point
         if controls.end_requested:
             self.end_now()
         step = self.model.step
-        if phase == "after_forward" and "forward" in at:  # the activation watch
-            self.guard("activations", self._activations, step)
+        if "forward" in at and phase in ("after_forward", "before_optimizer_step"):  # the activation watch
+            self.guard("activations", self._activations, phase, step)
         hits = self.break_set.check(phase, self.model) if phase in at else None
         if hits:
             hits = [h for h in hits if not self.break_set.repeat(h[0], step)]
@@ -108,11 +108,14 @@ class Breaker:
         if stop:
             self.take("pause", stop, phase=phase, actions=["pause"])
 
-    def _activations(self, step: int) -> None:
-        """The activation watch: the model's output is not finite; which module made it."""
+    def _activations(self, phase: str, step: int) -> None:
+        """The activation watch: the model's output is not finite (activations.py decides,
+        after the forward or, on an accelerator, with the step's one read before the
+        update); which module made it."""
+        if not activations.output_nonfinite(self.model, phase):
+            return
         spec = self.break_set.first("activations")
-        output = self.model.capture.get("output")
-        if spec is None or activations.output_finite(output) or self.break_set.repeat(spec.spec, step):
+        if spec is None or self.break_set.repeat(spec.spec, step):
             return
         found = activations.find_producer(self.model)
         if found.module is not None:

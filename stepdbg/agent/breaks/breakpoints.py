@@ -90,8 +90,11 @@ class Breakpoints:
         """What the hot path asks, kept up to date as conditions are added, removed, toggled."""
         self._grad_norm_read = self._reads_grad_norm()
         self.at = self._by_phase()  # read at every pause point: the conditions on, by where they are checked
-        self._reads_at = {phase: frozenset(n for c in cs for n in c.reads) for phase, cs in self.at.items()}
-        self._loss_at_backward = "loss" in self._reads_at.get("before_backward", ())
+        # The pause points the breaker is asked at while running free (the activation watch
+        # reads the output after the forward, or with the step's one read before the update).
+        self.watched = frozenset(self.at) | (
+            frozenset({"after_forward", "before_optimizer_step"}) if "forward" in self.at else frozenset())
+        self._loss_at_backward = any("loss" in c.reads for c in self.at.get("before_backward", ()))
 
     def reads_loss_at_backward(self) -> bool:
         """Whether a condition on the loss is checked before backward (loss>X, loss_spike,
@@ -121,24 +124,29 @@ class Breakpoints:
         self._fired[spec] = step
 
     def check(self, phase: str, model: StepModel) -> list[Hit]:
-        """Every condition that holds at `phase`, each with its reason, in the order set."""
-        scalars: dict[str, Any] | None = None
+        """Every condition that holds at `phase`, each with its reason, in the order set.
+        (Four pause points a step: a threshold condition reads its one scalar, and the
+        condition's own wording is asked for only when it fires.)"""
         hits: list[Hit] = []
+        st = model.current
         for c in self.at.get(phase, ()):
-            if c.kind == "nan":
+            kind = c.kind
+            if kind in cond_mod.ABOVE_KINDS:
+                v = _SCALARS[kind](model, st)
+                reason = c.check({"step": model.step, kind: v}) if v is not None and v > c.threshold else None
+            elif kind == "nan":
                 found = nonfinite(phase, model)
                 if found:
                     hits.append((c.spec, found[0], found[1]))
-            elif c.kind == "stale_grad":
+                continue
+            elif kind == "stale_grad":
                 reason = stale_grad(model)
-                if reason:
-                    hits.append((c.spec, reason, {}))
+            elif kind == "activations":
+                continue  # the breaker's: it names the module (activations.py)
             else:
-                if scalars is None:
-                    scalars = step_scalars(model, self._reads_at[phase])
-                reason = c.check(scalars)
-                if reason:
-                    hits.append((c.spec, reason, {}))
+                reason = c.check(step_scalars(model, c.reads))
+            if reason:
+                hits.append((c.spec, reason, {}))
         return hits
 
 

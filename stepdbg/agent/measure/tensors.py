@@ -218,7 +218,7 @@ def set_rng_state(state: dict[str, Any]) -> None:
         torch.cuda.set_rng_state_all(state["cuda"])
 
 
-_HALF = (torch.float16, torch.bfloat16)
+HALF = (torch.float16, torch.bfloat16)
 
 
 def all_finite(t: torch.Tensor) -> bool:
@@ -229,5 +229,5 @@ def all_finite(t: torch.Tensor) -> bool:
     if not t.is_floating_point() or t.numel() == 0:
         return not t.is_complex() or bool(torch.isfinite(t.detach()).all())
     d = t.detach()
-    total = d.sum(dtype=torch.float32) if d.dtype in _HALF else d.sum()
+    total = d.sum(dtype=torch.float32) if d.dtype in HALF else d.sum()
     return math.isfinite(total.item()) or bool(torch.isfinite(d).all())

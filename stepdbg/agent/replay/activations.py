@@ -17,14 +17,16 @@ not watched.
 from __future__ import annotations
 
 import itertools
+import math
 from collections.abc import Iterator
 from typing import Any
 
 import torch
 
-from stepdbg.agent.measure.tensors import all_finite, sharded_across_ranks
+from stepdbg.agent.measure.tensors import HALF, all_finite, sharded_across_ranks
 from stepdbg.agent.replay.provenance import tensors_in
 from stepdbg.agent.replay.replay import eager_root, preserved_state, restore_step_start, run_root
+from stepdbg.agent.step import host_reads
 from stepdbg.agent.step.step_model import StepModel
 
 MAX_OUTPUTS = 8  # a model's output may be a tuple or dict of tensors: the first few are checked
@@ -40,6 +42,37 @@ def output_finite(output: Any) -> bool:
     if isinstance(output, torch.Tensor):  # the common case, without walking a structure
         return all_finite(output)
     return all(all_finite(t) for t in floating(output))
+
+
+def output_nonfinite(model: StepModel, phase: str) -> bool:
+    """The steady-state check, at `phase`. After the forward: the output's sum, read at once
+    on the CPU; on an accelerator it stays on the device (summed over the step's forwards)
+    and is read with the step's one host read (host_reads.py), then told before the
+    update, where the parameters are still the step's. A sum that overflowed from finite
+    values is checked element by element."""
+    st, output = model.current, model.capture.get("output")
+    if st is None:
+        return False
+    if phase != "after_forward":
+        return st.output_finite is False and not output_finite(output)
+    total = output_sum(output)
+    if total is None:
+        return False
+    if host_reads.defers(total, model.defer_reads):
+        st.pending_output = total if st.pending_output is None else st.pending_output + total
+        return False
+    return not math.isfinite(total.item()) and not output_finite(output)
+
+
+def output_sum(output: Any) -> torch.Tensor | None:
+    """The sum of the output's floating tensors, left on their device (float32 for half
+    types): non-finite when any element is, or (rarely) when finite values overflow it."""
+    sums = [t.detach().sum(dtype=torch.float32) if t.dtype in HALF else t.detach().sum()
+            for t in ([output] if isinstance(output, torch.Tensor) else floating(output))
+            if t.is_floating_point() and t.numel()]
+    if not sums:
+        return None
+    return sums[0] if len(sums) == 1 else torch.stack([s.float() for s in sums]).sum()
 
 
 class Producer:

@@ -9,30 +9,38 @@ reads the loss before backward (loss>X, loss_spike, an expression) keeps the ear
 
 from __future__ import annotations
 
+import math
+
 import torch
 
 from stepdbg.agent.measure import tensors
 from stepdbg.agent.step.step_state import StepState
 
 
-def defers(loss: torch.Tensor, forced: bool | None) -> bool:
-    """Whether `loss` may stay on the device until the step's one read (`forced`: the
-    StepModel's defer_reads; None picks by device), unless a condition reads it early."""
-    return not loss.is_cpu if forced is None else forced
+def defers(value: torch.Tensor, forced: bool | None) -> bool:
+    """Whether `value` (a loss, the output's sum) may stay on the device until the step's
+    one read (`forced`: the StepModel's defer_reads; None picks by device), unless a
+    condition reads it early."""
+    return not value.is_cpu if forced is None else forced
 
 
 def read_pending(st: StepState, norm: torch.Tensor | float | None = None) -> float | None:
-    """The step's one host read: the losses kept on the device and `norm` (a tensor or a
-    number), copied together into st.losses; `norm` as a float."""
-    if not st.pending_losses:
+    """The step's one host read: the losses kept on the device, the output's sum (the
+    activation watch) and `norm` (a tensor or a number), copied together into st.losses and
+    st.output_finite; `norm` as a float."""
+    output = [] if st.pending_output is None else [st.pending_output]
+    if not st.pending_losses and not output:
         return tensors.as_float(norm)  # on the CPU, or nothing deferred: the one read is the norm's
-    vals = [_whole(v) for v in (*st.pending_losses, *([norm] if isinstance(norm, torch.Tensor) else []))]
+    vals = [_whole(v) for v in (*st.pending_losses, *output, *([norm] if isinstance(norm, torch.Tensor) else []))]
     dev = vals[0].device
     dtype = torch.float32 if dev.type == "mps" else torch.float64  # a double loss stays exact
     got = torch.stack([v.reshape(()).to(dev, dtype) for v in vals]).tolist()
     n = len(st.pending_losses)
     st.losses.extend(got[:n])
     st.pending_losses.clear()
+    if output:
+        st.output_finite, st.pending_output = math.isfinite(got[n]), None
+        n += 1
     return got[n] if isinstance(norm, torch.Tensor) else tensors.as_float(norm)
 
 

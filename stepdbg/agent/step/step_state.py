@@ -2,34 +2,41 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import torch
 
 
-@dataclass(slots=True)
 class StepState:
-    """What is known about the step in progress."""
+    """What is known about the step in progress. One is made every step: the class holds
+    the defaults, and the instance only what this step set (a dataclass's __init__ would
+    set all twenty fields each time)."""
 
-    index: int
-    started: float
     phase: str = "start"
     loader_wait: float = 0.0
     loader_calls: int = 0
     data_wait: float | None = None
     batch_shape: list[int] | None = None  # the first tensor of the model's first call
-    losses: list[float] = field(default_factory=list)
-    pending_losses: list[torch.Tensor] = field(default_factory=list)  # on the device until the step's one read
+    pending_output: torch.Tensor | None = None  # the output's sum (activation watch), read with the losses
+    output_finite: bool | None = None  # that sum, read: None until read
     grad_norm: float | None = None
     clip_norm: torch.Tensor | float | None = None  # what clip_grad_norm_ returned, read with the losses
     backward_calls: int = 0
     forwards: int = 0
     zero_grad_called: bool = False
-    phase_times: dict[str, float] = field(default_factory=dict)
     skip: bool = False
     skipped_by_scaler: bool = False
     optimizer_stepped: bool = False
+
+    def __init__(self, index: int, started: float) -> None:
+        self.index = index
+        self.started = started
+        self.losses: list[float] = []
+        self.pending_losses: list[torch.Tensor] = []  # on the device until the step's one read
+        self.phase_times: dict[str, float] = {}
+
+    def __repr__(self) -> str:
+        return f"StepState({vars(self)})"
 
 
 class StepListener(Protocol):
