@@ -306,3 +306,26 @@ def test_on_an_accelerator_the_activation_watch_reads_the_output_with_the_step_s
     step()
     watch = s.breaks[0]
     assert (watch.condition, watch.phase, watch.details["module"]) == ("activations", "forward", "2"), watch
+
+
+def test_the_watch_keeps_no_model_output_alive_through_the_backward(session_factory):
+    """A GPT's logits are the largest tensor of a step: as in a plain run, the model's
+    output is freed when the backward has used it, not held by stepdbg through the update
+    (on a GPU that was the step's peak). Before the backward it is kept for the pause."""
+    import weakref
+
+    model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 4))
+    opt = torch.optim.SGD(model.parameters(), lr=1e-2)
+    s = session_factory("nan", "activations")
+    seen = []
+    for _ in range(3):
+        out = model(torch.randn(2, 8))
+        kept_before = s.model.output() is out
+        alive = weakref.ref(out)
+        loss = out.pow(2).mean()
+        del out
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        seen.append((kept_before, alive() is None))
+    assert seen[1:] == [(True, True)] * 2, seen

@@ -161,13 +161,16 @@ def nonfinite(phase: str, model: StepModel) -> tuple[str, dict[str, Any]] | None
     if loss is not None:
         details: dict[str, Any] = {}
         bad_params = tensors.nonfinite_names(model.named(model.params_of_step(), grads=False))
-        out = tensors.first_tensor(model.capture.get("output"))
+        out = tensors.first_tensor(model.output())
         if bad_params:
             details["nonfinite_params"] = bad_params
             why = f"parameters {', '.join(bad_params[:3])} are non-finite (the update of the previous step made them so)"
-        elif out is not None and not bool(torch.isfinite(out.detach()).all()):
+        elif (out is not None and not bool(torch.isfinite(out.detach()).all())) or st.output_finite is False:
             details["model_output"] = "nonfinite"
             why = "the model output is already non-finite: it was born in the forward"
+        elif out is None and st.output_finite is None:
+            details["model_output"] = "released"
+            why = "the model output was released in the backward (replay the step to see where it was born)"
         else:
             details["model_output"] = "finite"
             why = "the model output is finite: it was born in the loss computation"

@@ -50,11 +50,11 @@ def output_nonfinite(model: StepModel, phase: str) -> bool:
     and is read with the step's one host read (host_reads.py), then told before the
     update, where the parameters are still the step's. A sum that overflowed from finite
     values is checked element by element."""
-    st, output = model.current, model.capture.get("output")
+    st, output = model.current, model.output()
     if st is None:
         return False
-    if phase != "after_forward":
-        return st.output_finite is False and not output_finite(output)
+    if phase != "after_forward":  # (the output may be gone by now: the sum says)
+        return st.output_finite is False and (output is None or not output_finite(output))
     total = output_sum(output)
     if total is None:
         return False

@@ -203,7 +203,7 @@ def _replayed(model: StepModel, root: torch.nn.Module, args: Any, kwargs: Any, c
             loss = cap.get("loss")
             if loss is not None and loss.grad_fn is not None and brk is not None and brk.phase == "before_backward":
                 try:
-                    first = search_loss_graph(loss, cap.get("output"), frame)
+                    first = search_loss_graph(loss, model.output(), frame)
                 except RuntimeError as e:  # saved tensors already freed
                     notes.append(f"the loss graph could not be searched: {str(e).splitlines()[0]}")
         result["anomaly_warnings"] = [str(w.message).splitlines()[0] for w in caught

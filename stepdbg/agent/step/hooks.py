@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import itertools
+import threading
 from collections.abc import Callable
 from typing import Any, Protocol
 
@@ -134,3 +135,55 @@ class Guard:
             self.disabled.add(name)
             self.on_error(name, e)
             return None
+
+
+class Gate:
+    """When the step model's hooks act: on the training thread (the first to reach one),
+    while they are installed (active) and nothing of stepdbg's own runs (busy: a replay,
+    an evaluation) or waits (halted: a pause). Asked at every hook: one flag, kept as the
+    three are set."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.thread: int | None = None  # the training thread, known at its first hook
+        self._on = False  # active and not busy and not halted
+        self._active = self._busy = self._halted = False
+
+    def tracking(self) -> bool:
+        """True on the training thread while nothing of stepdbg's own runs or waits."""
+        if self.thread == threading.get_ident():
+            return self._on
+        if self.thread is None and self._on:
+            self.thread = threading.get_ident()  # the training thread is the first to reach a hook
+            return True
+        return False
+
+    @property
+    def active(self) -> bool:
+        """The hooks are installed (not removed, not in a forked child)."""
+        return self._active
+
+    @active.setter
+    def active(self, on: bool) -> None:
+        self._active = on
+        self._on = on and not self._busy and not self._halted
+
+    @property
+    def busy(self) -> bool:
+        """stepdbg runs model code itself (replay, evaluation, summaries): not the step."""
+        return self._busy
+
+    @busy.setter
+    def busy(self, on: bool) -> None:
+        self._busy = on
+        self._on = self._active and not on and not self._halted
+
+    @property
+    def halted(self) -> bool:
+        """The training thread is paused."""
+        return self._halted
+
+    @halted.setter
+    def halted(self, on: bool) -> None:
+        self._halted = on
+        self._on = self._active and not self._busy and not on

@@ -98,7 +98,7 @@ class Evaluator:
         cap = self.model.capture
         ns.update({
             "model": self.model.root(), "batch": cap.get("batch"), "loss": cap.get("loss"),
-            "output": cap.get("output"), "optimizer": next(iter(self.model.optimizers), None),
+            "output": self.model.output(), "optimizer": next(iter(self.model.optimizers), None),
         })
         return ns
 
