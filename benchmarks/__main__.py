@@ -1,4 +1,4 @@
-"""python -m benchmarks [--quick] [--json FILE] [--only overhead,scaling,responsiveness,memory,replay,snapshot,clients]
+"""python -m benchmarks [--quick] [--json FILE] [--device cpu|cuda|all] [--only overhead,scaling,...]
 
 Prints one table per benchmark and writes the same figures as JSON. Ratios are medians
 of interleaved runs in one process (plain, stepdbg, ..., plain, stepdbg, ...), so each
@@ -35,12 +35,18 @@ def main() -> None:  # noqa: C901, PLR0912, PLR0915 - one block per benchmark ta
     p.add_argument("--quick", action="store_true", help="every benchmark briefly (the test suite runs this)")
     p.add_argument("--json", help="write the figures here")
     p.add_argument("--only", default="overhead,scaling,responsiveness,memory,replay,snapshot,clients")
+    p.add_argument("--device", choices=["cpu", "cuda", "all"], default="all",
+                   help="cuda: only the CUDA rows (step time, memory, snapshots on the GPU); all: the CPU's, "
+                        "and the GPU's where there is one")
     a = p.parse_args()
-    only = a.only.split(",")
+    if a.device == "cuda" and not torch.cuda.is_available():
+        p.error("--device cuda: no CUDA device here")
+    devices = {"cpu": ["cpu"], "cuda": ["cuda"], "all": ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])}[a.device]
+    # The other benchmarks (scaling, responsiveness, replay, clients) measure the CPU side only.
+    only = [b for b in a.only.split(",") if "cpu" in devices or b in ("overhead", "memory", "snapshot")]
     t0 = time.time()
     results: dict = {"machine": machine(), "quick": a.quick}
     print(f"machine: {results['machine']}\n")
-    devices = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
     if "overhead" in only:
         for dev in devices:
             r = overhead.run(a.quick, dev)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+import statistics
 from typing import Any
 
 import torch
@@ -21,11 +23,14 @@ from .workloads import WORKLOADS, step_fn
 TARGETS = {"default watch": 1.03, "activation watch": 1.10}
 
 
+ROUND_SECONDS = 0.05  # each variant runs at least this long a round: a 1 ms step is timed 50 times
+
+
 def run(quick: bool, device: str = "cpu") -> dict[str, Any]:
-    rounds, steps = (1, 2) if quick else (6, 8)
     out: dict[str, Any] = {}
     for name in WORKLOADS:
         model, step = step_fn(name, device)
+        rounds, steps = (1, 2) if quick else (6, max(8, math.ceil(ROUND_SECONDS / _step_seconds(step))))
         variants = {
             "plain": plain,
             "default watch": watch(*DEFAULT_WATCH),
@@ -40,6 +45,11 @@ def run(quick: bool, device: str = "cpu") -> dict[str, Any]:
     if device != "cpu":
         out["syncs_per_step"] = count_syncs(device)
     return out
+
+
+def _step_seconds(step: Any) -> float:
+    """A plain step's median time, from a few warm ones."""
+    return statistics.median(timed_steps(step)(5))
 
 
 def count_syncs(device: str) -> dict[str, int]:

@@ -95,6 +95,8 @@ class Breakpoints:
         self.watched = frozenset(self.at) | (
             frozenset({"after_forward", "before_optimizer_step"}) if "forward" in self.at else frozenset())
         self._loss_at_backward = any("loss" in c.reads for c in self.at.get("before_backward", ()))
+        # What check() runs: each condition made once into a test of the step at its pause point.
+        self._tests = {phase: [_test(c, phase) for c in cs if c.kind != "activations"] for phase, cs in self.at.items()}
 
     def reads_loss_at_backward(self) -> bool:
         """Whether a condition on the loss is checked before backward (loss>X, loss_spike,
@@ -124,30 +126,51 @@ class Breakpoints:
         self._fired[spec] = step
 
     def check(self, phase: str, model: StepModel) -> list[Hit]:
-        """Every condition that holds at `phase`, each with its reason, in the order set.
-        (Four pause points a step: a threshold condition reads its one scalar, and the
-        condition's own wording is asked for only when it fires.)"""
-        hits: list[Hit] = []
-        st = model.current
-        for c in self.at.get(phase, ()):
-            kind = c.kind
-            if kind in cond_mod.ABOVE_KINDS:
-                v = _SCALARS[kind](model, st)
-                reason = c.check({"step": model.step, kind: v}) if v is not None and v > c.threshold else None
-            elif kind == "nan":
-                found = nonfinite(phase, model)
-                if found:
-                    hits.append((c.spec, found[0], found[1]))
-                continue
-            elif kind == "stale_grad":
-                reason = stale_grad(model)
-            elif kind == "activations":
-                continue  # the breaker's: it names the module (activations.py)
-            else:
-                reason = c.check(step_scalars(model, c.reads))
-            if reason:
-                hits.append((c.spec, reason, {}))
-        return hits
+        """Every condition that holds at `phase`, each with its reason, in the order set."""
+        return [hit for test in self._tests.get(phase, ()) if (hit := test(model)) is not None]
+
+
+def _test(c: Condition, phase: str) -> Callable[[StepModel], Hit | None]:  # noqa: C901 - one test per kind of condition
+    """Condition `c` at `phase` as a test of the step: its hit, or None. Made once when the
+    set changes, run at every step (four pause points a step under the default watch): a
+    threshold reads its one scalar, and the condition's own wording is asked for only when
+    it fires."""
+    spec, kind = c.spec, c.kind
+    if kind == "nan" and phase == "before_backward":
+        def nan_loss(m: StepModel) -> Hit | None:
+            losses = m.current.losses if m.current else ()
+            if not losses or math.isfinite(losses[-1]):
+                return None
+            found = nonfinite(phase, m)
+            return (spec, *found) if found else None
+        return nan_loss
+    if kind == "nan":
+        def nan_update(m: StepModel) -> Hit | None:
+            st = m.current
+            if st is None or (math.isfinite(sum(st.losses)) and (st.grad_norm is None or math.isfinite(st.grad_norm))):
+                return None  # (a finite sum settles the losses: a NaN or inf makes it non-finite)
+            found = nonfinite(phase, m)
+            return (spec, *found) if found else None
+        return nan_update
+    if kind == "stale_grad":
+        def stale(m: StepModel) -> Hit | None:
+            reason = stale_grad(m)
+            return (spec, reason, {}) if reason else None
+        return stale
+    if kind in cond_mod.ABOVE_KINDS:
+        read, limit = _SCALARS[kind], c.threshold
+
+        def above(m: StepModel) -> Hit | None:
+            v = read(m, m.current)
+            if v is None or not v > limit:
+                return None
+            return (spec, c.check({"step": m.step, kind: v}) or "", {})
+        return above
+
+    def scalars(m: StepModel) -> Hit | None:
+        reason = c.check(step_scalars(m, c.reads))
+        return (spec, reason, {}) if reason else None
+    return scalars
 
 
 def nonfinite(phase: str, model: StepModel) -> tuple[str, dict[str, Any]] | None:
@@ -156,8 +179,7 @@ def nonfinite(phase: str, model: StepModel) -> tuple[str, dict[str, Any]] | None
     st = model.current
     assert st is not None
     seen = st.losses[-1:] if phase == "before_backward" else st.losses if phase == "before_optimizer_step" else ()
-    # A finite sum settles it (the hot path: a NaN or inf makes the sum non-finite).
-    loss = None if math.isfinite(sum(seen)) else next((v for v in seen if not math.isfinite(v)), None)
+    loss = next((v for v in seen if not math.isfinite(v)), None)
     if loss is not None:
         details: dict[str, Any] = {}
         bad_params = tensors.nonfinite_names(model.named(model.params_of_step(), grads=False))
