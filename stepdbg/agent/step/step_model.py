@@ -162,7 +162,7 @@ class StepModel(ProgramObjects, Gate):
             return
         self._depth = max(0, self._depth - 1)
         if self._depth == 0 and self.current is not None and self.current.forwards and self.tracking():
-            if self._is_root(module) and self._in_forward_of is module:
+            if self._in_forward_of is module:  # (set for a root only)
                 self.guard("forward", self._on_root_forward_done, module, output)
         elif self._depth == 0 and not torch.is_grad_enabled() and self.tracking():
             self.data.evaluation_done()  # an evaluation forward between steps: not data wait
@@ -271,7 +271,7 @@ class StepModel(ProgramObjects, Gate):
             if host_reads.defers(loss, self.defer_reads) and not self.listener.reads_loss_at_backward():
                 st.pending_losses.append(loss.detach())
             else:
-                st.losses.append(tensors.as_float(loss))
+                st.losses.append(float(loss.item()))  # one element (as_float's work, inline: every step)
         self.listener.on_loss(loss)
         self.pause_point("before_backward")
         self._release_output()
