@@ -92,7 +92,8 @@ class Breaker:
         if controls.end_requested:
             self.end_now()
         step = self.model.step
-        if "forward" in at and phase in ("after_forward", "before_optimizer_step"):  # the activation watch
+        if "forward" in at and (phase == "after_forward" or (  # the activation watch (activations.py)
+                phase == "before_optimizer_step" and self.model.current and self.model.current.output_finite is False)):
             self.guard("activations", self._activations, phase, step)
         hits = self.break_set.check(phase, self.model) if phase in at else None
         if hits:

@@ -127,7 +127,12 @@ class Breakpoints:
 
     def check(self, phase: str, model: StepModel) -> list[Hit]:
         """Every condition that holds at `phase`, each with its reason, in the order set."""
-        return [hit for test in self._tests.get(phase, ()) if (hit := test(model)) is not None]
+        hits = []
+        for test in self._tests.get(phase, ()):
+            hit = test(model)
+            if hit is not None:
+                hits.append(hit)
+        return hits
 
 
 def _test(c: Condition, phase: str) -> Callable[[StepModel], Hit | None]:  # noqa: C901 - one test per kind of condition

@@ -53,6 +53,8 @@ def output_nonfinite(model: StepModel, phase: str) -> bool:
     st, output = model.current, model.output()
     if st is None:
         return False
+    if phase == "after_forward" and isinstance(output, torch.Tensor) and output.is_cpu and not model.defer_reads:
+        return not all_finite(output)  # the common case on the CPU: one sum, read at once
     if phase != "after_forward":  # (the output may be gone by now: the sum says)
         return st.output_finite is False and (output is None or not output_finite(output))
     total = output_sum(output)

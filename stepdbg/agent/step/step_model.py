@@ -221,7 +221,7 @@ class StepModel(ProgramObjects, Gate):
         st.forwards += 1
         self._in_forward_of = module
         cap = self.capture
-        cap["root"] = weakref.ref(module)  # the program alone keeps its model alive
+        cap["root"] = self._root_refs[id(module)]  # weakly: the program alone keeps its model alive
         cap["args"] = args
         # A global hook gets no kwargs: they are read from torch's frame (the first step).
         cap["kwargs"] = caller_kwargs() if kwargs is None else kwargs  # the call's own **kwargs dict
