@@ -70,10 +70,6 @@ class Breakpoints:
     def first(self, kind: str) -> Condition | None:
         return next((c for c in self.conditions if c.kind == kind), None)
 
-    def checks(self, phase: str) -> bool:
-        """Whether any condition that is on is checked at `phase` (the hot path skips the rest)."""
-        return phase in self.at
-
     def _by_phase(self) -> dict[str, list[Condition]]:
         """The conditions that are on, by the pause point they are checked at (a NaN at two)."""
         at: dict[str, list[Condition]] = {}

@@ -166,7 +166,7 @@ class Gate:
     @active.setter
     def active(self, on: bool) -> None:
         self._active = on
-        self._on = on and not self._busy and not self._halted
+        self._regate()
 
     @property
     def busy(self) -> bool:
@@ -176,7 +176,7 @@ class Gate:
     @busy.setter
     def busy(self, on: bool) -> None:
         self._busy = on
-        self._on = self._active and not on and not self._halted
+        self._regate()
 
     @property
     def halted(self) -> bool:
@@ -186,4 +186,7 @@ class Gate:
     @halted.setter
     def halted(self, on: bool) -> None:
         self._halted = on
-        self._on = self._active and not self._busy and not on
+        self._regate()
+
+    def _regate(self) -> None:
+        self._on = self._active and not self._busy and not self._halted
