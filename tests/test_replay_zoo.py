@@ -292,15 +292,19 @@ def test_a_learning_rate_far_too_high_is_called_divergence(replayer):
     assert "learning rate" in r["advice"]["text"]
 
 
-def test_blown_up_transformer_weights_name_the_encoder_that_ran_first(session_factory):
+@pytest.mark.parametrize("one_read", [False, True], ids=["cpu", "as-on-a-gpu"])
+def test_blown_up_transformer_weights_name_the_encoder_that_ran_first(session_factory, one_read):
     """Lightning's demo Transformer (nn.Transformer inside) with every weight matrix times
     1e20: the encoder's and the decoder's self-attention each make a NaN of their own. The
     producer is the first in execution order, the encoder's, for the activation watch (which
-    breaks in the forward) and for the replay (which follows the NaN back from the output)."""
+    breaks in the forward) and for the replay (which follows the NaN back from the output).
+    As on a GPU (one_read: the output's sum and the loss come back in the step's one read,
+    before the update) the answers are the same."""
     from lightning.pytorch.demos import Transformer
 
     torch.manual_seed(0)
     s = session_factory("activations", "nan", actions=("replay",))
+    s.model.defer_reads = one_read
     model = Transformer(vocab_size=100, ninp=32, nhead=2, nhid=64, nlayers=2)
     with torch.no_grad():
         for p in model.parameters():
