@@ -245,7 +245,8 @@ def test_on_an_accelerator_the_loss_and_the_grad_norm_come_back_in_one_read(sess
     """The default watch on a GPU, forced here on the CPU (defer_reads): the loss stays on
     the device until the gradient norm is measured and both are copied back together, one
     host read a step beyond the loop's own. A NaN loss then breaks before the update, named
-    as the loss; the recorded losses are the loop's own."""
+    as the loss, and says where it was born (the output's sum comes back in the same read);
+    the recorded losses are the loop's own."""
     reads = host_reads_counted(monkeypatch)
     torch.manual_seed(0)
     model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 1))
@@ -273,6 +274,8 @@ def test_on_an_accelerator_the_loss_and_the_grad_norm_come_back_in_one_read(sess
     step(x)
     (brk,) = s.breaks
     assert (brk.step, brk.phase) == (4, "before_optimizer_step") and brk.reason.startswith("loss is nan"), brk
+    # The output was released before the backward; its sum, read with the loss, still tells.
+    assert "the model output is already non-finite" in brk.reason, brk.reason
     recorded = [h["loss"] for h in s.model.history]
     assert recorded[:4] == losses[1:5] and math.isnan(recorded[4])
 

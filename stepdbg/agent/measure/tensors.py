@@ -5,7 +5,7 @@ from __future__ import annotations
 import itertools
 import math
 import reprlib
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 import torch
@@ -231,3 +231,34 @@ def all_finite(t: torch.Tensor) -> bool:
     d = t.detach()
     total = d.sum(dtype=torch.float32) if d.dtype in HALF else d.sum()
     return math.isfinite(total.item()) or bool(torch.isfinite(d).all())
+
+
+def tensors_in(x: Any, depth: int = 0) -> Iterator[torch.Tensor]:
+    """Every tensor in args/kwargs/outputs (lists, tuples, dicts; not deeper than 4)."""
+    if isinstance(x, torch.Tensor):
+        yield x
+    elif depth < 4 and isinstance(x, (list, tuple)):
+        for v in x:
+            yield from tensors_in(v, depth + 1)
+    elif depth < 4 and isinstance(x, dict):
+        for v in x.values():
+            yield from tensors_in(v, depth + 1)
+
+
+MAX_OUTPUTS = 8  # a model's output may be a tuple or dict of tensors: the first few are checked
+
+
+def floating(x: Any, limit: int = MAX_OUTPUTS) -> Iterator[torch.Tensor]:
+    """The floating-point tensors of a (nested) output, at most `limit` of them."""
+    return itertools.islice((t for t in tensors_in(x) if t.is_floating_point()), limit)
+
+
+def output_sum(output: Any) -> torch.Tensor | None:
+    """The sum of the output's floating tensors, left on their device (float32 for half
+    types): non-finite when any element is, or (rarely) when finite values overflow it."""
+    sums = [t.detach().sum(dtype=torch.float32) if t.dtype in HALF else t.detach().sum()
+            for t in ([output] if isinstance(output, torch.Tensor) else floating(output))
+            if t.is_floating_point() and t.numel()]
+    if not sums:
+        return None
+    return sums[0] if len(sums) == 1 else torch.stack([s.float() for s in sums]).sum()

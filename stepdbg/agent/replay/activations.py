@@ -16,25 +16,15 @@ not watched.
 
 from __future__ import annotations
 
-import itertools
 import math
-from collections.abc import Iterator
 from typing import Any
 
 import torch
 
-from stepdbg.agent.measure.tensors import HALF, all_finite, sharded_across_ranks
-from stepdbg.agent.replay.provenance import tensors_in
+from stepdbg.agent.measure.tensors import all_finite, floating, output_sum, sharded_across_ranks
 from stepdbg.agent.replay.replay import eager_root, preserved_state, restore_step_start, run_root
 from stepdbg.agent.step import host_reads
 from stepdbg.agent.step.step_model import StepModel
-
-MAX_OUTPUTS = 8  # a model's output may be a tuple or dict of tensors: the first few are checked
-
-
-def floating(x: Any, limit: int = MAX_OUTPUTS) -> Iterator[torch.Tensor]:
-    """The floating-point tensors of a (nested) output, at most `limit` of them."""
-    return itertools.islice((t for t in tensors_in(x) if t.is_floating_point()), limit)
 
 
 def output_finite(output: Any) -> bool:
@@ -64,17 +54,6 @@ def output_nonfinite(model: StepModel, phase: str) -> bool:
         st.pending_output = total if st.pending_output is None else st.pending_output + total
         return False
     return not math.isfinite(total.item()) and not output_finite(output)
-
-
-def output_sum(output: Any) -> torch.Tensor | None:
-    """The sum of the output's floating tensors, left on their device (float32 for half
-    types): non-finite when any element is, or (rarely) when finite values overflow it."""
-    sums = [t.detach().sum(dtype=torch.float32) if t.dtype in HALF else t.detach().sum()
-            for t in ([output] if isinstance(output, torch.Tensor) else floating(output))
-            if t.is_floating_point() and t.numel()]
-    if not sums:
-        return None
-    return sums[0] if len(sums) == 1 else torch.stack([s.float() for s in sums]).sum()
 
 
 class Producer:

@@ -35,7 +35,7 @@ import torch
 from torch.overrides import TorchFunctionMode
 
 from stepdbg.agent.measure.frames import user_frame, where_of
-from stepdbg.agent.measure.tensors import all_finite
+from stepdbg.agent.measure.tensors import all_finite, tensors_in
 from stepdbg.agent.step.hooks import own_id
 
 NAN, INF = 1, 2
@@ -50,18 +50,6 @@ def flags_of(t: torch.Tensor) -> int:
         nan = bool(torch.isnan(d).any())
         inf = bool(torch.isinf(d).any())
     return (NAN if nan else 0) | (INF if inf else 0)
-
-
-def tensors_in(x: Any, depth: int = 0) -> Iterator[torch.Tensor]:
-    """Every tensor in args/kwargs/outputs (lists, tuples, dicts; not deeper than 4)."""
-    if isinstance(x, torch.Tensor):
-        yield x
-    elif depth < 4 and isinstance(x, (list, tuple)):
-        for v in x:
-            yield from tensors_in(v, depth + 1)
-    elif depth < 4 and isinstance(x, dict):
-        for v in x.values():
-            yield from tensors_in(v, depth + 1)
 
 
 def named_tensors(x: Any, name: str, depth: int = 0) -> Iterator[tuple[str, torch.Tensor]]:

@@ -279,8 +279,13 @@ class StepModel(ProgramObjects, Gate):
     def _release_output(self) -> None:
         """The backward is next: the model's output is held weakly from here, as the program
         holds it (a GPT's logits would otherwise stay alive through the backward and the
-        update, the peak of the step's memory)."""
+        update, the peak of the step's memory). A loss kept on the device is read before
+        the update: the output's sum goes with it (one reduction, no read of its own), so a
+        NaN loss can still say whether the output was finite."""
         out = self.capture.get("output")
+        st = self.current
+        if st is not None and st.pending_losses and st.pending_output is None and out is not None:
+            st.pending_output = tensors.output_sum(out)
         if out is not None and not isinstance(out, weakref.ReferenceType):
             try:
                 self.capture["output"] = weakref.ref(out)
