@@ -216,9 +216,12 @@ class Session:
         if self.doctor is not None:
             self.guard("doctor", self.doctor.before_backward, self.model, loss)
 
+    # The update's listeners run every step: what is idle is skipped here, where asking
+    # costs an attribute read and not a call.
     def before_update(self, opt: torch.optim.Optimizer) -> None:
         self.rewinder.before_update(opt)
-        self.changer.apply_pins(opt)
+        if self.changer.pins:
+            self.changer.apply_pins(opt)
         if self.doctor is not None:
             self.guard("doctor", self.doctor.before_update, self.model, opt)
         if self.ranks.active():
@@ -229,12 +232,15 @@ class Session:
                 self.breaker.pause_for_rank(req)
 
     def update_starts(self, opt: torch.optim.Optimizer) -> None:
-        if self.model.ensure_step().skip:
+        st = self.model.current
+        if st is not None and st.skip:
             self.changer.hide_grads(opt)
 
     def after_update(self, opt: torch.optim.Optimizer) -> None:
-        self.changer.restore_grads()
-        self.rewinder.unscale_lr()
+        if self.changer.hidden:
+            self.changer.restore_grads()
+        if self.rewinder.scaled_lrs:
+            self.rewinder.unscale_lr()
         if self.doctor is not None:
             self.guard("doctor", self.doctor.on_update, self.model, opt_params(opt))
 

@@ -21,7 +21,7 @@ class Changes:
         self.model = model
         self.log = log  # log(what, **fields) -> the change record
         self.pins: dict[tuple[int, int], float] = {}
-        self._hidden: list[tuple[torch.Tensor, torch.Tensor]] = []
+        self.hidden: list[tuple[torch.Tensor, torch.Tensor]] = []  # (param, grad) kept from a skipped update until restore_grads()
 
     def set_lr(self, lr: float, group: int | None = None, pin: bool = False) -> dict[str, Any]:
         """Set the learning rate of one param group (or all); `pin` keeps it set."""
@@ -102,14 +102,14 @@ class Changes:
     def hide_grads(self, opt: torch.optim.Optimizer) -> None:
         """A skipped step: optimizers pass over parameters whose .grad is None (state
         untouched); restore_grads() puts them back after the update."""
-        self._hidden = [(p, p.grad) for p in opt_params(opt) if p.grad is not None]
-        for p, _ in self._hidden:
+        self.hidden = [(p, p.grad) for p in opt_params(opt) if p.grad is not None]
+        for p, _ in self.hidden:
             p.grad = None
 
     def restore_grads(self) -> None:
-        for p, g in self._hidden:
+        for p, g in self.hidden:
             p.grad = g
-        self._hidden = []
+        self.hidden = []
 
 
 def _set_group_lr(group: dict[str, Any], lr: float) -> None:

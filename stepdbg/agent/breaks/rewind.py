@@ -73,7 +73,7 @@ class Rewinder:
         self.agreed_step = -1  # the last step a rewind agreed between ranks was done at
         self.pending: Snapshot | None = None  # to restore where the current step ends
         self._scaled_left = 0
-        self._scaled: list[tuple[dict[str, Any], Any]] = []
+        self.scaled_lrs: list[tuple[dict[str, Any], Any]] = []  # (group, lr before scaling) until unscale_lr()
         self._stream: Any = None
 
     def configure(self, every: int | None = None, keep: int | None = None, lr_scale: float | None = None,
@@ -244,19 +244,19 @@ class Rewinder:
             return
         for g in opt.param_groups:
             lr = g["lr"]
-            self._scaled.append((g, lr.clone() if isinstance(lr, torch.Tensor) else lr))
+            self.scaled_lrs.append((g, lr.clone() if isinstance(lr, torch.Tensor) else lr))
             if isinstance(lr, torch.Tensor):
                 lr.mul_(self.lr_scale)
             else:
                 g["lr"] = lr * self.lr_scale
 
     def unscale_lr(self) -> None:
-        for g, lr in self._scaled:
+        for g, lr in self.scaled_lrs:
             if isinstance(lr, torch.Tensor):
                 g["lr"].copy_(lr)
             else:
                 g["lr"] = lr
-        self._scaled = []
+        self.scaled_lrs = []
 
     def copies(self) -> list[tuple[str, torch.Tensor]]:
         """The snapshots' copies of the training state (the memory census counts them)."""

@@ -39,10 +39,16 @@ _FLAGS: tuple[tuple[str, Callable[[Any], None]], ...] = (
  _matmul_precision, _deterministic, _warn_only) = (getattr(torch._C, name, lambda: None) for name, _ in _FLAGS)
 
 
+_AUTOCAST_OFF = (False, None, False, None, None)  # (what torch.autocast takes for "as now")
+
+
 def _autocast_state() -> tuple[Any, ...]:
-    """(on, dtype) per device type in AUTOCAST_DEVICES, then the cache flag; () before
+    """(on, dtype) per device type in AUTOCAST_DEVICES, then the cache flag (dtypes and
+    cache None where autocast is off everywhere, the common case: two queries); () before
     torch 2.4, whose autocast queries take no device."""
     try:
+        if not (torch.is_autocast_enabled("cpu") or torch.is_autocast_enabled("cuda")):
+            return _AUTOCAST_OFF
         return (torch.is_autocast_enabled("cpu"), torch.get_autocast_dtype("cpu"),
                 torch.is_autocast_enabled("cuda"), torch.get_autocast_dtype("cuda"),
                 torch.is_autocast_cache_enabled())
@@ -69,7 +75,8 @@ def applied(choice: tuple[tuple[Any, ...], tuple[Any, ...]] | None) -> Iterator[
         if autocast and autocast != autocast_now:
             for i, dev in enumerate(AUTOCAST_DEVICES):
                 on, dtype = autocast[2 * i], autocast[2 * i + 1]
-                if (on, dtype) != autocast_now[2 * i: 2 * i + 2]:  # only where it differs: no autocast("cuda") without CUDA
+                on_now, dtype_now = autocast_now[2 * i: 2 * i + 2]
+                if on != on_now or (on and dtype != dtype_now):  # only where it differs: no autocast("cuda") without CUDA
                     stack.enter_context(torch.autocast(dev, dtype=dtype, enabled=on, cache_enabled=autocast[-1]))
         if flags != flags_now:
             stack.callback(_set_flags, flags_now, flags)

@@ -29,17 +29,16 @@ class OptimizerPhase:
         wrapped, and the step's update phase begins when the closure has returned (after
         the framework's clipping), not here, before its forward."""
         m = self.m
-        if not m.tracking():
-            return None
         # The hook sees step's own arguments: (optimizer, closure) or closure=...
         closure = kwargs.get("closure", args[1] if len(args) > 1 else None)
         if callable(closure):
-            wrapped = m.guard("optimizer", self._wrap_closure, opt, closure)
+            wrapped = m.act("optimizer", self._wrap_closure, opt, closure)
             if wrapped is not None:
                 if "closure" in kwargs:
                     return args, {**kwargs, "closure": wrapped}
                 return (args[0], wrapped, *args[2:]), kwargs
-        m.guard("optimizer", self.before_update, opt)
+            return None
+        m.act("optimizer", self.before_update, opt)
         return None
 
     def _wrap_closure(self, opt: torch.optim.Optimizer, closure: Callable[[], Any]) -> Callable[[], Any]:
@@ -62,7 +61,8 @@ class OptimizerPhase:
     def before_update(self, opt: torch.optim.Optimizer) -> None:
         """Gradients are final (this step's backward and clipping are done), the update is next."""
         m = self.m
-        m.know_optimizer(opt)
+        if m._last_optimizer() is not opt:
+            m.know_optimizer(opt)
         st = m.current or m.ensure_step()
         m.in_optimizer_step = True
         if st.clip_norm is not None:

@@ -67,7 +67,8 @@ class ProgramObjects:
         ]
 
     def know_optimizer(self, opt: torch.optim.Optimizer) -> None:
-        """`opt` takes part in the step."""
+        """`opt` takes part in the step (the hooks that run every step ask
+        ``_last_optimizer() is not opt`` before calling)."""
         if self._last_optimizer() is not opt:
             self._last_optimizer = weakref.ref(opt)
             if opt not in self.optimizers:  # asked only when another optimizer steps: a Python call
@@ -78,4 +79,8 @@ class ProgramObjects:
         opt = self._last_optimizer() or next(iter(list(self.optimizers)), None)
         if opt is None:
             return []
-        return [lr if type(lr) is float else tensors.as_float(lr) for lr in [g.get("lr") for g in opt.param_groups]]
+        lrs = []
+        for g in opt.param_groups:  # (a loop, not a comprehension: no frame of its own, every step)
+            lr = g.get("lr")
+            lrs.append(lr if type(lr) is float else tensors.as_float(lr))
+        return lrs

@@ -127,8 +127,8 @@ class StepModel(ProgramObjects, Gate):
 
     def guarded(self, name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
         def hook(*args: Any) -> Any:
-            if not _compiling() and self.tracking():
-                self.guard(name, fn, *args)
+            if not _compiling():
+                self.act(name, fn, *args)
             return None
 
         return hook
@@ -151,19 +151,19 @@ class StepModel(ProgramObjects, Gate):
             return  # forwards on other threads (an eval thread) are not the training step
         d = self._depth
         self._depth = d + 1
-        if d == 0 and self.tracking():
+        if d == 0:
             if torch.is_grad_enabled():
-                self.guard("forward", self._on_root_forward, module, args, kwargs)
+                self.act("forward", self._on_root_forward, module, args, kwargs)
             elif self.is_model_module(module):
-                self.guard("doctor", self.listener.on_nograd_forward, module)
+                self.act("doctor", self.listener.on_nograd_forward, module)
 
     def _root_post(self, module: torch.nn.Module, args: tuple[Any, ...], output: Any) -> None:
         if self.thread is not None and threading.get_ident() != self.thread:
             return
         self._depth = max(0, self._depth - 1)
-        if self._depth == 0 and self.current is not None and self.current.forwards and self.tracking():
+        if self._depth == 0 and self.current is not None and self.current.forwards:
             if self._in_forward_of is module:  # (set for a root only)
-                self.guard("forward", self._on_root_forward_done, module, output)
+                self.act("forward", self._on_root_forward_done, module, output)
         elif self._depth == 0 and not torch.is_grad_enabled() and self.tracking():
             self.data.evaluation_done()  # an evaluation forward between steps: not data wait
 
@@ -212,7 +212,7 @@ class StepModel(ProgramObjects, Gate):
 
     def _on_root_forward(self, module: torch.nn.Module, args: tuple[Any, ...],
                          kwargs: dict[str, Any] | None) -> None:
-        if not self._is_root(module):
+        if self._discovery and not self._is_root(module):  # (settled: only a root's call reaches here)
             if not self.is_model_module(module):
                 return
             self.roots[id(module)] = module
@@ -235,7 +235,8 @@ class StepModel(ProgramObjects, Gate):
         if self.saved is not None:
             self.saved.start(module)
         if st.forwards == 1 and st.backward_calls == 0:
-            first = tensors.first_tensor(args if args else cap["kwargs"])  # HF models take input_ids=
+            first = args[0] if args and isinstance(args[0], torch.Tensor) else \
+                tensors.first_tensor(args if args else cap["kwargs"])  # HF models take input_ids=
             st.batch_shape = list(first.shape) if first is not None else None
             st.data_wait = self.data.first_forward(bool(st.loader_calls), st.loader_wait)
             if "batch" not in cap or not st.loader_calls:
@@ -307,12 +308,16 @@ class StepModel(ProgramObjects, Gate):
             self.end_step()
 
     def _on_clip(self, norm: Any) -> None:
-        self.ensure_step().clip_norm = norm.detach() if isinstance(norm, torch.Tensor) else tensors.as_float(norm)
+        if isinstance(norm, torch.Tensor):
+            norm = norm.detach() if norm.requires_grad else norm  # (clip_grad_norm_'s is made under no_grad)
+        else:
+            norm = tensors.as_float(norm)
+        (self.current or self.ensure_step()).clip_norm = norm
 
     def _on_zero_grad(self, obj: Any) -> None:
-        if isinstance(obj, torch.optim.Optimizer):
+        if isinstance(obj, torch.optim.Optimizer) and self._last_optimizer() is not obj:
             self.know_optimizer(obj)
-        self.ensure_step().zero_grad_called = True
+        (self.current or self.ensure_step()).zero_grad_called = True
 
     def on_scaler_step_done(self, opt: torch.optim.Optimizer) -> None:
         self.optimizer_phase.scaler_step_done(opt)
@@ -381,4 +386,9 @@ def _compiling() -> bool:
     """True while torch.compile, torch.export or torch.jit.trace traces the model: a
     program's trace is not a training step, and a hook that returns on this adds nothing
     to the graph (dynamo folds it to a constant)."""
-    return torch.compiler.is_compiling() or torch.jit.is_tracing()
+    return torch.compiler.is_compiling() or _jit_tracing()
+
+
+# torch.jit.is_tracing() without its Python frame (asked at every hook entry); only reached
+# outside torch.compile's trace, where the first test has answered.
+_jit_tracing: Callable[[], bool] = getattr(torch._C, "_is_tracing", torch.jit.is_tracing)

@@ -86,8 +86,7 @@ def patch_step_calls(model: Any, h: HookSet) -> None:  # noqa: C901, PLR0915 - o
     def wrap_clip(orig: Callable[..., Any]) -> Callable[..., Any]:
         def clip_grad_norm_(*args: Any, **kwargs: Any) -> Any:
             norm = orig(*args, **kwargs)
-            if model.tracking():
-                model.guard("clip", model._on_clip, norm)
+            model.act("clip", model._on_clip, norm)
             return norm
 
         return clip_grad_norm_
@@ -97,8 +96,7 @@ def patch_step_calls(model: Any, h: HookSet) -> None:  # noqa: C901, PLR0915 - o
 
     def wrap_zero_grad(orig: Callable[..., Any]) -> Callable[..., Any]:
         def zero_grad(obj: Any, *args: Any, **kwargs: Any) -> Any:
-            if model.tracking():
-                model.guard("zero_grad", model._on_zero_grad, obj)
+            model.act("zero_grad", model._on_zero_grad, obj)
             return orig(obj, *args, **kwargs)
 
         return zero_grad
