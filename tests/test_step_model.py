@@ -311,6 +311,36 @@ def test_on_an_accelerator_the_activation_watch_reads_the_output_with_the_step_s
     assert (watch.condition, watch.phase, watch.details["module"]) == ("activations", "forward", "2"), watch
 
 
+def test_on_an_accelerator_the_activation_watch_names_the_micro_batch_that_made_the_inf(session_factory):
+    """Gradient accumulation on a GPU (forced here on the CPU): three forwards a step, their
+    outputs' sums read once before the update. The inf comes from the first micro-batch
+    (finite inputs that overflow the first Linear); the module is found by running that
+    micro-batch's forward again, not the last one's (which is finite)."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 1))
+    with torch.no_grad():
+        model[0].weight.fill_(0.5)
+    opt = torch.optim.SGD(model.parameters(), lr=1e-2)
+    s = session_factory("activations")
+    s.model.defer_reads = True
+
+    def step(first: torch.Tensor) -> None:
+        opt.zero_grad()
+        for x in (first, torch.randn(4, 8), torch.randn(4, 8)):
+            (model(x).pow(2).mean() / 3).backward()
+        opt.step()
+
+    for _ in range(2):
+        step(torch.randn(4, 8))
+    big = torch.randn(4, 8)
+    big[1] = 3e38  # finite, but 8 * 0.5 * 3e38 is not
+    step(big)
+    (brk,) = s.breaks
+    assert (brk.condition, brk.phase, brk.details["module"]) == ("activations", "forward", "0"), brk
+    assert brk.details["forward"] == "1 of 3" and "micro-batch 1 of 3" in brk.reason, brk
+    assert torch.equal(s.model.capture["args"][0], big)  # the replay and the views see that micro-batch
+
+
 def test_the_watch_keeps_no_model_output_alive_through_the_backward(session_factory):
     """A GPT's logits are the largest tensor of a step: as in a plain run, the model's
     output is freed when the backward has used it, not held by stepdbg through the update

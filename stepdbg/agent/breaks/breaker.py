@@ -118,6 +118,7 @@ class Breaker:
         spec = self.break_set.first("activations")
         if spec is None or self.break_set.repeat(spec.spec, step):
             return
+        forward = activations.bad_micro_batch(self.model)
         found = activations.find_producer(self.model)
         if found.module is not None:
             name = failures.module_name(self.model.roots.values(), found.module)
@@ -132,6 +133,8 @@ class Breaker:
         else:
             reason = "the model's output is not finite; no module was found to make it from finite inputs"
             details = {"module": None}
+        if forward is not None:
+            reason, details["forward"] = f"{reason} (micro-batch {forward})", forward
         self.take(spec.spec, reason, phase="forward", details=details)
 
     def breakpoint(self, frame: FrameType | None = None) -> None:

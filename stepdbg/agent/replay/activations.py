@@ -46,14 +46,30 @@ def output_nonfinite(model: StepModel, phase: str) -> bool:
     if phase == "after_forward" and isinstance(output, torch.Tensor) and output.is_cpu and not model.defer_reads:
         return not all_finite(output)  # the common case on the CPU: one sum, read at once
     if phase != "after_forward":  # (the output may be gone by now: the sum says)
-        return st.output_finite is False and (output is None or not output_finite(output))
+        if st.output_finite is not False:
+            return False
+        earlier = st.bad_forward is not None and st.bad_forward < len(st.output_captures) - 1
+        return earlier or output is None or not output_finite(output)
     total = output_sum(output)
     if total is None:
         return False
     if host_reads.defers(total, model.defer_reads):
-        st.pending_output = total if st.pending_output is None else st.pending_output + total
+        st.pending_outputs.append(total)
+        st.output_captures.append({**model.capture, "output": None})  # this forward's inputs (not its output)
         return False
     return not math.isfinite(total.item()) and not output_finite(output)
+
+
+def bad_micro_batch(model: StepModel) -> str | None:
+    """Gradient accumulation, the sums read before the update: which forward of the step
+    made the non-finite output ("1 of 3"), None for a step of one forward. An earlier one's
+    inputs become the captured step's, so the search, the replay and the views run it."""
+    st = model.current
+    if st is None or st.bad_forward is None or len(st.output_captures) < 2:
+        return None
+    if st.bad_forward < len(st.output_captures) - 1:
+        model.capture = st.output_captures[st.bad_forward]
+    return f"{st.bad_forward + 1} of {len(st.output_captures)}"
 
 
 class Producer:

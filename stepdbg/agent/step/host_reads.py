@@ -25,22 +25,25 @@ def defers(value: torch.Tensor, forced: bool | None) -> bool:
 
 
 def read_pending(st: StepState, norm: torch.Tensor | float | None = None) -> float | None:
-    """The step's one host read: the losses kept on the device, the output's sum (the
-    activation watch) and `norm` (a tensor or a number), copied together into st.losses and
-    st.output_finite; `norm` as a float."""
-    output = [] if st.pending_output is None else [st.pending_output]
-    if not st.pending_losses and not output:
+    """The step's one host read: the losses kept on the device, the forwards' output sums
+    (the activation watch) and `norm` (a tensor or a number), copied together into
+    st.losses, st.output_finite and st.bad_forward; `norm` as a float."""
+    outputs = st.pending_outputs
+    if not st.pending_losses and not outputs:
         return tensors.as_float(norm)  # on the CPU, or nothing deferred: the one read is the norm's
-    vals = [_whole(v) for v in (*st.pending_losses, *output, *([norm] if isinstance(norm, torch.Tensor) else []))]
+    vals = [_whole(v) for v in (*st.pending_losses, *outputs, *([norm] if isinstance(norm, torch.Tensor) else []))]
     dev = vals[0].device
     dtype = torch.float32 if dev.type == "mps" else torch.float64  # a double loss stays exact
     got = torch.stack([v.reshape(()).to(dev, dtype) for v in vals]).tolist()
     n = len(st.pending_losses)
     st.losses.extend(got[:n])
     st.pending_losses.clear()
-    if output:
-        st.output_finite, st.pending_output = math.isfinite(got[n]), None
-        n += 1
+    if outputs:
+        finite = [math.isfinite(v) for v in got[n:n + len(outputs)]]
+        st.output_finite = all(finite)
+        st.bad_forward = None if st.output_finite else finite.index(False)
+        n += len(outputs)
+        st.pending_outputs = []
     return got[n] if isinstance(norm, torch.Tensor) else tensors.as_float(norm)
 
 

@@ -17,8 +17,8 @@ class StepState:
     loader_calls: int = 0
     data_wait: float | None = None
     batch_shape: list[int] | None = None  # the first tensor of the model's first call
-    pending_output: torch.Tensor | None = None  # the output's sum (activation watch), read with the losses
-    output_finite: bool | None = None  # that sum, read: None until read
+    output_finite: bool | None = None  # the outputs' sums, read: None until read
+    bad_forward: int | None = None  # which forward's sum was not (gradient accumulation: a micro-batch)
     grad_norm: float | None = None
     clip_norm: torch.Tensor | float | None = None  # what clip_grad_norm_ returned, read with the losses
     backward_calls: int = 0
@@ -33,6 +33,8 @@ class StepState:
         self.started = started
         self.losses: list[float] = []
         self.pending_losses: list[torch.Tensor] = []  # on the device until the step's one read
+        self.pending_outputs: list[torch.Tensor] = []  # each forward's output sum, read with the losses
+        self.output_captures: list[dict[str, Any]] = []  # each forward's inputs (activation watch, deferred)
         self.phase_times: dict[str, float] = {}
 
     def __repr__(self) -> str:
