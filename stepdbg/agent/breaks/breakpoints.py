@@ -16,6 +16,7 @@ import torch
 
 from stepdbg.agent.measure import tensors
 from stepdbg.agent.measure.memory import memory_in_use
+from stepdbg.agent.step import micro_batches
 from stepdbg.agent.step.step_model import StepModel
 from stepdbg.wire import conditions as cond_mod
 from stepdbg.wire.conditions import Condition
@@ -180,9 +181,13 @@ def nonfinite(phase: str, model: StepModel) -> tuple[str, dict[str, Any]] | None
     st = model.current
     assert st is not None
     seen = st.losses[-1:] if phase == "before_backward" else st.losses if phase == "before_optimizer_step" else ()
-    loss = next((v for v in seen if not math.isfinite(v)), None)
-    if loss is not None:
-        details: dict[str, Any] = {}
+    bad = next((i for i, v in enumerate(seen) if not math.isfinite(v)), None)
+    if bad is not None:
+        loss, details = seen[bad], dict[str, Any]()
+        aligned = phase == "before_optimizer_step" and len(st.loss_captures) == len(seen)  # (all were deferred)
+        forward = micro_batches.focus(model, st.loss_captures, bad) if aligned else None
+        if forward is not None:
+            details["forward"] = forward
         bad_params = tensors.nonfinite_names(model.named(model.params_of_step(), grads=False))
         out = tensors.first_tensor(model.output())
         if bad_params:
@@ -197,7 +202,8 @@ def nonfinite(phase: str, model: StepModel) -> tuple[str, dict[str, Any]] | None
         else:
             details["model_output"] = "finite"
             why = "the model output is finite: it was born in the loss computation"
-        return f"loss is {_fmt_nonfinite(loss)}; {why}", details
+        where = f" in micro-batch {forward}" if forward is not None else ""
+        return f"loss is {_fmt_nonfinite(loss)}{where}; {why}", details
     if phase == "before_optimizer_step" and st.grad_norm is not None and not math.isfinite(st.grad_norm):
         bad = tensors.nonfinite_names(model.named(model.params_of_step(), grads=True))
         if not bad:

@@ -23,7 +23,7 @@ import torch
 
 from stepdbg.agent.measure.tensors import all_finite, floating, output_sum, sharded_across_ranks
 from stepdbg.agent.replay.replay import eager_root, preserved_state, restore_step_start, run_root
-from stepdbg.agent.step import host_reads
+from stepdbg.agent.step import host_reads, micro_batches
 from stepdbg.agent.step.step_model import StepModel
 
 
@@ -55,7 +55,7 @@ def output_nonfinite(model: StepModel, phase: str) -> bool:
         return False
     if host_reads.defers(total, model.defer_reads):
         st.pending_outputs.append(total)
-        st.output_captures.append({**model.capture, "output": None})  # this forward's inputs (not its output)
+        st.output_captures.append(micro_batches.inputs_now(model))
         return False
     return not math.isfinite(total.item()) and not output_finite(output)
 
@@ -65,11 +65,7 @@ def bad_micro_batch(model: StepModel) -> str | None:
     made the non-finite output ("1 of 3"), None for a step of one forward. An earlier one's
     inputs become the captured step's, so the search, the replay and the views run it."""
     st = model.current
-    if st is None or st.bad_forward is None or len(st.output_captures) < 2:
-        return None
-    if st.bad_forward < len(st.output_captures) - 1:
-        model.capture = st.output_captures[st.bad_forward]
-    return f"{st.bad_forward + 1} of {len(st.output_captures)}"
+    return micro_batches.focus(model, st.output_captures, st.bad_forward) if st is not None else None
 
 
 class Producer:

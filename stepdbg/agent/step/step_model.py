@@ -28,7 +28,7 @@ import torch
 from stepdbg.agent.measure import census, kernel_choice, tensors
 from stepdbg.agent.measure.frames import caller_kwargs
 from stepdbg.agent.measure.memory import HOST_MEMORY_PERIOD, cuda_in_use, memory_in_use
-from stepdbg.agent.step import host_reads
+from stepdbg.agent.step import host_reads, micro_batches
 from stepdbg.agent.step.collectives import Collectives
 from stepdbg.agent.step.data_wait import DataWait
 from stepdbg.agent.step.hooks import Gate, Guard, HookSet, around_calls, own_id
@@ -271,6 +271,7 @@ class StepModel(ProgramObjects, Gate):
         if loss is not None and loss.numel() == 1:
             if host_reads.defers(loss, self.defer_reads) and not self.listener.reads_loss_at_backward():
                 st.pending_losses.append(loss.detach())
+                st.loss_captures.append(micro_batches.inputs_now(self))
             else:
                 st.losses.append(float(loss.item()))  # one element (as_float's work, inline: every step)
         self.listener.on_loss(loss)

@@ -34,7 +34,8 @@ class StepState:
         self.losses: list[float] = []
         self.pending_losses: list[torch.Tensor] = []  # on the device until the step's one read
         self.pending_outputs: list[torch.Tensor] = []  # each forward's output sum, read with the losses
-        self.output_captures: list[dict[str, Any]] = []  # each forward's inputs (activation watch, deferred)
+        self.output_captures: list[dict[str, Any]] = []  # each forward's inputs (micro_batches.py)
+        self.loss_captures: list[dict[str, Any]] = []  # each deferred loss's micro-batch inputs
         self.phase_times: dict[str, float] = {}
 
     def __repr__(self) -> str:
