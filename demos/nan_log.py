@@ -5,6 +5,9 @@ log makes -inf, and the next Linear turns it into NaN. A get_batch() loop (no
 DataLoader) with gradient clipping, as in nanoGPT.
 
     stepdbg --break nan --on-break replay --on-break abort python demos/nan_log.py
+
+With --fused (fused AdamW), ``--skip-on-device`` skips the bad step's update and the run
+goes on healthy (README, the step model).
 """
 
 import argparse
@@ -41,11 +44,12 @@ def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("--steps", type=int, default=60)
     p.add_argument("--bad-step", type=int, default=30)
+    p.add_argument("--fused", action="store_true", help="fused AdamW (it takes found_inf: --skip-on-device)")
     args = p.parse_args()
     torch.manual_seed(0)
     g = torch.Generator().manual_seed(0)
     model = Net()
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-2, fused=args.fused or None)
     for step in range(args.steps):
         x, y = get_batch(step, args.bad_step, g)
         loss = nn.functional.mse_loss(model(x), y)

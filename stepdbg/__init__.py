@@ -37,7 +37,7 @@ def use(session: Session) -> None:
 
 def watch(*breaks: str, on_break: str | list[str] = "report", report: str | None = None,
           quiet: bool = False, serve: bool | None = None, keep_every: int = 0, keep: int = 2,
-          max_rewinds: int | None = None, record_memory: bool = False) -> Session:
+          max_rewinds: int | None = None, record_memory: bool = False, skip_on_device: bool = False) -> Session:
     """Start watching the training loop of this process for `breaks` (condition specs).
 
     With no breaks, watches for ``nan`` and ``exception``. Calling it again adds the new
@@ -45,7 +45,8 @@ def watch(*breaks: str, on_break: str | list[str] = "report", report: str | None
     `serve` (or STEPDBG_SERVE=1) makes the job attachable (`stepdbg attach`); then
     ``breakpoint()``, and a break with ``on_break="pause"``, wait for a client. `keep_every` keeps a snapshot of
     the training state every N steps (the newest `keep`), for ``on_break="rewind"`` (at most
-    `max_rewinds` times) or a rewind from a front end. `record_memory` is ``--record-memory``.
+    `max_rewinds` times) or a rewind from a front end. `record_memory` is ``--record-memory``,
+    `skip_on_device` is ``--skip-on-device``.
     """
     global _session
     from .wire.conditions import parse
@@ -66,7 +67,8 @@ def watch(*breaks: str, on_break: str | list[str] = "report", report: str | None
         breaks=[c.spec for c in conds] or list(DEFAULT_BREAKS), actions=actions,
         report=report or os.environ.get("STEPDBG_REPORT"), quiet=quiet,
         serve=serving,  # a pause (breakpoint(), on_break="pause") waits for a client
-        rewind={"every": keep_every, "keep": keep, "max_rewinds": max_rewinds}, record_memory=record_memory))
+        rewind={"every": keep_every, "keep": keep, "max_rewinds": max_rewinds}, record_memory=record_memory,
+        skip_on_device=skip_on_device))
     _session.start(scan_existing=True)
     import atexit
 

@@ -142,21 +142,30 @@ def _syncs(step, n: int = 3) -> int:
     return sum("synchroniz" in str(w.message) for w in caught)
 
 
+class MLPStep:
+    """A small classifier's training step on the GPU; `nan` puts a NaN in the next batch."""
+
+    def __init__(self, fused: bool = False) -> None:
+        torch.manual_seed(0)
+        self.model = nn.Sequential(nn.Linear(64, 256), nn.GELU(), nn.Linear(256, 10)).to(DEVICE)
+        self.opt = torch.optim.AdamW(self.model.parameters(), lr=1e-4, fused=fused)
+        self.nan = False
+
+    def __call__(self) -> None:
+        x, y = torch.randn(32, 64, device=DEVICE), torch.randint(0, 10, (32,), device=DEVICE)
+        if self.nan:
+            x[0, 0], self.nan = float("nan"), False
+        loss = F.cross_entropy(self.model(x), y)
+        self.opt.zero_grad(set_to_none=True)
+        loss.backward()
+        self.opt.step()
+
+
 def test_the_default_watch_adds_at_most_one_sync_a_step(session_factory):
     """The loss stays on the GPU until the gradient norm is measured; both come back in
     one copy (step/host_reads.py; the same count is checked on the CPU with
     defer_reads in test_step_model)."""
-    torch.manual_seed(0)
-    model = nn.Sequential(nn.Linear(64, 256), nn.GELU(), nn.Linear(256, 10)).to(DEVICE)
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
-
-    def step() -> None:
-        x, y = torch.randn(32, 64, device=DEVICE), torch.randint(0, 10, (32,), device=DEVICE)
-        loss = F.cross_entropy(model(x), y)
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        opt.step()
-
+    step = MLPStep()
     for _ in range(3):
         step()
     plain = _syncs(step)
@@ -165,6 +174,28 @@ def test_the_default_watch_adds_at_most_one_sync_a_step(session_factory):
         step()  # the first step under stepdbg finds the roots
     watched = _syncs(step)
     assert watched - plain <= 3, (plain, watched)  # at most one added per step, over 3 steps
+
+
+def test_skip_on_device_adds_no_sync_and_skips_the_nan_step_on_the_gpu(session_factory):
+    """--skip-on-device with fused AdamW: the watch adds no sync a step (the step's values go
+    to pinned memory behind an event), the NaN step's update is skipped by the fused kernel,
+    and the break comes before the next update (test_device_skip runs the same on the CPU)."""
+    step = MLPStep(fused=True)
+    for _ in range(3):
+        step()
+    plain = _syncs(step)
+    s = session_factory("nan", "grad_norm>1e9", skip_on_device=True)
+    for _ in range(3):
+        step()
+    assert _syncs(step) == plain
+    before = [p.detach().clone() for p in step.model.parameters()]
+    step.nan = True
+    step()
+    assert all(torch.equal(a, b) for a, b in zip(before, step.model.parameters(), strict=True))
+    step()
+    torch.cuda.synchronize()
+    step()  # (the event has surely passed by now)
+    assert s.breaks and "skipped_on_device" in s.breaks[0].details, s.breaks
 
 
 LOSSES = textwrap.dedent("""

@@ -28,6 +28,21 @@ def test_nan_from_log_is_traced_to_the_producing_module_op_and_line(tmp_path):
     assert "Traceback" not in run.stderr
 
 
+def test_skip_on_device_skips_the_nan_step_and_the_run_goes_on(tmp_path):
+    """Row 1 with fused AdamW and --skip-on-device: step 30's update is skipped by the
+    optimizer's own kernel, the break comes at step 31 naming step 30, its replay names the
+    log, and the run ends with a finite loss (plain, it is NaN to the end)."""
+    script = DEMOS / "nan_log.py"
+    run = run_stepdbg(tmp_path, "--skip-on-device", "--on-break", "replay", script_args=(str(script), "--fused"))
+    assert run.returncode == 0, run.stderr
+    (brk,) = run.of("break")
+    assert (brk["step"], brk["details"]["skipped_on_device"]) == (31, 30), brk
+    (replay,) = run.of("replay")
+    assert (replay["step"], replay["first_nonfinite"]["op"]) == (30, "log"), replay
+    last = [line for line in run.stdout.splitlines() if line.startswith("step ")][-1]
+    assert last.startswith("step 50 loss ") and last.split()[-1] != "nan", run.stdout
+
+
 def test_exploding_gradient_breaks_on_grad_norm_and_is_reported_once(tmp_path):
     """Row 2: grad_norm>1000 fires at step 2 and stays true; one break, the rest counted."""
     script = DEMOS / "lr_explode.py"

@@ -79,6 +79,8 @@ class Session:
             attach_command=lambda: self.server.attach_command if self.server else "", stop=self.stop)
         self.model.armed = "replay" in actions or config.doctor
         self.model.overfit = config.overfit
+        if config.skip_on_device:  # (on the CPU too: the values are decided where they are made, as on a GPU)
+            self.model.device_skip.on, self.model.defer_reads = True, True
         if config.record_memory:
             self.model.saved = SavedActivations()
             self.breaker.record_memory = record_history(True)
@@ -152,6 +154,8 @@ class Session:
         self._started = False
         if self._watchdog is not None:
             self._watchdog.stop()
+        if self.model.device_skip.inflight:  # the last steps' values (--skip-on-device): a NaN there is told
+            self.guard("nan", self.breaker.skipped_on_device, self.model.device_skip.drain(), ["report"])
         self.model.remove()
         for fn in self.on_stop:
             with contextlib.suppress(Exception):
@@ -200,6 +204,9 @@ class Session:
 
     def needs_grad_norm(self) -> bool:
         return self.breaker.break_set.reads_grad_norm()
+
+    def limits_on_device(self) -> list[float] | None:
+        return self.breaker.break_set.limits_on_device
 
     def reads_loss_at_backward(self) -> bool:
         return self.doctor is not None or self.breaker.break_set.reads_loss_at_backward()

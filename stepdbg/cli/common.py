@@ -169,6 +169,11 @@ def add_run_options(p: argparse.ArgumentParser, tui: bool = True) -> None:
                    help="name the module that saved each activation (a Python call per saved tensor) and, on "
                         "CUDA, record torch's allocation history: a break or an out-of-memory error writes "
                         "memory-STEP.pickle for pytorch.org/memory_viz")
+    d = p.add_argument_group("GPU")
+    d.add_argument("--skip-on-device", action="store_true",
+                   help="with fused optimizers (Adam, AdamW, SGD, Adagrad, fused=True): decide nan and grad_norm>X "
+                        "on the device, skip a bad step's update there (found_inf, as GradScaler does) and break "
+                        "one step later; no host sync a step. Other optimizers keep the one read a step")
     if tui:
         g.add_argument("--no-tui", action="store_true", help="at a terminal, run headless instead of opening the TUI")
     g.add_argument("-q", "--quiet", action="store_true", help="no stepdbg messages on stderr (the report has all)")
@@ -195,6 +200,7 @@ class RunConfig:
     tui: bool = True
     rewind: dict[str, Any] = field(default_factory=dict)  # Rewinder.configure's arguments
     record_memory: bool = False
+    skip_on_device: bool = False
     doctor: dict[str, Any] | None = None  # doctor/overfit: {"steps": N, "overfit": bool, "json": bool}
     torchrun: list[str] | None = None  # torchrun's own arguments: every rank gets an agent
     python: str = sys.executable
@@ -212,6 +218,7 @@ class RunConfig:
             listen=self.listen, detach_timeout=self.detach_timeout, forward_output=self.forward_output,
             rewind=self.rewind, doctor=bool(self.doctor), stop_after=doctor.get("steps"),
             overfit=bool(doctor.get("overfit")), record_memory=self.record_memory,
+            skip_on_device=self.skip_on_device,
         ).to_json()
 
 
@@ -220,7 +227,8 @@ def run_config(ns: argparse.Namespace, serve: bool = False) -> RunConfig:
     interpreter is found, torchrun's arguments are split from the script's."""
     cfg = RunConfig(breaks=ns.breaks, actions=ns.actions, report=ns.report, quiet=ns.quiet, serve=serve,
                     listen=ns.listen, detach_timeout=ns.detach_timeout, forward_output=ns.forward_output,
-                    tui=not getattr(ns, "no_tui", True), record_memory=getattr(ns, "record_memory", False))
+                    tui=not getattr(ns, "no_tui", True), record_memory=getattr(ns, "record_memory", False),
+                    skip_on_device=getattr(ns, "skip_on_device", False))
     cfg.rewind = rewind_options(ns)
     rest = (["-m"] if ns.as_module else []) + [ns.script, *ns.args]
     if rest[0] == "torchrun":

@@ -29,6 +29,7 @@ class AgentConfig:
     rewind: dict[str, Any] = field(default_factory=dict)  # Rewinder.configure's arguments
     doctor: bool = False  # the diagnostic rules (stepdbg doctor / overfit)
     record_memory: bool = False  # saved activations by module; on CUDA, allocation history and snapshots
+    skip_on_device: bool = False  # fused optimizers: a NaN step skipped on the device, told a step late (no sync)
     stop_after: int | None = None  # end the run (exit 0) after this many steps
     overfit: bool = False  # repeat the first batch (stepdbg overfit)
     argv: list[str] = field(default_factory=list)  # the job's command line, for status and the report

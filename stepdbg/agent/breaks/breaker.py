@@ -29,6 +29,7 @@ from stepdbg.agent.bus import Bus
 from stepdbg.agent.measure import failures, memory, oom, tensors
 from stepdbg.agent.measure.frames import PausedStack, framework_frame, user_frame, where_of
 from stepdbg.agent.replay import activations
+from stepdbg.agent.step.device_skip import Deferred
 from stepdbg.agent.step.step_model import StepModel
 from stepdbg.wire import stall_text
 from stepdbg.wire.conditions import Condition
@@ -92,6 +93,9 @@ class Breaker:
         if controls.end_requested:
             self.end_now()
         step = self.model.step
+        if phase == "before_optimizer_step" and self.model.device_skip.inflight and \
+                self.guard("nan", self.skipped_on_device, self.model.device_skip.arrived(step)):
+            return
         if "forward" in at and (phase == "after_forward" or (  # the activation watch (activations.py)
                 phase == "before_optimizer_step" and self.model.current and self.model.current.output_finite is False)):
             self.guard("activations", self._activations, phase, step)
@@ -108,6 +112,23 @@ class Breaker:
         stop = controls.stop_reason(phase, step)
         if stop:
             self.take("pause", stop, phase=phase, actions=["pause"])
+
+    def skipped_on_device(self, arrived: list[Deferred], actions: list[str] | None = None) -> bool:
+        """--skip-on-device: earlier steps' values came back (device_skip.py). A bad step's
+        update was skipped on the device; its break is taken now, before this step's update
+        (or, as the job ends, told with `actions`), with its inputs captured for the replay."""
+        for d in arrived:
+            found = d.verdict(self.model.history)
+            spec = (self.break_set.first(found[0]) or self.break_set.first("activations")) if found else None
+            if found is None or spec is None or self.break_set.repeat(spec.spec, d.st.index):
+                continue
+            self.model.capture = d.inputs  # the skipped step's: the parameters it ran with are in place
+            self.take(spec.spec, f"step {d.st.index}: {found[1]}; its update was skipped on the device "
+                      "(found_inf): the parameters and the optimizer's state are as before it (told one step "
+                      "late: --skip-on-device)", {"skipped_on_device": d.st.index}, phase="before_optimizer_step",
+                      actions=actions)
+            return True
+        return False
 
     def _activations(self, phase: str, step: int) -> None:
         """The activation watch: the model's output is not finite (activations.py decides,

@@ -92,6 +92,11 @@ class Breakpoints:
         self.watched = frozenset(self.at) | (
             frozenset({"after_forward", "before_optimizer_step"}) if "forward" in self.at else frozenset())
         self._loss_at_backward = any("loss" in c.reads for c in self.at.get("before_backward", ()))
+        # --skip-on-device (device_skip.py): the grad_norm>X limits when every condition checked
+        # before the update is one the device decides (nan, grad_norm>X); else None.
+        update = self.at.get("before_optimizer_step", [])
+        self.limits_on_device = [c.threshold for c in update if c.kind == "grad_norm"] \
+            if all(c.kind in ("nan", "grad_norm") for c in update) else None
         # What check() runs: each condition made once into a test of the step at its pause point.
         self._tests = {phase: [_test(c, phase) for c in cs if c.kind != "activations"] for phase, cs in self.at.items()}
 

@@ -28,23 +28,37 @@ def read_pending(st: StepState, norm: torch.Tensor | float | None = None) -> flo
     """The step's one host read: the losses kept on the device, the forwards' output sums
     (the activation watch) and `norm` (a tensor or a number), copied together into
     st.losses, st.output_finite and st.bad_forward; `norm` as a float."""
-    outputs = st.pending_outputs
-    if not st.pending_losses and not outputs:
+    values = on_device(st, norm)
+    if values is None:
         return tensors.as_float(norm)  # on the CPU, or nothing deferred: the one read is the norm's
-    vals = [_whole(v) for v in (*st.pending_losses, *outputs, *([norm] if isinstance(norm, torch.Tensor) else []))]
+    losses, outputs = len(st.pending_losses), len(st.pending_outputs)
+    st.pending_losses, st.pending_outputs = [], []
+    got = taken(st, values.tolist(), losses, outputs)
+    return got if isinstance(norm, torch.Tensor) else tensors.as_float(norm)
+
+
+def on_device(st: StepState, norm: torch.Tensor | float | None) -> torch.Tensor | None:
+    """What the step's one read copies, as one tensor on the device: the losses kept there,
+    the forwards' output sums, then `norm` if it is a tensor. None: nothing was kept."""
+    if not st.pending_losses and not st.pending_outputs:
+        return None
+    vals = [_whole(v) for v in (*st.pending_losses, *st.pending_outputs,
+                                *([norm] if isinstance(norm, torch.Tensor) else []))]
     dev = vals[0].device
     dtype = torch.float32 if dev.type == "mps" else torch.float64  # a double loss stays exact
-    got = torch.stack([v.reshape(()).to(dev, dtype) for v in vals]).tolist()
-    n = len(st.pending_losses)
-    st.losses.extend(got[:n])
-    st.pending_losses.clear()
+    return torch.stack([v.reshape(()).to(dev, dtype) for v in vals])
+
+
+def taken(st: StepState, got: list[float], losses: int, outputs: int) -> float | None:
+    """The host values of on_device() (`losses` losses, `outputs` output sums, then the
+    norm if there was one) into st.losses, st.output_finite and st.bad_forward; the norm."""
+    st.losses.extend(got[:losses])
     if outputs:
-        finite = [math.isfinite(v) for v in got[n:n + len(outputs)]]
+        finite = [math.isfinite(v) for v in got[losses:losses + outputs]]
         st.output_finite = all(finite)
         st.bad_forward = None if st.output_finite else finite.index(False)
-        n += len(outputs)
-        st.pending_outputs = []
-    return got[n] if isinstance(norm, torch.Tensor) else tensors.as_float(norm)
+    rest = got[losses + outputs:]
+    return rest[0] if rest else None
 
 
 def _whole(t: torch.Tensor) -> torch.Tensor:

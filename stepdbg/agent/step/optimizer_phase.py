@@ -10,7 +10,8 @@ from typing import Any
 
 import torch
 
-from stepdbg.agent.step import host_reads
+from stepdbg.agent.step import host_reads, micro_batches
+from stepdbg.agent.step.device_skip import takes_found_inf
 
 
 def opt_params(opt: torch.optim.Optimizer) -> list[torch.nn.Parameter]:
@@ -65,16 +66,24 @@ class OptimizerPhase:
             m.know_optimizer(opt)
         st = m.current or m.ensure_step()
         m.in_optimizer_step = True
-        if st.clip_norm is not None:
-            st.grad_norm = host_reads.read_pending(st, st.clip_norm)
-        else:
-            st.grad_norm = m.measure_grad_norm(opt_params(opt))
+        norm = st.clip_norm if st.clip_norm is not None else m.grad_norm_on_device(opt_params(opt))
+        if not (m.device_skip.on and self._skip_on_device(st, opt, norm)):
+            st.grad_norm = host_reads.read_pending(st, norm)
         m.listener.before_update(opt)
         m.pause_point("before_optimizer_step")
         m.listener.update_starts(opt)
 
+    def _skip_on_device(self, st: Any, opt: torch.optim.Optimizer, norm: Any) -> bool:
+        """--skip-on-device (device_skip.py): the update decided on the device, where the
+        optimizer takes found_inf and the conditions read nothing else before the update."""
+        m = self.m
+        limits = m.listener.limits_on_device() if takes_found_inf(opt) and not m.in_scaler_step else None
+        return limits is not None and m.device_skip.arm(st, opt, norm, limits, micro_batches.inputs_now(m))
+
     def post_hook(self, opt: torch.optim.Optimizer, args: Any, kwargs: Any) -> None:
         m = self.m
+        if m.device_skip.on:
+            m.device_skip.disarm()
         m.in_optimizer_step = False
         st = m.current or m.ensure_step()
         m.listener.after_update(opt)

@@ -31,6 +31,7 @@ from stepdbg.agent.measure.memory import HOST_MEMORY_PERIOD, cuda_in_use, memory
 from stepdbg.agent.step import host_reads, micro_batches
 from stepdbg.agent.step.collectives import Collectives
 from stepdbg.agent.step.data_wait import DataWait
+from stepdbg.agent.step.device_skip import DeviceSkip
 from stepdbg.agent.step.hooks import Gate, Guard, HookSet, around_calls, own_id
 from stepdbg.agent.step.optimizer_phase import OptimizerPhase
 from stepdbg.agent.step.program import ProgramObjects
@@ -78,6 +79,7 @@ class StepModel(ProgramObjects, Gate):
         self._in_forward_of: torch.nn.Module | None = None
         self.data = DataWait()
         self.collectives = Collectives()  # this rank's collectives (a hang across ranks)
+        self.device_skip = DeviceSkip()  # --skip-on-device
         self._indices: weakref.WeakKeyDictionary[Any, deque[list[Any]]] = weakref.WeakKeyDictionary()
 
     # ------------------------------------------------------------------ installing
@@ -306,7 +308,8 @@ class StepModel(ProgramObjects, Gate):
         self.pause_point("after_backward")
         if not self.in_optimizer_step and self._last_optimizer() is None and not self.optimizers:
             # Manual SGD: no optimizer object, one step per backward.
-            self.ensure_step().grad_norm = self.measure_grad_norm(self.model_params())
+            st = self.ensure_step()
+            st.grad_norm = host_reads.read_pending(st, self.grad_norm_on_device(self.model_params()))
             self.pause_point("before_optimizer_step")
             self.end_step()
 
@@ -363,14 +366,12 @@ class StepModel(ProgramObjects, Gate):
         self._next_memory_read = now + HOST_MEMORY_PERIOD
         return memory_in_use()
 
-    def measure_grad_norm(self, params: list[torch.nn.Parameter]) -> float | None:
-        """The gradient norm over `params`, read together with the losses kept on the
-        device. Measured only when a condition reads it (nan, grad_norm>X, an expression)."""
-        st = self.ensure_step()
-        norm = None
-        if self.listener.needs_grad_norm():
-            norm = tensors.total_norm(p.grad for p in params if p.grad is not None)
-        return host_reads.read_pending(st, norm)
+    def grad_norm_on_device(self, params: list[torch.nn.Parameter]) -> torch.Tensor | None:
+        """The gradient norm over `params`, left on the device for the step's one read, when
+        a condition reads it (nan, grad_norm>X, an expression); else None."""
+        if not self.listener.needs_grad_norm():
+            return None
+        return tensors.total_norm(p.grad for p in params if p.grad is not None)
 
     def census(self, frames: list[Any], everything: bool = True) -> dict[str, Any]:
         """Memory by category (census.py), with the paused `frames`' variables for names."""

@@ -1,0 +1,128 @@
+"""Skip on the device (``--skip-on-device``): the NaN watch with no host sync a step.
+
+torch's fused optimizers (Adam, AdamW, SGD and Adagrad made with ``fused=True``: those that
+set ``_step_supports_amp_scaling``) take ``found_inf`` the way GradScaler hands it to them:
+a device tensor that, when 1, makes the update kernel leave the parameters, the optimizer's
+state and its step count alone. In this mode the step's values (the losses and output sums
+kept on the device, the gradient norm) are reduced on the device into that flag before the
+update (not finite, or a norm above a ``grad_norm>X`` limit), and copied to the host
+asynchronously (pinned memory, an event; no sync). They are read when the next step
+reaches its update: a bad step was never applied, and its break is taken there, one step
+late, with the parameters as they were before it. The bad step's inputs are kept, so its
+replay runs it (the parameters it ran with are the ones in place).
+
+Other optimizers, a GradScaler's step and conditions that read other values before the
+update (``loss>X``, an expression) keep the step's one read (host_reads.py).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from typing import Any
+
+import torch
+
+from stepdbg.agent.step import host_reads
+from stepdbg.agent.step.step_state import StepState
+
+
+def takes_found_inf(opt: torch.optim.Optimizer) -> bool:
+    """`opt.step()` skips its update on the device when ``opt.found_inf`` is 1 (torch's own
+    contract with GradScaler), and nobody else has set one for this step."""
+    return bool(getattr(opt, "_step_supports_amp_scaling", False)) and not hasattr(opt, "found_inf")
+
+
+class Deferred:
+    """One step's values on their way to the host."""
+
+    def __init__(self, st: StepState, host: torch.Tensor, event: Any, losses: int, outputs: int,
+                 limits: list[float], inputs: dict[str, Any]) -> None:
+        self.st, self.host, self.event = st, host, event
+        self.losses, self.outputs, self.limits = losses, outputs, limits
+        self.inputs = inputs  # the step's captured inputs (micro_batches.inputs_now): its replay
+
+    def arrived(self) -> bool:
+        return self.event is None or self.event.query()
+
+    def verdict(self, history: Any) -> tuple[str, str] | None:
+        """Read the values into the step's state and its record in `history`: (condition
+        kind, reason) if the update was skipped, else None."""
+        st = self.st
+        st.grad_norm = norm = host_reads.taken(st, self.host.tolist(), self.losses, self.outputs)
+        found = self._found(norm)
+        for record in reversed(history):  # (the step's record is one or two from the end)
+            if record["step"] == st.index:
+                record["loss"] = sum(st.losses) / len(st.losses) if st.losses else None
+                record["grad_norm"], record["skipped"] = norm, record["skipped"] or found is not None
+                break
+        return found
+
+    def _found(self, norm: float | None) -> tuple[str, str] | None:
+        st = self.st
+        bad_loss = next((v for v in st.losses if not math.isfinite(v)), None)
+        if bad_loss is not None:
+            return "nan", f"loss is {bad_loss}"
+        if st.output_finite is False:
+            return "nan", "the model's output is not finite"
+        if norm is not None and not math.isfinite(norm):
+            return "nan", f"gradient norm is {norm}"
+        over = [x for x in self.limits if norm is not None and norm > x]
+        return ("grad_norm", f"gradient norm {norm:.4g} > {over[0]:g}") if over else None
+
+
+class DeviceSkip:
+    """The steps whose update was decided on the device, until their values are read."""
+
+    def __init__(self) -> None:
+        self.on = False
+        self.inflight: deque[Deferred] = deque()
+        self._armed: list[torch.optim.Optimizer] = []
+
+    def arm(self, st: StepState, opt: torch.optim.Optimizer, norm: Any, limits: list[float],
+            inputs: dict[str, Any]) -> bool:
+        """Before `opt`'s update: set its found_inf from the step's values on the device and
+        send them to the host. False: nothing was kept on the device (read as usual)."""
+        values = host_reads.on_device(st, norm)
+        if values is None:
+            return False
+        bad = ~torch.isfinite(values).all()
+        if isinstance(norm, torch.Tensor):
+            for limit in limits:
+                bad = bad | (norm.reshape(()) > limit)
+        opt.found_inf = bad.to(torch.float32)  # type: ignore[attr-defined]  (read by the fused step, then deleted)
+        self._armed.append(opt)
+        host = torch.empty(values.shape, dtype=values.dtype, pin_memory=values.is_cuda)
+        host.copy_(values, non_blocking=True)
+        event = None
+        if values.is_cuda:
+            event = torch.cuda.Event()
+            event.record()
+        self.inflight.append(Deferred(st, host, event, len(st.pending_losses), len(st.pending_outputs),
+                                      limits, inputs))
+        st.pending_losses, st.pending_outputs = [], []
+        return True
+
+    def disarm(self) -> None:
+        """After the update: the optimizer is as the program made it (no found_inf left)."""
+        for opt in self._armed:
+            if hasattr(opt, "found_inf"):
+                del opt.found_inf  # type: ignore[attr-defined]
+        self._armed = []
+
+    def arrived(self, before_step: int) -> list[Deferred]:
+        """The values of steps before `before_step` that have reached the host, oldest first
+        (never the step in progress: its break is always one step late, on any device)."""
+        out = []
+        while self.inflight and self.inflight[0].st.index < before_step and self.inflight[0].arrived():
+            out.append(self.inflight.popleft())
+        return out
+
+    def drain(self) -> list[Deferred]:
+        """Every step still in flight (the job ends): waited for."""
+        for d in self.inflight:
+            if d.event is not None:
+                d.event.synchronize()
+        out = list(self.inflight)
+        self.inflight.clear()
+        return out
