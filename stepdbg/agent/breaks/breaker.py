@@ -123,10 +123,8 @@ class Breaker:
             if found is None or spec is None or self.break_set.repeat(spec.spec, d.st.index):
                 continue
             self.model.capture = d.inputs  # the skipped step's: the parameters it ran with are in place
-            self.take(spec.spec, f"step {d.st.index}: {found[1]}; its update was skipped on the device "
-                      "(found_inf): the parameters and the optimizer's state are as before it (told one step "
-                      "late: --skip-on-device)", {"skipped_on_device": d.st.index}, phase="before_optimizer_step",
-                      actions=actions)
+            self.take(spec.spec, f"step {d.st.index}: {found[1]} (told one step late: --skip-on-device)",
+                      {"skipped_on_device": d.st.index}, phase="before_optimizer_step", actions=actions)
             return True
         return False
 

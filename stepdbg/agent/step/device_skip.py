@@ -33,6 +33,11 @@ def takes_found_inf(opt: torch.optim.Optimizer) -> bool:
     return bool(getattr(opt, "_step_supports_amp_scaling", False)) and not hasattr(opt, "found_inf")
 
 
+def _many_ranks() -> bool:
+    d = torch.distributed
+    return d.is_available() and d.is_initialized() and d.get_world_size() > 1
+
+
 class Deferred:
     """One step's values on their way to the host."""
 
@@ -48,15 +53,22 @@ class Deferred:
     def verdict(self, history: Any) -> tuple[str, str] | None:
         """Read the values into the step's state and its record in `history`: (condition
         kind, reason) if the update was skipped, else None."""
-        st = self.st
-        st.grad_norm = norm = host_reads.taken(st, self.host.tolist(), self.losses, self.outputs)
+        st, got = self.st, self.host.tolist()
+        skipped = got.pop() == 1.0  # the flag the optimizer took
+        st.grad_norm = norm = host_reads.taken(st, got, self.losses, self.outputs)
         found = self._found(norm)
         for record in reversed(history):  # (the step's record is one or two from the end)
             if record["step"] == st.index:
                 record["loss"] = sum(st.losses) / len(st.losses) if st.losses else None
-                record["grad_norm"], record["skipped"] = norm, record["skipped"] or found is not None
+                record["grad_norm"], record["skipped"] = norm, record["skipped"] or skipped
                 break
-        return found
+        if found is None:
+            return None
+        if skipped:
+            return found[0], (f"{found[1]}; its update was skipped on the device (found_inf): the parameters "
+                              "and the optimizer's state are as before it")
+        return found[0], (f"{found[1]}; its update was applied (with many ranks the device decides from the "
+                          "gradient norm alone, the same on every rank)")
 
     def _found(self, norm: float | None) -> tuple[str, str] | None:
         st = self.st
@@ -84,14 +96,18 @@ class DeviceSkip:
         """Before `opt`'s update: set its found_inf from the step's values on the device and
         send them to the host. False: nothing was kept on the device (read as usual)."""
         values = host_reads.on_device(st, norm)
-        if values is None:
+        has_norm = isinstance(norm, torch.Tensor)
+        if values is None or (not has_norm and _many_ranks()):
             return False
-        bad = ~torch.isfinite(values).all()
-        if isinstance(norm, torch.Tensor):
-            for limit in limits:
-                bad = bad | (norm.reshape(()) > limit)
+        # With many ranks only the gradient norm decides (DDP and FSDP make it the same on
+        # every rank): a loss or an output is a rank's own, and one rank skipping alone
+        # would leave the replicas apart. The losses and outputs still say why, a step late.
+        bad = ~torch.isfinite(values[-1:] if _many_ranks() else values).all()
+        for limit in limits if has_norm else ():
+            bad = bad | (values[-1] > limit)
         opt.found_inf = bad.to(torch.float32)  # type: ignore[attr-defined]  (read by the fused step, then deleted)
         self._armed.append(opt)
+        values = torch.cat([values, bad.reshape(1).to(values.dtype)])  # the flag goes to the host too
         host = torch.empty(values.shape, dtype=values.dtype, pin_memory=values.is_cuda)
         host.copy_(values, non_blocking=True)
         event = None
