@@ -77,6 +77,7 @@ class OptimizerPhase:
         """--skip-on-device (device_skip.py): the update decided on the device, where the
         optimizer takes found_inf and the conditions read nothing else before the update."""
         m = self.m
+        m.device_skip.disarm()  # (a flag left by an update that raised)
         limits = m.listener.limits_on_device() if takes_found_inf(opt) and not m.in_scaler_step else None
         return limits is not None and m.device_skip.arm(st, opt, norm, limits, micro_batches.inputs_now(m))
 
