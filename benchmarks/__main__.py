@@ -62,6 +62,15 @@ def main() -> None:  # noqa: C901, PLR0912, PLR0915 - one block per benchmark ta
             if "syncs_per_step" in r:
                 print(f"host-device syncs per step (CUDA sync debug mode): {r['syncs_per_step']}")
             print()
+            r = overhead.run_fused(a.quick, dev)
+            results[f"overhead_fused_{dev}"] = r
+            cols = ["default watch", "skip on device"]
+            rows = [[w, f"{r[w]['plain_ms']:.2f}", *[f"{r[w][c]:.3f}x" for c in cols]] for w in WORKLOADS]
+            print(f"1b. fused AdamW (takes found_inf): the default watch and --skip-on-device ({dev})")
+            print(table(rows, ["workload", "plain ms", *cols]))
+            if "syncs_per_step" in r:
+                print(f"host-device syncs per step (CUDA sync debug mode): {r['syncs_per_step']}")
+            print()
     if "scaling" in only:
         r = scaling.run(a.quick)
         results["scaling"] = r

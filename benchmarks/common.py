@@ -19,11 +19,12 @@ EVERY_CONDITION = DEFAULT_WATCH + ("loss>1e9", "loss_spike>1e6", "mem>1TB", "eve
                                    "activations", "expr:loss > 1e9 and step > 0", "stall>3600")
 
 
-def watch(*breaks: str) -> Callable[[], AbstractContextManager[Any]]:
-    """A context that runs the loop under a stepdbg session with `breaks`."""
+def watch(*breaks: str, **config: Any) -> Callable[[], AbstractContextManager[Any]]:
+    """A context that runs the loop under a stepdbg session with `breaks` (and AgentConfig's
+    `config`, as skip_on_device=True)."""
     class _Ctx:
         def __enter__(self) -> Session:
-            self.s = Session(AgentConfig(breaks=list(breaks), quiet=True)).start()
+            self.s = Session(AgentConfig(breaks=list(breaks), quiet=True, **config)).start()
             return self.s
 
         def __exit__(self, *exc: Any) -> None:

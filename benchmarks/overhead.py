@@ -47,19 +47,41 @@ def run(quick: bool, device: str = "cpu") -> dict[str, Any]:
     return out
 
 
+def run_fused(quick: bool, device: str = "cpu") -> dict[str, Any]:
+    """1b. With fused AdamW (it takes found_inf): the default watch against
+    --skip-on-device, which decides on the device and reads a step late; on a GPU, the
+    host-device syncs a step of each."""
+    out: dict[str, Any] = {}
+    variants = {"plain": plain, "default watch": watch(*DEFAULT_WATCH),
+                "skip on device": watch(*DEFAULT_WATCH, skip_on_device=True)}
+    for name in WORKLOADS:
+        model, step = step_fn(name, device, fused=True)
+        rounds, steps = (1, 2) if quick else (6, max(8, math.ceil(ROUND_SECONDS / _step_seconds(step))))
+        med = interleaved(variants, timed_steps(step), rounds, steps)
+        out[name] = {"plain_ms": med["plain"] * 1e3,
+                     **{k: v / med["plain"] for k, v in med.items() if k != "plain"}}
+    if device != "cpu":
+        out["syncs_per_step"] = count_syncs(device, fused=True)
+    return out
+
+
 def _step_seconds(step: Any) -> float:
     """A plain step's median time, from a few warm ones."""
     return statistics.median(timed_steps(step)(5))
 
 
-def count_syncs(device: str) -> dict[str, int]:
-    """Host-device syncs per step under the default watch, counted by CUDA's sync debug mode."""
+def count_syncs(device: str, fused: bool = False) -> dict[str, int]:
+    """Host-device syncs per step under the default watch (with `fused`, also under
+    --skip-on-device), counted by CUDA's sync debug mode."""
     import warnings
 
-    model, step = step_fn("transformer", device)
+    model, step = step_fn("transformer", device, fused=fused)
     step()
     counts = {}
-    for label, ctx in (("plain", plain), ("default watch", watch(*DEFAULT_WATCH))):
+    variants = [("plain", plain), ("default watch", watch(*DEFAULT_WATCH))]
+    if fused:
+        variants.append(("skip on device", watch(*DEFAULT_WATCH, skip_on_device=True)))
+    for label, ctx in variants:
         with ctx(), warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             torch.cuda.set_sync_debug_mode("warn")

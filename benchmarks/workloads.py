@@ -70,8 +70,9 @@ def deep() -> nn.Module:
     return nn.Sequential(*[Residual(32) for _ in range(100)], nn.Linear(32, 1))
 
 
-def step_fn(name: str, device: str = "cpu") -> tuple[nn.Module, Callable[[], None]]:
-    """A model and one training step on it (fresh random data each step)."""
+def step_fn(name: str, device: str = "cpu", fused: bool = False) -> tuple[nn.Module, Callable[[], None]]:
+    """A model and one training step on it (fresh random data each step); `fused`: AdamW's
+    fused implementation (the one that takes found_inf: --skip-on-device)."""
     torch.manual_seed(0)
     if name == "mlp":
         model = mlp().to(device)
@@ -95,7 +96,7 @@ def step_fn(name: str, device: str = "cpu") -> tuple[nn.Module, Callable[[], Non
         def batch() -> tuple[torch.Tensor, torch.Tensor, Callable]:
             idx = torch.randint(0, 65, (16, 65), device=device)
             return idx[:, :-1], idx[:, 1:], lambda out, y: F.cross_entropy(out.flatten(0, 1), y.flatten())
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=fused or None)
 
     def step() -> None:
         x, y, loss_fn = batch()

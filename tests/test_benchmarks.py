@@ -14,7 +14,7 @@ def test_benchmarks_quick_mode_runs_every_benchmark(tmp_path):
     out = subprocess.run([sys.executable, "-m", "benchmarks", "--quick", "--json", str(tmp_path / "b.json")],
                          capture_output=True, text=True, cwd=ROOT, timeout=840)
     assert out.returncode == 0, out.stderr
-    for heading in ("1. step time", "2. default watch cost", "3. responsiveness", "4. memory", "6. one snapshot",
+    for heading in ("1. step time", "1b. fused AdamW", "2. default watch cost", "3. responsiveness", "4. memory", "6. one snapshot",
                     "8. 10 clients"):
         assert heading in out.stdout
     data = json.loads((tmp_path / "b.json").read_text())
