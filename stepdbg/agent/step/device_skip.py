@@ -42,9 +42,10 @@ class Deferred:
     """One step's values on their way to the host."""
 
     def __init__(self, st: StepState, host: torch.Tensor, event: Any, losses: int, outputs: int,
-                 limits: list[float], inputs: dict[str, Any]) -> None:
+                 limits: list[float], norm_only: bool, inputs: dict[str, Any]) -> None:
         self.st, self.host, self.event = st, host, event
         self.losses, self.outputs, self.limits = losses, outputs, limits
+        self.norm_only = norm_only  # many ranks: the flag was set from the gradient norm alone
         self.inputs = inputs  # the step's captured inputs (micro_batches.inputs_now): its replay
 
     def arrived(self) -> bool:
@@ -54,8 +55,10 @@ class Deferred:
         """Read the values into the step's state and its record in `history`: (condition
         kind, reason) if the update was skipped, else None."""
         st, got = self.st, self.host.tolist()
-        skipped = got.pop() == 1.0  # the flag the optimizer took
         st.grad_norm = norm = host_reads.taken(st, got, self.losses, self.outputs)
+        # The flag the optimizer took, by arm()'s rule on the same values (not copied: three ops fewer).
+        skipped = not all(math.isfinite(v) for v in (got[-1:] if self.norm_only else got)) or \
+            (norm is not None and any(norm > x for x in self.limits))
         found = self._found(norm)
         for record in reversed(history):  # (the step's record is one or two from the end)
             if record["step"] == st.index:
@@ -96,18 +99,17 @@ class DeviceSkip:
         """Before `opt`'s update: set its found_inf from the step's values on the device and
         send them to the host. False: nothing was kept on the device (read as usual)."""
         values = host_reads.on_device(st, norm)
-        has_norm = isinstance(norm, torch.Tensor)
-        if values is None or (not has_norm and _many_ranks()):
+        has_norm, many = isinstance(norm, torch.Tensor), _many_ranks()
+        if values is None or (many and not has_norm):
             return False
         # With many ranks only the gradient norm decides (DDP and FSDP make it the same on
         # every rank): a loss or an output is a rank's own, and one rank skipping alone
         # would leave the replicas apart. The losses and outputs still say why, a step late.
-        bad = ~torch.isfinite(values[-1:] if _many_ranks() else values).all()
+        bad = ~torch.isfinite(values[-1:] if many else values).all()
         for limit in limits if has_norm else ():
             bad = bad | (values[-1] > limit)
         opt.found_inf = bad.to(torch.float32)  # type: ignore[attr-defined]  (read by the fused step, then deleted)
         self._armed.append(opt)
-        values = torch.cat([values, bad.reshape(1).to(values.dtype)])  # the flag goes to the host too
         host = torch.empty(values.shape, dtype=values.dtype, pin_memory=values.is_cuda)
         host.copy_(values, non_blocking=True)
         event = None
@@ -115,7 +117,7 @@ class DeviceSkip:
             event = torch.cuda.Event()
             event.record()
         self.inflight.append(Deferred(st, host, event, len(st.pending_losses), len(st.pending_outputs),
-                                      limits, inputs))
+                                      limits if has_norm else [], many, inputs))
         st.pending_losses, st.pending_outputs = [], []
         return True
 
