@@ -117,16 +117,20 @@ class Breaker:
         """--skip-on-device: earlier steps' values came back (device_skip.py). A bad step's
         update was skipped on the device; its break is taken now, before this step's update
         (or, as the job ends, told with `actions`), with its inputs captured for the replay."""
-        for d in arrived:
+        first = None
+        for d in arrived:  # (each one's record is filled in, whichever breaks)
             found = d.verdict(self.model.history)
             spec = (self.break_set.first(found[0]) or self.break_set.first("activations")) if found else None
-            if found is None or spec is None or self.break_set.repeat(spec.spec, d.st.index):
-                continue
-            self.model.capture = d.inputs  # the skipped step's: the parameters it ran with are in place
-            self.take(spec.spec, f"step {d.st.index}: {found[1]} (told one step late: --skip-on-device)",
-                      {"skipped_on_device": d.st.index}, phase="before_optimizer_step", actions=actions)
-            return True
-        return False
+            if first is None and found is not None and spec is not None and \
+                    not self.break_set.repeat(spec.spec, d.st.index):
+                first = (d, spec.spec, found[1])
+        if first is None:
+            return False
+        d, spec, reason = first
+        self.model.capture = d.inputs  # the skipped step's: the parameters it ran with are in place
+        self.take(spec, f"step {d.st.index}: {reason} (told one step late: --skip-on-device)",
+                  {"skipped_on_device": d.st.index}, phase="before_optimizer_step", actions=actions)
+        return True
 
     def _activations(self, phase: str, step: int) -> None:
         """The activation watch: the model's output is not finite (activations.py decides,
