@@ -71,7 +71,8 @@ def test_a_nan_step_is_skipped_on_the_device_and_told_one_step_late(session_fact
     train_step(model, opt, xs[5])
     (brk,) = s.breaks
     assert (brk.condition, brk.phase, brk.details["skipped_on_device"]) == ("nan", "before_optimizer_step", 4), brk
-    assert brk.reason.startswith("step 4: loss is nan; its update was skipped on the device"), brk.reason
+    assert brk.reason.startswith("step 4: loss is nan; the model output was already non-finite: it was born in "
+                                 "the forward; its update was skipped on the device"), brk.reason
     record = s.model.history[4]
     assert math.isnan(record["loss"]) and record["skipped"], record
     assert s.views.replays[0]["step"] == 4 and s.model.capture["args"][0] is xs[4], s.views.replays[0]
@@ -117,3 +118,19 @@ def test_a_gradient_norm_over_the_limit_is_decided_on_the_device_too(session_fac
     (brk,) = s.breaks
     assert brk.condition == "grad_norm>50" and brk.reason.startswith("step 2: gradient norm "), brk.reason
     assert "> 50; its update was skipped on the device" in brk.reason, brk.reason
+
+
+def test_the_activation_watch_names_the_module_of_the_skipped_step(session_factory):
+    """An overflow in the first Linear (finite inputs) at step 2: skipped on the device, and
+    the break a step later names the module, found by running step 2's forward again."""
+    model, opt = make(fused=True)
+    with torch.no_grad():
+        model[0].weight.fill_(0.5)
+    s = session_factory("activations", skip_on_device=True)
+    xs = batches(4)
+    xs[2][1] = 3e38  # finite, but 8 * 0.5 * 3e38 is not
+    for x in xs:
+        train_step(model, opt, x)
+    (brk,) = s.breaks
+    assert (brk.details["skipped_on_device"], brk.details["module"]) == (2, "0"), brk
+    assert brk.reason.startswith("step 2: module 0 (Linear) produced a non-finite output from finite inputs"), brk

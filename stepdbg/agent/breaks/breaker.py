@@ -128,8 +128,12 @@ class Breaker:
             return False
         d, spec, reason = first
         self.model.capture = d.inputs  # the skipped step's: the parameters it ran with are in place
+        details: dict[str, Any] = {"skipped_on_device": d.st.index}
+        if spec == "activations" or (d.st.output_finite is False and self.break_set.first("activations")):
+            words, found = self._producer()  # the activation watch names the module, as it does in a step
+            reason, details = f"{words}; {reason}", {**details, **found}
         self.take(spec, f"step {d.st.index}: {reason} (told one step late: --skip-on-device)",
-                  {"skipped_on_device": d.st.index}, phase="before_optimizer_step", actions=actions)
+                  details, phase="before_optimizer_step", actions=actions)
         return True
 
     def _activations(self, phase: str, step: int) -> None:
@@ -142,23 +146,26 @@ class Breaker:
         if spec is None or self.break_set.repeat(spec.spec, step):
             return
         forward = activations.bad_micro_batch(self.model)
+        reason, details = self._producer()
+        if forward is not None:
+            reason, details["forward"] = f"{reason} (micro-batch {forward})", forward
+        self.take(spec.spec, reason, phase="forward", details=details)
+
+    def _producer(self) -> tuple[str, dict[str, Any]]:
+        """The module that made the captured forward's output non-finite, searched by
+        running that forward again (activations.find_producer), in words."""
         found = activations.find_producer(self.model)
         if found.module is not None:
             name = failures.module_name(self.model.roots.values(), found.module)
             mtype = type(found.module).__name__
-            reason = f"module {name} ({mtype}) produced a non-finite output from finite inputs"
-            details = {"module": name, "module_type": mtype}
-        elif found.inputs_bad:
-            reason, details = "the model's inputs are not finite: born in the data", {"module": None}
-        elif found.not_run is not None:
-            reason = f"the model's output is not finite; the module that made it was not searched: {found.not_run}"
-            details = {"module": None}
-        else:
-            reason = "the model's output is not finite; no module was found to make it from finite inputs"
-            details = {"module": None}
-        if forward is not None:
-            reason, details["forward"] = f"{reason} (micro-batch {forward})", forward
-        self.take(spec.spec, reason, phase="forward", details=details)
+            return (f"module {name} ({mtype}) produced a non-finite output from finite inputs",
+                    {"module": name, "module_type": mtype})
+        if found.inputs_bad:
+            return "the model's inputs are not finite: born in the data", {"module": None}
+        if found.not_run is not None:
+            return (f"the model's output is not finite; the module that made it was not searched: {found.not_run}",
+                    {"module": None})
+        return "the model's output is not finite; no module was found to make it from finite inputs", {"module": None}
 
     def breakpoint(self, frame: FrameType | None = None) -> None:
         """Pause here, as asked by the user's code."""

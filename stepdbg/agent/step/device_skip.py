@@ -77,7 +77,9 @@ class Deferred:
         st = self.st
         bad_loss = next((v for v in st.losses if not math.isfinite(v)), None)
         if bad_loss is not None:
-            return "nan", f"loss is {bad_loss}"
+            born = {False: "; the model output was already non-finite: it was born in the forward",
+                    True: "; the model output was finite: it was born in the loss computation"}.get(st.output_finite, "")
+            return "nan", f"loss is {bad_loss}{born}"
         if st.output_finite is False:
             return "nan", "the model's output is not finite"
         if norm is not None and not math.isfinite(norm):
