@@ -55,6 +55,19 @@ def run_stepdbg(tmp_path: Path, *args: str, script_args: tuple[str, ...] = (), t
     return Run(proc.returncode, proc.stdout, proc.stderr, events)
 
 
+def host_reads_counted(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Every read of a tensor's value to the host from now on, by name (item, tolist, ...):
+    on the CPU, what would be a host-device sync on a GPU."""
+    import torch
+
+    reads: list[str] = []
+    for name in ("item", "tolist", "__float__", "__bool__", "__int__"):
+        orig = getattr(torch.Tensor, name)
+        monkeypatch.setattr(torch.Tensor, name,
+                            lambda self, *a, _orig=orig, _name=name, **k: (reads.append(_name), _orig(self, *a, **k))[1])
+    return reads
+
+
 @pytest.fixture
 def session_factory():
     """Make in-process sessions; every one is stopped (hooks removed) after the test."""

@@ -8,10 +8,10 @@ import copy
 import math
 
 import torch
+from conftest import host_reads_counted
 from torch import nn
 
 from stepdbg.agent.step.device_skip import Deferred
-from tests.test_step_model import host_reads_counted
 
 
 def make(fused: bool) -> tuple[nn.Module, torch.optim.Optimizer]:

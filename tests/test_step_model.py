@@ -12,6 +12,7 @@ import time
 
 import pytest
 import torch
+from conftest import host_reads_counted
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
@@ -229,16 +230,6 @@ def test_every_condition_that_holds_is_named_in_one_break(session_factory):
     assert [b.step for b in s.breaks] == [0, 1, 2, 3, 4]  # every=1 fires at step 0 too
     (at3,) = [b for b in s.breaks if b.step == 3]
     assert at3.conditions == ["every=1", "step==3"] and "reached step 3" in at3.reason
-
-
-def host_reads_counted(monkeypatch) -> list[str]:
-    """Every read of a tensor's value to the host from now on, by name (item, tolist, ...)."""
-    reads: list[str] = []
-    for name in ("item", "tolist", "__float__", "__bool__", "__int__"):
-        orig = getattr(torch.Tensor, name)
-        monkeypatch.setattr(torch.Tensor, name,
-                            lambda self, *a, _orig=orig, _name=name, **k: (reads.append(_name), _orig(self, *a, **k))[1])
-    return reads
 
 
 def test_on_an_accelerator_the_loss_and_the_grad_norm_come_back_in_one_read(session_factory, monkeypatch):
