@@ -26,7 +26,7 @@ from stepdbg.agent.breaks.controls import EXIT_ABORT, Abort, Break, Controls
 from stepdbg.agent.breaks.job_stall import StallExchange
 from stepdbg.agent.breaks.ranks import Ranks
 from stepdbg.agent.bus import Bus
-from stepdbg.agent.measure import failures, memory, oom, tensors
+from stepdbg.agent.measure import census, failures, memory, oom, tensors
 from stepdbg.agent.measure.frames import PausedStack, framework_frame, user_frame, where_of
 from stepdbg.agent.replay import activations
 from stepdbg.agent.step.device_skip import Deferred
@@ -217,7 +217,7 @@ class Breaker:
             args = m.capture.get("args")
             first = tensors.first_tensor(args if args else m.capture.get("kwargs"))
             batch = {"shape": st.batch_shape, "origin": oom.batch_origin(user, first)}
-        return oom.explain(exc, m.census(user), list(m.history), batch, memory.memory()["cuda"])
+        return oom.explain(exc, census.of_step(m, user), list(m.history), batch, memory.memory()["cuda"])
 
     def pause_for_rank(self, req: dict[str, Any]) -> None:
         """Every rank, the one that broke included, pauses here for a rank's break."""

@@ -27,6 +27,7 @@ from stepdbg.agent.doctor.measurements import (
     name_span,
     overfit_verdict,
 )
+from stepdbg.agent.measure import census
 from stepdbg.agent.measure.census import top_holder
 from stepdbg.agent.measure.frames import user_frame
 from stepdbg.agent.step.optimizer_phase import opt_params
@@ -200,7 +201,7 @@ class Doctor:
         self._lr_too_high(m, hist)
         if m.step > WARMUP_STEPS and "memory_growth" not in self._fired:
             frame = user_frame(sys._getframe())
-            self._last_census = m.census([frame] if frame is not None else [])
+            self._last_census = census.of_step(m, [frame] if frame is not None else [])
             self.tensor_bytes.append(self._last_census["counted"])
             self._memory_growth(m)
         self._slow_loader(m, hist)

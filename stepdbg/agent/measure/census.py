@@ -211,3 +211,17 @@ def _live_tensors() -> list[torch.Tensor]:
             except Exception:  # an object whose __class__ raises
                 continue
     return found
+
+
+def of_step(model: Any, frames: list[FrameType], everything: bool = True) -> dict[str, Any]:
+    """The census of the StepModel `model`'s program (its roots, optimizers, batch and
+    saved activations), with the paused `frames`' variables for names and what stepdbg
+    itself keeps (the replay's capture, rewind snapshots) counted as its own."""
+    cap = model.capture
+    own = [*named_in("replay capture: rng", cap.get("rng")),
+           *named_in("replay capture: buffers", cap.get("buffers")),
+           *named_in("replay capture: grad_output", cap.get("grad_output"))]
+    for kept in model.kept_by_stepdbg:
+        own += kept()
+    return take(list(model.roots.values()), list(model.optimizers), cap.get("batch"), frames,
+                model.saved.live() if model.saved is not None else None, own, everything)

@@ -25,7 +25,7 @@ from typing import Any
 
 import torch
 
-from stepdbg.agent.measure import census, kernel_choice, tensors
+from stepdbg.agent.measure import kernel_choice, tensors
 from stepdbg.agent.measure.frames import caller_kwargs
 from stepdbg.agent.measure.memory import HOST_MEMORY_PERIOD, cuda_in_use, memory_in_use
 from stepdbg.agent.step import host_reads, micro_batches
@@ -372,18 +372,6 @@ class StepModel(ProgramObjects, Gate):
         if not self.listener.needs_grad_norm():
             return None
         return tensors.total_norm(p.grad for p in params if p.grad is not None)
-
-    def census(self, frames: list[Any], everything: bool = True) -> dict[str, Any]:
-        """Memory by category (census.py), with the paused `frames`' variables for names."""
-        cap = self.capture
-        own = [*census.named_in("replay capture: rng", cap.get("rng")),
-               *census.named_in("replay capture: buffers", cap.get("buffers")),
-               *census.named_in("replay capture: grad_output", cap.get("grad_output"))]
-        for kept in self.kept_by_stepdbg:
-            own += kept()
-        return census.take(list(self.roots.values()), list(self.optimizers), cap.get("batch"), frames,
-                           self.saved.live() if self.saved is not None else None, own, everything)
-
 
 
 def _compiling() -> bool:

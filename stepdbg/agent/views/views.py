@@ -18,7 +18,7 @@ from stepdbg.agent.breaks.controls import Controls
 from stepdbg.agent.breaks.ranks import Ranks
 from stepdbg.agent.breaks.rewind import Rewinder
 from stepdbg.agent.bus import Bus
-from stepdbg.agent.measure import tensors, threads
+from stepdbg.agent.measure import census, tensors, threads
 from stepdbg.agent.measure.memory import memory, memory_in_use
 from stepdbg.agent.step.step_model import StepModel
 from stepdbg.agent.views import inspection
@@ -80,7 +80,7 @@ class Views:
             return out
         if self._census is None or self._census[0] is not paused:
             counted = self.controls.on_training_thread(
-                lambda: self.model.census([f for f, _ in self.breaker.paused_stack.frames]))
+                lambda: census.of_step(self.model, [f for f, _ in self.breaker.paused_stack.frames]))
             self._census = (paused, counted, counted.pop("refs"))
         counted = self._census[1]
         for d in out["cuda"]:
