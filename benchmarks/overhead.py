@@ -30,18 +30,14 @@ def run(quick: bool, device: str = "cpu") -> dict[str, Any]:
     out: dict[str, Any] = {}
     for name in WORKLOADS:
         model, step = step_fn(name, device)
-        rounds, steps = (1, 2) if quick else (6, max(8, math.ceil(ROUND_SECONDS / _step_seconds(step))))
-        variants = {
+        out[name] = _ratios(step, quick, {
             "plain": plain,
             "default watch": watch(*DEFAULT_WATCH),
             "activation watch": watch(*DEFAULT_WATCH, "activations"),
             "every condition": watch(*EVERY_CONDITION),
             "detect_anomaly": anomaly,
             "isfinite hooks": lambda m=model: isfinite_hooks(m),
-        }
-        med = interleaved(variants, timed_steps(step), rounds, steps)
-        out[name] = {"plain_ms": med["plain"] * 1e3,
-                     **{k: v / med["plain"] for k, v in med.items() if k != "plain"}}
+        })
     if device != "cpu":
         out["syncs_per_step"] = count_syncs(device)
     return out
@@ -55,14 +51,18 @@ def run_fused(quick: bool, device: str = "cpu") -> dict[str, Any]:
     variants = {"plain": plain, "default watch": watch(*DEFAULT_WATCH),
                 "skip on device": watch(*DEFAULT_WATCH, skip_on_device=True)}
     for name in WORKLOADS:
-        model, step = step_fn(name, device, fused=True)
-        rounds, steps = (1, 2) if quick else (6, max(8, math.ceil(ROUND_SECONDS / _step_seconds(step))))
-        med = interleaved(variants, timed_steps(step), rounds, steps)
-        out[name] = {"plain_ms": med["plain"] * 1e3,
-                     **{k: v / med["plain"] for k, v in med.items() if k != "plain"}}
+        out[name] = _ratios(step_fn(name, device, fused=True)[1], quick, variants)
     if device != "cpu":
         out["syncs_per_step"] = count_syncs(device, fused=True)
     return out
+
+
+def _ratios(step: Any, quick: bool, variants: dict[str, Any]) -> dict[str, float]:
+    """The plain step's milliseconds and each variant's step time over it (medians of
+    interleaved rounds, each variant timed for at least ROUND_SECONDS a round)."""
+    rounds, steps = (1, 2) if quick else (6, max(8, math.ceil(ROUND_SECONDS / _step_seconds(step))))
+    med = interleaved(variants, timed_steps(step), rounds, steps)
+    return {"plain_ms": med["plain"] * 1e3, **{k: v / med["plain"] for k, v in med.items() if k != "plain"}}
 
 
 def _step_seconds(step: Any) -> float:
