@@ -113,6 +113,42 @@ def test_lightning_trainer_steps_norms_skip_and_a_pinned_lr(session_factory, tmp
     assert [h["lr"][0] for h in s.model.history][1:] == pytest.approx([0.05] * 4)  # held through StepLR
 
 
+def test_lightning_with_fused_adamw_skips_a_nan_batch_on_the_device(session_factory, tmp_path):
+    """--skip-on-device under Lightning's closure step: the NaN batch's update is skipped by
+    fused AdamW's kernel, the break comes a step later naming it, and training goes on."""
+    lightning = pytest.importorskip("lightning")
+    s = session_factory("nan", skip_on_device=True)
+    weights: dict[int, torch.Tensor] = {}
+
+    class Module(lightning.LightningModule):
+        def __init__(self) -> None:
+            super().__init__()
+            self.net = nn.Sequential(nn.Linear(4, 16), nn.Tanh(), nn.Linear(16, 1))
+
+        def training_step(self, batch, batch_idx):
+            x, y = batch
+            return nn.functional.mse_loss(self.net(x), y)
+
+        def on_before_optimizer_step(self, optimizer):
+            weights[self.trainer.global_step] = torch.cat([p.detach().flatten() for p in self.parameters()]).clone()
+
+        def configure_optimizers(self):
+            return torch.optim.AdamW(self.parameters(), lr=1e-2, fused=True)
+
+    torch.manual_seed(0)
+    x = torch.randn(48, 4)
+    x[17, 1] = float("nan")  # batch 2
+    trainer = lightning.Trainer(max_steps=5, accelerator="cpu", logger=False, enable_checkpointing=False,
+                                enable_progress_bar=False, enable_model_summary=False, default_root_dir=tmp_path)
+    module = Module()
+    trainer.fit(module, torch.utils.data.DataLoader(torch.utils.data.TensorDataset(x, torch.randn(48, 1)), batch_size=8))
+    (brk,) = s.breaks
+    assert brk.details["skipped_on_device"] == 2 and brk.reason.startswith("step 2: loss is nan"), brk
+    assert [h["skipped"] for h in s.model.history] == [False, False, True, False, False]
+    assert torch.equal(weights[2], weights[3]), "the skipped update changed the weights"
+    assert all(torch.isfinite(p).all() for p in module.parameters())
+
+
 def test_hf_trainer_steps_and_the_logged_grad_norm(session_factory, tmp_path):
     transformers = pytest.importorskip("transformers")
     pytest.importorskip("accelerate")
@@ -130,6 +166,45 @@ def test_hf_trainer_steps_and_the_logged_grad_norm(session_factory, tmp_path):
     assert s.step == trainer.state.global_step == 4
     assert [h["grad_norm"] for h in s.model.history] == pytest.approx([float(v) for v in logged], rel=1e-4)
     assert all(math.isfinite(h["loss"]) for h in s.model.history)
+
+
+def test_hf_trainer_with_fused_adamw_skips_a_nan_step_on_the_device(session_factory, tmp_path):
+    """--skip-on-device under the HF Trainer (accelerate's wrapped optimizer,
+    optim="adamw_torch_fused"): a callback makes step 2's forward NaN (its position
+    embeddings, put back after the step); the update is skipped on the device, so the
+    model is finite at the end (a plain run's update writes NaN into every parameter)."""
+    transformers = pytest.importorskip("transformers")
+    pytest.importorskip("accelerate")
+    s = session_factory("nan", skip_on_device=True)
+    torch.manual_seed(0)
+    model = transformers.GPT2LMHeadModel(transformers.GPT2Config(n_layer=2, n_embd=64, n_head=2, vocab_size=64,
+                                                                 n_positions=16))
+    wpe = model.transformer.wpe.weight
+
+    class NaNAtStep2(transformers.TrainerCallback):
+        kept: torch.Tensor | None = None
+
+        def on_step_begin(self, args, state, control, **kw):
+            if state.global_step == 2:
+                self.kept = wpe.detach().clone()
+                with torch.no_grad():
+                    wpe.fill_(float("nan"))
+
+        def on_step_end(self, args, state, control, **kw):
+            if self.kept is not None:
+                with torch.no_grad():
+                    wpe.copy_(self.kept)
+                self.kept = None
+
+    rows = [{"input_ids": (ids := torch.randint(0, 64, (12,))), "labels": ids} for _ in range(24)]
+    args = transformers.TrainingArguments(output_dir=str(tmp_path), max_steps=5, per_device_train_batch_size=4,
+                                          max_grad_norm=1.0, report_to=[], save_strategy="no", use_cpu=True,
+                                          disable_tqdm=True, dataloader_num_workers=0, optim="adamw_torch_fused")
+    transformers.Trainer(model=model, args=args, train_dataset=rows, callbacks=[NaNAtStep2()]).train()
+    (brk,) = s.breaks  # (told a step late: at step 3's update)
+    assert brk.reason.startswith("step 2: loss is nan"), brk.reason
+    assert [h["skipped"] for h in s.model.history] == [False, False, True, False, False]
+    assert all(torch.isfinite(p).all() for p in model.parameters())
 
 
 def _compiled_losses(with_stepdbg: bool) -> tuple[list[float], int, list[str], int | None]:
