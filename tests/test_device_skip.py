@@ -134,3 +134,20 @@ def test_the_activation_watch_names_the_module_of_the_skipped_step(session_facto
     (brk,) = s.breaks
     assert (brk.details["skipped_on_device"], brk.details["module"]) == (2, "0"), brk
     assert brk.reason.startswith("step 2: module 0 (Linear) produced a non-finite output from finite inputs"), brk
+
+
+def test_with_gradient_accumulation_the_break_names_the_micro_batch(session_factory):
+    """Three micro-batches a step, a NaN in the first of step 2: skipped on the device, and
+    the break names that micro-batch and captures its inputs (the replay runs it)."""
+    model, opt = make(fused=True)
+    s = session_factory("nan", skip_on_device=True)
+    xs = batches(12, nan_at=6)  # step 2's first micro-batch
+    for i in range(0, 12, 3):
+        opt.zero_grad()
+        for x in xs[i:i + 3]:
+            (model(x).pow(2).mean() / 3).backward()
+        opt.step()
+    (brk,) = s.breaks
+    assert (brk.details["skipped_on_device"], brk.details["forward"]) == (2, "1 of 3"), brk
+    assert brk.reason.startswith("step 2, micro-batch 1 of 3: loss is nan"), brk.reason
+    assert s.model.capture["args"][0] is xs[6]

@@ -127,12 +127,13 @@ class Breaker:
         if first is None:
             return False
         d, spec, reason = first
-        self.model.capture = d.inputs  # the skipped step's: the parameters it ran with are in place
-        details: dict[str, Any] = {"skipped_on_device": d.st.index}
+        forward = d.focus(self.model)  # the skipped step's inputs: the parameters it ran with are in place
+        details: dict[str, Any] = {"skipped_on_device": d.st.index, **({"forward": forward} if forward else {})}
         if spec == "activations" or (d.st.output_finite is False and self.break_set.first("activations")):
             words, found = self._producer()  # the activation watch names the module, as it does in a step
             reason, details = f"{words}; {reason}", {**details, **found}
-        self.take(spec, f"step {d.st.index}: {reason} (told one step late: --skip-on-device)",
+        where = f"step {d.st.index}" + (f", micro-batch {forward}" if forward else "")
+        self.take(spec, f"{where}: {reason} (told one step late: --skip-on-device)",
                   details, phase="before_optimizer_step", actions=actions)
         return True
 

@@ -23,7 +23,7 @@ from typing import Any
 
 import torch
 
-from stepdbg.agent.step import host_reads
+from stepdbg.agent.step import host_reads, micro_batches
 from stepdbg.agent.step.step_state import StepState
 
 
@@ -72,6 +72,15 @@ class Deferred:
                               "and the optimizer's state are as before it")
         return found[0], (f"{found[1]}; its update was applied (with many ranks the device decides from the "
                           "gradient norm alone, the same on every rank)")
+
+    def focus(self, model: Any) -> str | None:
+        """Put the skipped step's inputs back in the StepModel's capture, so its replay and
+        the module search run it: with gradient accumulation, those of the micro-batch whose
+        loss or output was not finite ("1 of 3", else None)."""
+        model.capture, st = self.inputs, self.st
+        bad_loss = next((i for i, v in enumerate(st.losses) if not math.isfinite(v)), None)
+        return micro_batches.focus(model, st.output_captures, st.bad_forward) or (
+            micro_batches.focus(model, st.loss_captures, bad_loss) if len(st.loss_captures) == len(st.losses) else None)
 
     def _found(self, norm: float | None) -> tuple[str, str] | None:
         st = self.st
