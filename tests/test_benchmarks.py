@@ -20,3 +20,11 @@ def test_benchmarks_quick_mode_runs_every_benchmark(tmp_path):
     data = json.loads((tmp_path / "b.json").read_text())
     assert set(data["overhead_cpu"]) >= {"mlp", "transformer", "gpt"}
     assert data["responsiveness"]["status_ms"] > 0
+
+
+def test_hook_costs_times_every_hook_entry_in_place():
+    from benchmarks import hook_costs
+
+    costs = hook_costs.run("mlp", steps=3, blocks=1)
+    assert set(costs) == set(hook_costs.MODES)
+    assert {"forward", "backward", "optimizer"} <= set(costs["no condition"])
