@@ -5,6 +5,7 @@ steps, data made here, nothing downloaded."""
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import pytest
 import torch
@@ -68,16 +69,11 @@ def test_lbfgs_is_one_step_per_step_call_with_the_first_closures_norm(session_fa
     assert [h["grad_norm"] for h in s.model.history] == pytest.approx([norms[i] for i in firsts])
 
 
-def test_lightning_trainer_steps_norms_skip_and_a_pinned_lr(session_factory, tmp_path):
-    lightning = pytest.importorskip("lightning")
-    import stepdbg
+def _regression(lightning: Any, weights: dict[int, torch.Tensor]) -> Any:
+    """A LightningModule fitting a small MLP by MSE; before each update its weights go to
+    `weights`, by global step. Tests subclass it for their optimizers."""
 
-    s = session_factory("step==2", actions=("skip",))
-    stepdbg.use(s)
-    norms: list[float] = []
-    weights: dict[int, torch.Tensor] = {}
-
-    class Module(lightning.LightningModule):
+    class Regression(lightning.LightningModule):
         def __init__(self) -> None:
             super().__init__()
             self.net = nn.Sequential(nn.Linear(4, 16), nn.Tanh(), nn.Linear(16, 1))
@@ -87,8 +83,32 @@ def test_lightning_trainer_steps_norms_skip_and_a_pinned_lr(session_factory, tmp
             return nn.functional.mse_loss(self.net(x), y)
 
         def on_before_optimizer_step(self, optimizer):  # after backward, before Lightning clips
-            norms.append(float(torch.linalg.vector_norm(torch.cat([p.grad.flatten() for p in self.parameters()]))))
             weights[self.trainer.global_step] = torch.cat([p.detach().flatten() for p in self.parameters()]).clone()
+
+    return Regression
+
+
+def _fit(lightning: Any, module: Any, x: torch.Tensor, tmp_path: Any, **trainer: Any) -> Any:
+    """Five steps of `module` on (x, noise) in batches of 8, with nothing written but logs."""
+    fit = lightning.Trainer(max_steps=5, accelerator="cpu", logger=False, enable_checkpointing=False,
+                            enable_progress_bar=False, enable_model_summary=False, default_root_dir=tmp_path, **trainer)
+    fit.fit(module, torch.utils.data.DataLoader(torch.utils.data.TensorDataset(x, torch.randn(len(x), 1)), batch_size=8))
+    return fit
+
+
+def test_lightning_trainer_steps_norms_skip_and_a_pinned_lr(session_factory, tmp_path):
+    lightning = pytest.importorskip("lightning")
+    import stepdbg
+
+    s = session_factory("step==2", actions=("skip",))
+    stepdbg.use(s)
+    norms: list[float] = []
+    weights: dict[int, torch.Tensor] = {}
+
+    class Module(_regression(lightning, weights)):
+        def on_before_optimizer_step(self, optimizer):
+            super().on_before_optimizer_step(optimizer)
+            norms.append(float(torch.linalg.vector_norm(torch.cat([p.grad.flatten() for p in self.parameters()]))))
             if self.trainer.global_step == 1:
                 stepdbg.current().changer.set_lr(0.05, pin=True)  # what `lr 0.05 pin` does from a front end
 
@@ -97,12 +117,7 @@ def test_lightning_trainer_steps_norms_skip_and_a_pinned_lr(session_factory, tmp
             return [opt], [torch.optim.lr_scheduler.StepLR(opt, step_size=1, gamma=0.5)]
 
     torch.manual_seed(0)
-    data = torch.utils.data.TensorDataset(torch.randn(48, 4), torch.randn(48, 1))
-    trainer = lightning.Trainer(max_steps=5, gradient_clip_val=0.25, accelerator="cpu", logger=False,
-                                enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
-                                default_root_dir=tmp_path)
-    module = Module()
-    trainer.fit(module, torch.utils.data.DataLoader(data, batch_size=8))
+    trainer = _fit(lightning, Module(), torch.randn(48, 4), tmp_path, gradient_clip_val=0.25)
     assert s.step == trainer.global_step == 5
     (brk,) = s.breaks  # step==2, checked before the forward: in training_step, Lightning's frame beside
     assert brk.where["file"] == __file__ and brk.where["function"] == "training_step"
@@ -120,28 +135,15 @@ def test_lightning_with_fused_adamw_skips_a_nan_batch_on_the_device(session_fact
     s = session_factory("nan", skip_on_device=True)
     weights: dict[int, torch.Tensor] = {}
 
-    class Module(lightning.LightningModule):
-        def __init__(self) -> None:
-            super().__init__()
-            self.net = nn.Sequential(nn.Linear(4, 16), nn.Tanh(), nn.Linear(16, 1))
-
-        def training_step(self, batch, batch_idx):
-            x, y = batch
-            return nn.functional.mse_loss(self.net(x), y)
-
-        def on_before_optimizer_step(self, optimizer):
-            weights[self.trainer.global_step] = torch.cat([p.detach().flatten() for p in self.parameters()]).clone()
-
+    class Module(_regression(lightning, weights)):
         def configure_optimizers(self):
             return torch.optim.AdamW(self.parameters(), lr=1e-2, fused=True)
 
     torch.manual_seed(0)
     x = torch.randn(48, 4)
     x[17, 1] = float("nan")  # batch 2
-    trainer = lightning.Trainer(max_steps=5, accelerator="cpu", logger=False, enable_checkpointing=False,
-                                enable_progress_bar=False, enable_model_summary=False, default_root_dir=tmp_path)
     module = Module()
-    trainer.fit(module, torch.utils.data.DataLoader(torch.utils.data.TensorDataset(x, torch.randn(48, 1)), batch_size=8))
+    _fit(lightning, module, x, tmp_path)
     (brk,) = s.breaks
     assert brk.details["skipped_on_device"] == 2 and brk.reason.startswith("step 2: loss is nan"), brk
     assert [h["skipped"] for h in s.model.history] == [False, False, True, False, False]
