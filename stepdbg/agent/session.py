@@ -155,7 +155,7 @@ class Session:
         if self._watchdog is not None:
             self._watchdog.stop()
         if self.model.device_skip.inflight:  # the last steps' values (--skip-on-device): a NaN there is told
-            self.guard("nan", self.breaker.skipped_on_device, self.model.device_skip.drain(), ["report"])
+            self.guard("nan", self.breaker.skipped_on_device, None)
         self.model.remove()
         for fn in self.on_stop:
             with contextlib.suppress(Exception):

@@ -29,7 +29,6 @@ from stepdbg.agent.bus import Bus
 from stepdbg.agent.measure import census, failures, memory, oom, tensors
 from stepdbg.agent.measure.frames import PausedStack, framework_frame, user_frame, where_of
 from stepdbg.agent.replay import activations
-from stepdbg.agent.step.device_skip import Deferred
 from stepdbg.agent.step.step_model import StepModel
 from stepdbg.wire import stall_text
 from stepdbg.wire.conditions import Condition
@@ -94,7 +93,7 @@ class Breaker:
             self.end_now()
         step = self.model.step
         if phase == "before_optimizer_step" and self.model.device_skip.inflight and \
-                self.guard("nan", self.skipped_on_device, self.model.device_skip.arrived(step)):
+                self.guard("nan", self.skipped_on_device, step):
             return
         if "forward" in at and (phase == "after_forward" or (  # the activation watch (activations.py)
                 phase == "before_optimizer_step" and self.model.current and self.model.current.output_finite is False)):
@@ -113,10 +112,13 @@ class Breaker:
         if stop:
             self.take("pause", stop, phase=phase, actions=["pause"])
 
-    def skipped_on_device(self, arrived: list[Deferred], actions: list[str] | None = None) -> bool:
+    def skipped_on_device(self, step: int | None) -> bool:
         """--skip-on-device: earlier steps' values came back (device_skip.py). A bad step's
-        update was skipped on the device; its break is taken now, before this step's update
-        (or, as the job ends, told with `actions`), with its inputs captured for the replay."""
+        update was skipped on the device; its break is taken now, before the update of
+        `step`, with its inputs captured for the replay. `step` None: the job ends, every
+        step in flight is waited for and a break is told, not paused at."""
+        ds = self.model.device_skip
+        arrived, actions = (ds.arrived(step), None) if step is not None else (ds.drain(), ["report"])
         first = None
         for d in arrived:  # (each one's record is filled in, whichever breaks)
             found = d.verdict(self.model.history)
