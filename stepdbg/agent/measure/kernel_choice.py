@@ -19,6 +19,8 @@ from typing import Any
 
 import torch
 
+from stepdbg.agent.measure.memory import cuda_in_use
+
 AUTOCAST_DEVICES = ("cpu", "cuda")
 _SDP = ("flash", "mem_efficient", "math", "cudnn")  # torch.backends.cuda.<name>_sdp_enabled / enable_<name>_sdp
 
@@ -58,6 +60,9 @@ def _autocast_state() -> tuple[Any, ...]:
 
 def current() -> tuple[tuple[Any, ...], tuple[Any, ...]]:
     """The kernel choice in force now, on this thread: (autocast, flags)."""
+    if not cuda_in_use():  # cuDNN's flags choose nothing on the CPU (the SDPA backends do): not read, not set back
+        return _autocast_state(), (_flash(), _mem_efficient(), _math(), _cudnn_sdp(), None, None, None, None,
+                                   _matmul_precision(), _deterministic(), _warn_only())
     return _autocast_state(), (_flash(), _mem_efficient(), _math(), _cudnn_sdp(), _cudnn(), _cudnn_benchmark(),
                                _cudnn_deterministic(), _cudnn_tf32(), _matmul_precision(), _deterministic(),
                                _warn_only())  # in _FLAGS' order, written out: read every step

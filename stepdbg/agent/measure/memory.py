@@ -19,6 +19,7 @@ HOST_MEMORY_PERIOD = 0.01
 
 _statm: int | None = None  # /proc/self/statm, kept open (a forked child opens its own)
 _cuda_seen = False  # CUDA was initialized: it stays so (but for a forked child)
+_cuda = torch.cuda
 
 
 def _forked() -> None:
@@ -50,8 +51,8 @@ def cuda_in_use() -> bool:
     Asked every step: ``is_initialized`` alone (it is never true where CUDA is not there;
     ``is_available`` asks the driver), and once true, remembered."""
     global _cuda_seen
-    if not _cuda_seen:
-        _cuda_seen = torch.cuda.is_initialized()
+    if not _cuda_seen and _cuda.__dict__.get("_initialized", True):  # (a dict read before a call: every step)
+        _cuda_seen = _cuda.is_initialized()
     return _cuda_seen
 
 

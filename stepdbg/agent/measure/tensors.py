@@ -10,6 +10,8 @@ from typing import Any
 
 import torch
 
+from stepdbg.agent.measure.memory import cuda_in_use
+
 HIST_BINS = 20
 
 
@@ -206,8 +208,8 @@ def first_tensor(x: Any) -> torch.Tensor | None:
 
 def rng_state() -> dict[str, Any]:
     """torch's CPU RNG state, and CUDA's when CUDA is in use."""
-    state: dict[str, Any] = {"cpu": torch.get_rng_state()}
-    if torch.cuda.is_initialized():  # every step: never true where CUDA is not there
+    state: dict[str, Any] = {"cpu": torch.default_generator.get_state()}  # (torch.get_rng_state, one frame less)
+    if cuda_in_use():  # every step: never true where CUDA is not there
         state["cuda"] = torch.cuda.get_rng_state_all()
     return state
 
