@@ -75,8 +75,10 @@ def test_b_get_batch_accumulation_hand_set_lr_and_clipping(session_factory):
     assert all(w is not None and w >= accum * 0.02 for w in waits), waits
 
 
-def test_c_grad_scaler_inf_in_scaled_grads_is_not_a_nan(session_factory):
-    s = session_factory("nan")
+@pytest.mark.parametrize("device", ["cpu", "as-on-a-gpu"])
+def test_c_grad_scaler_inf_in_scaled_grads_is_not_a_nan(session_factory, device):
+    s = session_factory("nan", "activations")
+    s.model.defer_reads = device != "cpu"  # on a GPU the loss waits for the read before the update
     model = mlp()
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
     scaler = torch.amp.GradScaler("cpu", init_scale=2.0**127, growth_interval=1000)
@@ -97,19 +99,30 @@ def test_c_grad_scaler_inf_in_scaled_grads_is_not_a_nan(session_factory):
     assert all(math.isfinite(h["loss"]) and h["loss"] < 1e4 for h in s.model.history)  # unscaled loss
 
 
-def test_c_a_real_nan_under_grad_scaler_is_still_reported(session_factory):
+@pytest.mark.parametrize("device", ["cpu", "as-on-a-gpu"])
+def test_c_a_real_nan_under_grad_scaler_is_still_reported(session_factory, device):
+    """A NaN from the data makes the scaled gradients NaN too, and the scaler skips the
+    update. On the CPU the loss is read before backward, where it breaks; on a GPU it waited
+    for the read before the update, which the skip took away: it is read after the
+    scaler's step and breaks there (it went unreported before)."""
     s = session_factory("nan")
+    s.model.defer_reads = device != "cpu"
     model = mlp()
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
     scaler = torch.amp.GradScaler("cpu")
-    x, y = torch.randn(8, 4), torch.randn(8, 1)
-    x[0, 0] = float("nan")
-    loss = nn.functional.mse_loss(model(x), y)
-    scaler.scale(loss).backward()
-    scaler.step(opt)
-    scaler.update()
-    assert [b.phase for b in s.breaks] == ["before_backward"]
-    assert s.breaks[0].scalars["loss"] != s.breaks[0].scalars["loss"]  # nan
+    for step in range(3):
+        x, y = torch.randn(8, 4), torch.randn(8, 1)
+        if step == 1:
+            x[0, 0] = float("nan")
+        loss = nn.functional.mse_loss(model(x), y)
+        opt.zero_grad()
+        scaler.scale(loss).backward()
+        scaler.step(opt)
+        scaler.update()
+    (brk,) = s.breaks
+    assert brk.step == 1 and brk.phase == ("before_backward" if device == "cpu" else "before_optimizer_step")
+    assert brk.scalars["loss"] != brk.scalars["loss"] and "loss is nan" in brk.reason  # nan
+    assert [h["skipped_by_scaler"] for h in s.model.history] == [False, True, False]
 
 
 def test_d_manual_sgd_counts_one_step_per_backward(session_factory):

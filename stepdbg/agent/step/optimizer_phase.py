@@ -100,5 +100,13 @@ class OptimizerPhase:
             # The scaler found inf/nan in the scaled gradients and skipped the update:
             # that is how AMP works, not a NaN to report.
             st.skipped_by_scaler = True
+            if st.pending_losses or st.pending_outputs:
+                # On an accelerator the loss (and the output's sum) waited on the device for
+                # the read before the update, which the scaler skipped: they are read here
+                # and checked where the update would have been (a NaN loss is the data's or
+                # the model's, which the skip hides, not AMP's). The norm is not read: the
+                # scaled gradients' overflow is AMP's.
+                host_reads.read_pending(st)
+                m.pause_point("before_optimizer_step")
         m.end_step()
 
