@@ -97,9 +97,11 @@ def test_nan_born_in_backward_is_found_and_nothing_changes(session_factory):
     assert_same(seen["before"], seen["after"])
 
 
-def test_nan_born_in_the_loss_is_named_from_the_loss_graph(session_factory):
+@pytest.mark.parametrize("device", ["cpu", "as-on-a-gpu"])
+def test_nan_born_in_the_loss_is_named_from_the_loss_graph(session_factory, device):
     """Model output finite, loss not: log of a probability that is exactly 0."""
     s = session_factory("nan", actions=("replay",))
+    s.model.defer_reads = device != "cpu"
     model = nn.Sequential(nn.Linear(4, 3))
     x = torch.randn(8, 4)
     probs = torch.softmax(model(x), dim=1) * torch.tensor([1.0, 1.0, 0.0])
@@ -111,6 +113,21 @@ def test_nan_born_in_the_loss_is_named_from_the_loss_graph(session_factory):
     first = replay["first_nonfinite"]
     assert first["where"] == "loss" and first["op"] == "LogBackward0" and first["module"] is None
     assert first["line"] == line_of(test_nan_born_in_the_loss_is_named_from_the_loss_graph, "# @loss-log")
+
+
+def test_a_loss_born_nan_read_after_its_backward_says_the_loss_graph_is_gone(session_factory):
+    """The step's one read (--skip-on-device) comes after the backward, which freed the loss
+    graph: the replay says so, and that the NaN was born in the loss, not "nothing found"."""
+    s = session_factory("nan", actions=("replay",), skip_on_device=True)
+    model = nn.Sequential(nn.Linear(4, 3))
+    opt = torch.optim.SGD(model.parameters(), lr=0.0)  # (no found_inf: the read before the update)
+    probs = torch.softmax(model(torch.randn(8, 4)), dim=1) * torch.tensor([1.0, 1.0, 0.0])
+    (-torch.log(probs[:, 2]).mean()).backward()
+    opt.step()
+    (brk,) = s.breaks
+    (replay,) = s.views.replays
+    assert brk.phase == "before_optimizer_step" and replay["first_nonfinite"] is None
+    assert "born in the loss" in replay["summary"] and "freed the loss graph" in replay["summary"], replay["summary"]
 
 
 def test_replay_with_nothing_captured_says_so(session_factory):
@@ -146,22 +163,23 @@ def test_the_activation_watch_hooks_no_module_and_tells_a_data_born_nan(session_
     assert (brk.step, brk.details["module"]) == (2, None) and "born in the data" in brk.reason
 
 
-@pytest.mark.parametrize("device", ["cpu", "as-on-a-gpu"])
-def test_replay_in_a_dataloader_loop_with_accumulation(session_factory, device):
+@pytest.mark.parametrize("reads", ["cpu", "as-on-a-gpu", "one-read"])
+def test_replay_in_a_dataloader_loop_with_accumulation(session_factory, reads):
     """Loop style (a) with two micro-batches: the replay re-runs the micro-batch that broke.
-    On the CPU its loss is read before its backward, where the NaN breaks. On a GPU
-    (defer_reads) the losses are read before the update, after the last micro-batch: the
-    NaN is put in the first one, and the break names it and the replay re-runs it, not the
-    last one (whose loss is finite)."""
+    On the CPU, and on a GPU with the replay armed, its loss is read before its backward,
+    where the NaN breaks. With the step's one read (a GPU under --skip-on-device; SGD falls
+    back to the read before the update) the losses are read before the update, after the
+    last micro-batch: the NaN is put in the first one, and the break names it and the
+    replay re-runs it, not the last one (whose loss is finite)."""
     from torch.utils.data import DataLoader, TensorDataset
 
-    s = session_factory("nan", actions=("replay",))
-    s.model.defer_reads = device != "cpu"
+    s = session_factory("nan", actions=("replay",), skip_on_device=reads == "one-read")
+    s.model.defer_reads = reads != "cpu"
     x = torch.rand(32, 4) + 0.1
-    if device == "cpu":
-        x[21, 1] = 0.0  # batch 5 (step 2, second micro-batch)
-    else:
+    if reads == "one-read":
         x[17, 1] = 0.0  # batch 4 (step 2, first micro-batch)
+    else:
+        x[21, 1] = 0.0  # batch 5 (step 2, second micro-batch)
     loader = DataLoader(TensorDataset(x, torch.randn(32, 1)), batch_size=4)
     model = nn.Sequential(nn.Linear(4, 4), nn.ReLU(), nn.Linear(4, 1))
     model.register_forward_pre_hook(lambda m, a: (torch.log(a[0]),))  # the producer: a hook on the root
@@ -172,7 +190,7 @@ def test_replay_in_a_dataloader_loop_with_accumulation(session_factory, device):
             opt.step()
             opt.zero_grad()
     brk, first = s.breaks[0], s.views.replays[0]["first_nonfinite"]
-    if device == "cpu":
+    if reads != "one-read":
         assert (brk.step, brk.phase) == (2, "before_backward")
     else:
         assert (brk.step, brk.phase, brk.details["forward"]) == (2, "before_optimizer_step", "1 of 2"), brk
@@ -199,11 +217,15 @@ class Sequence(nn.Module):
         return torch.cat(outputs, dim=1)
 
 
-def test_a_loss_born_inf_names_the_loss_function_and_the_users_line(session_factory):
+@pytest.mark.parametrize("device", ["cpu", "as-on-a-gpu"])
+def test_a_loss_born_inf_names_the_loss_function_and_the_users_line(session_factory, device):
     """time_sequence_prediction with a target of 1e200 (finite in double): the squared error
     overflows in the loss. The replay names mse_loss and the line that called it through
-    the `criterion` variable, not a backward node at an unknown line."""
+    the `criterion` variable, not a backward node at an unknown line. On a GPU too: armed
+    for a replay, the loss is read before the backward frees its graph (it was read before
+    the update, and the replay had no graph left to search)."""
     s = session_factory("nan", actions=("replay",))
+    s.model.defer_reads = device != "cpu"
     torch.manual_seed(0)
     seq = Sequence().double()
     criterion = nn.MSELoss()

@@ -298,8 +298,8 @@ def test_blown_up_transformer_weights_name_the_encoder_that_ran_first(session_fa
     1e20: the encoder's and the decoder's self-attention each make a NaN of their own. The
     producer is the first in execution order, the encoder's, for the activation watch (which
     breaks in the forward) and for the replay (which follows the NaN back from the output).
-    As on a GPU (one_read: the output's sum and the loss come back in the step's one read,
-    before the update) the answers are the same."""
+    As on a GPU (one_read: the output's sum stays on the device and comes back with the
+    loss, in one read before the backward, the replay being armed) the answers are the same."""
     from lightning.pytorch.demos import Transformer
 
     torch.manual_seed(0)

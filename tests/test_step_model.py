@@ -125,6 +125,30 @@ def test_c_a_real_nan_under_grad_scaler_is_still_reported(session_factory, devic
     assert [h["skipped_by_scaler"] for h in s.model.history] == [False, True, False]
 
 
+def test_c_a_break_before_the_update_shows_the_loss_kept_on_the_device(session_factory):
+    """As on a GPU with reports only: the loss waits on the device for the read before the
+    update. A break before then (a breakpoint() after the backward) reads it, so the break
+    shows the loss (it showed None), and the step's record and checks still have it."""
+    import sys
+
+    s = session_factory("nan")
+    s.model.defer_reads = True
+    model = mlp()
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    losses = []
+    for step in range(3):
+        loss = nn.functional.mse_loss(model(torch.randn(8, 4)), torch.randn(8, 1))
+        losses.append(loss.item())
+        opt.zero_grad()
+        loss.backward()
+        if step == 1:
+            s.breaker.breakpoint(sys._getframe())
+        opt.step()
+    (brk,) = s.breaks
+    assert brk.step == 1 and brk.scalars["loss"] == pytest.approx(losses[1])
+    assert [h["loss"] for h in s.model.history] == pytest.approx(losses)
+
+
 def test_d_manual_sgd_counts_one_step_per_backward(session_factory):
     s = session_factory("nan", "grad_norm>1e9")
     model = mlp()

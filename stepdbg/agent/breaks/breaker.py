@@ -29,6 +29,7 @@ from stepdbg.agent.bus import Bus
 from stepdbg.agent.measure import census, failures, memory, oom, tensors
 from stepdbg.agent.measure.frames import PausedStack, framework_frame, user_frame, where_of
 from stepdbg.agent.replay import activations
+from stepdbg.agent.step import host_reads
 from stepdbg.agent.step.step_model import StepModel
 from stepdbg.wire import stall_text
 from stepdbg.wire.conditions import Condition
@@ -95,8 +96,10 @@ class Breaker:
         if phase == "before_optimizer_step" and self.model.device_skip.inflight and \
                 self.guard("nan", self.skipped_on_device, step):
             return
-        if "forward" in at and (phase == "after_forward" or (  # the activation watch (activations.py)
-                phase == "before_optimizer_step" and self.model.current and self.model.current.output_finite is False)):
+        st = self.model.current
+        if "forward" in at and (phase == "after_forward" or (  # the activation watch (activations.py): or the sums, once read
+                phase in ("before_backward", "before_optimizer_step") and st and st.output_finite is False
+                and not st.activations_told)):
             self.guard("activations", self._activations, phase, step)
         hits = self.break_set.check(phase, self.model) if phase in at else None
         if hits:
@@ -145,6 +148,8 @@ class Breaker:
         update); which module made it."""
         if not activations.output_nonfinite(self.model, phase):
             return
+        if phase != "after_forward" and self.model.current is not None:
+            self.model.current.activations_told = True  # (the sums read at a backward are told there, once)
         spec = self.break_set.first("activations")
         if spec is None or self.break_set.repeat(spec.spec, step):
             return
@@ -293,6 +298,10 @@ class Breaker:
              conditions: list[str] | None = None, stack: PausedStack | None = None) -> Break:
         """Make the break, tell it, and run its actions on this (the training) thread."""
         st = self.model.current
+        if st is not None and (st.pending_losses or st.pending_outputs) and phase != "exception":
+            # Kept on the device for the read before the update: at a break a read costs
+            # nothing, and the break shows the loss (not after an error: CUDA's may stick).
+            self.guard("break_read", host_reads.read_pending, st)
         framework = framework_frame(sys._getframe(1)) if frame is None else None
         stack = stack or PausedStack.from_frame(frame or sys._getframe(1))
         frame = frame or stack.innermost()

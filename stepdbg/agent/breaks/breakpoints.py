@@ -90,7 +90,8 @@ class Breakpoints:
         # The pause points the breaker is asked at while running free (the activation watch
         # reads the output after the forward, or with the step's one read before the update).
         self.watched = frozenset(self.at) | (
-            frozenset({"after_forward", "before_optimizer_step"}) if "forward" in self.at else frozenset())
+            frozenset({"after_forward", "before_backward", "before_optimizer_step"}) if "forward" in self.at
+            else frozenset())
         self._loss_at_backward = any("loss" in c.reads for c in self.at.get("before_backward", ()))
         # --skip-on-device (device_skip.py): the grad_norm>X limits when every condition checked
         # before the update is one the device decides (nan, grad_norm>X); else None.

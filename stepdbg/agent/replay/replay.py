@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import math
 import re
 import time
 import warnings
@@ -206,6 +207,10 @@ def _replayed(model: StepModel, root: torch.nn.Module, args: Any, kwargs: Any, c
                     first = search_loss_graph(loss, model.output(), frame)
                 except RuntimeError as e:  # saved tensors already freed
                     notes.append(f"the loss graph could not be searched: {str(e).splitlines()[0]}")
+            elif loss is not None and brk is not None and isinstance(brk.scalars.get("loss"), float) \
+                    and not math.isfinite(brk.scalars["loss"]):
+                notes.append("the loss was read after its backward (the step's one read, --skip-on-device), "
+                             "which freed the loss graph: the op in the loss computation is not named")
         result["anomaly_warnings"] = [str(w.message).splitlines()[0] for w in caught
                                       if "Error detected" in str(w.message)][:5]
     return first

@@ -53,10 +53,12 @@ def taken(st: StepState, got: list[float], losses: int, outputs: int) -> float |
     """The host values of on_device() (`losses` losses, `outputs` output sums, then the
     norm if there was one) into st.losses, st.output_finite and st.bad_forward; the norm."""
     st.losses.extend(got[:losses])
-    if outputs:
+    if outputs:  # (a break may have read the step's first forwards already: the first bad one stands)
         finite = [math.isfinite(v) for v in got[losses:losses + outputs]]
-        st.output_finite = all(finite)
-        st.bad_forward = None if st.output_finite else finite.index(False)
+        if st.output_finite is not False:
+            st.output_finite = all(finite)
+            st.bad_forward = None if st.output_finite else st.outputs_read + finite.index(False)
+        st.outputs_read += outputs
     rest = got[losses + outputs:]
     return rest[0] if rest else None
 

@@ -19,6 +19,8 @@ class StepState:
     batch_shape: list[int] | None = None  # the first tensor of the model's first call
     output_finite: bool | None = None  # the outputs' sums, read: None until read
     bad_forward: int | None = None  # which forward's sum was not (gradient accumulation: a micro-batch)
+    outputs_read: int = 0  # the forwards' sums read so far (a break reads what is pending)
+    activations_told: bool = False  # the activation watch broke (or not) on the sums read
     grad_norm: float | None = None
     clip_norm: torch.Tensor | float | None = None  # what clip_grad_norm_ returned, read with the losses
     backward_calls: int = 0
