@@ -149,6 +149,20 @@ def test_c_a_break_before_the_update_shows_the_loss_kept_on_the_device(session_f
     assert [h["loss"] for h in s.model.history] == pytest.approx(losses)
 
 
+@pytest.mark.parametrize(("actions", "skip_on_device", "read_early"), [
+    (("report",), False, False), (("pause",), False, True), (("replay",), False, True), (("replay",), True, False)])
+def test_c_on_a_gpu_the_loss_is_read_before_backward_when_someone_will_look(session_factory, actions, skip_on_device,
+                                                                             read_early):
+    """Reports alone keep one read a step; a break someone will look at (a pause, a replay,
+    a front end) has the loss read before the backward frees its graph; --skip-on-device
+    keeps its one late read (the step model asks only where the loss is on an accelerator)."""
+    s = session_factory("nan", actions=actions, skip_on_device=skip_on_device)
+    assert s.reads_loss_at_backward() is read_early
+    if not skip_on_device:
+        s.controls.attached()
+        assert s.reads_loss_at_backward() is True
+
+
 def test_d_manual_sgd_counts_one_step_per_backward(session_factory):
     s = session_factory("nan", "grad_norm>1e9")
     model = mlp()

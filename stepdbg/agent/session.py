@@ -209,7 +209,15 @@ class Session:
         return self.breaker.break_set.limits_on_device
 
     def reads_loss_at_backward(self) -> bool:
-        return self.doctor is not None or self.breaker.break_set.reads_loss_at_backward()
+        """Asked on an accelerator, where the loss may wait for the step's one read before the
+        update: not when a condition or the doctor reads it, nor when someone will look at a
+        break (a front end, a pause, a replay; not under --skip-on-device). Then a NaN loss
+        breaks before its backward, which frees the loss graph the replay searches, and
+        with many ranks the job pauses before that step's update, not after it."""
+        b = self.breaker
+        return self.doctor is not None or b.break_set.reads_loss_at_backward() or (
+            (bool(self.controls.frontends) or "pause" in b.actions or "replay" in b.actions)
+            and not self.model.device_skip.on)
 
     def on_batch(self, module: torch.nn.Module, args: tuple[Any, ...]) -> None:
         if self.doctor is not None:

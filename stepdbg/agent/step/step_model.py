@@ -271,11 +271,7 @@ class StepModel(ProgramObjects, Gate):
         loss = self.scaled.pop(id(t), t) if t is not None else None
         self.capture["loss"] = loss
         if loss is not None and loss.numel() == 1:
-            # Armed for a replay (a front end, --on-break replay), the loss is read here on an
-            # accelerator too: a NaN born in the loss computation is searched in its graph,
-            # which this backward frees (a second sync a step; --skip-on-device keeps one).
-            if host_reads.defers(loss, self.defer_reads) and not self.listener.reads_loss_at_backward() \
-                    and (not self.armed or self.device_skip.on):
+            if host_reads.defers(loss, self.defer_reads) and not self.listener.reads_loss_at_backward():
                 st.pending_losses.append(loss.detach())
                 st.loss_captures.append(micro_batches.inputs_now(self))
             elif st.pending_outputs:  # the activation watch's sums on the device: one read for all
