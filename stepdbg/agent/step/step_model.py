@@ -15,6 +15,7 @@ hundred bytecodes a step and no syscall (a 1.2 ms CPU step pays about 0.1 ms in 
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 import warnings
@@ -40,6 +41,7 @@ from stepdbg.agent.step.step_state import StepListener, StepState
 from stepdbg.agent.step.wrappers import patch_step_calls, patch_trainer_objects
 
 HISTORY_LEN = 10_000
+_FORCED_READS = {"1": True, "0": False}.get(os.environ.get("STEPDBG_DEFER_READS", ""))
 # The step model's one clock: step start, phase times, step time and the last progress the
 # stall watchdog compares with (time.monotonic: CLOCK_MONOTONIC on Linux, ns resolution).
 _clock = time.monotonic
@@ -63,8 +65,9 @@ class StepModel(ProgramObjects, Gate):
         self.saved: SavedActivations | None = None  # saved activations by module (--record-memory)
         self.kept_by_stepdbg: list[Callable[[], Iterable[tuple[str, Any]]]] = []  # rewind snapshots
         # None: the loss is read before backward on the CPU, and kept on an accelerator until the
-        # step's one read with the gradient norm (host_reads.py); True/False forces either.
-        self.defer_reads: bool | None = None
+        # step's one read with the gradient norm (host_reads.py); True/False forces either
+        # (STEPDBG_DEFER_READS=1: the CPU reads as a GPU does, for running the suite that way).
+        self.defer_reads: bool | None = _FORCED_READS
         self.last_progress = _clock()
         self._next_memory_read = 0.0
         self.overfit = False  # re-yield the first DataLoader batch every step (stepdbg overfit)
