@@ -286,9 +286,9 @@ def test_every_condition_that_holds_is_named_in_one_break(session_factory):
 def test_on_an_accelerator_the_loss_and_the_grad_norm_come_back_in_one_read(session_factory, monkeypatch):
     """The default watch on a GPU, forced here on the CPU (defer_reads): the loss stays on
     the device until the gradient norm is measured and both are copied back together, one
-    host read a step beyond the loop's own. A NaN loss then breaks before the update, named
-    as the loss, and says where it was born (the output's sum comes back in the same read);
-    the recorded losses are the loop's own."""
+    host read a step beyond the loop's own (two while a front end is attached). A NaN loss
+    then breaks before the update, named as the loss, and says where it was born (the
+    output's sum comes back in the same read); the recorded losses are the loop's own."""
     reads = host_reads_counted(monkeypatch)
     torch.manual_seed(0)
     model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 1))
@@ -311,15 +311,18 @@ def test_on_an_accelerator_the_loss_and_the_grad_norm_come_back_in_one_read(sess
     s.model.defer_reads = True
     watched = [step(torch.randn(4, 8)) for _ in range(4)]
     assert watched[1:] == [plain + 1] * 3, (plain, watched)  # the first step under stepdbg finds the roots
+    s.controls.attached()  # someone will look at a break: the loss is read before backward frees its graph
+    assert step(torch.randn(4, 8)) == plain + 2
+    s.controls.detached()
     x = torch.randn(4, 8)
     x[0, 0] = float("nan")
     step(x)
     (brk,) = s.breaks
-    assert (brk.step, brk.phase) == (4, "before_optimizer_step") and brk.reason.startswith("loss is nan"), brk
+    assert (brk.step, brk.phase) == (5, "before_optimizer_step") and brk.reason.startswith("loss is nan"), brk
     # The output was released before the backward; its sum, read with the loss, still tells.
     assert "the model output is already non-finite" in brk.reason, brk.reason
     recorded = [h["loss"] for h in s.model.history]
-    assert recorded[:4] == losses[1:5] and math.isnan(recorded[4])
+    assert recorded[:5] == losses[1:6] and math.isnan(recorded[5])
 
 
 def test_on_an_accelerator_the_activation_watch_reads_the_output_with_the_step_s_one_read(session_factory,
