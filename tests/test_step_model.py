@@ -325,6 +325,30 @@ def test_on_an_accelerator_the_loss_and_the_grad_norm_come_back_in_one_read(sess
     assert recorded[:5] == losses[1:6] and math.isnan(recorded[5])
 
 
+def test_on_an_accelerator_a_break_between_micro_batches_keeps_the_count_of_forwards(session_factory):
+    """As on a GPU, reports only, three micro-batches: a breakpoint() after the first reads
+    what waits on the device; the sums read later still count from the step's first
+    forward, so the NaN made by the third micro-batch is named as the third."""
+    import sys
+
+    s = session_factory("nan", "activations")
+    s.model.defer_reads = True
+    model = mlp()
+    opt = torch.optim.SGD(model.parameters(), lr=0.0)
+    for step in range(2):
+        for k in range(3):
+            x = torch.randn(2, 4)
+            if step == 1 and k == 2:
+                x[0, 0] = float("nan")
+            model(x).sum().backward()
+            if step == 1 and k == 0:
+                s.breaker.breakpoint(sys._getframe())
+        opt.step()
+        opt.zero_grad()
+    assert [(b.step, b.condition, b.details.get("forward")) for b in s.breaks] == [
+        (1, "breakpoint()", None), (1, "activations", "3 of 3"), (1, "nan", "3 of 3")], s.breaks
+
+
 def test_on_an_accelerator_the_activation_watch_reads_the_output_with_the_step_s_one_read(session_factory,
                                                                                           monkeypatch):
     """The activation watch on a GPU, forced here on the CPU (defer_reads): the output's sum

@@ -294,7 +294,8 @@ class StepModel(ProgramObjects, Gate):
         NaN loss can still say whether the output was finite."""
         out = self.capture.get("output")
         st = self.current
-        if st is not None and st.pending_losses and len(st.pending_outputs) < st.forwards and out is not None:
+        if st is not None and st.pending_losses and len(st.pending_outputs) + st.outputs_read < st.forwards \
+                and out is not None:
             total = tensors.output_sum(out)  # (unless the activation watch queued this forward's)
             if total is not None:
                 st.pending_outputs.append(total)
