@@ -8,6 +8,7 @@ session measured with what the loop itself computed.
 from __future__ import annotations
 
 import math
+import sys
 import time
 
 import pytest
@@ -129,8 +130,6 @@ def test_c_a_break_before_the_update_shows_the_loss_kept_on_the_device(session_f
     """As on a GPU with reports only: the loss waits on the device for the read before the
     update. A break before then (a breakpoint() after the backward) reads it, so the break
     shows the loss (it showed None), and the step's record and checks still have it."""
-    import sys
-
     s = session_factory("nan")
     s.model.defer_reads = True
     model = mlp()
@@ -329,8 +328,6 @@ def test_on_an_accelerator_a_break_between_micro_batches_keeps_the_count_of_forw
     """As on a GPU, reports only, three micro-batches: a breakpoint() after the first reads
     what waits on the device; the sums read later still count from the step's first
     forward, so the NaN made by the third micro-batch is named as the third."""
-    import sys
-
     s = session_factory("nan", "activations")
     s.model.defer_reads = True
     model = mlp()
