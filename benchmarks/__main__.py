@@ -51,7 +51,8 @@ def main() -> None:  # noqa: C901, PLR0912, PLR0915 - one block per benchmark ta
         for dev in devices:
             r = overhead.run(a.quick, dev)
             results[f"overhead_{dev}"] = r
-            cols = ["default watch", "activation watch", "every condition", "detect_anomaly", "isfinite hooks"]
+            cols = ["default watch", "activation watch", "every condition", "detect_anomaly", "isfinite hooks",
+                    *(["front end watch"] if "front end watch" in r[WORKLOADS[0]] else [])]
             rows = [[w, f"{r[w]['plain_ms']:.2f}", *[f"{r[w][c]:.3f}x" for c in cols]]
                     for w in WORKLOADS]
             print(f"1. step time, ratio to the plain loop ({dev}; medians of interleaved steps)")
