@@ -41,6 +41,7 @@ _FLAGS: tuple[tuple[str, Callable[[Any], None]], ...] = (
  _matmul_precision, _deterministic, _warn_only) = (getattr(torch._C, name, lambda: None) for name, _ in _FLAGS)
 
 
+_UNREAD = (None, None, None, None)  # cuDNN's four flags where CUDA is not in use
 _AUTOCAST_OFF = (False, None, False, None, None)  # (what torch.autocast takes for "as now")
 
 
@@ -60,12 +61,10 @@ def _autocast_state() -> tuple[Any, ...]:
 
 def current() -> tuple[tuple[Any, ...], tuple[Any, ...]]:
     """The kernel choice in force now, on this thread: (autocast, flags)."""
-    if not cuda_in_use():  # cuDNN's flags choose nothing on the CPU (the SDPA backends do): not read, not set back
-        return _autocast_state(), (_flash(), _mem_efficient(), _math(), _cudnn_sdp(), None, None, None, None,
-                                   _matmul_precision(), _deterministic(), _warn_only())
-    return _autocast_state(), (_flash(), _mem_efficient(), _math(), _cudnn_sdp(), _cudnn(), _cudnn_benchmark(),
-                               _cudnn_deterministic(), _cudnn_tf32(), _matmul_precision(), _deterministic(),
-                               _warn_only())  # in _FLAGS' order, written out: read every step
+    # cuDNN's flags choose nothing on the CPU (the SDPA backends do): there, not read, not set back.
+    cudnn = (_cudnn(), _cudnn_benchmark(), _cudnn_deterministic(), _cudnn_tf32()) if cuda_in_use() else _UNREAD
+    return _autocast_state(), (_flash(), _mem_efficient(), _math(), _cudnn_sdp(), *cudnn, _matmul_precision(),
+                               _deterministic(), _warn_only())  # in _FLAGS' order, written out: read every step
 
 
 @contextlib.contextmanager
