@@ -199,6 +199,9 @@ def render_stacks(stacks: list[dict[str, Any]]) -> Text:
     for th in stacks:
         t.append(f"{th['name']}{' (main)' if th.get('main') else ''}\n", style="bold")
         for fr in th["stack"][-10:]:
+            if fr.get("hidden"):  # stepdbg's own frames, folded into one line
+                t.append(f"  {fr['function']}\n", style="dim italic")
+                continue
             t.append(f"  {fr['file']}:{fr['line']} in {fr['function']}\n", style="dim")
             if fr.get("code"):
                 t.append(f"      {fr['code']}\n")

@@ -13,6 +13,7 @@ import json
 import os
 import queue
 import shlex
+import signal
 import sys
 import threading
 from typing import Any
@@ -137,6 +138,8 @@ def execute(target: Any, cmd: str) -> str | None:  # noqa: C901, PLR0912, PLR091
         _out(f"rewinding to the snapshot of step {r['to_step']} where this step ends")
         return "resumed"
     elif word == "interrupt":
+        if not getattr(target, "remote", False):
+            return _interrupt_here()
         r = target.interrupt_job()
         _out(f"Ctrl-C sent to the job (pid {r['pid']}): its own Ctrl-C handling runs")
         return "resumed"
@@ -163,6 +166,23 @@ def execute(target: Any, cmd: str) -> str | None:  # noqa: C901, PLR0912, PLR091
             _out(f"  {spec}")
     else:
         _show_evaluation(_evaluate(target, cmd))
+    return None
+
+
+def _interrupt_here() -> str | None:
+    """Ctrl-C at the job's own console, as its terminal would deliver it: the script's SIGINT
+    handler runs on this thread, the paused training thread. Python's own raises
+    KeyboardInterrupt, which leaves the pause into the script's code, where its `except
+    KeyboardInterrupt` runs. A handler of the script's that returns leaves the job paused."""
+    handler = signal.getsignal(signal.SIGINT)
+    if handler is signal.SIG_IGN:
+        _out("the job ignores Ctrl-C (SIGINT is set to be ignored): nothing happened")
+        return None
+    if not callable(handler) or threading.current_thread() is not threading.main_thread():
+        os.kill(os.getpid(), signal.SIGINT)  # the default action, or Python's delivery to its main thread
+        return "resumed"
+    handler(signal.SIGINT, sys._getframe())
+    _out("the job's Ctrl-C handler ran and returned: the job stays paused")
     return None
 
 
@@ -370,7 +390,8 @@ def _info(target: Any, what: str) -> None:  # noqa: C901, PLR0912 - one branch p
         for t in target.stacks():
             _out(f"--- {t['name']}")
             for fr in t["stack"][-8:]:
-                _out(f"  {fr['file']}:{fr['line']} {fr['function']}: {fr['code']}")
+                _out(f"  {fr['function']}" if fr.get("hidden") else
+                     f"  {fr['file']}:{fr['line']} {fr['function']}: {fr['code']}")
     elif what == "source":
         _show(target.source(8))
     elif what == "history":

@@ -117,6 +117,7 @@ def main() -> int:  # noqa: C901, PLR0912, PLR0915 - the launcher's steps in ord
     session = _new_session(config)
     stepdbg.use(session)
     session.start()
+    from stepdbg.agent.measure.frames import user_traceback
     from stepdbg.agent.serve.server import serve
 
     try:
@@ -146,7 +147,7 @@ def main() -> int:  # noqa: C901, PLR0912, PLR0915 - the launcher's steps in ord
     except SystemExit as e:
         code = _exit_code(e)
     except KeyboardInterrupt as e:
-        traceback.print_exception(type(e), e, _user_tb(e.__traceback__))
+        print(user_traceback(e), end="", file=sys.stderr)
         session.stop(exit_code=130)
         sys.stderr.flush()
         signal.signal(signal.SIGINT, signal.SIG_DFL)
@@ -160,19 +161,12 @@ def main() -> int:  # noqa: C901, PLR0912, PLR0915 - the launcher's steps in ord
             session.breaker.post_mortem(e)
         except SystemExit as inner:  # abort chosen at the post-mortem
             code = _exit_code(inner)
-        traceback.print_exception(type(e), e, _user_tb(e.__traceback__))
-        error = "".join(traceback.format_exception(type(e), e, _user_tb(e.__traceback__), limit=-1)[-3:])
+        print(user_traceback(e), end="", file=sys.stderr)
+        error = "".join(traceback.format_exception(type(e), e, e.__traceback__, limit=-1)[-3:])
     finally:
         sys.stdout.flush()
     session.stop(exit_code=code, error=error)
     return code
-
-
-def _user_tb(tb):  # type: ignore[no-untyped-def]
-    # Drop our own runpy frames from the top, as Python does for a script's traceback.
-    while tb is not None and tb.tb_frame.f_code.co_filename in (__file__, runpy.__file__):
-        tb = tb.tb_next
-    return tb
 
 
 if __name__ == "__main__":

@@ -21,12 +21,12 @@ from typing import Any
 
 from stepdbg.agent.breaks.ranks import Ranks
 from stepdbg.agent.measure import threads
+from stepdbg.agent.measure.frames import is_own_file
 from stepdbg.agent.step.step_model import StepModel
 from stepdbg.wire.stall_text import at as _at
 from stepdbg.wire.stall_text import collective_text
 
 KEY = "stepdbg/stall"
-_OWN = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # stepdbg/: not the user's
 STACK_FRAMES = 12
 
 
@@ -44,7 +44,7 @@ def rank_state(model: StepModel, rank: int) -> dict[str, Any]:
         out["where"] = {k: blocked[k] for k in ("file", "line", "function", "code")}
         out["stack"] = [f"{os.path.basename(fs.filename)}:{fs.lineno} {fs.name}"
                         for fs in traceback.extract_stack(frame)
-                        if not fs.filename.startswith((_OWN, "<frozen"))][-STACK_FRAMES:]
+                        if not (is_own_file(fs.filename) or fs.filename.startswith("<frozen"))][-STACK_FRAMES:]
         if out["current"] is None and blocked["collective"]:  # DDP's reducer: called from C++
             ddp = blocked["collective"].startswith("backward")
             out["current"] = {"op": "all_reduce" if ddp else blocked["collective"], "group": None, "seq": None,

@@ -5,17 +5,24 @@ from __future__ import annotations
 import functools
 import linecache
 import os
+import runpy
 import sys
-from collections.abc import Callable
+import traceback
+from collections.abc import Callable, Iterable
 from types import FrameType
-from typing import Any
+from typing import Any, TypeVar
 
 import torch
 
-_PKG_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # stepdbg/
-_TORCH_DIR = os.path.dirname(os.path.abspath(torch.__file__))
+# stepdbg's own code, wherever a module of it lives: asked of the top package (always loaded
+# before this module), not of this file's place, whose move once made stepdbg's launcher count
+# as the user's code.
+OWN_DIR = os.path.dirname(os.path.abspath(sys.modules[__name__.partition(".")[0]].__file__ or "")) + os.sep
+# The runner between the interpreter and the script: runpy, frozen or not.
+_RUNNER = ("<frozen runpy>", os.path.abspath(runpy.__file__))
+_TORCH_DIR = os.path.dirname(os.path.abspath(torch.__file__)) + os.sep
 _STDLIB_DIR = os.path.dirname(os.path.abspath(os.__file__))
-_NOT_USER = (_PKG_DIR, _TORCH_DIR, "<frozen")
+_NOT_USER = (OWN_DIR, _TORCH_DIR, "<frozen")
 # Trainers whose frames are not the user's: a break is placed in the user's code, with the
 # framework's frame beside it. Found without importing them.
 FRAMEWORKS = ("lightning", "pytorch_lightning", "lightning_fabric", "transformers", "accelerate")
@@ -50,6 +57,65 @@ def is_user_file(path: str) -> bool:
     if path.startswith(_STDLIB_DIR) and "site-packages" not in path:
         return False
     return not is_framework_file(path)
+
+
+def is_own_file(path: str) -> bool:
+    """stepdbg's files and the runner that starts the script: frames a person never wrote
+    and that plain Python would not show (pdb hides its own the same way)."""
+    return path.startswith(_RUNNER) or os.path.abspath(path).startswith(OWN_DIR)
+
+
+T = TypeVar("T")
+
+
+def fold_own(frames: Iterable[T], filename: Callable[[T], str], marker: Callable[[int], T]) -> list[T]:
+    """`frames` (outermost first) with each run of stepdbg's own frames folded into one
+    marker; a run at the outer end (the launcher, runpy) is dropped, as Python drops its own."""
+    out: list[T] = []
+    run = 0
+    for f in frames:
+        if is_own_file(filename(f)):
+            run += 1
+            continue
+        if run and out:
+            out.append(marker(run))
+        run = 0
+        out.append(f)
+    if run and out:
+        out.append(marker(run))
+    return out
+
+
+def hidden_frames_line(n: int) -> str:
+    return f"[{n} frame{'s' if n != 1 else ''} of stepdbg hidden]"
+
+
+class _FoldedStack(traceback.StackSummary):
+    """A traceback's frames with stepdbg's folded: a marker is an int, printed as one line."""
+
+    def format(self, **kw: Any) -> list[str]:  # type: ignore[override]
+        out: list[str] = []
+        for f in self:
+            if isinstance(f, int):
+                out.append(f"  {hidden_frames_line(f)}\n")
+            else:
+                out.extend(traceback.StackSummary.from_list([f]).format(**kw))
+        return out
+
+
+def user_traceback(exc: BaseException) -> str:
+    """`exc`'s traceback as plain Python prints it for the script: the launcher's frames
+    dropped and stepdbg's own folded, in the exception and everything chained to it."""
+    te = traceback.TracebackException(type(exc), exc, exc.__traceback__)
+    todo, seen = [te], set()
+    while todo:
+        t = todo.pop()
+        if id(t) in seen:
+            continue
+        seen.add(id(t))
+        t.stack = _FoldedStack(fold_own(t.stack, lambda fs: fs.filename, lambda n: n))  # type: ignore[arg-type]
+        todo += [c for c in (t.__cause__, t.__context__, *(getattr(t, "exceptions", None) or ())) if c]
+    return "".join(te.format())
 
 
 def _innermost(start: FrameType | None, belongs: Callable[[str], bool]) -> FrameType | None:

@@ -12,7 +12,7 @@ import traceback
 from types import FrameType
 from typing import Any
 
-from stepdbg.agent.measure.frames import is_user_file
+from stepdbg.agent.measure.frames import fold_own, hidden_frames_line, is_user_file
 
 
 def thread_stacks(training: int | None = None) -> list[dict[str, Any]]:
@@ -27,13 +27,18 @@ def thread_stacks(training: int | None = None) -> list[dict[str, Any]]:
             "name": t.name if t else f"thread-{tid}",
             "daemon": t.daemon if t else None,
             "main": t is threading.main_thread(),
-            "stack": [
-                {"file": fs.filename, "line": fs.lineno, "function": fs.name, "code": fs.line}
-                for fs in traceback.extract_stack(frame)
-            ],
+            "stack": fold_own(
+                ({"file": fs.filename, "line": fs.lineno, "function": fs.name, "code": fs.line}
+                 for fs in traceback.extract_stack(frame)),
+                lambda f: f["file"], _hidden),
         })
     out.sort(key=lambda t: (t["id"] != training, not t["main"], t["name"].startswith("stepdbg"), t["name"]))
     return out
+
+
+def _hidden(n: int) -> dict[str, Any]:
+    """The one entry that stands for `n` frames of stepdbg's in a thread's stack."""
+    return {"file": "<stepdbg>", "line": 0, "function": hidden_frames_line(n), "code": "", "hidden": n}
 
 
 def blocked_in(frame: FrameType, multi_rank: bool) -> dict[str, Any]:
