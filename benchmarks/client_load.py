@@ -4,6 +4,7 @@ clients call `status` as fast as they can, against no client, in interleaved pha
 from __future__ import annotations
 
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -41,11 +42,14 @@ FLOOD = textwrap.dedent("""
 """)
 
 
-def _steps_per_phase(c: Any, seconds: float) -> list[float]:
-    """The step times of the steps that ended in the next `seconds`."""
+def _steps_per_phase(c: Any, seconds: float, at_least: int = 3) -> list[float]:
+    """The step times of the steps that ended in the next `seconds`, and until at least
+    `at_least` steps have (a busy machine may run none in a short phase)."""
     first = c.status()["step"]
     time.sleep(seconds)
-    last = c.status()["step"]
+    deadline = time.monotonic() + 120
+    while (last := c.status()["step"]) < first + at_least and time.monotonic() < deadline:
+        time.sleep(0.05)
     hist = c.get_history(min(max(last - first, 1), 10_000))
     return [h["step_time"] for h in hist if first < h["step"] <= last]
 
@@ -65,6 +69,8 @@ def run(quick: bool, clients: int = 10) -> dict[str, Any]:
     rounds = 1 if quick else 4
     try:
         while not sessions.listing():
+            if proc.poll() is not None:
+                raise RuntimeError(f"the benchmark's job ended before it served (exit code {proc.returncode})")
             time.sleep(0.02)
         sid = sessions.listing()[0].id
         c = client.connect(sid)
@@ -85,3 +91,4 @@ def run(quick: bool, clients: int = 10) -> dict[str, Any]:
                 "ratio": round(ld / q, 3), "requests_per_s": round(requests / (rounds * (phase + 1)), 1)}
     finally:
         proc.wait(30) if proc.poll() is None and not proc.kill() else None
+        shutil.rmtree(d, ignore_errors=True)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -47,6 +48,8 @@ def run(quick: bool) -> dict[str, Any]:
                              str(script)], cwd=root, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         while not sessions.listing():
+            if proc.poll() is not None:
+                raise RuntimeError(f"the benchmark's job ended before it served (exit code {proc.returncode})")
             time.sleep(0.02)
         t0 = time.perf_counter()
         c = client.connect()
@@ -79,3 +82,4 @@ def run(quick: bool) -> dict[str, Any]:
         }
     finally:
         proc.wait(30) if proc.poll() is None and not proc.kill() else None
+        shutil.rmtree(d, ignore_errors=True)

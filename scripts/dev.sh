@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # Set up a virtual environment and run the demo or the tests.
 #   bash scripts/dev.sh demo    # the NaN demo, paused at the break with the replay's answer
-#   bash scripts/dev.sh test    # ruff and the whole test suite
+#   bash scripts/dev.sh test    # ruff, the import contracts and the whole test suite
+#   bash scripts/dev.sh test --quick   # the same without the tests marked slow: the edit-test loop
+# Tests run in parallel (pytest-xdist): STEPDBG_TEST_WORKERS=N sets how many (default 4;
+# most tests wait on subprocesses, not on the CPU). Any further arguments go to pytest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
@@ -31,8 +34,14 @@ case "${1:-}" in
     fi
     .venv/bin/ruff check .
     .venv/bin/lint-imports --no-cache
-    exec .venv/bin/python -m pytest -q "${@:2}" ;;
+    shift
+    tier=()
+    if [ "${1:-}" = "--quick" ]; then
+      shift
+      tier=(-m "not slow and not cuda")
+    fi
+    exec .venv/bin/python -m pytest -q -n "${STEPDBG_TEST_WORKERS:-4}" "${tier[@]}" "$@" ;;
   *)
-    echo "usage: bash scripts/dev.sh demo|test [pytest args]" >&2
+    echo "usage: bash scripts/dev.sh demo | test [--quick] [pytest args]" >&2
     exit 2 ;;
 esac

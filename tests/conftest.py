@@ -20,6 +20,26 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")  # models come from configs; nothin
 DEMOS = ROOT / "demos"
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _temp_files_under_pytests_own_folder(tmp_path_factory):
+    """Everything the suite's processes put in the temp folder (torchrun's and DataLoader
+    workers' folders, tmux sockets, session directories, the benchmarks') lands in pytest's
+    own folder for this run, which pytest cleans up, never loose in $TMPDIR."""
+    import tempfile
+
+    d = tmp_path_factory.mktemp("tmp", numbered=False)
+    saved = {k: os.environ.get(k) for k in ("TMPDIR", "TMUX_TMPDIR")}
+    os.environ["TMPDIR"] = os.environ["TMUX_TMPDIR"] = str(d)
+    tempfile.tempdir = None  # asked again, from TMPDIR
+    yield
+    for k, v in saved.items():
+        if v is None:
+            os.environ.pop(k, None)
+        else:
+            os.environ[k] = v
+    tempfile.tempdir = None
+
+
 @dataclass
 class Run:
     returncode: int
@@ -91,7 +111,9 @@ def session_factory():
 # ---------------------------------------------------------------------- served jobs (attach, hardening)
 
 FIXTURE = Path(__file__).parent / "fixtures" / "train_loop.py"
-WAIT = 30
+# The longest a test waits for an event (a line, a pause, an exit) before it fails: a guard
+# against a hang, never a measure. Generous: the suite runs beside other work on 2 cores.
+WAIT = 90
 
 
 @pytest.fixture
@@ -147,21 +169,26 @@ def start_job(tmp_path):
 
 
 class Tmux:
-    """A real terminal: tmux running `stepdbg ARGS` in the repository, its exit code kept."""
+    """A real terminal: tmux running `stepdbg ARGS` in the repository, its exit code kept.
+    Each has a tmux server of its own (`tmux -L`), so tests in parallel never meet."""
 
-    def __init__(self, tmp_path: Path, runtime_dir: Path, args: str, size: tuple[int, int] = (160, 30)) -> None:
+    def __init__(self, tmp_path: Path, runtime_dir: Path, args: str, size: tuple[int, int] = (160, 30),
+                 env: str = "") -> None:
         import uuid
 
         self.name = f"stepdbg-{uuid.uuid4().hex[:8]}"
         self.exit_file = tmp_path / "exit"
-        cmd = (f"cd {ROOT} && STEPDBG_RUNTIME_DIR={runtime_dir} {sys.executable} -m stepdbg {args}; "
-               f"echo $? > {self.exit_file}; sleep 30")
-        subprocess.run(["tmux", "new-session", "-d", "-s", self.name, "-x", str(size[0]), "-y", str(size[1]), cmd],
-                       check=True, env={**os.environ, "TERM": "xterm-256color"})
+        cmd = (f"cd {ROOT} && {env} STEPDBG_RUNTIME_DIR={runtime_dir} {sys.executable} -m stepdbg {args}; "
+               f"echo $? > {self.exit_file}.new; mv {self.exit_file}.new {self.exit_file}; sleep 600")
+        self._tmux("new-session", "-d", "-s", self.name, "-x", str(size[0]), "-y", str(size[1]), cmd,
+                   env={**os.environ, "TERM": "xterm-256color"})
+
+    def _tmux(self, *args: str, env: dict[str, str] | None = None, check: bool = True) -> str:
+        return subprocess.run(["tmux", "-L", self.name, *args], capture_output=True, text=True, check=check,
+                              env=env).stdout
 
     def screen(self) -> str:
-        return subprocess.run(["tmux", "capture-pane", "-p", "-J", "-S", "-200", "-t", self.name],
-                              capture_output=True, text=True).stdout
+        return self._tmux("capture-pane", "-p", "-J", "-S", "-200", "-t", self.name, check=False)
 
     def wait_screen(self, text: str, timeout: float = WAIT) -> str:
         deadline = time.monotonic() + timeout
@@ -172,7 +199,7 @@ class Tmux:
         raise AssertionError(f"{text!r} never appeared; the screen:\n{self.screen()}")
 
     def keys(self, *k: str) -> None:
-        subprocess.run(["tmux", "send-keys", "-t", self.name, *k], check=True)
+        self._tmux("send-keys", "-t", self.name, *k)
 
     def exit_code(self, timeout: float = WAIT) -> str:
         deadline = time.monotonic() + timeout
@@ -181,7 +208,7 @@ class Tmux:
         return self.exit_file.read_text().strip() if self.exit_file.exists() else f"none; screen:\n{self.screen()}"
 
     def close(self) -> None:
-        subprocess.run(["tmux", "kill-session", "-t", self.name], capture_output=True)
+        subprocess.run(["tmux", "-L", self.name, "kill-server"], capture_output=True)
 
 
 def text_of(app: Any, selector: str) -> str:

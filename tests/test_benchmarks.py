@@ -9,6 +9,7 @@ from conftest import ROOT
 
 
 # Quick mode takes about a minute alone and several on a busy machine: its own limit, not the suite's.
+@pytest.mark.slow
 @pytest.mark.timeout(900)
 def test_benchmarks_quick_mode_runs_every_benchmark(tmp_path):
     out = subprocess.run([sys.executable, "-m", "benchmarks", "--quick", "--json", str(tmp_path / "b.json")],

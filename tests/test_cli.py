@@ -169,6 +169,7 @@ def test_a_fifo_as_the_report_is_refused_instead_of_hanging_the_start(tmp_path):
     assert out.returncode == 2 and "is not a regular file" in out.stderr
 
 
+@pytest.mark.slow
 def test_a_report_the_disk_refuses_is_switched_off_and_the_job_goes_on(tmp_path):
     """A full disk, as the job meets it: writes past a size limit fail (RLIMIT_FSIZE, with
     SIGXFSZ ignored, makes them fail with EFBIG)."""

@@ -5,6 +5,8 @@ from __future__ import annotations
 import pytest
 from conftest import DEMOS, marked_line, run_stepdbg
 
+pytestmark = pytest.mark.slow  # real processes end to end (see pyproject: slow)
+
 
 def test_nan_from_log_is_traced_to_the_producing_module_op_and_line(tmp_path):
     """Row 1: the first break is at step 30, before backward; the replay names the log."""

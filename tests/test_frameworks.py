@@ -11,7 +11,7 @@ import pytest
 import torch
 from torch import nn
 
-pytestmark = pytest.mark.timeout(180)
+pytestmark = pytest.mark.slow  # real trainers and torchrun end to end (see pyproject: slow)
 
 PAUSE_POINTS = ["before_forward", "after_forward", "before_backward", "after_backward", "before_optimizer_step"]
 

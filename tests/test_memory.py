@@ -110,6 +110,7 @@ def run_report(tmp_path: Path, script: Path, *extra: str) -> list[dict]:
     return [json.loads(line) for line in report.read_text().splitlines()]
 
 
+@pytest.mark.slow
 def test_a_cpu_oom_from_a_batch_jump_names_both_shapes_and_the_line(tmp_path):
     """demos/oom_batch.py: step 12's batch is 62,500x the usual; its first layer asks 65.5 GB."""
     events = run_report(tmp_path, ROOT / "demos" / "oom_batch.py")
@@ -208,6 +209,7 @@ def test_an_oom_break_is_inspectable_in_process(session_factory):
 # ---------------------------------------------------------------------- doctor: memory_growth
 
 
+@pytest.mark.slow
 def test_the_leak_demos_finding_names_the_variable():
     out = subprocess.run([sys.executable, "-m", "stepdbg", "doctor", "--json", "-q", "--steps", "30", sys.executable,
                           str(ROOT / "demos" / "memory_leak.py")], capture_output=True, text=True, cwd=ROOT, timeout=300)
@@ -216,6 +218,7 @@ def test_the_leak_demos_finding_names_the_variable():
     assert "total_loss (its autograd graph) holds" in growth["message"]
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(240)
 def test_doctor_is_quiet_on_healthy_lightning_and_hf_runs(session_factory, tmp_path):
     lightning = pytest.importorskip("lightning")

@@ -21,7 +21,7 @@ from stepdbg.wire import sessions
 FIXTURE = Path(__file__).parent / "fixtures" / "ddp_train.py"
 FSDP = Path(__file__).parent / "fixtures" / "fsdp_train.py"
 WAIT = 60
-pytestmark = pytest.mark.timeout(180)
+pytestmark = pytest.mark.slow  # real trainers and torchrun end to end (see pyproject: slow)
 
 
 def start(tmp_path: Path, *stepdbg_args: str, script_args: tuple[str, ...] = (),
@@ -104,7 +104,10 @@ def test_a_pause_longer_than_the_collective_timeout_does_not_kill_the_job(tmp_pa
     the all-reduce. Attaching raised every rank's timeout, so the job lives."""
     proc = start(tmp_path, "--break", "step==1000", script_args=("--steps", "40", "--timeout", "2", "--sleep", "0.05"))
     with ranks_of(proc) as (r0, r1):
-        time.sleep(0.5)  # the ranks are running
+        deadline = time.monotonic() + WAIT
+        while r0.status()["step"] < 1 and r1.status()["step"] < 1:  # the ranks are running
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
         r0.pause()
         brk = r0.wait_paused(WAIT)
         assert brk is not None

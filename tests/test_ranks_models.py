@@ -16,7 +16,7 @@ from test_ranks import FSDP, WAIT, finish, ranks_of, run_to_end, start
 
 from stepdbg.client.tensor_text import format_summary
 
-pytestmark = pytest.mark.timeout(180)
+pytestmark = pytest.mark.slow  # real trainers and torchrun end to end (see pyproject: slow)
 
 
 def test_a_replay_on_one_ddp_rank_leaves_the_job_unharmed(tmp_path, private_runtime_dir):

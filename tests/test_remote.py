@@ -20,7 +20,7 @@ from stepdbg import client
 from stepdbg.client import TargetError
 
 SSHD = shutil.which("sshd") or "/usr/sbin/sshd"
-pytestmark = [pytest.mark.skipif(not os.path.exists(SSHD) or shutil.which("ssh") is None,
+pytestmark = [pytest.mark.slow, pytest.mark.skipif(not os.path.exists(SSHD) or shutil.which("ssh") is None,
                                  reason="needs openssh-server and the ssh client"),
               pytest.mark.usefixtures("private_runtime_dir")]
 

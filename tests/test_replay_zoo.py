@@ -13,6 +13,8 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
+from stepdbg.agent.measure.frames import OWN_DIR
+
 
 def line_of(fn, marker: str) -> int:
     src, first = inspect.getsourcelines(fn)
@@ -50,7 +52,7 @@ def expect(replay: dict, where: str, module: str | None, op: str | None, cause: 
     if line is not None:
         assert first["line"] == line, first
     assert replay["advice"]["cause"] == cause, replay["advice"]
-    assert "stepdbg" not in " ".join(first.get("forward_trace", [])), first  # never our own frames
+    assert OWN_DIR not in " ".join(first.get("forward_trace", [])), first  # never our own frames
 
 
 @pytest.fixture

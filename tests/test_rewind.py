@@ -23,6 +23,7 @@ def final_loss(stdout: str) -> float:
     return float(last.split()[-1])
 
 
+@pytest.mark.slow
 def test_without_stepdbg_one_corrupt_batch_ruins_the_run_for_good(tmp_path):
     run = run_stepdbg(tmp_path, "--break", "nan", "--on-break", "skip", script_args=(str(DEMO),))
     assert run.returncode == 0, run.stderr
@@ -30,6 +31,7 @@ def test_without_stepdbg_one_corrupt_batch_ruins_the_run_for_good(tmp_path):
     assert final_loss(run.stdout) != final_loss(run.stdout)  # nan
 
 
+@pytest.mark.slow
 def test_on_break_rewind_puts_the_run_back_on_course(tmp_path):
     clean = run_stepdbg(tmp_path, script_args=(str(DEMO), "--bad-step", "-1"))
     run = run_stepdbg(tmp_path, "--break", "nan", "--on-break", "rewind", "--keep-every", "5",
@@ -46,6 +48,7 @@ def test_on_break_rewind_puts_the_run_back_on_course(tmp_path):
     assert "stepdbg: change: rewind to_step=40" in run.stderr
 
 
+@pytest.mark.slow
 def test_max_rewinds_then_the_next_break_ends_the_job(tmp_path):
     run = run_stepdbg(tmp_path, "--break", "nan", "--on-break", "rewind", "--keep-every", "5", "--max-rewinds", "0",
                       script_args=(str(DEMO),))
@@ -220,6 +223,7 @@ def test_hf_trainer_rewinds_and_its_step_counter_goes_on(session_factory, tmp_pa
     assert all(math.isfinite(v) for v in losses[7:]) and losses[-1] < losses[0], losses
 
 
+@pytest.mark.slow
 def test_rewind_from_an_attached_client_and_from_the_console(start_job, private_runtime_dir):
     """At a pause: `snapshots` lists them, `rewind` with no snapshot of that step is refused
     in words, `rewind` goes back and the job runs to its end; the console's `rewind` too."""

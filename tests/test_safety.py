@@ -6,6 +6,7 @@ import subprocess
 import sys
 import textwrap
 
+import pytest
 import torch
 from conftest import ROOT
 from torch import nn
@@ -74,6 +75,7 @@ def run_script(tmp_path, body: str, stdin: str | None = None, env: dict | None =
                           env={**os.environ, **(env or {})})
 
 
+@pytest.mark.slow
 def test_watch_from_code_in_a_plain_python_script(tmp_path):
     """stepdbg.watch() in the script itself, after the optimizer exists; exception post-mortem too."""
     report = tmp_path / "r.jsonl"
@@ -123,6 +125,7 @@ def test_pause_without_a_terminal_or_front_end_does_not_hang(tmp_path):
     assert "not pausing: no front end is attached and stdin is not a terminal" in out.stderr
 
 
+@pytest.mark.slow
 def test_enter_repeats_the_last_stepping_command_as_in_pdb(tmp_path):
     """At a break at step 1: `s` goes to the same point of step 2, Enter to step 3's, then
     `c` and Enter (continue) run to the end."""
@@ -183,6 +186,7 @@ def test_w_u_d_walk_the_paused_stack_and_eval_runs_in_the_selected_frame(tmp_pat
     assert "torch.Size([3, 2])" in lines  # d 9 stops at the innermost frame, forward()
 
 
+@pytest.mark.slow
 def test_locals_shows_the_paused_frames_variables(tmp_path):
     """`locals` at a pause: tensors with dtype, shape and device, modules with their size,
     anything else as a short repr; a __repr__ that raises is shown, not raised."""

@@ -17,6 +17,8 @@ import pytest
 
 from tests.conftest import ROOT
 
+pytestmark = pytest.mark.slow  # real processes end to end (see pyproject: slow)
+
 SCRIPT = ROOT / "tests" / "fixtures" / "transparency.py"
 
 

@@ -3,22 +3,19 @@ a real terminal (tmux) runs `stepdbg python demos/nan_log.py` end to end."""
 
 from __future__ import annotations
 
-import os
 import shutil
-import subprocess
 import sys
 import time
-import uuid
 
 import pytest
-from conftest import DEMOS, ROOT, WAIT, Tmux, marked_line, text_of
+from conftest import DEMOS, WAIT, Tmux, marked_line, text_of
 from textual.widgets import DataTable, Input, TabbedContent
 
 from stepdbg.client.async_client import AsyncClient
 from stepdbg_tui.app import StepdbgApp
 from stepdbg_tui.dialogs import LrScreen, QuitScreen
 
-pytestmark = [pytest.mark.timeout(120), pytest.mark.usefixtures("private_runtime_dir")]
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("private_runtime_dir")]
 
 
 async def wait_for(pilot, predicate, timeout: float = WAIT) -> None:
@@ -89,48 +86,24 @@ async def test_every_key_and_panel_against_a_real_agent(start_job):  # noqa: F81
 def test_real_terminal_nan_demo_replay_lr_continue_quit(tmp_path, private_runtime_dir):  # noqa: F811
     """In tmux: the TUI comes up at the break, replay names the module, op and line, the
     LR is set, the job continues to its end, q quits, and the exit code is the job's."""
-    name = f"stepdbg-{uuid.uuid4().hex[:8]}"
-    exit_file = tmp_path / "exit"
-    cmd = (f"cd {ROOT} && STEPDBG_RUNTIME_DIR={private_runtime_dir} {sys.executable} -m stepdbg "
-           f"{sys.executable} demos/nan_log.py; echo $? > {exit_file}; sleep 30")
-    subprocess.run(["tmux", "new-session", "-d", "-s", name, "-x", "100", "-y", "30", cmd], check=True,
-                   env={**os.environ, "TERM": "xterm-256color"})
-
-    def screen() -> str:
-        return subprocess.run(["tmux", "capture-pane", "-p", "-t", name], capture_output=True, text=True).stdout
-
-    def wait_screen(text: str, timeout: float = WAIT) -> str:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            s = screen()
-            if text in s:
-                return s
-            time.sleep(0.2)
-        raise AssertionError(f"{text!r} never appeared; the screen:\n{screen()}")
-
-    def keys(*k: str) -> None:
-        subprocess.run(["tmux", "send-keys", "-t", name, *k], check=True)
-
+    term = Tmux(tmp_path, private_runtime_dir, f"{sys.executable} demos/nan_log.py", size=(100, 30))
     try:
-        wait_screen("PAUSED [nan]")
-        keys("r")
-        s = wait_screen("module features (LogFeatures)")
+        term.wait_screen("PAUSED [nan]")
+        term.keys("r")
+        s = term.wait_screen("module features (LogFeatures)")
         assert f"op log  line {DEMOS / 'nan_log.py'}:{marked_line(DEMOS / 'nan_log.py', 'nan-here')}" in s
-        keys("l")
-        wait_screen("learning rate for all groups")
-        keys("0.001", "Enter")
-        wait_screen("LR set to 0.001 (pinned)")
-        keys("c")
-        wait_screen("job ended, exit code 0")
-        keys("q")
-        deadline = time.monotonic() + WAIT
-        while not exit_file.exists() and time.monotonic() < deadline:
-            time.sleep(0.2)
-        assert exit_file.read_text().strip() == "0"
-        after = screen()
+        term.keys("l")
+        term.wait_screen("learning rate for all groups")
+        term.keys("0.001", "Enter")
+        term.wait_screen("LR set to 0.001 (pinned)")
+        term.keys("c")
+        term.wait_screen("job ended, exit code 0")
+        term.keys("q")
+        assert term.exit_code() == "0"
+        after = term.screen()
         assert "done" in after and "step 20 loss" in after  # the job's output, on the terminal after the TUI
     finally:
-        subprocess.run(["tmux", "kill-session", "-t", name], capture_output=True)
+        term.close()
 
 
 @pytest.mark.skipif(shutil.which("tmux") is None, reason="needs tmux")
@@ -139,38 +112,20 @@ def test_repl_in_a_real_terminal_with_completion(tmp_path, private_runtime_dir, 
     c continues, the end of the job is shown, Ctrl-D leaves with code 0."""
     job = start_job("--break", "step==3", script_args=("--steps", "6"))
     job.info()
-    name = f"stepdbg-repl-{uuid.uuid4().hex[:8]}"
-    exit_file = tmp_path / "exit"
-    cmd = (f"cd {ROOT} && XDG_STATE_HOME={tmp_path} STEPDBG_RUNTIME_DIR={private_runtime_dir} "
-           f"{sys.executable} -m stepdbg attach --repl; echo $? > {exit_file}; sleep 30")
-    subprocess.run(["tmux", "new-session", "-d", "-s", name, "-x", "100", "-y", "30", cmd], check=True)
-
-    def screen() -> str:
-        return subprocess.run(["tmux", "capture-pane", "-p", "-t", name], capture_output=True, text=True).stdout
-
-    def wait_screen(text: str) -> None:
-        deadline = time.monotonic() + WAIT
-        while text not in screen():
-            assert time.monotonic() < deadline, f"{text!r} never appeared:\n{screen()}"
-            time.sleep(0.2)
-
+    term = Tmux(tmp_path, private_runtime_dir, "attach --repl", size=(100, 30), env=f"XDG_STATE_HOME={tmp_path}")
     try:
-        wait_screen("paused at step 3")
-        subprocess.run(["tmux", "send-keys", "-t", name, "p x", "Enter"], check=True)
-        wait_screen("x: float32 [8, 4] on cpu")
-        subprocess.run(["tmux", "send-keys", "-t", name, "mod", "Tab"], check=True)
-        wait_screen("(stepdbg) model")
-        subprocess.run(["tmux", "send-keys", "-t", name, "C-u", "c", "Enter"], check=True)
-        wait_screen("the job ended (exit code 0)")
-        subprocess.run(["tmux", "send-keys", "-t", name, "C-d"], check=True)
-        deadline = time.monotonic() + WAIT
-        while not exit_file.exists():
-            assert time.monotonic() < deadline
-            time.sleep(0.2)
-        assert exit_file.read_text().strip() == "0"
+        term.wait_screen("paused at step 3")
+        term.keys("p x", "Enter")
+        term.wait_screen("x: float32 [8, 4] on cpu")
+        term.keys("mod", "Tab")
+        term.wait_screen("(stepdbg) model")
+        term.keys("C-u", "c", "Enter")
+        term.wait_screen("the job ended (exit code 0)")
+        term.keys("C-d")
+        assert term.exit_code() == "0"
         assert (tmp_path / "stepdbg" / "repl_history").read_text().count("p x") == 1
     finally:
-        subprocess.run(["tmux", "kill-session", "-t", name], capture_output=True)
+        term.close()
     assert job.finish()[0] == 0
 
 
