@@ -109,8 +109,8 @@ def test_real_terminal_nan_demo_replay_lr_continue_quit(tmp_path, private_runtim
 @pytest.mark.skipif(shutil.which("tmux") is None, reason="needs tmux")
 def test_repl_in_a_real_terminal_with_completion(tmp_path, private_runtime_dir, start_job):  # noqa: F811
     """`stepdbg attach --repl`: p shows a tensor, Tab completes a name of the paused frame,
-    c continues, the end of the job is shown, Ctrl-D leaves with code 0."""
-    job = start_job("--break", "step==3", script_args=("--steps", "6"))
+    c continues, the end of the job is shown and the REPL leaves with the job's exit code."""
+    job = start_job("--break", "step==3", script_args=("--steps", "6", "--exit", "4"))
     job.info()
     term = Tmux(tmp_path, private_runtime_dir, "attach --repl", size=(100, 30), env=f"XDG_STATE_HOME={tmp_path}")
     try:
@@ -120,13 +120,12 @@ def test_repl_in_a_real_terminal_with_completion(tmp_path, private_runtime_dir, 
         term.keys("mod", "Tab")
         term.wait_screen("(stepdbg) model")
         term.keys("C-u", "c", "Enter")
-        term.wait_screen("the job ended (exit code 0)")
-        term.keys("C-d")
-        assert term.exit_code() == "0"
+        term.wait_screen("the job ended (exit code 4)")
+        assert term.exit_code() == "4", term.screen()
         assert (tmp_path / "stepdbg" / "repl_history").read_text().count("p x") == 1
     finally:
         term.close()
-    assert job.finish()[0] == 0
+    assert job.finish()[0] == 4
 
 
 SCRIPT = ("import time\nimport torch\nfrom torch import nn\n"

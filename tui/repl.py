@@ -58,6 +58,13 @@ def run_repl(client: Any) -> int:  # noqa: C901 - the REPL's loop: a line, Ctrl-
             if r.get("value"):
                 completer.set_names([w.strip(" '[]") for w in r["value"].split(",")])
 
+    def leave_when_ended() -> None:
+        """The job ended: the prompt waiting for a line returns at once, so the REPL leaves
+        with the job's exit code. Called on the prompt's own loop (at its start, too: the
+        end may come between the loop's check and the prompt)."""
+        if client.exited is not None and session.app.is_running and not session.app.is_done:
+            session.app.exit(result=None)
+
     def watch() -> None:
         shown = None
         while not stop.is_set():
@@ -65,6 +72,9 @@ def run_repl(client: Any) -> int:  # noqa: C901 - the REPL's loop: a line, Ctrl-
             if client.exited is not None and not stop.is_set():  # not after we left ourselves
                 ex = client.exited
                 print(f"\nthe job ended ({ex.get('lost') or 'exit code ' + str(ex.get('exit_code'))})")
+                loop = session.app.loop
+                if loop is not None:
+                    loop.call_soon_threadsafe(leave_when_ended)
                 return
             if brk is not None and brk is not shown:
                 shown = brk
@@ -82,7 +92,9 @@ def run_repl(client: Any) -> int:  # noqa: C901 - the REPL's loop: a line, Ctrl-
         try:
             while client.exited is None:
                 try:
-                    line = session.prompt("(stepdbg) ")
+                    line = session.prompt("(stepdbg) ", pre_run=leave_when_ended)
+                    if line is None:  # left because the job ended
+                        break
                 except EOFError:
                     line = "detach"
                 except KeyboardInterrupt:
@@ -101,4 +113,4 @@ def run_repl(client: Any) -> int:  # noqa: C901 - the REPL's loop: a line, Ctrl-
         finally:
             stop.set()
     ex = client.exited or {}
-    return int(ex.get("exit_code") or 0)
+    return 1 if "lost" in ex else int(ex.get("exit_code") or 0)
