@@ -134,3 +134,48 @@ def test_ending_the_job_from_the_tui_does_not_say_it_goes_on(tmp_path, private_r
         assert "goes on without the TUI" not in term.screen()
     finally:
         term.close()
+
+
+@pytest.mark.skipif(shutil.which("tmux") is None, reason="needs tmux")
+def test_leaving_the_job_paused_says_it_stays_paused(tmp_path, private_runtime_dir):
+    term = Tmux(tmp_path, private_runtime_dir, f"--break step==2 {sys.executable} {FIXTURE} --steps 5")
+    try:
+        term.wait_screen("PAUSED [step==2]")
+        term.keys("q")
+        term.wait_screen("What happens to the job?")
+        term.keys("l")
+        said = term.wait_screen("without the TUI")
+        assert "the job stays paused without the TUI" in said and "goes on" not in said
+        with client.connect() as c:
+            assert c.status()["state"] == "paused"
+            c.cont()
+        assert term.exit_code() == "0"
+    finally:
+        term.close()
+
+
+@pytest.mark.skipif(shutil.which("tmux") is None, reason="needs tmux")
+def test_ctrl_c_before_the_tui_is_up_is_the_jobs_to_handle(tmp_path, private_runtime_dir):
+    """Ctrl-C while stepdbg still waits for the job's agent reaches the job too, as at its
+    terminal: stepdbg neither kills it (it did: exit 143) nor says it goes on. The job here is
+    an interpreter wrapper that handles Ctrl-C and starts Python when the test lets it."""
+    started, release = tmp_path / "started", tmp_path / "release"
+    wrapper = tmp_path / "python"
+    wrapper.write_text(f"#!/bin/sh\ntrap 'echo the job handles Ctrl-C' INT\ntouch {started}\n"
+                       f"while [ ! -e {release} ]; do sleep 0.05; done\nexec {sys.executable} \"$@\"\n")
+    wrapper.chmod(0o755)
+    term = Tmux(tmp_path, private_runtime_dir, f"{wrapper} {FIXTURE} --steps 3")
+    try:
+        deadline = time.monotonic() + WAIT
+        while not started.exists():
+            assert time.monotonic() < deadline, term.screen()
+            time.sleep(0.05)
+        term.keys("C-c")
+        term.wait_screen("^C")
+        release.touch()
+        assert term.exit_code() == "0", term.screen()
+        screen = term.screen()
+        assert "the job handles Ctrl-C" in screen and "finished" in screen, screen
+        assert "without the TUI" not in screen and "Traceback" not in screen, screen
+    finally:
+        term.close()

@@ -103,7 +103,7 @@ def launch_tui(cmd: list[str], env: dict[str, str], ranks: int | None = None) ->
     for r in readers:
         r.start()
     again = "stepdbg attach"  # what attaches to this job again
-    left = None  # how the user left the TUI: "end" ends the job
+    left = None  # how the user left the TUI: "continue", "stay" (paused) or "end"
     try:
         if ranks:
             job = _wait_for_ranks(child, ranks)
@@ -116,8 +116,8 @@ def launch_tui(cmd: list[str], env: dict[str, str], ranks: int | None = None) ->
             if info is not None:
                 again = f"stepdbg attach {info.id}"
                 left = asyncio.run(_run(str(info.pid), None, list(output), hold))
-    except KeyboardInterrupt:
-        child.terminate()
+    except KeyboardInterrupt:  # before the TUI is up: the terminal's Ctrl-C reached the job too
+        left = "ctrl-c"  # (one process group), which handles it as it would plain; stepdbg waits for it
     except TargetError as e:
         print(f"stepdbg: {e}", file=sys.stderr)
     finally:
@@ -126,8 +126,9 @@ def launch_tui(cmd: list[str], env: dict[str, str], ranks: int | None = None) ->
             hold["app"] = None
             for name, line in output:  # the whole log, on the terminal once the UI is gone
                 show(name, line)
-    if child.poll() is None and left != "end":
-        print(f"stepdbg: the job goes on without the TUI (pid {child.pid}): `{again}` attaches again; "
+    if child.poll() is None and left not in ("end", "ctrl-c"):
+        now = "stays paused" if left == "stay" else "goes on"
+        print(f"stepdbg: the job {now} without the TUI (pid {child.pid}): `{again}` attaches again; "
               "Ctrl-C interrupts it (its own Ctrl-C handling runs)", file=sys.stderr, flush=True)
     code = _wait_through_ctrl_c(child)
     for r in readers:

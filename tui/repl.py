@@ -46,53 +46,64 @@ class _Names(WordCompleter):
         self.words = sorted(set(COMMANDS) | set(names))
 
 
-def run_repl(client: Any) -> int:  # noqa: C901 - the REPL's loop: a line, Ctrl-C and the job's end in one place
-    completer = _Names()
-    session: PromptSession[str] = PromptSession(history=FileHistory(history_path()), completer=completer,
-                                                complete_while_typing=False)
-    stop = threading.Event()
+class _Watch:
+    """What the REPL shows between lines: pauses as they come (with the paused frame's names
+    for completion) and the job's end, after which the prompt returns and the REPL leaves."""
 
-    def refresh_names() -> None:
+    def __init__(self, client: Any, session: PromptSession[str], completer: _Names) -> None:
+        self.client, self.session, self.completer = client, session, completer
+        self.stop = threading.Event()
+
+    def refresh_names(self) -> None:
         with contextlib.suppress(Exception):
-            r = client.evaluate("sorted(vars())")
+            r = self.client.evaluate("sorted(vars())")
             if r.get("value"):
-                completer.set_names([w.strip(" '[]") for w in r["value"].split(",")])
+                self.completer.set_names([w.strip(" '[]") for w in r["value"].split(",")])
 
-    def leave_when_ended() -> None:
+    def leave_when_ended(self) -> None:
         """The job ended: the prompt waiting for a line returns at once, so the REPL leaves
         with the job's exit code. Called on the prompt's own loop (at its start, too: the
         end may come between the loop's check and the prompt)."""
-        if client.exited is not None and session.app.is_running and not session.app.is_done:
-            session.app.exit(result=None)
+        app = self.session.app
+        if self.client.exited is not None and app.is_running and not app.is_done:
+            app.exit(result=None)
 
-    def watch() -> None:
-        shown = None
-        while not stop.is_set():
+    def run(self) -> None:
+        client, shown = self.client, None
+        while not self.stop.is_set():
             brk = client.wait_paused(timeout=0.5, previous=shown)  # waits: a pause already shown returns None
-            if client.exited is not None and not stop.is_set():  # not after we left ourselves
+            if client.exited is not None and not self.stop.is_set():  # not after we left ourselves
                 ex = client.exited
                 print(f"\nthe job ended ({ex.get('lost') or 'exit code ' + str(ex.get('exit_code'))})")
-                loop = session.app.loop
+                loop = self.session.app.loop
                 if loop is not None:
-                    loop.call_soon_threadsafe(leave_when_ended)
+                    loop.call_soon_threadsafe(self.leave_when_ended)
                 return
             if brk is not None and brk is not shown:
                 shown = brk
                 print(f"paused at step {brk['step']} ({brk['phase']}) [{brk['condition']}]: {brk['reason']}")
                 with contextlib.suppress(Exception):
                     show_source(client)
-                refresh_names()
+                self.refresh_names()
+
+
+def run_repl(client: Any) -> int:  # noqa: C901 - the REPL's loop: a line, Ctrl-C and the job's end in one place
+    completer = _Names()
+    session: PromptSession[str] = PromptSession(history=FileHistory(history_path()), completer=completer,
+                                                complete_while_typing=False)
+    watch = _Watch(client, session, completer)
+    stop = watch.stop
 
     st = client.status_at_attach or {}
     print(f"attached to pid {client.session.get('pid')}, step {st.get('step')}, {st.get('state')}; "
           "h for help, detach or Ctrl-D to leave")
     with patch_stdout(), contextlib.redirect_stderr(sys.stdout):
-        watcher = threading.Thread(target=watch, daemon=True)
+        watcher = threading.Thread(target=watch.run, daemon=True)
         watcher.start()
         try:
             while client.exited is None:
                 try:
-                    line = session.prompt("(stepdbg) ", pre_run=leave_when_ended)
+                    line = session.prompt("(stepdbg) ", pre_run=watch.leave_when_ended)
                     if line is None:  # left because the job ended
                         break
                 except EOFError:
