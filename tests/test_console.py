@@ -179,3 +179,48 @@ def test_ctrl_c_before_the_tui_is_up_is_the_jobs_to_handle(tmp_path, private_run
         assert "without the TUI" not in screen and "Traceback" not in screen, screen
     finally:
         term.close()
+
+
+ADAM = """
+    import torch, stepdbg
+    from torch import nn
+    stepdbg.watch("step==30", on_break="pause")
+    torch.manual_seed(0)
+    model = nn.Linear(4, 1)
+    opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+    for step in range(31):
+        opt.zero_grad()
+        model(torch.randn(8, 4)).pow(2).mean().backward()
+        opt.step()
+"""
+
+
+def test_info_opt_history_timings_and_status_are_tables_not_json(tmp_path):
+    proc = start_script(tmp_path, ADAM)
+    out, err = proc.communicate("info opt\ninfo history\ninfo timings\ninfo status\nc\n", timeout=WAIT)
+    assert proc.returncode == 0, err
+    assert "{" not in err and '"' not in err, err  # no JSON
+    lines = err.splitlines()
+    header = next(i for i, line in enumerate(lines) if line.split()[:4] == ["(stepdbg)", "group", "lr", "pinned"])
+    assert lines[header + 1].split()[:4] == ["Adam[0]", "0.001", "-", "2"] and "betas=[0.9, 0.999]" in err
+    assert lines[header + 2].startswith("Adam state exp_avg: 2 tensors, norm ") and "no LR scheduler" in err
+    steps = next(i for i, line in enumerate(lines) if line.split()[:3] == ["(stepdbg)", "step", "loss"])
+    assert [line.split()[0] for line in lines[steps + 1:steps + 21]] == [str(n) for n in range(10, 30)]
+    assert "grad norm" in lines[steps] and "data wait" in lines[steps] and " ms " in lines[steps + 1]
+    assert any(line.startswith("(stepdbg) this step: ") for line in lines)
+    assert any(line.startswith("(stepdbg) pid") for line in lines) and "state      paused" in err
+
+
+def test_a_nan_in_the_optimizer_state_shows_in_its_largest_value(session_factory):
+    import torch
+    from torch import nn
+
+    from stepdbg.agent.views.inspection import optimizer_info
+
+    model = nn.Linear(4, 1)
+    opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+    model(torch.randn(8, 4)).sum().backward()
+    opt.step()
+    opt.state[model.weight]["exp_avg"][0, 1] = float("nan")
+    st = optimizer_info([opt], [], {})[0]["state"]["exp_avg"]
+    assert st["norm"] != st["norm"] and st["max_abs"] != st["max_abs"]  # both NaN: max |x| 0.0 hid it

@@ -15,19 +15,10 @@ from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.widgets import DataTable, Input, Label, RichLog, Sparkline, Static
 
+from stepdbg.client.info_text import group_other, num, optimizer_state_lines
 from stepdbg.client.job import stall_of
 from stepdbg.client.tensor_text import counted, shard_text
 from stepdbg.wire.conditions import ConditionError, parse
-
-
-def num(v: Any, digits: int = 4) -> str:
-    if v is None:
-        return "-"
-    if isinstance(v, str):
-        return v
-    if isinstance(v, float):
-        return f"{v:.{digits}g}"
-    return str(v)
 
 
 def bad(v: Any) -> bool:
@@ -141,17 +132,9 @@ class OptimizerPanel(Vertical):
         lines = []
         for info in infos:
             for g in info["groups"]:
-                other = ", ".join(f"{k}={num(v) if not isinstance(v, list) else v}" for k, v in g.items()
-                                  if k not in ("index", "lr", "pinned_lr", "params"))
                 t.add_row(f"{info['type']}[{g['index']}]", num(g.get("lr")), num(g.get("pinned_lr")),
-                          str(g["params"]), other, key=str(g["index"]))
-            for k, st in info["state"].items():
-                lines.append(f"state {k}: {st['tensors']} tensors, norm {num(st['norm'])}, max |x| {num(st['max_abs'])}")
-            for s in info["schedulers"]:
-                lines.append(f"scheduler {s['type']}: last_epoch {s['last_epoch']}, base {s['base_lrs']}, "
-                             f"last {s['last_lr']}")
-            if not info["schedulers"]:
-                lines.append("no LR scheduler")
+                          str(g["params"]), group_other(g), key=str(g["index"]))
+            lines += optimizer_state_lines(info)
         self.query_one("#opt-state", Static).update("\n".join(lines))
 
 

@@ -9,7 +9,6 @@ The richer prompt-toolkit REPL and the TUI come with the front-end issue; this k
 from __future__ import annotations
 
 import ast
-import json
 import os
 import queue
 import shlex
@@ -19,6 +18,7 @@ import threading
 from typing import Any
 
 from ..wire.conditions import ConditionError
+from .info_text import history_lines, optimizer_lines, status_lines, timings_lines
 from .memory_text import memory_lines
 from .tensor_text import format_summary
 
@@ -280,8 +280,8 @@ def _show_frames(frames: list[dict[str, Any]], selected_only: bool = False) -> N
             _out(f"{'>' if f['selected'] else ' '} {f['file']}:{f['line']} in {f['function']}()\n    {f['code']}")
 
 
-def show_source(target: Any) -> None:
-    src = target.source(2)
+def show_source(target: Any, context: int = 2) -> None:
+    src = target.source(context)
     if src:
         for ln in src["lines"]:
             mark = "->" if ln["line"] == src["line"] else "  "
@@ -368,8 +368,9 @@ def attach_console(client: Any) -> int:  # noqa: C901, PLR0912 - the console's l
             print("(stepdbg) ", end="", file=sys.stderr, flush=True)
 
 
-def _show(data: Any) -> None:
-    _out(json.dumps(data, indent=1, default=str))
+def _lines(lines: list[str]) -> None:
+    for line in lines:
+        _out(line)
 
 
 def _info(target: Any, what: str) -> None:  # noqa: C901, PLR0912 - one branch per `info` topic, in the order the help lists them
@@ -385,7 +386,7 @@ def _info(target: Any, what: str) -> None:  # noqa: C901, PLR0912 - one branch p
         for line in memory_lines(target.memory()):
             _out(line)
     elif what in ("opt", "optimizer"):
-        _show(target.optimizer_info())
+        _lines(optimizer_lines(target.optimizer_info()))
     elif what == "threads":
         for t in target.stacks():
             _out(f"--- {t['name']}")
@@ -393,13 +394,13 @@ def _info(target: Any, what: str) -> None:  # noqa: C901, PLR0912 - one branch p
                 _out(f"  {fr['function']}" if fr.get("hidden") else
                      f"  {fr['file']}:{fr['line']} {fr['function']}: {fr['code']}")
     elif what == "source":
-        _show(target.source(8))
+        show_source(target, 8)
     elif what == "history":
-        _show(list(target.history)[-20:])
+        _lines(history_lines(target.get_history(20)))
     elif what == "timings":
-        _show(target.timings())
+        _lines(timings_lines(target.timings()))
     elif what == "status":
-        _show(target.status())
+        _lines(status_lines(target.status()))
     else:
         raise ValueError(f"info what? model, torchinfo, opt, mem, threads, source, history, timings, status "
                          f"(not {what!r})")

@@ -7,6 +7,7 @@ them without knowing torch.
 from __future__ import annotations
 
 import linecache
+import math
 import types
 from types import FrameType
 from typing import Any
@@ -147,7 +148,8 @@ def optimizer_info(optimizers: list[Any], schedulers: list[Any], pins: dict[tupl
                     s = state_stats.setdefault(k, {"tensors": 0, "norm_sq": 0.0, "max_abs": 0.0})
                     s["tensors"] += 1
                     s["norm_sq"] += float(v.detach().float().pow(2).sum())
-                    s["max_abs"] = max(s["max_abs"], float(v.detach().abs().max()))
+                    m = float(v.detach().abs().max())
+                    s["max_abs"] = m if math.isnan(m) or m > s["max_abs"] else s["max_abs"]  # a NaN is kept: it is the news
         stats = {k: {"tensors": s["tensors"], "norm": s["norm_sq"] ** 0.5, "max_abs": s["max_abs"]}
                  for k, s in state_stats.items()}
         scheds = [

@@ -1,0 +1,94 @@
+"""The console's `info` answers as tables a person reads, with the TUI's words: the
+optimizer (groups, state, schedulers), the recent steps, the phase timings and the status.
+The Optim panel shows the same state and scheduler lines."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from ..wire.conditions import format_size
+
+
+def num(v: Any, digits: int = 4) -> str:
+    """A number as the panels show it: 4 significant digits, '-' for none."""
+    if v is None:
+        return "-"
+    if isinstance(v, bool) or not isinstance(v, float):
+        return str(v)
+    return f"{v:.{digits}g}"
+
+
+def table(header: tuple[str, ...], rows: list[tuple[str, ...]]) -> list[str]:
+    """Columns as wide as their widest cell, two spaces apart."""
+    widths = [max(len(c) for c in col) for col in zip(header, *rows, strict=True)]
+    return ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in (header, *rows)]
+
+
+def optimizer_state_lines(info: dict[str, Any]) -> list[str]:
+    """One optimizer's state (per kind: tensors, norm, largest |x|) and its LR schedulers."""
+    lines = [f"state {k}: {st['tensors']} tensors, norm {num(st['norm'])}, max |x| {num(st['max_abs'])}"
+             for k, st in info["state"].items()]
+    lines += [f"scheduler {s['type']}: last_epoch {s['last_epoch']}, base {s['base_lrs']}, last {s['last_lr']}"
+              for s in info["schedulers"]]
+    return lines if info["schedulers"] else [*lines, "no LR scheduler"]
+
+
+def group_other(group: dict[str, Any]) -> str:
+    """A param group's other hyperparameters, as one cell."""
+    return ", ".join(f"{k}={num(v) if not isinstance(v, list) else v}" for k, v in group.items()
+                     if k not in ("index", "lr", "pinned_lr", "params"))
+
+
+def optimizer_lines(infos: list[dict[str, Any]]) -> list[str]:
+    if not infos:
+        return ["no optimizer seen yet"]
+    rows = [(f"{info['type']}[{g['index']}]", num(g.get("lr")), num(g.get("pinned_lr")), str(g["params"]),
+             group_other(g)) for info in infos for g in info["groups"]]
+    lines = table(("group", "lr", "pinned", "params", "other"), rows)
+    for info in infos:
+        lines += [f"{info['type']} {line}" for line in optimizer_state_lines(info)]
+    return lines
+
+
+def _ms(seconds: float | None) -> str:
+    return "-" if seconds is None else f"{seconds * 1e3:.1f} ms"
+
+
+def history_lines(history: list[dict[str, Any]]) -> list[str]:
+    """The recent steps, one row each: loss, gradient norm, LR, data wait, step time, memory."""
+    if not history:
+        return ["no step has ended yet"]
+    rows = []
+    for h in history:
+        lr = h.get("lr") or []
+        mem = h.get("mem")
+        rows.append((str(h["step"]), num(h.get("loss")), num(h.get("grad_norm")),
+                     ", ".join(num(x, 3) for x in lr) if isinstance(lr, list) else num(lr),
+                     _ms(h.get("data_wait")), _ms(h.get("step_time")),
+                     format_size(mem) if isinstance(mem, (int, float)) and math.isfinite(mem) else "-",
+                     "skipped" if h.get("skipped") else ""))
+    return table(("step", "loss", "grad norm", "lr", "data wait", "step time", "memory", ""), rows)
+
+
+def timings_lines(timings: dict[str, Any]) -> list[str]:
+    """This step's phases so far, then the recent steps' time and data wait."""
+    cur = timings.get("current") or {}
+    lines = ["this step: " + (", ".join(f"{k} {_ms(v)}" for k, v in cur.items()) or "no phase timed yet")]
+    hist = timings.get("history") or []
+    if hist:
+        lines += table(("step", "step time", "data wait"),
+                       [(str(h["step"]), _ms(h.get("step_time")), _ms(h.get("data_wait"))) for h in hist[-20:]])
+    return lines
+
+
+def status_lines(status: dict[str, Any]) -> list[str]:
+    """The status, a line a field; nested answers (the break, the loader) in one line each."""
+    width = max((len(k) for k in status), default=0)
+    return [f"{k:<{width}}  {num(v) if not isinstance(v, (dict, list)) else _short(v)}" for k, v in status.items()]
+
+
+def _short(v: dict[str, Any] | list[Any]) -> str:
+    if isinstance(v, dict):
+        return ", ".join(f"{k}={num(x) if not isinstance(x, (dict, list)) else '…'}" for k, x in v.items()) or "-"
+    return ", ".join(num(x) if not isinstance(x, (dict, list)) else "…" for x in v) or "-"
