@@ -108,6 +108,27 @@ def test_help_texts_answer_the_question():
     assert "--on-break ACTION" in stepdbg("--help").stdout
     assert "loss_spike>K" in stepdbg("--help-conditions").stdout
     assert stepdbg("--version").stdout.startswith("stepdbg 0.")
+    for command in (("torchrun", "--help"), ("overfit", "--help"), ("doctor", "--help"), ("attach", "--help")):
+        text = stepdbg(*command).stdout
+        examples = text.split("examples:\n")[1].split("\n\n")[0].splitlines()
+        assert examples and all(line.startswith("  stepdbg ") for line in examples), text
+        if command[0] == "torchrun":  # each example of torchrun's help runs torchrun
+            assert all("torchrun " in line for line in examples), examples
+
+
+def test_the_memory_census_leaves_torch_compiles_fake_tensors_alone():
+    import warnings
+
+    import torch
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    from stepdbg.agent.measure.census import storage_of
+
+    with FakeTensorMode():
+        fake = torch.randn(3)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # torch's deprecation of a FakeTensor's data pointer
+        assert storage_of(fake) is None
 
 
 def test_report_has_start_and_end_with_versions(tmp_path, echo_script):

@@ -112,10 +112,13 @@ def test_ls_and_attach_over_ssh_from_the_cli(sshd, start_job):  # noqa: F811
     assert str(info.pid) in ls.stdout and "train_loop.py" in ls.stdout
     with client.connect(f"ssh://{sshd['user']}@127.0.0.1:{sshd['port']}") as watcher:  # the only session
         watcher.wait_paused(WAIT)
-        out = subprocess.run([sys.executable, "-m", "stepdbg", "attach", "ssh://testnode"], input="p x\nc\n",
+        out = subprocess.run([sys.executable, "-m", "stepdbg", "attach", "ssh://testnode"], input="p x\ndetach\n",
                              capture_output=True, text=True, timeout=WAIT, cwd=ROOT, env=env)
         assert out.returncode == 0, out.stderr
         assert "paused at step 1" in out.stderr and "x: float32 [8, 4] on cpu" in out.stderr
+        # coming back is over ssh too (it said `stepdbg attach ID`, which looks on this machine)
+        assert f"the job stays paused: `stepdbg attach ssh://testnode/{info.id}` comes back" in out.stderr
+        watcher.cont()
         assert watcher.wait_exited(WAIT)["exit_code"] == 0
     assert job.finish()[0] == 0
 

@@ -76,7 +76,7 @@ OPTIONS are the run options (stepdbg --help); TORCHRUN OPTIONS go to torchrun as
 
 examples:
   stepdbg --break nan torchrun --nproc_per_node=2 train.py
-  stepdbg --break nan --on-break rewind --keep-every 50 --max-rewinds 3 train.py
+  stepdbg --break nan --on-break rewind --keep-every 50 --max-rewinds 3 torchrun --nproc_per_node=2 train.py
   stepdbg --break nan --report r.jsonl torchrun --nproc_per_node=2 train.py
   stepdbg serve --break 'grad_norm>100' torchrun --nnodes=2 --node_rank=0 train.py"""
 

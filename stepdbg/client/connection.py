@@ -71,6 +71,7 @@ class Client(Ops):
     def __init__(self, conn: protocol.Connection, welcome: dict[str, Any], closer: Any = None) -> None:
         self.conn = conn
         self.session: dict[str, Any] = welcome.get("session", {})
+        self.again = str(self.session.get("id"))  # what `stepdbg attach` takes to come back (connect() sets it)
         self.status_at_attach: dict[str, Any] = welcome.get("status", {})
         self.events: queue.Queue[dict[str, Any]] = queue.Queue()
         self.paused: dict[str, Any] | None = (self.status_at_attach or {}).get("paused")
@@ -231,11 +232,17 @@ def connect(target: str | None = None, token: str | None = None, timeout: float 
     """Connect to TARGET (see the module docstring)."""
     ep = resolve(target, token)
     try:
-        return connect_address(ep.address, ep.token, timeout, closer=ep.close)
+        c = connect_address(ep.address, ep.token, timeout, closer=ep.close)
     except Exception:
         if ep.close is not None:
             ep.close()
         raise
+    if target and target.startswith("ssh://"):  # over ssh, coming back is over ssh too
+        from .remote import ssh_target
+
+        t = ssh_target(target)
+        c.again = f"ssh://{t.dest}{f':{t.port}' if t.port else ''}/{c.again}"
+    return c
 
 
 def connect_job(job: str | None = None, timeout: float = 10.0) -> list[Client]:

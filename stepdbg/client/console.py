@@ -209,7 +209,8 @@ def detach(client: Any, line: str) -> str:
     if then == "end":
         return "detached; the job is ending (exit code 3)"
     if then == "stay" and paused:
-        return f"detached; the job stays paused: `stepdbg attach {client.session.get('id')}` comes back"
+        again = getattr(client, "again", None) or client.session.get("id")
+        return f"detached; the job stays paused: `stepdbg attach {again}` comes back"
     return "detached; the job goes on"
 
 

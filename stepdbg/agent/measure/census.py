@@ -27,9 +27,17 @@ _CONTAINER_ITEMS = 10_000  # items of one list or dict looked into for tensors
 _GRAPH_NODES = 200_000  # autograd nodes walked from one paused frame's tensors
 
 
+try:  # torch.compile's tracing tensors: no memory, and asking their storage's address warns
+    from torch._subclasses.fake_tensor import FakeTensor as _FakeTensor
+except ImportError:  # pragma: no cover - every torch stepdbg supports has it
+    _FakeTensor = ()  # type: ignore[assignment,misc]
+
+
 def storage_of(t: torch.Tensor) -> tuple[tuple[str, int], int] | None:
     """((device, storage address), storage bytes) of a tensor; None for one without storage."""
     t = getattr(t, "_local_tensor", t)  # a DTensor: its shard on this rank
+    if isinstance(t, _FakeTensor):
+        return None
     try:
         s = t.untyped_storage()
         key, nbytes = (str(t.device), s.data_ptr()), s.nbytes()
