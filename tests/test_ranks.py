@@ -134,6 +134,10 @@ def test_a_client_that_vanishes_gives_the_ranks_their_timeout_back_and_the_job_g
             time.sleep(0.1)
         console = subprocess.Popen([sys.executable, "-m", "stepdbg", "attach"], cwd=ROOT, stdin=subprocess.PIPE,
                                    stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        assert console.stdout is not None
+        for line in console.stdout:  # attached to every rank (killed before that, it would never have been there)
+            if line.startswith("attached to job"):
+                break
         reports = [tmp_path / f"r.rank{r}.jsonl" for r in (0, 1)]
         deadline = time.monotonic() + WAIT
         while not all(f.exists() and '"event": "break"' in f.read_text() for f in reports):

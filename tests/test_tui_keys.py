@@ -78,6 +78,10 @@ async def test_set_lr_dialog_validates_then_sets_pinned():
         await pilot.pause(0.2)
         assert not isinstance(app.screen, LrScreen)
         assert ("set_lr", (1e-4, None, True)) in src.calls
+        src.push("change", {"what": "lr", "step": 30, "lr": 1e-4, "pinned": True, "groups": []})
+        await pilot.pause(0.2)
+        # the LR at the break, and the one the next update uses (the panel kept the old one alone)
+        assert f"lr {BREAK['scalars']['lr'][0]:.4g} → 0.0001 pinned" in text_of(app, "#break-record")
 
 
 async def test_quit_asks_what_happens_to_the_job():
@@ -271,6 +275,7 @@ async def test_pushed_events_update_the_screen():
         src.push("exited", {"exit_code": 0, "steps": 60})
         await pilot.pause(0.2)
         assert app.connection == "job ended, exit code 0"
+        assert "step 59 · ended" in text_of(app, "#header")  # the last of 60 steps, not the last status seen
         # Not "running — no break yet" after the end; a change is in the Log once, in words.
         assert text_of(app, "#break-record").startswith("the job ended (exit code 0).")
         await pilot.press("9")  # the Log draws its lines once shown

@@ -86,7 +86,8 @@ async def test_every_key_and_panel_against_a_real_agent(start_job):  # noqa: F81
 def test_real_terminal_nan_demo_replay_lr_continue_quit(tmp_path, private_runtime_dir):  # noqa: F811
     """In tmux: the TUI comes up at the break, replay names the module, op and line, the
     LR is set, the job continues to its end, q quits, and the exit code is the job's."""
-    term = Tmux(tmp_path, private_runtime_dir, f"{sys.executable} demos/nan_log.py", size=(100, 30))
+    # wide enough for the replay's line with the checkout's path in it, wherever the checkout lives
+    term = Tmux(tmp_path, private_runtime_dir, f"{sys.executable} demos/nan_log.py", size=(200, 30))
     try:
         term.wait_screen("PAUSED [nan]")
         term.keys("r")

@@ -68,8 +68,11 @@ def render_break(brk: dict[str, Any] | None, replay: dict[str, Any] | None,  # n
     s = brk.get("scalars") or {}
     scal = Text("loss ")
     scal.append(num(s.get("loss")), style="red" if bad(s.get("loss")) else "green")
-    scal.append(f"   grad_norm {num(s.get('grad_norm'))}   lr {num((s.get('lr') or [None])[0])}"
-                f"   data_wait {num(s.get('data_wait'), 3)}s")
+    scal.append(f"   grad_norm {num(s.get('grad_norm'))}   lr {num((s.get('lr') or [None])[0])}")
+    now = brk.get("lr_now")
+    if now:  # changed at this pause: the LR the next update uses
+        scal.append(f" → {num(now['lr'])}{' pinned' if now.get('pinned') else ''}", style="bold cyan")
+    scal.append(f"   data_wait {num(s.get('data_wait'), 3)}s")
     lines.append(scal)
     w = brk.get("where")
     if w:

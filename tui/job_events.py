@@ -35,6 +35,10 @@ def apply(app: Any, event: str, data: Any) -> None:  # noqa: C901 - one branch p
                     app.log_line(line, "red" if batch["stream"] == "stderr" else "")
     elif event == "change":
         app.log_line(change_words(data), "cyan")
+        brk = app.status.get("paused")
+        if data.get("what") == "lr" and brk:  # the Break panel shows the LR now beside the one at the break
+            app.status = {**app.status, "paused": {**brk, "lr_now": {"lr": data.get("lr"), "pinned": data.get("pinned")}}}
+            app.refresh_break()
     elif event == "break":
         app.log_line(f"break at step {data['step']} [{data['condition']}]: {data['reason']}", "magenta")
     elif event == "finding":
@@ -43,7 +47,9 @@ def apply(app: Any, event: str, data: Any) -> None:  # noqa: C901 - one branch p
         app.refresh_break()
     elif event == "exited":
         code = data.get("exit_code")
-        app.status = {**app.status, "state": f"exited ({code})", "paused": None, "phase": "ended"}
+        steps = data.get("steps")  # how many ran: the last one's number is one less (the status lags)
+        last = steps - 1 if isinstance(steps, int) and steps > 0 else app.status.get("step")
+        app.status = {**app.status, "state": f"exited ({code})", "paused": None, "phase": "ended", "step": last}
         app.connection = f"job ended, exit code {code}"
         app.log_line(f"the job ended with exit code {code}", "bold")
         app.refresh_break()

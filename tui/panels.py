@@ -208,7 +208,7 @@ class LogPanel(Vertical):
 
 
 def render_header(session: dict[str, Any], status: dict[str, Any], elapsed: float, connection: str) -> Table:
-    t = Table.grid(expand=True)
+    t = Table.grid(expand=True, padding=(0, 1))  # a cut host name never runs into the clock
     t.add_column(ratio=1, no_wrap=True, overflow="ellipsis")
     t.add_column(justify="right", no_wrap=True)
     argv = session.get("argv") or []
