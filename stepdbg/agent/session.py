@@ -167,7 +167,7 @@ class Session:
                        repeats_not_reported=repeats)
         if repeats:
             self.bus.say("conditions that stayed true (reported once): "
-                         + ", ".join(f"{k} x{v}" for k, v in repeats.items()))
+                         + ", ".join(f"{k} on {v} more step{'s' if v != 1 else ''}" for k, v in repeats.items()))
         self.bus.report.close()
 
     def _forked(self) -> None:

@@ -117,11 +117,13 @@ class Breakpoints:
 
     def repeat(self, spec: str, step: int) -> bool:
         """True when `spec` fired in this step or the one before: a NaN that stays, or a
-        norm that stays high, is one break, not one per step. Counted in the end event."""
+        norm that stays high, is one break, not one per step. The steps it stayed true on
+        are counted in the end event (once a step, whatever the pause points it held at)."""
         last = self._fired.get(spec)
         self._fired[spec] = step
         if last is not None and step - last <= 1 and not spec.startswith(("step", "every")):
-            self.repeats[spec] = self.repeats.get(spec, 0) + 1
+            if step != last:
+                self.repeats[spec] = self.repeats.get(spec, 0) + 1
             return True
         return False
 
