@@ -121,6 +121,8 @@ async def test_number_keys_switch_panels_and_load_them():
             await pilot.press(key)
             await pilot.pause(0.1)
             assert app.query_one(TabbedContent).active == pid
+            tables = list(app.query_one(f"#{pid}").query(DataTable))
+            assert app.focused is (tables[0] if tables else None), (key, app.focused)  # Down/Enter act at once
             if key in expected:
                 assert any(c[0] == expected[key] for c in src.calls), key
         assert app.query_one("#model-table", DataTable).row_count == 6

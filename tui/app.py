@@ -85,10 +85,8 @@ class StepdbgApp(ControlActions, App[str | None]):
         *[Binding(str(i + 1), f"panel('{pid}')", title, show=False) for i, (pid, title) in enumerate(PANELS)],
     ]
 
-    status: reactive[dict[str, Any]] = reactive(dict, always_update=True)
-    """The job's status: step, phase, state, the break it is paused at."""
-    connection: reactive[str] = reactive("connected")
-    """connected, or why not."""
+    status: reactive[dict[str, Any]] = reactive(dict, always_update=True)  # step, phase, state, the break
+    connection: reactive[str] = reactive("connected")  # connected, or why not
 
     def __init__(self, source: Source, clock: Callable[[], float] = time.time,
                  reconnect: Callable[[], Awaitable[Source]] | None = None) -> None:
@@ -261,8 +259,9 @@ class StepdbgApp(ControlActions, App[str | None]):
 
     # ------------------------------------------------------------------ actions
 
-    def action_panel(self, pid: str) -> None:
-        self.query_one(TabbedContent).active = pid
+    def action_panel(self, pid: str) -> None:  # a number key: the focus on its table (Down, Enter act at once)
+        (tabs := self.query_one(TabbedContent)).active = pid
+        self.set_focus(next(iter(tabs.get_pane(pid).query(DataTable)), None))
 
     def action_breakpoints(self) -> None:
         self.action_panel("breakpoints")
