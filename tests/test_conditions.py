@@ -117,3 +117,11 @@ def test_conditions_compute_in_floats_so_no_value_makes_them_slow():
 def test_a_condition_is_a_line_not_a_program():
     with pytest.raises(ConditionError, match=r"100006 characters long; at most 1000 are accepted"):
         parse("expr:" + "loss+" * 20_000 + "1")
+
+
+def test_a_breakpoint_added_twice_is_set_once():
+    from stepdbg.agent.breaks.breakpoints import Breakpoints
+
+    breaks = Breakpoints(["nan"])
+    first = breaks.add("grad_norm>100")
+    assert breaks.add("grad_norm>100") is first and breaks.specs() == ["nan", "grad_norm>100"]

@@ -206,6 +206,13 @@ async def test_repl_line_evaluates_with_history():
         assert "ValueError: boom" in text_of(app, "#repl-out")
         await pilot.press("up", "up")
         assert app.query_one("#repl", Input).value == "loss"
+        app.query_one("#repl", Input).value = ""
+        await pilot.press(*"break add loss>5", "enter")  # an answer under the line, good or bad
+        await pilot.pause(0.2)
+        assert "breakpoint loss>5 added" in text_of(app, "#repl-out")
+        await pilot.press(*"break add grad_norm>>1", "enter")
+        await pilot.pause(0.2)
+        assert check_spec("grad_norm>>1") in text_of(app, "#repl-out")
         await pilot.press("escape")
         assert app.focused is None
 

@@ -338,14 +338,15 @@ class StepdbgApp(ControlActions, App[str | None]):
         if spec:
             self.run_worker(self.add_break(spec), group="breaks")
 
-    async def add_break(self, spec: str) -> None:
+    async def add_break(self, spec: str) -> str | None:  # the agent's refusal (shown in Breaks too), or None
         try:
             await self.source.add_break(spec)
         except Exception as e:  # the agent's own error, shown where it was typed
-            self.query_one("#break-error", Label).update(getattr(e, "message", None) or str(e))
-            return
+            self.query_one("#break-error", Label).update(error := getattr(e, "message", None) or str(e))
+            return error
         self.query_one("#break-input", Input).value = ""
         await self._refresh_panel("breakpoints")
+        return None
 
     def on_key(self, event: Any) -> None:
         focused = self.focused

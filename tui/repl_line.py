@@ -8,7 +8,7 @@ from typing import Any
 
 from textual.widgets import Static
 
-from .panels import render_summary
+from .panels import check_spec, render_summary
 from .refresh import refresh_panel
 
 
@@ -48,8 +48,9 @@ async def run_line(app: Any, line: str) -> None:  # noqa: C901, PLR0912 - one br
             groups = ", ".join(str(g["group"]) for g in r.get("groups", []))
             out.update(f"» {line}\nLR set to {lr:g}{' and pinned' if pin else ''} (param groups {groups})")
     elif word == "break" and rest.startswith("add "):
-        await app.add_break(rest[4:].strip())
-        out.update(f"» {line}")
+        spec = rest[4:].strip()
+        error = check_spec(spec) or await app.add_break(spec)
+        out.update(f"» {line}\n{error or f'breakpoint {spec} added'}")
     elif word == "break" and rest.startswith(("rm ", "remove ")):
         spec = rest.partition(" ")[2].strip()
         if await app.ask("breakpoint", app.source.remove_break(spec)) is not None:

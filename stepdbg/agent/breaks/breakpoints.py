@@ -44,7 +44,11 @@ class Breakpoints:
         return [c.spec for c in self.conditions]
 
     def add(self, spec: str | Condition) -> Condition:
+        """Add a condition; one already set is kept once (a front end's table keys rows by spec)."""
         c = spec if isinstance(spec, Condition) else cond_mod.parse(spec)
+        same = next((have for have in self.conditions if have.spec == c.spec), None)
+        if same is not None:
+            return same
         self.conditions.append(c)
         self._recount()
         return c
