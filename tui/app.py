@@ -57,7 +57,7 @@ class StepdbgApp(ControlActions, App[str | None]):
     CSS = """
     #header { height: 1; background: $boost; padding: 0 1; }
     TabbedContent { height: 1fr; }
-    .hint { color: $text-muted; }
+    .hint { color: $text-muted; width: 100%; }
     #repl { height: 3; }
     #repl-out { height: auto; max-height: 6; padding: 0 1; color: $text-muted; }
     """

@@ -5,7 +5,7 @@ from __future__ import annotations
 from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Grid, Vertical
+from textual.containers import Grid, Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Button, Checkbox, Input, Label, Static
 
@@ -33,7 +33,7 @@ class LrScreen(ModalScreen[tuple[float, bool] | None]):
 
     DEFAULT_CSS = """
     LrScreen { align: center middle; }
-    LrScreen > Vertical { width: 60; height: auto; border: thick $accent; padding: 1 2; background: $surface; }
+    LrScreen > Vertical { width: 72; max-width: 100%; height: auto; border: thick $accent; padding: 1 2; background: $surface; }
     LrScreen #lr-error { color: $error; }
     """
     BINDINGS = [Binding("escape", "dismiss(None)", "cancel")]
@@ -147,9 +147,12 @@ class CtrlCScreen(ChoiceScreen):
 class HelpScreen(ModalScreen[None]):
     DEFAULT_CSS = """
     HelpScreen { align: center middle; }
-    HelpScreen > Static { width: 84; height: auto; border: thick $accent; padding: 1 2; background: $surface; }
+    HelpScreen > VerticalScroll { width: 84; max-width: 100%; height: auto; max-height: 100%;
+                                  border: thick $accent; padding: 1 2; background: $surface; }
     """
     BINDINGS = [Binding("escape,question_mark,q", "dismiss(None)", "close")]
+    AUTO_FOCUS = "VerticalScroll"  # its keys scroll at once
 
-    def compose(self) -> ComposeResult:
-        yield Static(HELP)
+    def compose(self) -> ComposeResult:  # scrolls (↑↓, PgUp/PgDn) where the terminal is shorter than the help
+        with VerticalScroll():
+            yield Static(HELP)

@@ -88,6 +88,8 @@ def render_summary(s: dict[str, Any]) -> Text:
 
 class TensorPanel(Vertical):
     DEFAULT_CSS = """
+    TensorPanel { overflow-y: auto; }
+    TensorPanel .inputs { height: 3; }
     TensorPanel Input { width: 1fr; }
     TensorPanel #tensor-summary { height: auto; margin: 1 0; }
     TensorPanel Sparkline { height: 3; }
@@ -201,7 +203,7 @@ class ThreadsPanel(VerticalScroll):
 
 class LogPanel(Vertical):
     def compose(self) -> ComposeResult:
-        yield RichLog(id="log", max_lines=5000, wrap=False, markup=False)
+        yield RichLog(id="log", max_lines=5000, wrap=True, markup=False)
 
     def write(self, line: str, style: str = "") -> None:
         self.query_one(RichLog).write(Text(line, style=style))
