@@ -1,4 +1,4 @@
-"""FAILURES.md row 13: a model that should overfit one batch cannot.
+"""docs/failures.md row 13: a model that should overfit one batch cannot.
 
 The body was frozen for fine-tuning and never unfrozen, and the head's learning rate
 is tiny: only 33 parameters learn, barely.

@@ -1,4 +1,4 @@
-"""FAILURES.md row 12: validation worse than it should be, or dropout off in training.
+"""docs/failures.md row 12: validation worse than it should be, or dropout off in training.
 
 After the first validation pass the loop never calls model.train() again, so from
 epoch 1 on it trains with dropout and batchnorm in eval mode.

@@ -1,4 +1,4 @@
-"""FAILURES.md row 10: "one of the variables needed for gradient computation has been
+"""docs/failures.md row 10: "one of the variables needed for gradient computation has been
 modified by an inplace operation".
 
 A block rescales the output of a sigmoid in place; sigmoid saved that output for its

@@ -1,4 +1,4 @@
-"""FAILURES.md row 2: the loss explodes; the gradient norm rises without bound.
+"""docs/failures.md row 2: the loss explodes; the gradient norm rises without bound.
 
 Plain SGD with a learning rate far too high for the data's scale, no warmup, no
 clipping; a DataLoader loop with a StepLR scheduler. Lowering the LR (pinned, so the

@@ -1,4 +1,4 @@
-"""FAILURES.md row 9: out of memory at step 500 (a leak).
+"""docs/failures.md row 9: out of memory at step 500 (a leak).
 
 `total_loss += loss` keeps every step's autograd graph, and its saved activations,
 alive: memory grows by the activations of one step, every step.

@@ -1,4 +1,4 @@
-"""FAILURES.md row 6: poor, erratic learning in classification.
+"""docs/failures.md row 6: poor, erratic learning in classification.
 
 A 10-class problem trained with MSE between one output and the class index, as if
 class 9 were 'far' from class 1.

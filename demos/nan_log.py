@@ -1,4 +1,4 @@
-"""FAILURES.md row 1: the loss is fine for a while, then NaN, and everything after.
+"""docs/failures.md row 1: the loss is fine for a while, then NaN, and everything after.
 
 A layer takes the log of its input; one bad sample at step 30 has a zero feature, the
 log makes -inf, and the next Linear turns it into NaN. A get_batch() loop (no

@@ -1,4 +1,4 @@
-"""FAILURES.md row 3: training "fails on the second iteration"; updates are erratic.
+"""docs/failures.md row 3: training "fails on the second iteration"; updates are erratic.
 
 `optimizer.zero_grad()` is missing, so every backward adds to the previous steps'
 gradients.

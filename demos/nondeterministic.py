@@ -1,4 +1,4 @@
-"""FAILURES.md row 11: same seed, different results.
+"""docs/failures.md row 11: same seed, different results.
 
 torch is seeded, but the model adds noise drawn from Python's `random`, which is not:
 two runs differ, and so do two replays of one step from the same torch state.

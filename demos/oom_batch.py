@@ -1,4 +1,4 @@
-"""FAILURES.md row 9: out of memory at step 12 (sizing): one batch far larger than the rest.
+"""docs/failures.md row 9: out of memory at step 12 (sizing): one batch far larger than the rest.
 
 Every batch has 64 rows, until step 12's length comes out 62,500x larger (a bad length
 read from the data, a collate that let a whole shard through). Its first layer's output

@@ -1,4 +1,4 @@
-"""FAILURES.md row 8: a shape mismatch crashes deep in a model.
+"""docs/failures.md row 8: a shape mismatch crashes deep in a model.
 
 A flatten uses the wrong dimension, so the classifier's Linear gets 8x64 instead of
 64x8 features: "mat1 and mat2 shapes cannot be multiplied". The post-mortem pause

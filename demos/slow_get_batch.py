@@ -1,4 +1,4 @@
-"""FAILURES.md row 5, the nanoGPT way: no DataLoader, a get_batch() on the training thread
+"""docs/failures.md row 5, the nanoGPT way: no DataLoader, a get_batch() on the training thread
 that takes as long as the step (reading and decoding a shard; `--slow` seconds a batch).
 
     stepdbg doctor --steps 4 python demos/slow_get_batch.py

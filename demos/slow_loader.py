@@ -1,4 +1,4 @@
-"""FAILURES.md row 5: training stalls; steps slow down or hang in the DataLoader.
+"""docs/failures.md row 5: training stalls; steps slow down or hang in the DataLoader.
 
 A dataset with a heavy transform: every 40th sample takes `--slow` seconds; with
 `--hang`, sample 100 never returns (a stuck worker). Two workers.

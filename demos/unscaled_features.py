@@ -1,4 +1,4 @@
-"""FAILURES.md row 7: one feature dominates; convergence is slow.
+"""docs/failures.md row 7: one feature dominates; convergence is slow.
 
 House prices from (rooms, area in square metres, year built, distance in metres):
 features on scales from 1 to 10,000, fed raw.

@@ -1,4 +1,4 @@
-"""FAILURES.md row 4: the loss is stuck; deep layers learn nothing.
+"""docs/failures.md row 4: the loss is stuck; deep layers learn nothing.
 
 Twelve sigmoid layers with a small init: each layer multiplies the gradient by at most
 0.25 times its weights, so the first layers get gradients under 1e-7.

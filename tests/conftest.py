@@ -180,8 +180,10 @@ class Tmux:
         self.exit_file = tmp_path / "exit"
         cmd = (f"cd {ROOT} && {env} STEPDBG_RUNTIME_DIR={runtime_dir} {sys.executable} -m stepdbg {args}; "
                f"echo $? > {self.exit_file}.new; mv {self.exit_file}.new {self.exit_file}; sleep 600")
+        # Not the COLUMNS and LINES a picture test in this worker set: the terminal's own size counts.
+        env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")}
         self._tmux("new-session", "-d", "-s", self.name, "-x", str(size[0]), "-y", str(size[1]), cmd,
-                   env={**os.environ, "TERM": "xterm-256color"})
+                   env={**env, "TERM": "xterm-256color"})
 
     def _tmux(self, *args: str, env: dict[str, str] | None = None, check: bool = True) -> str:
         return subprocess.run(["tmux", "-L", self.name, *args], capture_output=True, text=True, check=check,

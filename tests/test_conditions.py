@@ -125,3 +125,11 @@ def test_a_breakpoint_added_twice_is_set_once():
     breaks = Breakpoints(["nan"])
     first = breaks.add("grad_norm>100")
     assert breaks.add("grad_norm>100") is first and breaks.specs() == ["nan", "grad_norm>100"]
+
+
+def test_the_breakpoints_listing_says_where_each_condition_is_checked():
+    from stepdbg.agent.breaks.breakpoints import Breakpoints
+
+    listing = {b["spec"]: b["phase"] for b in Breakpoints(["nan", "grad_norm>10", "stale_grad"]).listing()}
+    assert listing == {"nan": "before_backward, before_optimizer_step", "grad_norm>10": "before_optimizer_step",
+                       "stale_grad": "before_backward"}  # not "any"

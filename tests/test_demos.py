@@ -112,6 +112,9 @@ def test_hung_dataloader_is_reported_by_the_watchdog_with_stacks_and_settings(tm
     (brk,) = run.of("break")
     assert brk["condition"] == "stall>2"
     assert brk["where"]["line"] == marked_line(script, "loader-loop")
+    # the reason names the script's line, not the innermost frame of torch's DataLoader
+    assert f"the training thread waits at {script}:{marked_line(script, 'loader-loop')} (for x, y in loader:" \
+        in brk["reason"], brk["reason"]
     loader = brk["details"]["dataloader"]
     assert loader["num_workers"] == 2 and loader["cpu_count"] >= 1
     assert len(loader["workers"]) == 2

@@ -91,8 +91,9 @@ def test_real_terminal_nan_demo_replay_lr_continue_quit(tmp_path, private_runtim
     try:
         term.wait_screen("PAUSED [nan]")
         term.keys("r")
-        s = term.wait_screen("module features (LogFeatures)")
-        assert f"op log  line {DEMOS / 'nan_log.py'}:{marked_line(DEMOS / 'nan_log.py', 'nan-here')}" in s
+        # the whole answer, waited for (its first words can show before the panel has all of it)
+        s = term.wait_screen(f"op log  line {DEMOS / 'nan_log.py'}:{marked_line(DEMOS / 'nan_log.py', 'nan-here')}")
+        assert "module features (LogFeatures)" in s
         term.keys("l")
         term.wait_screen("learning rate for all groups")
         term.keys("0.001", "Enter")

@@ -170,7 +170,7 @@ class FakeSource:
         self.calls: list[tuple[str, Any]] = []
         self.events: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
         self.snapshots = [{"step": 20, "bytes": 1_204_224, "tried": False}, {"step": 25, "bytes": 1_204_224, "tried": False}]
-        self.breaks = [{"spec": "nan", "kind": "nan", "phase": "any", "enabled": True},
+        self.breaks = [{"spec": "nan", "kind": "nan", "phase": "before_backward, before_optimizer_step", "enabled": True},
                        {"spec": "grad_norm>100", "kind": "grad_norm", "phase": "before_optimizer_step", "enabled": True}]
         self.replay_delay = 0.0
         self.frame = 1  # the selected frame of STACKS[0] (u and d move it)

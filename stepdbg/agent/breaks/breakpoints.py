@@ -26,6 +26,12 @@ SPIKE_WINDOW = 50  # steps of the running loss median (loss_spike)
 SPIKE_MIN_STEPS = 5
 
 
+def checked_at(c: Condition) -> tuple[str, ...]:
+    """The pause points a condition is checked at (a NaN at two; the watchdog's at none)."""
+    return {"nan": ("before_backward", "before_optimizer_step"),
+            "stale_grad": ("before_backward",)}.get(c.kind, (c.phase,) if c.phase and c.phase != "any" else ())
+
+
 class Breakpoints:
     """The conditions of a session, which are on, and which already fired."""
 
@@ -69,7 +75,8 @@ class Breakpoints:
 
     def listing(self) -> list[dict[str, Any]]:
         """Each breakpoint with its kind, where it is checked and whether it is on."""
-        return [{"spec": c.spec, "kind": c.kind, "phase": c.phase, "enabled": c.spec not in self.disabled}
+        return [{"spec": c.spec, "kind": c.kind, "phase": ", ".join(checked_at(c)) or "-",
+                 "enabled": c.spec not in self.disabled}
                 for c in self.conditions]
 
     def first(self, kind: str) -> Condition | None:
@@ -81,9 +88,7 @@ class Breakpoints:
         for c in self.conditions:
             if c.spec in self.disabled:
                 continue
-            phases = {"nan": ("before_backward", "before_optimizer_step"),
-                      "stale_grad": ("before_backward",)}.get(c.kind, (c.phase,) if c.phase else ())
-            for phase in phases:
+            for phase in checked_at(c):
                 at.setdefault(phase, []).append(c)
         return at
 

@@ -16,6 +16,7 @@ from typing import Any
 
 from stepdbg.agent.breaks.job_stall import StallExchange, diagnose
 from stepdbg.agent.measure import threads
+from stepdbg.agent.measure.frames import is_user_file
 from stepdbg.agent.step.step_model import StepModel
 from stepdbg.wire.conditions import Condition
 
@@ -69,8 +70,7 @@ class Watchdog:
                     "dataloader": threads.loader_settings(it) if it is not None else None,
                 }
                 train = next((t for t in details["threads"] if t["id"] == m.thread), None)
-                top = train["stack"][-1] if train and train["stack"] else None
-                where = f"; the training thread waits in {top['function']} ({top['file']}:{top['line']})" if top else ""
+                where = _waits_at(train["stack"] if train else [])
                 if multi and job is not None:
                     asked = job.ask(max(3.0, 3 * tick))
                     if asked is None:  # another rank asked too, later: it reports
@@ -97,3 +97,16 @@ class Watchdog:
             return
         if ask is not None and self.on_job_end is not None:
             self.on_job_end(ask["rank"])
+
+
+def _waits_at(stack: list[dict[str, Any]]) -> str:
+    """Where the training thread waits, in words: the user's line, then the function it is
+    in when that is torch's or a library's (a stall names the line to look at)."""
+    if not stack:
+        return ""
+    top = stack[-1]
+    user = next((f for f in reversed(stack) if not f.get("hidden") and is_user_file(f["file"])), None)
+    if user is None:
+        return f"; the training thread waits in {top['function']} ({top['file']}:{top['line']})"
+    inner = f", in {top['function']}" if top is not user and not top.get("hidden") else ""
+    return f"; the training thread waits at {user['file']}:{user['line']} ({(user.get('code') or '').strip()}){inner}"

@@ -1,0 +1,109 @@
+"""The README's sample outputs, made by running them: each block after a line
+``<!-- sample: NAME -->`` is what SAMPLES[NAME] prints, with this checkout's path left out.
+
+    python scripts/readme_samples.py           # run every sample and rewrite its block
+    python scripts/readme_samples.py --check   # exit 1, with a diff, where a block drifted
+
+tests/test_readme.py runs the check, so the README's outputs are the program's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import difflib
+import os
+import re
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+README = ROOT / "README.md"
+MARK = re.compile(r"^<!-- sample: ([\w-]+) -->\n```\n(.*?)^```\n", re.M | re.S)
+
+
+@dataclass(frozen=True)
+class Sample:
+    command: str  # as a person types it, in the checkout, after `stepdbg` is on the PATH
+    stdin: str = ""
+    prompts: int = 0  # keep the output up to this console prompt (the commands typed before it)
+    start: str = ""  # keep the output from the first line that starts with this ("..." before it)
+    shown: bool = False  # the block starts with "$ COMMAND"
+
+
+SAMPLES = {
+    "quickstart": Sample("stepdbg --no-tui --on-break replay --on-break pause python demos/nan_log.py",
+                         stdin="info model\nq\n", prompts=2),
+    "skip-on-device": Sample("stepdbg --no-tui --skip-on-device --on-break replay python demos/nan_log.py --fused",
+                             start="step 30 ", shown=True),
+    "doctor": Sample("stepdbg doctor --steps 20 -q python demos/lr_explode.py", shown=True),
+}
+
+
+def run(sample: Sample) -> str:
+    """What a person sees: stdout and stderr as they come, this checkout's path left out."""
+    argv = sample.command.split()
+    argv = [sys.executable, "-m", "stepdbg", *argv[1:]]
+    argv = [sys.executable if a == "python" else a for a in argv]
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", "COLUMNS": "100", "STEPDBG_CONSOLE": "1" if sample.stdin else "0"}
+    env.pop("STEPDBG_DEFER_READS", None)
+    out = subprocess.run(argv, input=sample.stdin, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                         cwd=ROOT, env=env, timeout=300).stdout
+    out = out.replace(f"{ROOT}{os.sep}", "")
+    at = 0
+    for typed in sample.stdin.splitlines():  # what a terminal echoes after each prompt
+        at = out.find("(stepdbg) ", at)
+        if at < 0:
+            break
+        at += len("(stepdbg) ")
+        out = f"{out[:at]}{typed}\n{out[at:]}"
+    if sample.prompts:
+        at = -1
+        for _ in range(sample.prompts):
+            at = out.index("(stepdbg) ", at + 1)
+        out = out[:at] + "(stepdbg)\n"
+    if sample.start:
+        lines = out.splitlines(keepends=True)
+        first = next(i for i, line in enumerate(lines) if line.startswith(sample.start))
+        out = "".join(["...\n"] * (first > 0) + lines[first:])
+    lines = [line.rstrip() for line in out.splitlines()]
+    head = [f"$ {sample.command}"] if sample.shown else []
+    return "\n".join(head + lines) + "\n"
+
+
+def blocks(text: str) -> dict[str, str]:
+    return {m.group(1): m.group(2) for m in MARK.finditer(text)}
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--check", action="store_true", help="compare, rewrite nothing; exit 1 where a block drifted")
+    p.add_argument("names", nargs="*", help="only these samples (default: every one)")
+    args = p.parse_args()
+    text = README.read_text()
+    found = blocks(text)
+    missing = set(SAMPLES) - set(found)
+    if missing:
+        print(f"README.md has no block for {sorted(missing)}", file=sys.stderr)
+        return 2
+    drifted = 0
+    for name in args.names or list(SAMPLES):
+        print(f"running {name}: {SAMPLES[name].command}", file=sys.stderr, flush=True)
+        new = run(SAMPLES[name])
+        if new == found[name]:
+            continue
+        drifted += 1
+        if args.check:
+            sys.stdout.writelines(difflib.unified_diff(found[name].splitlines(True), new.splitlines(True),
+                                                       f"README.md ({name})", f"{name} as run now"))
+        else:
+            text = text.replace(f"<!-- sample: {name} -->\n```\n{found[name]}```\n",
+                                f"<!-- sample: {name} -->\n```\n{new}```\n")
+    if not args.check:
+        README.write_text(text)
+    return 1 if drifted and args.check else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
