@@ -7,7 +7,6 @@ torchrun). A listener that fails is said and skipped; nothing here raises into t
 
 from __future__ import annotations
 
-import os
 import sys
 import traceback
 from collections.abc import Callable
@@ -15,12 +14,13 @@ from dataclasses import asdict
 from typing import Any
 
 from stepdbg.agent.report import Report, rank_path
+from stepdbg.wire.numbers import env_int
 
 
 def rank_of_job() -> int | None:
     """This process's rank in a distributed job of more than one rank, else None."""
-    rank, world = os.environ.get("RANK"), os.environ.get("WORLD_SIZE")
-    return int(rank) if rank is not None and world not in (None, "1") else None
+    rank, world = env_int("RANK"), env_int("WORLD_SIZE")
+    return rank if rank is not None and world not in (None, 1) else None
 
 
 class Bus:

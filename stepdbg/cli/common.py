@@ -16,6 +16,7 @@ from typing import Any, NoReturn
 from ..wire import address
 from ..wire.agent_config import DEFAULT_BREAKS, AgentConfig
 from ..wire.conditions import ACTIONS, ConditionError, parse
+from ..wire.numbers import ascii_int
 
 EXIT_USAGE = 2
 EXIT_FAILED = 1
@@ -107,9 +108,10 @@ def check_report_path(path: str) -> None:
 
 def _count(flag: str, least: int = 0) -> Callable[[str], int]:
     def parse_count(value: str) -> int:
-        if not value.isdigit() or int(value) < least:
+        n = ascii_int(value)
+        if n is None or n < least:
             raise UsageError(f"{flag} needs a whole number >= {least}, not {value!r}")
-        return int(value)
+        return n
 
     return parse_count
 
@@ -125,9 +127,10 @@ def _scale(value: str) -> float:
 
 
 def steps(value: str) -> int:
-    if not value.isdigit() or int(value) < 1:
+    n = ascii_int(value)
+    if n is None or n < 1:
         raise UsageError(f"--steps needs a whole number of steps >= 1, not {value!r}")
-    return int(value)
+    return n
 
 
 class _ShowConditions(argparse.Action):

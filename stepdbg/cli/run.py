@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import sys
 
+from ..wire.numbers import ascii_int
 from .common import Parser, RunConfig, add_run_options, at_terminal, run_config
 
 RUN_DESCRIPTION = """\
@@ -117,7 +118,7 @@ def nproc(torchrun_args: list[str]) -> int:
         name, eq, val = a.partition("=")
         if name in ("--nproc_per_node", "--nproc-per-node"):
             raw = val if eq else (torchrun_args[i + 1] if i + 1 < len(torchrun_args) else "1")
-            return int(raw) if raw.isdigit() else os.cpu_count() or 1
+            return ascii_int(raw) or os.cpu_count() or 1
     return 1
 
 

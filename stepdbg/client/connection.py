@@ -223,6 +223,10 @@ def resolve(target: str | None = None, token: str | None = None) -> Endpoint:
     if target and token is None and looks_like_hostport(target):
         raise TargetError(f"{target} is a TCP address: pass its token (--token-file FILE or STEPDBG_TOKEN; `stepdbg ls --json --with-token` on the job's machine shows it)")
     if target and token is not None:
+        try:
+            address_of(target)  # a port out of range is said in one line, before connecting
+        except ValueError as e:
+            raise TargetError(str(e)) from None
         return Endpoint(target, token)
     info = find_local(target)
     return Endpoint(info.reach, info.token)

@@ -16,6 +16,7 @@ from collections import deque
 from typing import Any
 
 from ..wire import stall_text
+from ..wire.numbers import ascii_int
 from .connection import OUTPUT_TAIL, Client
 
 BROADCAST = ("cont", "next_phase", "next_step", "run_to_step", "end", "set_lr", "set_param_group", "skip_step",
@@ -29,9 +30,10 @@ def parse_ranks(spec: str, world: int) -> list[int]:
     out: list[int] = []
     for part in spec.split(","):
         lo, _, hi = part.strip().partition("-")
-        if not lo.isdigit() or (hi and not hi.isdigit()):
+        first, last = ascii_int(lo), ascii_int(hi or lo)
+        if first is None or last is None:
             raise ValueError(f"bad rank set {spec!r}: use e.g. 0,2-3 or all")
-        out += range(int(lo), int(hi or lo) + 1)
+        out += range(first, last + 1)
     bad = [r for r in out if r >= world]
     if bad:
         raise ValueError(f"no rank {bad[0]}: the job has ranks 0-{world - 1}")

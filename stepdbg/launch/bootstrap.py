@@ -112,7 +112,11 @@ def main() -> int:  # noqa: C901, PLR0912, PLR0915 - the launcher's steps in ord
     code = _cannot_start(module, argv[0])
     if code is not None:
         return code
-    config = AgentConfig.from_json(env_config)
+    try:
+        config = AgentConfig.from_json(env_config)
+    except ValueError as e:  # set by hand, or by another version of stepdbg: one line, as the CLI says it
+        print(f"stepdbg: {e}", file=sys.stderr, flush=True)
+        return 2
     config.argv = [sys.executable, *(["-m"] if module else []), *argv]
     session = _new_session(config)
     stepdbg.use(session)

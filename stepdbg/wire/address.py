@@ -8,6 +8,8 @@ import os
 import socket
 from dataclasses import dataclass
 
+from .numbers import ascii_int
+
 DEFAULT_HOST = "127.0.0.1"
 
 
@@ -36,7 +38,7 @@ def is_socket_path(text: str) -> bool:
 def split_hostport(text: str) -> tuple[str, str] | None:
     """HOST and PORT of 'HOST:PORT' or ':PORT' (a port of digits), else None."""
     host, sep, port = text.rpartition(":")
-    if not sep or not port.isdigit():
+    if not sep or ascii_int(port) is None:
         return None
     return host.strip("[]"), port
 

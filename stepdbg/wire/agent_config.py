@@ -47,11 +47,25 @@ class AgentConfig:
     @classmethod
     def from_json(cls, text: str) -> AgentConfig:
         """The configuration the launcher wrote; unknown keys or bad values are refused."""
-        data = json.loads(text or "{}")
-        known = {f.name for f in fields(cls)}
-        if not isinstance(data, dict) or set(data) - known:
-            raise ValueError(f"STEPDBG_CONFIG: unknown keys {sorted(set(data) - known) if isinstance(data, dict) else data!r}")
+        try:
+            data = json.loads(text or "{}")
+        except ValueError as e:
+            raise ValueError(f"STEPDBG_CONFIG is not JSON ({e})") from None
+        known = {f.name: f for f in fields(cls)}
+        if not isinstance(data, dict) or set(data) - set(known):
+            raise ValueError(f"STEPDBG_CONFIG: unknown keys {sorted(set(data) - set(known)) if isinstance(data, dict) else data!r}")
+        for name, value in data.items():  # `report: 7` would have written the report to fd 7
+            accepts = _json_types(str(known[name].type))
+            if not isinstance(value, accepts) or (isinstance(value, bool) and bool not in accepts):
+                raise ValueError(f"STEPDBG_CONFIG: {name} is {known[name].type}, not {value!r}")
         try:
             return cls(**data)
         except (TypeError, ConditionError) as e:
             raise ValueError(f"STEPDBG_CONFIG: {e}") from None
+
+
+def _json_types(annotation: str) -> tuple[type, ...]:
+    """The JSON values a field's annotation takes ('str | None', 'list[str]', 'float | None')."""
+    names = {"bool": (bool,), "str": (str,), "int": (int,), "float": (int, float), "None": (type(None),),
+             "list": (list,), "dict": (dict,)}
+    return tuple(t for part in annotation.split("|") for t in names.get(part.strip().split("[")[0], ()))

@@ -27,7 +27,13 @@ from stepdbg.agent.breaks.job_stall import StallExchange
 from stepdbg.agent.breaks.ranks import Ranks
 from stepdbg.agent.bus import Bus
 from stepdbg.agent.measure import census, failures, memory, oom, tensors
-from stepdbg.agent.measure.frames import PausedStack, framework_frame, user_frame, where_of
+from stepdbg.agent.measure.frames import (
+    PausedStack,
+    exception_text,
+    framework_frame,
+    user_frame,
+    where_of,
+)
 from stepdbg.agent.replay import activations
 from stepdbg.agent.step import host_reads
 from stepdbg.agent.step.step_model import StepModel
@@ -196,7 +202,7 @@ class Breaker:
         frame, lineno = user[-1] if user else (frames[-1] if frames else (None, None))
         details = {
             "exception": type(exc).__name__,
-            "message": str(exc),
+            "message": exception_text(exc),
             "explanation": failures.explain_error(exc),
             "traceback": "".join(traceback.format_exception(type(exc), exc, exc.__traceback__)),
             "locals": failures.tensor_locals(frame) if frame is not None else {},
@@ -208,7 +214,8 @@ class Breaker:
             if cause:
                 self.bus.say(f"out of memory, {cause['rule']}: {cause['text']}")
         self.model.reset_depths()
-        brk = self.take(cond.spec, f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}",
+        text = exception_text(exc)
+        brk = self.take(cond.spec, f"{type(exc).__name__}: {text.splitlines()[0] if text else ''}",
                         details=details, phase="exception",
                         actions=[a for a in self.actions if a not in ("skip", "rewind")], frame=frame,
                         stack=PausedStack.from_traceback(frames))

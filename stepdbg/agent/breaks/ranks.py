@@ -12,11 +12,12 @@ rank can finish the all-reduce without the breaking rank); a later one names the
 from __future__ import annotations
 
 import json
-import os
 import time
 import uuid
 from datetime import timedelta
 from typing import Any
+
+from stepdbg.wire.numbers import env_int
 
 KEY = "stepdbg/pause"
 NODE_KEY = "stepdbg/node/"
@@ -51,7 +52,7 @@ class Ranks:
         return self._world > 1
 
     def world(self) -> int:
-        return (self._world or 1) if self.active() else int(os.environ.get("WORLD_SIZE", 1))
+        return (self._world or 1) if self.active() else env_int("WORLD_SIZE", 1) or 1
 
     def _publish_node(self) -> None:
         """Say in the store which node this rank runs on, so that a client that reached
@@ -73,7 +74,7 @@ class Ranks:
 
     @property
     def rank(self) -> int:
-        return self._dist().get_rank() if self.active() else int(os.environ.get("RANK", 0))
+        return self._dist().get_rank() if self.active() else env_int("RANK", 0) or 0
 
     def _store(self) -> Any:
         from torch.distributed import distributed_c10d

@@ -10,6 +10,8 @@ from typing import Any
 
 import torch
 
+from stepdbg.agent.measure.frames import exception_text
+
 
 def module_name(roots: Iterable[torch.nn.Module], module: torch.nn.Module) -> str:
     for root in list(roots):
@@ -62,7 +64,7 @@ _ERROR_HINTS = [
 
 def explain_error(exc: BaseException) -> str | None:
     """One plain line about a common PyTorch error, or None."""
-    text = str(exc)
+    text = exception_text(exc)
     for needle, hint in _ERROR_HINTS:
         if needle.lower() in text.lower():
             return hint

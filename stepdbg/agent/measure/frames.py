@@ -103,6 +103,15 @@ class _FoldedStack(traceback.StackSummary):
         return out
 
 
+def exception_text(exc: BaseException) -> str:
+    """str(exc), for any exception object: one whose __str__ raises is named by its type
+    (as Python's own traceback does), so a post-mortem never fails on the user's error."""
+    try:
+        return str(exc)
+    except Exception:
+        return f"<exception str() failed: {type(exc).__name__}>"
+
+
 def user_traceback(exc: BaseException) -> str:
     """`exc`'s traceback as plain Python prints it for the script: the launcher's frames
     dropped and stepdbg's own folded, in the exception and everything chained to it."""

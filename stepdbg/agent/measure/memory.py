@@ -12,6 +12,8 @@ from typing import Any
 
 import torch
 
+from stepdbg.agent.measure.frames import exception_text
+
 _PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
 # A step's record reads host RSS if this many seconds passed since the last read: the read
 # cost a 1.4 ms CPU step 1.3% (18 us: benchmarks, paired runs), and a leak shows over seconds.
@@ -99,12 +101,12 @@ def is_oom(exc: BaseException) -> bool:
     oom = getattr(torch, "OutOfMemoryError", None)
     if oom is not None and isinstance(exc, oom):
         return True
-    return isinstance(exc, RuntimeError) and "can't allocate memory" in str(exc)
+    return isinstance(exc, RuntimeError) and "can't allocate memory" in exception_text(exc)
 
 
 def asked_bytes(exc: BaseException) -> int | None:
     """The bytes the failing allocation asked for, read from the error's message."""
-    text = str(exc)
+    text = exception_text(exc)
     m = re.search(r"tried to allocate (\d+) bytes", text, re.IGNORECASE)
     if m:
         return int(m.group(1))

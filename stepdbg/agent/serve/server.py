@@ -32,6 +32,7 @@ from stepdbg.agent.serve.outbox import Outbox
 from stepdbg.agent.serve.pace import Pace
 from stepdbg.wire import protocol, sessions, settings
 from stepdbg.wire.address import parse as address_of
+from stepdbg.wire.numbers import env_int
 from stepdbg.wire.ops import SCHEMAS
 
 if TYPE_CHECKING:
@@ -101,7 +102,7 @@ class Server:
         self.info = sessions.SessionInfo(
             id=str(os.getpid()), pid=os.getpid(), host=sessions.node_name(), argv=s.argv,
             address=address, local=local, token=self.token, started=time.time(),
-            rank=_env_int("RANK"), local_rank=_env_int("LOCAL_RANK"), world_size=_env_int("WORLD_SIZE"),
+            rank=env_int("RANK"), local_rank=env_int("LOCAL_RANK"), world_size=env_int("WORLD_SIZE"),
             job_id=os.environ.get("TORCHELASTIC_RUN_ID") or os.environ.get("SLURM_JOB_ID"),
         )
         sessions.write(self.info)
@@ -309,11 +310,6 @@ class Server:
         with contextlib.suppress(OSError, protocol.ProtocolError):
             conn.sock.settimeout(1.0)
             conn.send(protocol.error(None, code, message))
-
-
-def _env_int(name: str) -> int | None:
-    v = os.environ.get(name)
-    return int(v) if v and v.isdigit() else None
 
 
 def serve(session: Session, listen: str | None = None, announce: bool = True) -> Server:

@@ -1,0 +1,85 @@
+"""Whatever reaches the launcher or a post-mortem, the answer is one line or a whole report,
+never stepdbg's traceback: odd digits in the environment, a malformed STEPDBG_CONFIG, a port
+out of range, an exception object whose str() raises."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+from conftest import FIXTURE, ROOT, WAIT, run_stepdbg
+
+from stepdbg.wire.numbers import ascii_int
+
+
+def bootstrap(env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    """The job's side of the launcher, as `stepdbg run` starts it."""
+    return subprocess.run([sys.executable, "-m", "stepdbg.launch.bootstrap", str(FIXTURE), "--steps", "2"],
+                          capture_output=True, text=True, timeout=WAIT, cwd=ROOT, env={**os.environ, **env},
+                          stdin=subprocess.DEVNULL)
+
+
+def test_only_ascii_digits_are_a_number():
+    assert [ascii_int(t) for t in ("7", " 12 ", "²", "١", "-1", "", None, "3.0")] == [7, 12] + [None] * 6
+
+
+@pytest.mark.parametrize("name", ["RANK", "WORLD_SIZE", "LOCAL_RANK"])
+def test_odd_digits_in_the_ranks_environment_run_the_script_as_plain_python_does(tmp_path, name):
+    run = run_stepdbg(tmp_path, "--no-tui", script_args=(str(FIXTURE), "--steps", "2"),
+                      env={"RANK": "0", "WORLD_SIZE": "2", name: "²"})
+    assert run.returncode == 0 and "finished" in run.stdout, run.stderr
+    assert "Traceback" not in run.stderr
+
+
+@pytest.mark.parametrize(("config", "said"), [
+    ("{bad", "STEPDBG_CONFIG is not JSON"),
+    ('{"report": 7}', "STEPDBG_CONFIG: report is str | None, not 7"),  # it wrote the report to fd 7
+    ('{"quiet": 1}', "STEPDBG_CONFIG: quiet is bool, not 1"),
+    ('{"breaks": ["grad_norm>>1"]}', "STEPDBG_CONFIG: "),
+])
+def test_a_malformed_stepdbg_config_is_one_line_and_exit_code_2(config, said):
+    out = bootstrap({"STEPDBG_CONFIG": config})
+    assert out.returncode == 2 and out.stdout == "", out.stderr
+    assert out.stderr.count("\n") == 1 and out.stderr.startswith(f"stepdbg: {said}"), out.stderr
+
+
+def test_attach_to_a_port_out_of_range_is_one_line(tmp_path):
+    token = tmp_path / "token"
+    token.write_text("secret\n")
+    for extra in ((), ("--repl",)):
+        out = subprocess.run([sys.executable, "-m", "stepdbg", "attach", "127.0.0.1:99999", "--token-file", str(token),
+                              *extra], capture_output=True, text=True, timeout=WAIT, cwd=ROOT, stdin=subprocess.DEVNULL)
+        assert out.returncode == 1 and out.stderr == "stepdbg: '127.0.0.1:99999': port 99999 is not in 0-65535 " \
+                                                      "(0 picks a free one)\n", out.stderr
+
+
+def test_an_exception_whose_str_raises_still_gets_its_break_and_end_records(tmp_path):
+    script = tmp_path / "train.py"
+    script.write_text(textwrap.dedent("""
+        import torch
+        from torch import nn
+
+        class Weird(Exception):
+            def __str__(self):
+                raise RuntimeError("str fails")
+
+            def __repr__(self):
+                raise RuntimeError("repr fails")
+
+        model = nn.Linear(2, 1)
+        for step in range(3):
+            model(torch.randn(4, 2)).sum().backward()
+            if step == 1:
+                raise Weird()
+    """))
+    run = run_stepdbg(tmp_path, "--no-tui", script_args=(str(script),))
+    assert run.returncode == 1
+    (brk,) = run.of("break")
+    assert brk["reason"] == "Weird: <exception str() failed: Weird>" and brk["where"]["line"] == 16
+    assert run.of("end")[0]["exit_code"] == 1
+    assert "stepdbg/" not in run.stderr and run.stderr.rstrip().endswith("Weird: <exception str() failed>")
+    assert json.dumps(run.events)  # every record written whole
