@@ -83,3 +83,36 @@ def test_an_exception_whose_str_raises_still_gets_its_break_and_end_records(tmp_
     assert run.of("end")[0]["exit_code"] == 1
     assert "stepdbg/" not in run.stderr and run.stderr.rstrip().endswith("Weird: <exception str() failed>")
     assert json.dumps(run.events)  # every record written whole
+
+
+def test_a_summary_of_a_billion_element_broadcast_view_reads_a_sample_and_says_so():
+    import torch
+
+    from stepdbg.agent.measure.tensors import SAMPLE, slice_of, summarize
+    from stepdbg.client.tensor_text import format_summary
+
+    view = torch.full((1,), 0.5).expand(10**9)  # 4 bytes of storage
+    s = summarize(view, "view")
+    assert s["sampled"]["values"] == SAMPLE and s["sampled"]["of"] == 10**9 and s["min"] == s["max"] == 0.5
+    assert f"statistics of {SAMPLE:,} evenly spaced values of 1,000,000,000" in format_summary(s)
+    assert slice_of(view, ":400000000", limit=3) == [0.5, 0.5, 0.5]  # no 400M-element copy first
+    small = torch.arange(12.0).reshape(3, 4)
+    assert "sampled" not in summarize(small) and slice_of(small.t(), "1") == [1.0, 5.0, 9.0]
+
+
+def test_summaries_and_slices_of_odd_tensors_answer():
+    import warnings
+
+    import torch
+
+    from stepdbg.agent.measure.tensors import slice_of, summarize
+    from stepdbg.client.tensor_text import format_summary
+
+    meta = summarize(torch.empty(3, 4, device="meta"), "m")
+    assert meta["shape"] == [3, 4] and "meta tensor" in format_summary(meta)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # torch deprecates making quantized tensors, not reading them
+        q = torch.quantize_per_tensor(torch.tensor([1.5, -2.25]), 0.25, 0, torch.qint8)
+    assert slice_of(q, "") == [1.5, -2.25] and summarize(q)["min"] == -2.25  # not truncated integers
+    assert slice_of(torch.tensor([1 + 2j]), "") == ["(1+2j)"]  # was an error
+    assert slice_of(torch.tensor([True, False]), "") == [True, False]

@@ -17,7 +17,7 @@ from textual.widgets import DataTable, Input, Label, RichLog, Sparkline, Static
 
 from stepdbg.client.info_text import group_other, num, optimizer_state_lines
 from stepdbg.client.job import stall_of
-from stepdbg.client.tensor_text import counted, shard_text
+from stepdbg.client.tensor_text import counted, sampled_text, shard_text
 from stepdbg.wire.conditions import ConditionError, parse
 
 
@@ -74,7 +74,10 @@ def render_summary(s: dict[str, Any]) -> Text:
     t = Text()
     t.append(f"{s['name']}", style="bold")
     t.append(f"  {s['dtype']} {s['shape']} on {s['device']}{'  requires_grad' if s.get('requires_grad') else ''}"
-             f"{shard_text(s)}\n")
+             f"{shard_text(s)}{sampled_text(s)}\n")
+    if s.get("note"):
+        t.append(s["note"], style="dim")
+        return t
     if "min" in s:
         t.append(f"min {num(s['min'])}  max {num(s['max'])}  mean {num(s['mean'])}  std {num(s['std'])}  "
                  f"norm {num(s['norm'])}\n")

@@ -10,7 +10,9 @@ def format_summary(s: dict[str, Any]) -> str:
     if s.get("type") != "Tensor":
         return f"{s.get('name')}: {s.get('type')} {s.get('repr', '')}"
     head = f"{s['name']}: {s['dtype']} {s['shape']} on {s['device']}" + (" requires_grad" if s.get("requires_grad") else "")
-    head += shard_text(s)
+    head += shard_text(s) + sampled_text(s)
+    if s.get("note"):
+        return f"{head}  ({s['note']})"
     if "min" not in s:
         return head + f"  nan {s.get('nan', 0)} inf {s.get('inf', 0)}"
     g = "{:.4g}".format
@@ -19,8 +21,16 @@ def format_summary(s: dict[str, Any]) -> str:
 
 
 def counted(s: dict[str, Any]) -> int:
-    """How many elements the statistics cover: a DTensor's shard on this rank, else all."""
+    """How many elements the statistics cover: a sample, a DTensor's shard on this rank, else all."""
+    if s.get("sampled"):
+        return s["sampled"]["values"]
     return (s.get("shard") or s)["numel"]
+
+
+def sampled_text(s: dict[str, Any]) -> str:
+    """That a huge tensor's statistics are of an even sample, and of how many values."""
+    sm = s.get("sampled")
+    return f" (statistics of {sm['values']:,} evenly spaced values of {sm['of']:,})" if sm else ""
 
 
 def shard_text(s: dict[str, Any]) -> str:
