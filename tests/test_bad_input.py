@@ -116,3 +116,13 @@ def test_summaries_and_slices_of_odd_tensors_answer():
     assert slice_of(q, "") == [1.5, -2.25] and summarize(q)["min"] == -2.25  # not truncated integers
     assert slice_of(torch.tensor([1 + 2j]), "") == ["(1+2j)"]  # was an error
     assert slice_of(torch.tensor([True, False]), "") == [True, False]
+
+
+def test_the_jobs_other_threads_print_where_they_always_did_during_an_eval(session_factory, capsys):
+    s = session_factory("nan")
+    answer = s.views.evaluator.evaluate(
+        "import threading\n"
+        "t = threading.Thread(target=lambda: print('from a thread of the job', flush=True))\n"
+        "t.start(); t.join(); print('from the evaluated code')")
+    assert answer["output"] == "from the evaluated code\n" and answer["error"] is None, answer
+    assert "from a thread of the job" in capsys.readouterr().out  # not lost into the front end's answer

@@ -8,6 +8,7 @@ import contextlib
 import ctypes
 import io
 import signal
+import sys
 import threading
 import traceback
 from collections.abc import Callable, Iterator
@@ -135,7 +136,7 @@ class Evaluator:
             error = None
             busy, self.model.busy = self.model.busy, True
             try:
-                with contextlib.redirect_stdout(buf), self._interruptible():
+                with _stdout_of_this_thread(buf), self._interruptible():
                     try:
                         code = compile(source, "<stepdbg>", "eval")
                         result = eval(code, g, loc)
@@ -155,6 +156,36 @@ class Evaluator:
                     "error": error}
 
         return self.controls.on_training_thread(run)
+
+
+class _ThisThreadTo:
+    """sys.stdout while code runs at a pause: that thread's writes go to the answer, every
+    other thread's where they always went (a process-wide redirect took the job's own
+    prints from its output and log)."""
+
+    def __init__(self, original: Any, buf: io.StringIO) -> None:
+        self._original, self._buf, self._thread = original, buf, threading.get_ident()
+
+    def write(self, text: str) -> int:
+        return (self._buf if threading.get_ident() == self._thread else self._original).write(text)
+
+    def flush(self) -> None:
+        if threading.get_ident() != self._thread:
+            self._original.flush()
+
+    def __getattr__(self, name: str) -> Any:  # encoding, fileno, isatty...: the real stream's
+        return getattr(self._original, name)
+
+
+@contextlib.contextmanager
+def _stdout_of_this_thread(buf: io.StringIO) -> Iterator[None]:
+    saved = sys.stdout
+    router = sys.stdout = _ThisThreadTo(saved, buf)
+    try:
+        yield
+    finally:
+        if sys.stdout is router:  # code that set its own sys.stdout keeps it
+            sys.stdout = saved
 
 
 def _user_traceback(e: BaseException) -> str:
