@@ -126,3 +126,16 @@ def test_the_jobs_other_threads_print_where_they_always_did_during_an_eval(sessi
         "t.start(); t.join(); print('from the evaluated code')")
     assert answer["output"] == "from the evaluated code\n" and answer["error"] is None, answer
     assert "from a thread of the job" in capsys.readouterr().out  # not lost into the front end's answer
+
+
+def test_a_file_stepdbg_writes_in_a_shared_place_never_follows_a_planted_link(tmp_path, monkeypatch):
+    from stepdbg.agent.measure.memory import new_file
+
+    monkeypatch.chdir(tmp_path)
+    target = tmp_path / "precious"
+    target.write_text("keep me")
+    (tmp_path / "memory-7.pickle").symlink_to(target)  # planted where the snapshot would go
+    path = new_file("memory-7", ".pickle", b"snapshot")
+    assert target.read_text() == "keep me" and path == str(tmp_path / "memory-7-1.pickle")
+    assert new_file("memory-7", ".pickle", b"again") == str(tmp_path / "memory-7-2.pickle")  # nor over a file
+    assert (tmp_path / "memory-7-1.pickle").read_bytes() == b"snapshot"

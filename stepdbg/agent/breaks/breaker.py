@@ -69,6 +69,7 @@ class Breaker:
         self.paused_stack = PausedStack()  # the user's frames at a pause; u/d select one
         self.hooks: ActionHooks | None = None
         self.record_memory = False  # CUDA allocation history is on: a break writes memory-STEP.pickle
+        self.snapshots: list[str] = []  # the snapshot files written (memory.SNAPSHOT_CAP at most)
         self.job: StallExchange | None = None  # how ranks tell each other of a stall (set by the Session)
         self._stall: tuple[float, dict[str, Any]] | None = None  # (progress time, job report) of the last stall
         self.ending = False  # the watchdog ends this stalled rank: an error of its training thread is not news
@@ -316,7 +317,11 @@ class Breaker:
                     condition=condition, reason=reason, scalars=break_scalars(self.model), where=where_of(frame),
                     details=details or {}, conditions=conditions or [condition])
         if self.record_memory:
-            brk.details["memory_snapshot"] = memory.dump_snapshot(f"memory-{brk.step}.pickle")
+            path, why_not = memory.dump_snapshot(f"memory-{brk.step}", self.snapshots)
+            brk.details["memory_snapshot"] = path
+            if why_not:
+                brk.details["memory_snapshot_error"] = why_not
+                self.bus.say(f"memory snapshot {why_not}")
         if brk.where is not None and framework is not None:  # the trainer's frame, beside the user's
             brk.where["framework"] = {k: v for k, v in (where_of(framework) or {}).items() if k != "code"}
         self.breaks.append(brk)

@@ -129,12 +129,38 @@ def record_history(on: bool) -> bool:
     return on
 
 
-def dump_snapshot(path: str) -> str | None:
-    """Write the allocation history to `path` (a pickle pytorch.org/memory_viz opens)."""
+SNAPSHOT_CAP = 20  # snapshot files one job writes at most (--break every=1 wrote 1.9 GB)
+
+
+def new_file(stem: str, suffix: str, data: bytes) -> str:
+    """Write `data` into a file this call creates in the current directory, a shared place:
+    never through a link planted at the name, never over a file that is there (then
+    STEM-1SUFFIX, STEM-2SUFFIX, ...). Its absolute path; OSError says why not."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
+    for n in range(100):
+        path = f"{stem}-{n}{suffix}" if n else f"{stem}{suffix}"
+        try:
+            fd = os.open(path, flags, 0o600)
+        except FileExistsError:  # a file, or a link (even a dangling one): not ours to replace
+            continue
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        return os.path.abspath(path)
+    raise FileExistsError(f"{stem}{suffix} and 99 names after it are taken")
+
+
+def dump_snapshot(stem: str, made: list[str]) -> tuple[str | None, str | None]:
+    """Write the allocation history as STEM.pickle (pytorch.org/memory_viz opens it): its
+    path, or None and why not (no CUDA says nothing; the cap and a failed write say so)."""
     if not cuda_in_use():
-        return None
+        return None, None
+    if len(made) >= SNAPSHOT_CAP:
+        return None, f"not written: this job wrote {SNAPSHOT_CAP} snapshots already (the first: {made[0]})"
     try:
-        torch.cuda.memory._dump_snapshot(path)
-    except Exception:
-        return None
-    return os.path.abspath(path)
+        import pickle
+
+        path = new_file(stem, ".pickle", pickle.dumps(torch.cuda.memory._snapshot()))
+    except Exception as e:
+        return None, f"not written: {type(e).__name__}: {e}"
+    made.append(path)
+    return path, None
