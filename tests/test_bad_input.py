@@ -139,3 +139,44 @@ def test_a_file_stepdbg_writes_in_a_shared_place_never_follows_a_planted_link(tm
     assert target.read_text() == "keep me" and path == str(tmp_path / "memory-7-1.pickle")
     assert new_file("memory-7", ".pickle", b"again") == str(tmp_path / "memory-7-2.pickle")  # nor over a file
     assert (tmp_path / "memory-7-1.pickle").read_bytes() == b"snapshot"
+
+
+DEEP = """
+    import sys, weakref
+    import torch, stepdbg
+    from torch import nn
+
+    stepdbg.watch("step==2", on_break="pause")
+    model = nn.Linear(4, 1)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+
+    class Thing:
+        pass
+
+    thing = Thing()
+    dead = weakref.proxy(thing)
+    del thing
+    nested = torch.nested.nested_tensor([torch.ones(2), torch.ones(3)])
+    for step in range(3):
+        y = model(torch.randn(8, 4)).sum()
+        deep = y
+        for _ in range(60_000):  # a graph of 60,000 nodes kept alive at the pause
+            deep = deep * 1.0001
+        deep.backward()
+        opt.step()
+        opt.zero_grad()
+    print("done")
+"""
+
+
+def test_the_memory_view_on_a_deep_graph_a_nested_tensor_and_a_dead_proxy_answers_in_part(tmp_path):
+    """Every object in the paused frames: the census walks 10,000 autograd nodes and says so
+    (walking all of a 60,000-node chain made torch crash the job later), counts what it
+    cannot measure, and the job ends 0."""
+    script = tmp_path / "train.py"
+    script.write_text(textwrap.dedent(DEEP))
+    proc = subprocess.run([sys.executable, str(script)], input="info mem\nc\n", capture_output=True, text=True,
+                          timeout=WAIT, cwd=ROOT, env={**os.environ, "STEPDBG_CONSOLE": "1"})
+    assert proc.returncode == 0 and proc.stdout.strip() == "done", proc.stderr[-3000:]
+    assert "in part: saved activations found in the first 10,000 autograd nodes" in proc.stderr, proc.stderr
+    assert "tensors by category" in proc.stderr and "Traceback" not in proc.stderr

@@ -13,7 +13,14 @@ from textual.app import ComposeResult
 from textual.containers import VerticalScroll
 from textual.widgets import DataTable, Label, Static
 
-from stepdbg.client.memory_text import LABELS, allocator_lines, bar, category_rows, snapshot_hint
+from stepdbg.client.memory_text import (
+    LABELS,
+    allocator_lines,
+    bar,
+    category_rows,
+    partial_lines,
+    snapshot_hint,
+)
 from stepdbg.wire.conditions import format_size
 
 from .plots import StepPlot, drawing, log_scale, points
@@ -43,7 +50,7 @@ class MemoryPanel(VerticalScroll):
         if oom and oom.get("cause"):
             lines.append(f"out of memory ({format_size(oom.get('asked') or 0)} asked), "
                          f"{oom['cause']['rule']}: {oom['cause']['text']}")
-        lines += [x for x in (snapshot_hint(mem), snapshot_line(mem)) if x]
+        lines += [x for x in (snapshot_hint(mem), snapshot_line(mem)) if x] + partial_lines(mem)
         self.query_one("#mem-now", Static).update(Text("\n".join(lines)))  # shapes in [] are not markup
         self.query_one("#mem-categories", Static).update(category_table(mem))
         t = self.query_one(DataTable)

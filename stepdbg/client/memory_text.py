@@ -68,5 +68,18 @@ def memory_lines(mem: dict[str, Any], largest: int = 8) -> list[str]:
         lines.append("largest tensors:")
         lines += [f"  {format_size(r['bytes']):>8}  {r['name']:<36} {LABELS.get(r['category'], r['category']):<18} "
                   f"{r['dtype']} {r['shape']} {r['device']}" for r in mem.get("largest", [])[:largest]]
+    lines += partial_lines(mem)
     hint = snapshot_hint(mem)
     return lines + ([hint] if hint else [])
+
+
+def partial_lines(mem: dict[str, Any]) -> list[str]:
+    """What the census left out, said (a view with a cost bound answers in part)."""
+    out = []
+    walked = (mem.get("partial") or {}).get("autograd_nodes")
+    if walked:
+        out.append(f"in part: saved activations found in the first {walked['walked']:,} autograd nodes of the "
+                   f"paused frames' graphs (the limit; the graphs go on)")
+    if mem.get("skipped"):
+        out.append(f"in part: {mem['skipped']} tensor(s) could not be counted (no sizes or storage, e.g. nested)")
+    return out

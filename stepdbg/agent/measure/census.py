@@ -24,7 +24,11 @@ from stepdbg.wire.conditions import format_size
 
 CATEGORIES = ("parameters", "gradients", "optimizer_state", "batch", "activations", "other_tensors", "stepdbg")
 _CONTAINER_ITEMS = 10_000  # items of one list or dict looked into for tensors
-_GRAPH_NODES = 200_000  # autograd nodes walked from one paused frame's tensors
+# Autograd nodes walked from the paused frames' tensors, all graphs together (each node once:
+# an unrolled RNN's kept outputs share their prefix, and a walk per output was quadratic).
+# Well below the depth at which torch itself crashes freeing a chain whose nodes Python
+# touched (~30,000-50,000): a census on a deep graph answers in part, never harms the job.
+_GRAPH_NODES = 10_000
 
 
 try:  # torch.compile's tracing tensors: no memory, and asking their storage's address warns
@@ -52,16 +56,23 @@ class Census:
     def __init__(self) -> None:
         self.rows: dict[tuple[str, int], dict[str, Any]] = {}
         self.refs: dict[tuple[str, int], weakref.ref[torch.Tensor]] = {}
+        self.skipped = 0  # tensors that could not be counted (a nested tensor has no sizes)
+        self.partial: dict[str, Any] = {}  # what was walked in part, and how far
 
     def add(self, t: Any, category: str, name: str, **extra: Any) -> bool:
         if not isinstance(t, torch.Tensor):
             return False
-        found = storage_of(t)
-        if found is None or found[0] in self.rows:
+        try:
+            found = storage_of(t)
+            if found is None or found[0] in self.rows:
+                return False
+            row = {"name": name, "category": category, "bytes": found[1], "shape": list(t.shape),
+                   "dtype": str(t.dtype).removeprefix("torch."), "device": str(t.device), **extra}
+            self.refs[found[0]] = weakref.ref(t)
+        except Exception:  # one odd tensor never fails the view: counted as skipped
+            self.skipped += 1
             return False
-        self.rows[found[0]] = {"name": name, "category": category, "bytes": found[1], "shape": list(t.shape),
-                               "dtype": str(t.dtype).removeprefix("torch."), "device": str(t.device), **extra}
-        self.refs[found[0]] = weakref.ref(t)
+        self.rows[found[0]] = row
         return True
 
     def add_all(self, named: Iterable[tuple[str, Any]], category: str) -> None:
@@ -82,7 +93,8 @@ class Census:
             if n > 1:
                 r["name"] += f" ({n})"
         return {"by_category": total, "by_device": by_device, "counted": sum(total.values()),
-                "largest": [r for _, r in top], "holders": holders(rows),
+                "largest": [r for _, r in top], "holders": holders(rows), "skipped": self.skipped,
+                "partial": self.partial,
                 "refs": {r["name"]: self.refs[k] for k, r in top}}  # for a front end to open one; not sent
 
 
@@ -125,9 +137,12 @@ def take(roots: Iterable[torch.nn.Module], optimizers: Iterable[Any], batch: Any
     c.add_all(((by_id.get(id(t), n), t) for n, t in named_in("batch", batch)), "batch")
     for module, t in saved or ():
         c.add(t, "activations", f"saved by {module}", holder=module)
+    walked: dict[int, Any] = {}  # every node once, across the frames' graphs
     for var, t in frame_vars:
-        for node, s in _graph_saved(t):
+        for node, s in _graph_saved(t, walked):
             c.add(s, "activations", f"{node} in {var}'s graph", holder=f"{var} (its autograd graph)")
+    if len(walked) >= _GRAPH_NODES:
+        c.partial["autograd_nodes"] = {"walked": len(walked), "limit": _GRAPH_NODES}
     for var, t in frame_vars:
         c.add(t, "other_tensors", var, holder=var.split("[")[0].split(".")[0])
     c.add_all(own, "stepdbg")
@@ -165,6 +180,10 @@ def _optimizer_state(optimizers: list[Any], names: dict[int, str]) -> Iterator[t
 
 def named_in(name: str, value: Any, depth: int = 2) -> Iterator[tuple[str, torch.Tensor]]:
     """(name, tensor) for a tensor, or the tensors in a list, tuple or dict (`kept[3]`)."""
+    try:
+        isinstance(value, torch.Tensor)
+    except Exception:  # a dead weakref.proxy raises ReferenceError at any look
+        return
     if isinstance(value, torch.Tensor):
         yield name, value
     elif depth and isinstance(value, (list, tuple)):
@@ -181,16 +200,23 @@ def _frame_tensors(frames: list[FrameType]) -> Iterator[tuple[str, torch.Tensor]
     """The tensors the paused frames hold, innermost frame first, by variable name."""
     for f in reversed(frames):
         for var, value in list(f.f_locals.items()):
-            if not (var.startswith("__") or isinstance(value, torch.nn.Module)):
+            try:
+                skip = var.startswith("__") or isinstance(value, torch.nn.Module)
+            except Exception:  # a dead weakref.proxy
+                continue
+            if not skip:
                 yield from named_in(var, value)
 
 
-def _graph_saved(t: torch.Tensor) -> Iterator[tuple[str, torch.Tensor]]:
-    """The tensors autograd saved for the backward of `t`'s graph (node name, tensor)."""
+def _graph_saved(t: torch.Tensor, seen: dict[int, Any]) -> Iterator[tuple[str, torch.Tensor]]:
+    """The tensors autograd saved for the backward of `t`'s graph (node name, tensor), from
+    the nodes not in `seen` (which holds the nodes walked, so that no id is reused), until
+    _GRAPH_NODES have been."""
     root = t.grad_fn
-    if root is None:
+    if root is None or id(root) in seen or len(seen) >= _GRAPH_NODES:
         return
-    seen, todo = {id(root): root}, [root]  # the nodes held, so that no id is reused
+    seen[id(root)] = root
+    todo = [root]
     while todo and len(seen) < _GRAPH_NODES:
         node = todo.pop()
         for attr in dir(node):
