@@ -96,7 +96,8 @@ def is_python(target: Any, line: str) -> bool:
 
 def execute(target: Any, cmd: str) -> str | None:  # noqa: C901, PLR0912, PLR0915 - the console's commands, one branch each, in the order the help lists them
     """Run one console command on a Session or Client. Returns "resumed" when the job
-    was told to go on, "detach" when the user leaves, else None."""
+    was told to go on, "detach" when the user leaves, "interrupt" for the job's Ctrl-C in
+    process (run_console delivers it), else None."""
     cmd = cmd.strip() or _last_stepping[0]
     if is_python(target, cmd):
         _show_evaluation(_evaluate(target, cmd.removeprefix("!")))
@@ -139,7 +140,7 @@ def execute(target: Any, cmd: str) -> str | None:  # noqa: C901, PLR0912, PLR091
         return "resumed"
     elif word == "interrupt":
         if not getattr(target, "remote", False):
-            return _interrupt_here()
+            return "interrupt"  # run_console delivers it, where its own Ctrl-C guard is not
         r = target.interrupt_job()
         _out(f"Ctrl-C sent to the job (pid {r['pid']}): its own Ctrl-C handling runs")
         return "resumed"
@@ -169,7 +170,7 @@ def execute(target: Any, cmd: str) -> str | None:  # noqa: C901, PLR0912, PLR091
     return None
 
 
-def _interrupt_here() -> str | None:
+def _interrupt_here() -> str | None:  # "resumed" when the job goes on, None when it stays paused
     """Ctrl-C at the job's own console, as its terminal would deliver it: the script's SIGINT
     handler runs on this thread, the paused training thread. Python's own raises
     KeyboardInterrupt, which leaves the pause into the script's code, where its `except
@@ -294,20 +295,23 @@ def run_console(session: Any) -> None:
     show_source(session)
     _out(f"stepdbg paused; Enter: {_last_stepping[0]}, h for help")
     while True:
-        print("(stepdbg) ", end="", file=sys.stderr, flush=True)
-        try:
+        try:  # Ctrl-C anywhere here (the prompt being written, too) is the console's, not the job's
+            print("(stepdbg) ", end="", file=sys.stderr, flush=True)
             line = sys.stdin.readline()
+            if not line:  # EOF: nobody is there to answer, so go on
+                session.cont()
+                return
+            done = execute(session, line)
         except KeyboardInterrupt:
             _out("\n" + IDLE_CTRL_C.format(""))
             continue
-        if not line:  # EOF: nobody is there to answer, so go on
-            session.cont()
-            return
-        try:
-            if execute(session, line) == "resumed":
-                return
         except _errors() as e:
             _out(f"error: {e}")
+            continue
+        if done == "interrupt" and _interrupt_here() is None:  # the job's own Ctrl-C, outside the guard
+            continue
+        if done in ("resumed", "interrupt"):
+            return
 
 
 def attach_console(client: Any) -> int:  # noqa: C901, PLR0912 - the console's loop: input, events and the job's end interleave in one place
