@@ -133,3 +133,20 @@ def test_the_breakpoints_listing_says_where_each_condition_is_checked():
     listing = {b["spec"]: b["phase"] for b in Breakpoints(["nan", "grad_norm>10", "stale_grad"]).listing()}
     assert listing == {"nan": "before_backward, before_optimizer_step", "grad_norm>10": "before_optimizer_step",
                        "stale_grad": "before_backward"}  # not "any"
+
+
+def test_a_nan_that_stays_is_one_break_and_counted_once_a_step(session_factory):
+    """30 steps with a NaN loss: one break, and the end says nan stayed true on 29 more
+    steps (it counted every pause point the NaN was seen at: 'nan x59' for 30 steps)."""
+    import torch
+    from torch import nn
+
+    s = session_factory("nan")
+    model = nn.Linear(2, 1)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    for _ in range(30):
+        opt.zero_grad()
+        (model(torch.randn(4, 2)).sum() * float("nan")).backward()
+        opt.step()
+    assert len(s.breaks) == 1
+    assert s.breaker.break_set.repeats == {"nan": 29}

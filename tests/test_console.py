@@ -122,14 +122,19 @@ def test_breakpoint_in_a_served_job_waits_for_a_client_without_a_terminal(tmp_pa
             proc.kill()
 
 
+def quit_the_tui(term: Tmux, choice: str) -> None:
+    """At the break at step 2: q, then the quit dialog's `choice` (c, l or e)."""
+    term.wait_screen("PAUSED [step==2]")
+    term.keys("q")
+    term.wait_screen("What happens to the job?")
+    term.keys(choice)
+
+
 @pytest.mark.skipif(shutil.which("tmux") is None, reason="needs tmux")
 def test_ending_the_job_from_the_tui_does_not_say_it_goes_on(tmp_path, private_runtime_dir):
     term = Tmux(tmp_path, private_runtime_dir, f"--break step==2 {sys.executable} {FIXTURE} --steps 1000 --sleep 0.01")
     try:
-        term.wait_screen("PAUSED [step==2]")
-        term.keys("q")
-        term.wait_screen("What happens to the job?")
-        term.keys("e")
+        quit_the_tui(term, "e")
         assert term.exit_code() == "3", term.screen()
         assert "goes on without the TUI" not in term.screen()
     finally:
@@ -140,10 +145,7 @@ def test_ending_the_job_from_the_tui_does_not_say_it_goes_on(tmp_path, private_r
 def test_leaving_the_job_paused_says_it_stays_paused(tmp_path, private_runtime_dir):
     term = Tmux(tmp_path, private_runtime_dir, f"--break step==2 {sys.executable} {FIXTURE} --steps 5")
     try:
-        term.wait_screen("PAUSED [step==2]")
-        term.keys("q")
-        term.wait_screen("What happens to the job?")
-        term.keys("l")
+        quit_the_tui(term, "l")
         said = term.wait_screen("without the TUI")
         assert "the job stays paused without the TUI" in said and "goes on" not in said
         with client.connect() as c:

@@ -368,38 +368,3 @@ async def test_a_log_scaled_plot_survives_being_drawn_again():
         drawn = str(plot.render())
         assert app.is_running and "1e6" in drawn and "could not be drawn" not in drawn
         assert str(plot.render()) == drawn  # a second build is the same picture
-
-
-async def test_at_80x24_nothing_is_cut_or_squeezed():
-    """A newcomer's first terminal: the Tensor panel's inputs keep their height after Model →
-    Enter, the help scrolls to its last line, the LR dialog's checkbox label and the hints fit."""
-    from textual.containers import VerticalScroll
-    from textual.widgets import Checkbox, Label, RichLog
-
-    src, app, ctx = await started(size=(80, 24))
-    async with ctx as pilot:
-        await pilot.press("2")
-        await pilot.pause(0.2)
-        hint = app.query_one("#model Label.hint", Label)
-        assert hint.region.height >= 2 and hint.region.width <= 80  # wrapped, not cut
-        table = app.query_one("#model-table", DataTable)
-        table.move_cursor(row=3)
-        await pilot.press("enter")
-        await pilot.pause(0.3)
-        assert app.query_one(TabbedContent).active == "tensor"
-        for inp in ("#tensor-name", "#tensor-index"):
-            assert app.query_one(inp, Input).region.height == 3, inp  # typed text stays visible
-        await pilot.press("question_mark")
-        await pilot.pause(0.2)
-        scroll = app.screen.query_one(VerticalScroll)
-        assert scroll.region.width <= 80 and scroll.max_scroll_y > 0
-        await pilot.press("end")
-        await pilot.pause(0.2)
-        assert scroll.scroll_y == scroll.max_scroll_y  # the last line of the help can be read
-        await pilot.press("escape")
-        await pilot.press("l")
-        await pilot.pause(0.2)
-        box = app.screen.query_one(Checkbox)
-        assert box.region.width >= len(str(box.label)) + 4  # the label and its box on one line, uncut
-        await pilot.press("escape")
-        assert app.query_one("LogPanel RichLog", RichLog).wrap  # long job lines wrap in the Log

@@ -18,8 +18,7 @@ import threading
 from typing import Any
 
 from ..wire.conditions import ConditionError
-from .info_text import history_lines, optimizer_lines, status_lines, timings_lines
-from .memory_text import memory_lines
+from .info_text import info_lines, source_lines
 from .tensor_text import format_summary
 
 HELP = """\
@@ -145,7 +144,7 @@ def execute(target: Any, cmd: str) -> str | None:  # noqa: C901, PLR0912, PLR091
         _out(f"Ctrl-C sent to the job (pid {r['pid']}): its own Ctrl-C handling runs")
         return "resumed"
     elif word == "info":
-        _info(target, rest or "model")
+        _lines(info_lines(target, rest or "model"))
     elif word in ("w", "where", "bt"):
         _show_frames(target.frames())
     elif word in ("u", "up", "d", "down"):
@@ -283,11 +282,7 @@ def _show_frames(frames: list[dict[str, Any]], selected_only: bool = False) -> N
 
 
 def show_source(target: Any, context: int = 2) -> None:
-    src = target.source(context)
-    if src:
-        for ln in src["lines"]:
-            mark = "->" if ln["line"] == src["line"] else "  "
-            _out(f"{mark}{ln['line']:5d}  {ln['text']}")
+    _lines(source_lines(target.source(context)))
 
 
 def run_console(session: Any) -> None:
@@ -376,36 +371,3 @@ def attach_console(client: Any) -> int:  # noqa: C901, PLR0912 - the console's l
 def _lines(lines: list[str]) -> None:
     for line in lines:
         _out(line)
-
-
-def _info(target: Any, what: str) -> None:  # noqa: C901, PLR0912 - one branch per `info` topic, in the order the help lists them
-    if what == "model":
-        for r in target.module_tree():
-            g = f"{r['grad_norm']:.3g}" if r["grad_norm"] is not None else "-"
-            w = f"{r['weight_norm']:.3g}" if r["weight_norm"] is not None else "-"
-            _out(f"{'  ' * r['depth']}{r['name']:<24} {r['type']:<16} out={r['output_shape']} "
-                 f"params={r['params']} |w|={w} |g|={g} {'train' if r['training'] else 'eval'}")
-    elif what == "torchinfo":
-        _out(target.model_summary() or "no model forward seen yet")
-    elif what == "mem":
-        for line in memory_lines(target.memory()):
-            _out(line)
-    elif what in ("opt", "optimizer"):
-        _lines(optimizer_lines(target.optimizer_info()))
-    elif what == "threads":
-        for t in target.stacks():
-            _out(f"--- {t['name']}")
-            for fr in t["stack"][-8:]:
-                _out(f"  {fr['function']}" if fr.get("hidden") else
-                     f"  {fr['file']}:{fr['line']} {fr['function']}: {fr['code']}")
-    elif what == "source":
-        show_source(target, 8)
-    elif what == "history":
-        _lines(history_lines(target.get_history(20)))
-    elif what == "timings":
-        _lines(timings_lines(target.timings()))
-    elif what == "status":
-        _lines(status_lines(target.status()))
-    else:
-        raise ValueError(f"info what? model, torchinfo, opt, mem, threads, source, history, timings, status "
-                         f"(not {what!r})")

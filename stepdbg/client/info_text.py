@@ -1,13 +1,16 @@
 """The console's `info` answers as tables a person reads, with the TUI's words: the
-optimizer (groups, state, schedulers), the recent steps, the phase timings and the status.
-The Optim panel shows the same state and scheduler lines."""
+model, the optimizer (groups, state, schedulers), memory, threads, the source, the recent
+steps, the phase timings and the status. The Optim panel shows the same state and
+scheduler lines."""
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any
 
 from ..wire.conditions import format_size
+from .memory_text import memory_lines
 
 
 def num(v: Any, digits: int = 4) -> str:
@@ -92,3 +95,49 @@ def _short(v: dict[str, Any] | list[Any]) -> str:
     if isinstance(v, dict):
         return ", ".join(f"{k}={num(x) if not isinstance(x, (dict, list)) else '…'}" for k, x in v.items()) or "-"
     return ", ".join(num(x) if not isinstance(x, (dict, list)) else "…" for x in v) or "-"
+
+
+def model_lines(rows: list[dict[str, Any]]) -> list[str]:
+    def norm(v: float | None) -> str:
+        return "-" if v is None else f"{v:.3g}"
+
+    return [f"{'  ' * r['depth']}{r['name']:<24} {r['type']:<16} out={r['output_shape']} params={r['params']} "
+            f"|w|={norm(r['weight_norm'])} |g|={norm(r['grad_norm'])} {'train' if r['training'] else 'eval'}"
+            for r in rows]
+
+
+def thread_lines(stacks: list[dict[str, Any]], frames: int = 8) -> list[str]:
+    """Each thread and its innermost frames; stepdbg's own frames folded into one line."""
+    out = []
+    for t in stacks:
+        out.append(f"--- {t['name']}")
+        out += [f"  {fr['function']}" if fr.get("hidden") else f"  {fr['file']}:{fr['line']} {fr['function']}: "
+                f"{fr['code']}" for fr in t["stack"][-frames:]]
+    return out
+
+
+def source_lines(src: dict[str, Any] | None) -> list[str]:
+    """The source around the selected frame's line, that line marked."""
+    return [f"{'->' if ln['line'] == src['line'] else '  '}{ln['line']:5d}  {ln['text']}"
+            for ln in src["lines"]] if src else []
+
+
+# `info TOPIC`: what it asks the job, in words; in the order the help lists them.
+INFO: dict[str, Callable[[Any], list[str]]] = {
+    "model": lambda t: model_lines(t.module_tree()),
+    "torchinfo": lambda t: [t.model_summary() or "no model forward seen yet"],
+    "opt": lambda t: optimizer_lines(t.optimizer_info()),
+    "mem": lambda t: memory_lines(t.memory()),
+    "threads": lambda t: thread_lines(t.stacks()),
+    "source": lambda t: source_lines(t.source(8)),
+    "history": lambda t: history_lines(t.get_history(20)),
+    "timings": lambda t: timings_lines(t.timings()),
+    "status": lambda t: status_lines(t.status()),
+}
+
+
+def info_lines(target: Any, what: str) -> list[str]:
+    topic = INFO.get("opt" if what == "optimizer" else what)
+    if topic is None:
+        raise ValueError(f"info what? {', '.join(INFO)} (not {what!r})")
+    return topic(target)
