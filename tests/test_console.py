@@ -211,6 +211,7 @@ def test_info_opt_history_timings_and_status_are_tables_not_json(tmp_path):
     assert "grad norm" in lines[steps] and "data wait" in lines[steps] and " ms " in lines[steps + 1]
     assert any(line.startswith("(stepdbg) this step: ") for line in lines)
     assert any(line.startswith("(stepdbg) pid") for line in lines) and "state      paused" in err
+    assert "paused     at step 30 (before_forward) [step==30]: reached step 30" in err  # the break in words
 
 
 def test_a_nan_in_the_optimizer_state_shows_in_its_largest_value(session_factory):
@@ -226,3 +227,17 @@ def test_a_nan_in_the_optimizer_state_shows_in_its_largest_value(session_factory
     opt.state[model.weight]["exp_avg"][0, 1] = float("nan")
     st = optimizer_info([opt], [], {})[0]["state"]["exp_avg"]
     assert st["norm"] != st["norm"] and st["max_abs"] != st["max_abs"]  # both NaN: max |x| 0.0 hid it
+
+
+def test_q_as_the_last_line_given_to_attach_answers_with_the_jobs_end(start_job):
+    """`printf 'q\\n' | stepdbg attach`: the end of input came before the job's end, and the
+    console said 'detached; the job goes on' (exit 0) for a job that was ending with 3."""
+    job = start_job("--break", "step==2", script_args=("--steps", "5"))
+    job.info()
+    with client.connect() as watcher:
+        watcher.wait_paused(WAIT)
+        out = subprocess.run([sys.executable, "-m", "stepdbg", "attach"], input="q\n", capture_output=True,
+                             text=True, timeout=WAIT, cwd=ROOT)
+    assert out.returncode == 3, out.stderr
+    assert "the job ended with exit code 3" in out.stderr and "goes on" not in out.stderr, out.stderr
+    assert job.finish()[0] == 3

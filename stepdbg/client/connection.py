@@ -224,7 +224,7 @@ def resolve(target: str | None = None, token: str | None = None) -> Endpoint:
         raise TargetError(f"{target} is a TCP address: pass its token (--token-file FILE or STEPDBG_TOKEN; `stepdbg ls --json --with-token` on the job's machine shows it)")
     if target and token is not None:
         try:
-            address_of(target)  # a port out of range is said in one line, before connecting
+            address_of(target, listen=False)  # a port out of range is said in one line, before connecting
         except ValueError as e:
             raise TargetError(str(e)) from None
         return Endpoint(target, token)

@@ -15,6 +15,7 @@ import shlex
 import signal
 import sys
 import threading
+import time
 from typing import Any
 
 from ..wire.conditions import ConditionError
@@ -248,6 +249,17 @@ def _evaluate(target: Any, code: str) -> dict[str, Any]:
     return answer
 
 
+ENDS = tuple(k for k, v in RESUMES.items() if v == "end")
+
+
+def _ended(client: Any, timeout: float = 60.0) -> bool:
+    """Wait (bounded) for the end a `q` asked for; True once it came."""
+    deadline = time.monotonic() + timeout
+    while client.exited is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return client.exited is not None
+
+
 def _job_command(job: Any, word: str, rest: str) -> None:
     """The commands only a whole job has: which rank is in view, who gets commands, compare."""
     from .job import parse_ranks
@@ -303,6 +315,8 @@ def run_console(session: Any) -> None:
         except _errors() as e:
             _out(f"error: {e}")
             continue
+        if done == "interrupt":
+            _out("Ctrl-C for the job, as at its terminal: its own Ctrl-C handling runs")
         if done == "interrupt" and _interrupt_here() is None:  # the job's own Ctrl-C, outside the guard
             continue
         if done in ("resumed", "interrupt"):
@@ -327,7 +341,7 @@ def attach_console(client: Any) -> int:  # noqa: C901, PLR0912 - the console's l
              "in view (ranks, rank N, on SET, compare EXPR); stepping and LR go to every rank")
     _out(f"attached to pid {client.session.get('pid')} ({' '.join(client.session.get('argv', [])[1:3])}), "
          f"step {st.get('step')}, {st.get('state')}; h for help, detach to leave")
-    shown = None
+    shown, ending = None, False
     while True:
         if client.exited is not None:
             ex = client.exited
@@ -353,8 +367,11 @@ def attach_console(client: Any) -> int:  # noqa: C901, PLR0912 - the console's l
             _out("\n" + IDLE_CTRL_C.format(", `detach` leaves"))
             continue
         if line is None:
+            if ending and _ended(client):  # `q` was the last line: its end is the answer, not a detach
+                continue
             _out(detach(client, "detach"))
             return 0
+        ending = line.strip() in ENDS or ending
         try:
             if execute(client, line) == "detach":
                 _out(detach(client, line))

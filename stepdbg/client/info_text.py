@@ -86,9 +86,19 @@ def timings_lines(timings: dict[str, Any]) -> list[str]:
 
 
 def status_lines(status: dict[str, Any]) -> list[str]:
-    """The status, a line a field; nested answers (the break, the loader) in one line each."""
+    """The status, a line a field; the break in the console's words, other nested answers
+    (the loader, the stall) in one line each."""
     width = max((len(k) for k in status), default=0)
-    return [f"{k:<{width}}  {num(v) if not isinstance(v, (dict, list)) else _short(v)}" for k, v in status.items()]
+    return [f"{k:<{width}}  {_break_words(v) if k == 'paused' and isinstance(v, dict) else _value(v)}"
+            for k, v in status.items()]
+
+
+def _value(v: Any) -> str:
+    return num(v) if not isinstance(v, (dict, list)) else _short(v)
+
+
+def _break_words(brk: dict[str, Any]) -> str:
+    return f"at step {brk.get('step')} ({brk.get('phase')}) [{brk.get('condition')}]: {brk.get('reason')}"
 
 
 def _short(v: dict[str, Any] | list[Any]) -> str:

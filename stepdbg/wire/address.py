@@ -49,14 +49,16 @@ def looks_like_hostport(text: str) -> bool:
     return parts is not None and bool(parts[0]) and os.path.sep not in text
 
 
-def parse(text: str, default_host: str = DEFAULT_HOST) -> Address:
-    """A socket path or HOST:PORT; ValueError says what was expected."""
+def parse(text: str, default_host: str = DEFAULT_HOST, listen: bool = True) -> Address:
+    """A socket path or HOST:PORT to listen on (port 0: a free one) or, not `listen`, to
+    connect to; ValueError says what was expected."""
     if is_socket_path(text):
         return Address(path=text)
     parts = split_hostport(text)
     if parts is None:
         raise ValueError(f"{text!r}: expected HOST:PORT or :PORT (e.g. 127.0.0.1:5678) or a socket path")
     host, port = parts
-    if not 0 <= int(port) <= 65535:
-        raise ValueError(f"{text!r}: port {port} is not in 0-65535 (0 picks a free one)")
+    least = 0 if listen else 1
+    if not least <= int(port) <= 65535:
+        raise ValueError(f"{text!r}: port {port} is not in {least}-65535{' (0 picks a free one)' if listen else ''}")
     return Address(host=host or default_host, port=int(port))
