@@ -318,7 +318,9 @@ def test_ls_columns_line_up_whatever_the_widths():
     assert head.index("PID") == one.index("1234") == two.index("77") == 17
     assert head.index("RANK") == two.index("1/8") and head.index("SCRIPT") == one.index("train.py")
     assert two.endswith("-m pkg.train") and one.endswith("train.py --lr")
-
+    head, one, _ = format_listing(rows, [("STEP", ["3", "120"]), ("STATE", ["paused", "in collective"])]).splitlines()
+    assert one[head.index("STEP"):].startswith("3 ") and one[head.index("STATE"):].startswith("paused ")
+    assert head.index("SCRIPT") == one.index("train.py")  # lined up, the command last and whole
 
 def test_ls_names_a_job_once_with_its_nodes():
     from stepdbg.client.targets import job_lines

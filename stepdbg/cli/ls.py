@@ -34,10 +34,8 @@ def main(argv: list[str]) -> int:
     else:
         infos = [sessions.SessionInfo(**{k: v for k, v in r.items() if k in sessions.SessionInfo.__dataclass_fields__},
                                       token="") for r in rows]
-        lines = format_listing(infos).splitlines()
-        print(f"{lines[0]}  STEP    STATE")
-        for line, r in zip(lines[1:], rows, strict=True):
-            print(f"{line}  {r.get('step', '?')!s:<7} {r.get('state', '?')}")
+        print(format_listing(infos, [("STEP", [str(r.get("step", "?")) for r in rows]),
+                                     ("STATE", [str(r.get("state", "?")) for r in rows])]))
         for line in job_lines(infos):  # a job's ranks, once, with its nodes
             print(line)
     return 0

@@ -339,7 +339,7 @@ def attach_console(client: Any) -> int:  # noqa: C901, PLR0912 - the console's l
     if hasattr(client, "rank_table"):
         _out(f"attached to job {client.session.get('job_id')}: {len(client.clients)} ranks, rank {client.current} "
              "in view (ranks, rank N, on SET, compare EXPR); stepping and LR go to every rank")
-    _out(f"attached to pid {client.session.get('pid')} ({' '.join(client.session.get('argv', [])[1:3])}), "
+    _out(f"attached to pid {client.session.get('pid')} ({' '.join(client.session.get('argv', [])[1:])}), "
          f"step {st.get('step')}, {st.get('state')}; h for help, detach to leave")
     shown, ending = None, False
     while True:

@@ -56,13 +56,17 @@ def find_job(job: str | None = None) -> list[sessions.SessionInfo]:
     return ranks
 
 
-def format_listing(infos: list[sessions.SessionInfo]) -> str:
-    """One row a job, in columns as wide as their widest cell (the script last, whole)."""
-    table = [["ID", "PID", "HOST", "RANK", "SCRIPT"]] + [
-        [s.id, str(s.pid), s.host, "" if s.rank is None else f"{s.rank}/{s.world_size}", " ".join(s.argv[1:3])]
-        for s in infos]
-    widths = [max(len(row[i]) for row in table) for i in range(4)]
-    return "\n".join(("  ".join(c.ljust(w) for c, w in zip(row[:4], widths, strict=True)) + "  " + row[4]).rstrip()
+def format_listing(infos: list[sessions.SessionInfo], extra: list[tuple[str, list[str]]] | None = None) -> str:
+    """One row a job, in columns as wide as their widest cell, `extra` columns (a header,
+    a cell a job) after the rank, and the command last, whole (its arguments too)."""
+    extra = extra or []
+    table = [["ID", "PID", "HOST", "RANK", *(h for h, _ in extra), "SCRIPT"]] + [
+        [s.id, str(s.pid), s.host, "" if s.rank is None else f"{s.rank}/{s.world_size}",
+         *(cells[i] for _, cells in extra), " ".join(s.argv[1:])]
+        for i, s in enumerate(infos)]
+    n = len(table[0]) - 1
+    widths = [max(len(row[i]) for row in table) for i in range(n)]
+    return "\n".join(("  ".join(c.ljust(w) for c, w in zip(row[:n], widths, strict=True)) + "  " + row[n]).rstrip()
                      for row in table)
 
 
