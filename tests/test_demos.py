@@ -160,3 +160,20 @@ def test_demo_runs_plainly_without_stepdbg(demo):
 
     proc = subprocess.run([sys.executable, str(DEMOS / demo)], capture_output=True, text=True, timeout=60)
     assert proc.returncode == (1 if demo == "inplace_error.py" else 0), proc.stderr
+
+
+def test_a_loader_stalled_before_its_first_batch_is_named_with_its_settings(tmp_path):
+    """Workers that never deliver the first batch (a hang in the dataset, or a start-up
+    slowed by a busy machine): the stall break names the loader's settings all the same (the
+    iterator was known only from its first batch on)."""
+    script = tmp_path / "first_batch_hangs.py"
+    script.write_text(
+        "import time, torch\nfrom torch.utils.data import DataLoader, Dataset\n"
+        "class Hangs(Dataset):\n    def __len__(self): return 8\n"
+        "    def __getitem__(self, i):\n        time.sleep(3600)\n"
+        "for x in DataLoader(Hangs(), batch_size=4, num_workers=1):\n    pass\n")
+    run = run_stepdbg(tmp_path, "--break", "stall>1", "--on-break", "abort", script_args=(str(script),), timeout=60)
+    assert run.returncode == 3, run.stderr
+    (brk,) = run.of("break")
+    loader = brk["details"]["dataloader"]
+    assert loader is not None and loader["num_workers"] == 1 and len(loader["workers"]) == 1, brk["details"]

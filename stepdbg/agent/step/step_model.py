@@ -200,6 +200,12 @@ class StepModel(ProgramObjects, Gate):
         st.phase_times[phase] = now - st.started
         self.listener.pause_point(phase)
 
+    def _on_loader_iter(self, it: Any, seconds: float) -> None:
+        """An epoch's iterator: its start-up is the first step's data wait, and a stall
+        before its first batch (workers that never start) can name its settings."""
+        self.data.iter_started(seconds)
+        self.capture["loader"] = weakref.ref(it)
+
     def _on_loader_next(self, it: Any, batch: Any, waited: float) -> None:
         st = self.ensure_step()
         st.loader_wait += self.data.loader_wait(waited)

@@ -63,7 +63,7 @@ def patch_step_calls(model: Any, h: HookSet) -> None:  # noqa: C901, PLR0915 - o
             t0 = time.perf_counter()
             it = orig(loader)
             if torch.is_grad_enabled() and model.tracking():  # worker start-up: the epoch's first step
-                model.data.iter_started(time.perf_counter() - t0)
+                model.guard("dataloader", model._on_loader_iter, it, time.perf_counter() - t0)
             return it
 
         return __iter__
