@@ -20,24 +20,19 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")  # models come from configs; nothin
 DEMOS = ROOT / "demos"
 
 
-@pytest.fixture(scope="session", autouse=True)
-def _temp_files_under_pytests_own_folder(tmp_path_factory):
+@pytest.hookimpl(trylast=True)
+def pytest_configure(config: pytest.Config) -> None:
     """Everything the suite's processes put in the temp folder (torchrun's and DataLoader
-    workers' folders, tmux sockets, session directories, the benchmarks') lands in pytest's
-    own folder for this run, which pytest cleans up, never loose in $TMPDIR."""
+    workers' folders, tmux sockets, session directories, torch.compile's cache, the
+    benchmarks') lands in pytest's own folder for this run, which pytest cleans up, never
+    loose in $TMPDIR. Set before the test modules are imported: a module that reads the
+    temp folder (or copies the environment) at import sees this one."""
     import tempfile
 
-    d = tmp_path_factory.mktemp("tmp", numbered=False)
-    saved = {k: os.environ.get(k) for k in ("TMPDIR", "TMUX_TMPDIR")}
+    d = config._tmp_path_factory.getbasetemp() / "tmp"  # each xdist worker has its own base
+    d.mkdir(exist_ok=True)
     os.environ["TMPDIR"] = os.environ["TMUX_TMPDIR"] = str(d)
     tempfile.tempdir = None  # asked again, from TMPDIR
-    yield
-    for k, v in saved.items():
-        if v is None:
-            os.environ.pop(k, None)
-        else:
-            os.environ[k] = v
-    tempfile.tempdir = None
 
 
 @dataclass

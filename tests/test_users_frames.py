@@ -18,12 +18,10 @@ from stepdbg.agent.measure.frames import OWN_DIR, fold_own, is_own_file, is_user
 
 pytestmark = pytest.mark.usefixtures("private_runtime_dir")
 
-CONSOLE = {**os.environ, "STEPDBG_CONSOLE": "1"}  # the console at the job's own terminal, on a pipe
-
-
 def stepdbg_console(*args: str, stdin: str) -> subprocess.CompletedProcess[str]:
+    """The console at the job's own terminal, on a pipe."""
     return subprocess.run([sys.executable, "-m", "stepdbg", "--no-tui", *args], input=stdin, capture_output=True,
-                          text=True, timeout=WAIT, cwd=ROOT, env=CONSOLE)
+                          text=True, timeout=WAIT, cwd=ROOT, env={**os.environ, "STEPDBG_CONSOLE": "1"})
 
 
 def frames_of(text: str) -> list[str]:
