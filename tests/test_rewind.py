@@ -235,8 +235,9 @@ def test_rewind_from_an_attached_client_and_from_the_console(start_job, private_
         brk = c.wait_paused(30)
         assert (brk["step"], brk["phase"]) == (41, "before_backward")
         assert [s["step"] for s in c.snapshots()] == [35, 40]
-        with pytest.raises(client.ClientError, match="no snapshot of step 12"):
+        with pytest.raises(client.ClientError, match="no snapshot of step 12") as refused:
             c.rewind(12)
+        assert refused.value.code == "bad_args"  # the step asked for is the caller's mistake, not a failure
         assert c.rewind()["to_step"] == 40
         assert c.memory()["snapshots"][-1]["step"] == 40
         c.remove_break("nan")

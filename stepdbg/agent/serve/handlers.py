@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from stepdbg.agent.breaks.rewind import NoSnapshot
 from stepdbg.wire import protocol
 
 if TYPE_CHECKING:
@@ -159,7 +160,12 @@ class Handlers:
         return self.s.changer.skip_step()
 
     def op_rewind(self, step: int | None = None) -> dict[str, Any]:
-        return self.s.rewinds.asked(step)
+        if step is None:
+            return self.s.rewinds.asked()
+        try:
+            return self.s.rewinds.asked(step)
+        except NoSnapshot as e:  # no snapshot of the step asked for: the caller's argument
+            raise protocol.ProtocolError("bad_args", str(e)) from None
 
     def op_snapshots(self) -> list[dict[str, Any]]:
         return self.s.rewinder.listing()
