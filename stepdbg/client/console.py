@@ -315,11 +315,12 @@ def run_console(session: Any) -> None:
         except _errors() as e:
             _out(f"error: {e}")
             continue
-        if done == "interrupt":
+        if done == "interrupt":  # the job's own Ctrl-C, delivered outside the guard above
             _out("Ctrl-C for the job, as at its terminal: its own Ctrl-C handling runs")
-        if done == "interrupt" and _interrupt_here() is None:  # the job's own Ctrl-C, outside the guard
-            continue
-        if done in ("resumed", "interrupt"):
+            if _interrupt_here() is None:
+                continue
+            return
+        if done == "resumed":
             return
 
 

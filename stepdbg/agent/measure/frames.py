@@ -95,11 +95,15 @@ class _FoldedStack(traceback.StackSummary):
 
     def format(self, **kw: Any) -> list[str]:  # type: ignore[override]
         out: list[str] = []
-        for f in self:
-            if isinstance(f, int):
+        run: list[traceback.FrameSummary] = []  # formatted together: Python's "line repeated N times" holds
+        for f in [*self, None]:
+            if isinstance(f, traceback.FrameSummary):
+                run.append(f)
+                continue
+            out.extend(traceback.StackSummary.from_list(run).format(**kw))
+            run = []
+            if f is not None:
                 out.append(f"  {hidden_frames_line(f)}\n")
-            else:
-                out.extend(traceback.StackSummary.from_list([f]).format(**kw))
         return out
 
 
