@@ -188,7 +188,8 @@ def test_attach_to_the_whole_job_from_the_console(tmp_path, private_runtime_dir)
     watchers = both_ranks(proc)
     try:
         for w in watchers:
-            assert w.wait_paused(WAIT)["step"] == 2
+            paused = w.wait_paused(WAIT)
+            assert paused["step"] == 2, paused  # (its reason says which rank's break it is)
         job_id = sessions.listing()[0].job_id
         out = subprocess.run([sys.executable, "-m", "stepdbg", "attach", job_id],
                              input="ranks\ncompare float(loss)\nrank 1\np x\nlr 0.001 pin\nbreak rm nan\nc\n",

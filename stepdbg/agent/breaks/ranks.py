@@ -88,7 +88,12 @@ class Ranks:
         target = step if phase in EARLY_PHASES else step + 1
         req = {"step": target, "rank": self.rank, "reason": reason, "condition": condition,
                "broke_at": step, "id": uuid.uuid4().hex, "kind": kind, **extra}
-        self._store().set(KEY, json.dumps(req))
+        store = self._store()
+        store.set(KEY, json.dumps(req))
+        # TCPStore's set is sent with no answer: under load the store may serve another
+        # rank's check (made after this rank's collectives) before it. A round trip on the
+        # same connection returns once the set is applied, before this rank goes on.
+        store.check([KEY])
         return target
 
     def due(self, step: int) -> dict[str, Any] | None:
