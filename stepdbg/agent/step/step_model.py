@@ -384,7 +384,7 @@ class StepModel(ProgramObjects, Gate):
         a condition reads it (nan, grad_norm>X, an expression); else None."""
         if not self.listener.needs_grad_norm():
             return None
-        return tensors.total_norm(p.grad for p in params if p.grad is not None)
+        return tensors.total_norm([g for p in params if (g := p.grad) is not None])
 
 
 def _compiling() -> bool:
