@@ -6,9 +6,7 @@ from __future__ import annotations
 
 import time
 
-import pytest
 import torch
-from conftest import WAIT
 from torch import nn
 from torch.utils.data import BatchSampler, DataLoader, SequentialSampler, TensorDataset
 
@@ -112,54 +110,3 @@ def test_an_evaluation_dataloader_under_no_grad_is_not_counted(session_factory):
         opt.step()
     assert s.model.history[1]["data_wait"] < 0.1, list(s.model.history)
 
-
-def test_time_the_thread_waited_for_a_cpu_is_not_data_wait(session_factory, monkeypatch):
-    """A get_batch() preempted on a busy machine is not a slow loader (a doctor finding of
-    '94% of its time getting data' on a healthy loop, under load). The kernel's run-queue
-    count is raised by the time get_batch sleeps, as if it had been preempted all along."""
-    from stepdbg.agent.measure import run_clock
-
-    injected = [0.0]
-    real = run_clock.waited_for_cpu
-    monkeypatch.setattr(run_clock, "waited_for_cpu", lambda: real() + injected[0])
-    s = session_factory("nan")
-    model = nn.Linear(4, 1)
-    opt = torch.optim.SGD(model.parameters(), lr=0.01)
-    preempted = []
-    for _ in range(4):
-        t0 = time.perf_counter()
-        time.sleep(0.2)
-        injected[0] += time.perf_counter() - t0
-        preempted.append(time.perf_counter() - t0)
-        x, y = torch.randn(8, 4), torch.randn(8, 1)
-        opt.zero_grad()
-        nn.functional.mse_loss(model(x), y).backward()
-        opt.step()
-    waits = [h["data_wait"] for h in s.model.history]
-    assert waits[0] is None and all(w < p for w, p in zip(waits[1:], preempted[1:], strict=True)), (waits, preempted)
-
-
-def test_the_run_queue_count_is_read_from_the_kernel():
-    """waited_for_cpu() grows while another process holds this thread's only CPU."""
-    import os
-    import subprocess
-    import sys
-
-    from stepdbg.agent.measure.run_clock import waited_for_cpu
-
-    if not os.path.exists("/proc/thread-self/schedstat") or not hasattr(os, "sched_setaffinity"):
-        pytest.skip("no per-thread schedstat here (not Linux)")
-    cpu = min(os.sched_getaffinity(0))
-    before_affinity = os.sched_getaffinity(0)
-    busy = subprocess.Popen([sys.executable, "-c", f"import os; os.sched_setaffinity(0, {{{cpu}}})\nwhile True: pass"])
-    try:
-        os.sched_setaffinity(0, {cpu})
-        start = waited_for_cpu()
-        deadline = time.monotonic() + WAIT
-        while waited_for_cpu() <= start and time.monotonic() < deadline:
-            sum(range(10_000))  # runnable all the time: the CPU is shared with the busy process
-        assert waited_for_cpu() > start
-    finally:
-        os.sched_setaffinity(0, before_affinity)
-        busy.kill()
-        busy.wait()

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
+import time
 
 import pytest
 import torch
-from conftest import DEMOS, ROOT
+from conftest import DEMOS, ROOT, WAIT
 from torch import nn
 
 from stepdbg.agent.doctor.diagnostics import RULES, Doctor
@@ -187,3 +189,58 @@ def test_doctor_table_wraps_long_advice_instead_of_cutting_it(capsys, monkeypatc
     assert "…" not in out
     cells = "".join(line.split("│")[5].strip() for line in out.splitlines() if line.count("│") == 6)
     assert cells.replace(" ", "") == advice.replace(" ", "")
+
+
+def preempted_loop(s, monkeypatch, preempted: bool) -> list:
+    """A tiny loop whose steps are 30 ms apart; `preempted`: the kernel's run-queue count
+    says the thread waited for a CPU all that time (a busy machine), else it was the loop's
+    own host time (a slow get_batch)."""
+    from stepdbg.agent.doctor import diagnostics
+
+    injected = [0.0]
+    real = diagnostics.waited_for_cpu
+    monkeypatch.setattr(diagnostics, "waited_for_cpu", lambda: real() + injected[0])
+    s.doctor = Doctor()
+    s.model.armed = True
+    model = nn.Sequential(nn.Linear(4, 16), nn.ReLU(), nn.Linear(16, 1))
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    for _ in range(8):
+        t0 = time.perf_counter()
+        time.sleep(0.03)
+        if preempted:
+            injected[0] += time.perf_counter() - t0
+        opt.zero_grad()
+        nn.functional.mse_loss(model(torch.randn(8, 4)), torch.randn(8, 1)).backward()
+        opt.step()
+    return [f.rule for f in s.doctor.findings]
+
+
+@pytest.mark.parametrize("preempted", [True, False], ids=["preempted", "own host time"])
+def test_a_loop_preempted_between_steps_is_not_called_data_bound(session_factory, monkeypatch, preempted):
+    """On a busy machine a healthy get_batch() loop was '94% of its time getting data'
+    (CI under load): time the training thread waited for a CPU is not data wait; the
+    same 30 ms spent by the loop itself is."""
+    rules = preempted_loop(session_factory("nan"), monkeypatch, preempted)
+    assert ("slow_dataloader" in rules) is not preempted, rules
+
+
+def test_the_run_queue_count_is_read_from_the_kernel():
+    """waited_for_cpu() grows while another process holds this thread's only CPU."""
+    from stepdbg.agent.measure.preempted import waited_for_cpu
+
+    if not os.path.exists("/proc/thread-self/schedstat") or not hasattr(os, "sched_setaffinity"):
+        pytest.skip("no per-thread schedstat here (not Linux)")
+    cpu = min(os.sched_getaffinity(0))
+    before_affinity = os.sched_getaffinity(0)
+    busy = subprocess.Popen([sys.executable, "-c", f"import os; os.sched_setaffinity(0, {{{cpu}}})\nwhile True: pass"])
+    try:
+        os.sched_setaffinity(0, {cpu})
+        start = waited_for_cpu()
+        deadline = time.monotonic() + WAIT
+        while waited_for_cpu() <= start and time.monotonic() < deadline:
+            sum(range(10_000))  # runnable all the time: the CPU is shared with the busy process
+        assert waited_for_cpu() > start
+    finally:
+        os.sched_setaffinity(0, before_affinity)
+        busy.kill()
+        busy.wait()

@@ -30,6 +30,7 @@ from stepdbg.agent.doctor.measurements import (
 from stepdbg.agent.measure import census
 from stepdbg.agent.measure.census import top_holder
 from stepdbg.agent.measure.frames import user_frame
+from stepdbg.agent.measure.preempted import waited_for_cpu
 from stepdbg.agent.step.optimizer_phase import opt_params
 from stepdbg.agent.step.step_model import StepModel
 from stepdbg.wire.conditions import format_size
@@ -80,6 +81,8 @@ class Doctor:
         self.update_ratios: list[dict[str, float]] = []
         self.tensor_bytes: list[int] = []  # tensors alive at the end of each step after the warm-up
         self._last_census: dict[str, Any] = {}
+        self._cpu_wait: float | None = None  # the training thread's run-queue wait at the last step end
+        self._preempted: dict[int, float] = {}  # step -> seconds it waited for a CPU (its gap and its work)
         # Set by the session: where findings and other events go (report, clients, stderr).
         self.notify: Callable[[Finding], None] = lambda f: None
         self.write: Callable[..., None] = lambda event, **fields: None
@@ -204,7 +207,17 @@ class Doctor:
             self._last_census = census.of_step(m, [frame] if frame is not None else [])
             self.tensor_bytes.append(self._last_census["counted"])
             self._memory_growth(m)
+        self._note_preempted(hist)
         self._slow_loader(m, hist)
+
+    def _note_preempted(self, hist: list[dict[str, Any]]) -> None:
+        """The time the step just ended waited for a CPU (one read a step, here only)."""
+        now = waited_for_cpu()
+        if self._cpu_wait is not None and hist:
+            self._preempted[hist[-1]["step"]] = now - self._cpu_wait
+            if len(self._preempted) > 16:
+                del self._preempted[min(self._preempted)]
+        self._cpu_wait = now
 
     # ------------------------------------------------------------------ rules
 
@@ -298,7 +311,10 @@ class Doctor:
         """The same data wait as data_wait>S: DataLoader time, or a get_batch loop's host time."""
         loader = m.capture.get("loader")
         it = loader() if loader is not None else None
-        rows = [{**h, "data_wait": h.get("gpu_data_wait", h["data_wait"])}  # the GPU's view, where known
+        # The GPU's view where known; else the host's, less the time the step waited for a CPU
+        # (preempted by other processes: the machine's load, not the loader's).
+        rows = [{**h, "data_wait": h["gpu_data_wait"] if "gpu_data_wait" in h
+                 else max(0.0, h["data_wait"] - self._preempted.get(h["step"], 0.0))}
                 for h in hist[-10:] if h["data_wait"] is not None and h["step_time"]]
         if len(rows) < DATA_STEPS:
             return

@@ -10,8 +10,6 @@
   steps) and time paused in stepdbg are left out.
 
 The value is known when the step's first forward starts, where ``data_wait>S`` is checked.
-Windows are measured on the run clock: time the thread waited for a CPU (preempted on a
-busy machine) is nobody's data wait.
 
 On CUDA a get_batch() gap may be the host waiting for the GPU (a ``loss.item()`` after
 the optimizer step), which is not data time. Two events bracket the gap on the stream;
@@ -22,12 +20,12 @@ doctor's data rule uses it where it is known.
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import torch
 
 from stepdbg.agent.measure.memory import cuda_in_use
-from stepdbg.agent.measure.run_clock import run_clock
 
 
 class DataWait:
@@ -59,19 +57,19 @@ class DataWait:
             return None  # the first step: nothing to measure from
         if self._gap_event is not None:
             self._this_gap, self._gap_event = (self._gap_event, _event()), None
-        return max(0.0, run_clock() - self._gap_start) + self._carried
+        return max(0.0, time.perf_counter() - self._gap_start) + self._carried
 
     def forward_done(self) -> None:
-        self._forward_done = run_clock()
+        self._forward_done = time.perf_counter()
 
     def backward_started(self) -> None:
         if self._forward_done is not None:
-            self._this_step += max(0.0, run_clock() - self._forward_done)
+            self._this_step += max(0.0, time.perf_counter() - self._forward_done)
             self._forward_done = None
 
     def evaluation_done(self) -> None:
         """A no_grad forward ended between steps: what came before it was evaluation."""
-        self._gap_start = run_clock()
+        self._gap_start = time.perf_counter()
         self._forward_done = None
 
     def paused(self, seconds: float) -> None:
@@ -81,8 +79,8 @@ class DataWait:
         if self._forward_done is not None:
             self._forward_done += seconds
 
-    def step_ended(self, record: dict[str, Any] | None = None) -> None:
-        self._gap_start = run_clock()
+    def step_ended(self, now: float, record: dict[str, Any] | None = None) -> None:
+        self._gap_start = now
         self._carried, self._this_step = self._this_step, 0.0
         self._forward_done = None
         if record is not None and self._this_gap is not None:

@@ -367,7 +367,7 @@ class StepModel(ProgramObjects, Gate):
             self._settle_roots()
         self.in_optimizer_step = False
         self.listener.on_step_end(record)
-        self.data.step_ended(record)  # what the listener took is nobody's data wait
+        self.data.step_ended(time.perf_counter(), record)  # what the listener took is nobody's data wait
 
     # ------------------------------------------------------------------ measuring
 

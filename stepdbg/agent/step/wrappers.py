@@ -6,6 +6,7 @@ told to the listener and its collectives counted (collectives.py). Each patch is
 from __future__ import annotations
 
 import gc
+import time
 import warnings
 from collections.abc import Callable
 from typing import Any
@@ -14,7 +15,6 @@ import torch
 from torch.optim import lr_scheduler
 from torch.utils.data import dataloader
 
-from stepdbg.agent.measure.run_clock import run_clock
 from stepdbg.agent.step.collectives import patch_collectives
 from stepdbg.agent.step.hooks import HookSet
 
@@ -45,7 +45,7 @@ def patch_step_calls(model: Any, h: HookSet) -> None:  # noqa: C901, PLR0915 - o
 
     def wrap_next(orig: Callable[..., Any]) -> Callable[..., Any]:
         def __next__(it: Any) -> Any:
-            t0 = run_clock()
+            t0 = time.perf_counter()
             if model.overfit and model._overfit_batch is not None:
                 batch = model._overfit_batch  # the same batch again: overfit one batch
             else:
@@ -53,17 +53,17 @@ def patch_step_calls(model: Any, h: HookSet) -> None:  # noqa: C901, PLR0915 - o
                 if model.overfit:
                     model._overfit_batch = batch
             if torch.is_grad_enabled() and model.tracking():  # an evaluation's batches are not the step's
-                model.guard("dataloader", model._on_loader_next, it, batch, run_clock() - t0)
+                model.guard("dataloader", model._on_loader_next, it, batch, time.perf_counter() - t0)
             return batch
 
         return __next__
 
     def wrap_iter(orig: Callable[..., Any]) -> Callable[..., Any]:
         def __iter__(loader: Any) -> Any:
-            t0 = run_clock()
+            t0 = time.perf_counter()
             it = orig(loader)
             if torch.is_grad_enabled() and model.tracking():  # worker start-up: the epoch's first step
-                model.guard("dataloader", model._on_loader_iter, it, run_clock() - t0)
+                model.guard("dataloader", model._on_loader_iter, it, time.perf_counter() - t0)
             return it
 
         return __iter__
