@@ -11,7 +11,7 @@ from conftest import ROOT
 # parallel suite (all in one test was the suite's longest, 3.5 minutes on a busy machine).
 GROUPS = {
     "overhead": ("1. step time", "1b. fused AdamW"),
-    "scaling": ("2. default watch cost",),
+    "deep,scaling": ("1c. many tensors against torch's floor", "2. default watch cost"),
     "responsiveness": ("3. responsiveness",),
     "memory,replay": ("4. memory", "5. one replay"),
     "snapshot,clients": ("6. one snapshot", "8. 10 clients"),
@@ -30,6 +30,8 @@ def test_benchmarks_quick_mode_runs_every_benchmark(tmp_path, only):
     data = json.loads((tmp_path / "b.json").read_text())
     if only == "overhead":
         assert set(data["overhead_cpu"]) >= {"mlp", "transformer", "gpt"}
+    if only == "deep,scaling":
+        assert data["deep_floor"]["tensors"] == 578
     if only == "responsiveness":
         assert data["responsiveness"]["status_ms"] > 0
 
