@@ -38,6 +38,8 @@ SAMPLES = {
     "skip-on-device": Sample("stepdbg --no-tui --skip-on-device --on-break replay python demos/nan_log.py --fused",
                              start="step 30 ", shown=True),
     "doctor": Sample("stepdbg doctor --steps 20 -q python demos/lr_explode.py", shown=True),
+    "transient": Sample("stepdbg --no-tui --break nan --on-break replay --on-break skip python demos/transient_fault.py",
+                        shown=True),
 }
 
 

@@ -26,6 +26,7 @@ def test_nan_from_log_is_traced_to_the_producing_module_op_and_line(tmp_path):
     assert first["op"] == "log"
     assert first["line"] == marked_line(script, "nan-here")
     assert first["file"] == str(script)
+    assert replay["reproduced"] is True and "reproduced from the same state" in run.stderr
     assert run.of("end")[0]["exit_code"] == 3
     assert "Traceback" not in run.stderr
 
@@ -177,3 +178,19 @@ def test_a_loader_stalled_before_its_first_batch_is_named_with_its_settings(tmp_
     (brk,) = run.of("break")
     loader = brk["details"]["dataloader"]
     assert loader is not None and loader["num_workers"] == 1 and len(loader["workers"]) == 1, brk["details"]
+
+
+def test_a_transient_nan_is_not_reproduced_and_the_run_goes_on(tmp_path):
+    """Row 14: a NaN the replay does not make again from the same state is transient; no op
+    is blamed for it (the loss was, before); --on-break skip and the run ends healthy."""
+    script = DEMOS / "transient_fault.py"
+    run = run_stepdbg(tmp_path, "--break", "nan", "--on-break", "replay", "--on-break", "skip",
+                      script_args=(str(script),))
+    assert run.returncode == 0, run.stderr
+    (brk,) = run.of("break")
+    assert (brk["step"], brk["phase"]) == (20, "before_backward")
+    (replay,) = run.of("replay")
+    assert replay["reproduced"] is False and replay["first_nonfinite"] is None, replay
+    assert "not reproduced from the same state: a transient fault" in run.stderr
+    assert "mse_loss" not in run.stderr
+    assert run.stdout.splitlines()[-1] == "done" and "step 30 loss nan" not in run.stdout

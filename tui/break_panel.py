@@ -78,38 +78,47 @@ def render_break(brk: dict[str, Any] | None, replay: dict[str, Any] | None,  # n
     if w:
         lines.append(Text(f"at {w['file']}:{w['line']} in {w['function']}", style="dim"))
     if replay:
-        lines.append(Text(""))
-        first = replay.get("first_nonfinite") or replay.get("failing_op")
-        title = Text("replay: ", style="bold cyan")
-        title.append(replay.get("summary", ""))
-        lines.append(title)
-        if first and first.get("where") in ("input", "parameter"):
-            t = Text("  tensor ", style="dim")
-            t.append(str(first.get("tensor")), style="bold yellow")
-            if first.get("index") is not None:
-                t.append("  first bad element at ", style="dim")
-                t.append(str(first.get("index")), style="bold yellow")
-                t.append(f"  ({first.get('count')} in all)", style="dim")
-            if first.get("sample") is not None:
-                t.append("  dataset index ", style="dim")
-                t.append(str(first["sample"]), style="bold yellow")
-            lines.append(t)
-        elif first:
-            t = Text("  module ", style="dim")
-            t.append(str(first.get("module") or "(loss computation)"), style="bold yellow")
-            t.append(f" ({first.get('module_type') or '-'})  op ", style="dim")
-            t.append(str(first.get("op")), style="bold yellow")
-            t.append("  line ", style="dim")
-            t.append(f"{first.get('file')}:{first.get('line')}", style="bold yellow")
-            lines.append(t)
-            if first.get("code"):
-                lines.append(Text(f"  {first['code']}", style="yellow"))
-            for ln in first.get("forward_trace") or []:
-                lines.append(Text(f"  {ln}", style="dim"))
+        lines += render_replay(replay)
     for h in hints(brk, replay):
         lines.append(Text(f"• {h}", style="italic"))
     lines += render_findings(findings or [])
     return Group(*lines)
+
+
+def render_replay(replay: dict[str, Any]) -> list[Any]:
+    """The replay's lines of the Break panel: its summary, its verdict, where the value is born."""
+    lines: list[Any] = []
+    lines.append(Text(""))
+    first = replay.get("first_nonfinite") or replay.get("failing_op")
+    title = Text("replay: ", style="bold cyan")
+    title.append(replay.get("summary", ""))
+    lines.append(title)
+    if replay.get("verdict"):
+        lines.append(Text(f"  {replay['verdict']}", style="bold" if replay.get("reproduced") is False else "dim"))
+    if first and first.get("where") in ("input", "parameter"):
+        t = Text("  tensor ", style="dim")
+        t.append(str(first.get("tensor")), style="bold yellow")
+        if first.get("index") is not None:
+            t.append("  first bad element at ", style="dim")
+            t.append(str(first.get("index")), style="bold yellow")
+            t.append(f"  ({first.get('count')} in all)", style="dim")
+        if first.get("sample") is not None:
+            t.append("  dataset index ", style="dim")
+            t.append(str(first["sample"]), style="bold yellow")
+        lines.append(t)
+    elif first:
+        t = Text("  module ", style="dim")
+        t.append(str(first.get("module") or "(loss computation)"), style="bold yellow")
+        t.append(f" ({first.get('module_type') or '-'})  op ", style="dim")
+        t.append(str(first.get("op")), style="bold yellow")
+        t.append("  line ", style="dim")
+        t.append(f"{first.get('file')}:{first.get('line')}", style="bold yellow")
+        lines.append(t)
+        if first.get("code"):
+            lines.append(Text(f"  {first['code']}", style="yellow"))
+        for ln in first.get("forward_trace") or []:
+            lines.append(Text(f"  {ln}", style="dim"))
+    return lines
 
 
 def render_source(src: dict[str, Any] | None) -> Syntax | Text:

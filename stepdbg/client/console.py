@@ -123,7 +123,8 @@ def execute(target: Any, cmd: str) -> str | None:  # noqa: C901, PLR0912, PLR091
     if word == "pause":
         target.pause()
     elif word in ("r", "replay"):
-        _out(target.replay()["summary"])
+        result = target.replay()
+        _out(result["summary"] + (f"\n{result['verdict']}" if result.get("verdict") else ""))
     elif word == "p":
         _out(format_summary(target.summary(rest)))
     elif word == "lr":

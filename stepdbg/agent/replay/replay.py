@@ -50,6 +50,7 @@ from stepdbg.agent.replay.autograd_graph import (
     user_trace,
 )
 from stepdbg.agent.replay.provenance import ModuleStack, Provenance, first_bad, named_tensors
+from stepdbg.agent.replay.verdict import judge
 from stepdbg.agent.step.step_model import StepModel
 
 
@@ -137,10 +138,13 @@ def replay_step(model: StepModel, brk: Any = None, frame: FrameType | None = Non
     if brk is not None and brk.phase == "after_optimizer_step":
         notes.append("the update was already applied: parameters differ from the step's start")
     kwargs = cap.get("kwargs", {})
+    original = model.output()
+    original_finite = finite(original) if original is not None else None
     first = _input_born(cap, args, kwargs, frame)
     if first is None:
-        first = _replayed(model, root, args, kwargs, cap, brk, frame, result, notes)
+        first = _replayed(model, root, args, kwargs, cap, brk, frame, result, notes, original_finite)
     result["first_nonfinite"] = first
+    judge(result, brk, list(model.history), list(root.parameters()), original_finite)
     result["advice"] = advise(first, model.history, list(root.parameters()))
     result["seconds"] = round(time.perf_counter() - t0, 4)
     if notes:
@@ -162,8 +166,11 @@ def _input_born(cap: dict[str, Any], args: Any, kwargs: Any, frame: FrameType | 
 
 
 def _replayed(model: StepModel, root: torch.nn.Module, args: Any, kwargs: Any, cap: dict[str, Any], brk: Any,  # noqa: C901 - the replay's stages in order (forward, loss, backward), each with its own way to find the producer
-              frame: FrameType | None, result: dict[str, Any], notes: list[str]) -> dict[str, Any] | None:
-    """Forward under Provenance; then the targets, the backward, the loss graph."""
+              frame: FrameType | None, result: dict[str, Any], notes: list[str],
+              original_finite: bool | None) -> dict[str, Any] | None:
+    """Forward under Provenance; then the targets, the backward, the loss graph. A forward
+    that fails blames nothing; the loss graph is searched only when the step's own output
+    was finite (a non-finite output the replay does not make again is not the loss's)."""
     names = {id(t): n for n, t in itertools.chain(root.named_parameters(), root.named_buffers())}
     modules = ModuleStack(root)
     prov = Provenance(modules, names)
@@ -177,10 +184,13 @@ def _replayed(model: StepModel, root: torch.nn.Module, args: Any, kwargs: Any, c
                 with modules, prov:
                     out = run_root(root, cap)
             except Exception as e:
-                result["forward_error"] = f"{type(e).__name__}: {e}"
+                result["forward_error"] = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
             result["ops_seen"] = prov.ops
+            if "forward_error" in result:
+                return None  # (what it saw before failing is not the step's: nothing is blamed)
             first = _clean(prov.producer_of(out))
             out_t = _first_tensor(out)
+            result["replayed_output_finite"] = finite(out)
             if first is None and out_t is not None and finite(out):
                 loss = cap.get("loss")
                 targets = _nonfinite_target(loss, out_t) if loss is not None else None
@@ -200,20 +210,29 @@ def _replayed(model: StepModel, root: torch.nn.Module, args: Any, kwargs: Any, c
                     else:
                         params = [p for p in root.parameters() if p.requires_grad]
                         first = _replay_backward(out_t, grad_out, params, prov, result)
-        if first is None:
-            loss = cap.get("loss")
-            if loss is not None and loss.grad_fn is not None and brk is not None and brk.phase == "before_backward":
-                try:
-                    first = search_loss_graph(loss, model.output(), frame)
-                except RuntimeError as e:  # saved tensors already freed
-                    notes.append(f"the loss graph could not be searched: {str(e).splitlines()[0]}")
-            elif loss is not None and brk is not None and isinstance(brk.scalars.get("loss"), float) \
-                    and not math.isfinite(brk.scalars["loss"]):
-                notes.append("the loss was read after its backward (the step's one read, --skip-on-device), "
-                             "which freed the loss graph: the op in the loss computation is not named")
+                        result["backward_replayed"] = "error" not in result
+        if first is None and original_finite is not False:
+            first = _in_loss_graph(model, cap, brk, frame, notes)
         result["anomaly_warnings"] = [str(w.message).splitlines()[0] for w in caught
                                       if "Error detected" in str(w.message)][:5]
     return first
+
+
+def _in_loss_graph(model: StepModel, cap: dict[str, Any], brk: Any, frame: FrameType | None,
+                   notes: list[str]) -> dict[str, Any] | None:
+    """The op of the loss computation that made the loss non-finite (the loss graph is
+    alive before the backward)."""
+    loss = cap.get("loss")
+    if loss is not None and loss.grad_fn is not None and brk is not None and brk.phase == "before_backward":
+        try:
+            return search_loss_graph(loss, model.output(), frame)
+        except RuntimeError as e:  # saved tensors already freed
+            notes.append(f"the loss graph could not be searched: {str(e).splitlines()[0]}")
+    elif loss is not None and brk is not None and isinstance(brk.scalars.get("loss"), float) \
+            and not math.isfinite(brk.scalars["loss"]):
+        notes.append("the loss was read after its backward (the step's one read, --skip-on-device), "
+                     "which freed the loss graph: the op in the loss computation is not named")
+    return None
 
 
 def _clean(origin: dict[str, Any] | None) -> dict[str, Any] | None:
@@ -269,6 +288,8 @@ def _summary(result: dict[str, Any], notes: list[str]) -> str:
                 f"at {f.get('file')}:{f.get('line')}: {result['error']}")
     if "error" in result:
         return result["error"]
+    if "forward_error" in result:
+        return f"the replay's own forward failed ({result['forward_error']}): nothing is blamed"
     return "the replay produced no non-finite value" + (f" ({'; '.join(notes)})" if notes else "")
 
 

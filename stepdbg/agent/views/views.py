@@ -160,7 +160,8 @@ class Views:
             advice = result.get("advice")
             self.bus.say(f"replay of step {result['step']}: {result['summary']}"
                      + (f"\n  {first['code']}" if first and first.get("code") else "")
-                     + (f"\n  {advice['cause']}: {advice['text']}" if advice else ""))
+                     + (f"\n  {advice['cause']}: {advice['text']}" if advice else "")
+                     + (f"\n  {result['verdict']}" if result.get("verdict") else ""))
             return result
 
         return self.controls.on_training_thread(run)

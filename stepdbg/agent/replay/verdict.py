@@ -1,0 +1,79 @@
+"""Whether the break's non-finite value came back when the replay ran the step again from
+the same state: the first thing a person on a big run asks (Megatron-core re-runs a step
+to tell a transient, hardware fault from a persistent one).
+
+- ``reproduced: true``: the replay named where the value is born (the data, a parameter,
+  an op): it comes from the model, the data or the state, and will come back.
+- ``reproduced: false``: the replay ran the stage where the value appeared (the forward,
+  or the backward from the captured output gradient) from the step's starting state and
+  everything stayed finite: a transient fault (a flaky device, a race, non-determinism).
+- ``reproduced: null``: the replay could not tell (its own forward failed; the backward
+  had no captured gradient to start from), or the break held no non-finite value.
+
+``exact`` says whether the replay runs the very kernels the step ran: CUDA without
+``torch.use_deterministic_algorithms(True)`` may pick non-deterministic ones, so a value
+that did not come back there may be non-determinism rather than hardware.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import torch
+
+NONFINITE_CONDITIONS = ("nan", "inf", "nonfinite", "activations")
+REPRODUCED = "reproduced from the same state: the fault is in the model, the data or the state"
+TRANSIENT = ("not reproduced from the same state: a transient fault (a flaky device, a race, non-determinism); "
+             "run the step on other hardware to tell which")
+
+
+def judge(result: dict[str, Any], brk: Any, history: list[dict[str, Any]], params: list[torch.Tensor],
+          original_output_finite: bool | None) -> None:
+    """Set result["reproduced"], result["verdict"] (words) and result["exact"]."""
+    result["exact"], why = _exact(params)
+    if why:
+        result["not_exact"] = why
+    if not _fault_seen(brk, history):
+        result["reproduced"], result["verdict"] = None, None
+        return
+    if result.get("forward_error"):
+        result["reproduced"] = None
+        result["verdict"] = "could not tell: the replay's own forward failed, so nothing is blamed"
+        return
+    if result.get("first_nonfinite") is not None:
+        result["reproduced"], result["verdict"] = True, REPRODUCED
+        return
+    replayed_finite = result.get("replayed_output_finite")
+    if original_output_finite is False and replayed_finite:
+        result["reproduced"], result["verdict"] = False, TRANSIENT  # the step's output was not, the replay's is
+    elif result.get("backward_replayed") and replayed_finite:
+        result["reproduced"], result["verdict"] = False, TRANSIENT
+    else:
+        result["reproduced"] = None
+        result["verdict"] = ("could not tell: the replay did not run the stage where the value appeared "
+                             "(no gradient was captured at the model output for its backward)")
+
+
+def _fault_seen(brk: Any, history: list[dict[str, Any]]) -> bool:
+    """The break (or, with none, the last step) holds a non-finite value."""
+    if brk is not None:
+        if any(c in NONFINITE_CONDITIONS for c in getattr(brk, "conditions", None) or [brk.condition]):
+            return True
+        scalars = brk.scalars
+    else:
+        scalars = history[-1] if history else {}
+    return any(_nonfinite(scalars.get(k)) for k in ("loss", "grad_norm"))
+
+
+def _nonfinite(v: Any) -> bool:
+    if isinstance(v, str):  # the wire's "nan", "inf"
+        return v in ("nan", "inf", "-inf")
+    return isinstance(v, float) and not math.isfinite(v)
+
+
+def _exact(params: list[torch.Tensor]) -> tuple[bool, str | None]:
+    if any(p.is_cuda for p in params[:1]) and not torch.are_deterministic_algorithms_enabled():
+        return False, ("CUDA may pick non-deterministic kernels (torch.use_deterministic_algorithms(True) makes "
+                       "the replay exact): a value that did not come back may be non-determinism")
+    return True, None

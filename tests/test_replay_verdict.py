@@ -1,0 +1,121 @@
+"""The replay's verdict: did the break's non-finite value come back from the same state?
+reproduced true (persistent: model, data or state), false (transient: a flaky device, a
+race), or null (the replay could not tell), and never an op blamed for what the replay
+did not see."""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from stepdbg.agent.replay.verdict import REPRODUCED, TRANSIENT
+
+
+class Flaky(nn.Module):
+    """The identity, except that one call puts a NaN in its output (a bit flip)."""
+
+    def __init__(self, bad_call: int) -> None:
+        super().__init__()
+        self.calls, self.bad_call = 0, bad_call
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        self.calls += 1
+        if self.calls == self.bad_call:
+            x = x.clone()
+            x[0, 0] = float("nan")
+        return x
+
+
+class Log(nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.log(x)
+
+
+class FlakyGrad(torch.autograd.Function):
+    """The identity forward; its first backward alone is NaN (a race in a kernel)."""
+
+    calls = 0
+
+    @staticmethod
+    def forward(ctx, x):  # noqa: ANN001, ANN205
+        return x.clone()
+
+    @staticmethod
+    def backward(ctx, g):  # noqa: ANN001, ANN205
+        FlakyGrad.calls += 1
+        return g * float("nan") if FlakyGrad.calls == 1 else g
+
+
+class FlakyBackward(nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return FlakyGrad.apply(x)
+
+
+class FailsWhenReplayed(nn.Module):
+    """NaN in the step; its second call (the replay's) runs out of memory."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls = 0
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        self.calls += 1
+        if self.calls == 2:
+            raise RuntimeError("CUDA out of memory. Tried to allocate 2.00 GiB")
+        return x * float("nan")
+
+
+def step(model: nn.Module, x: torch.Tensor) -> None:
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    opt.zero_grad()
+    nn.functional.mse_loss(model(x), torch.zeros(x.shape[0], 1)).backward()
+    opt.step()
+
+
+def test_a_nan_made_by_an_op_comes_back(session_factory):
+    s = session_factory("nan", actions=("replay",))
+    x = torch.rand(8, 4) + 0.1
+    x[2, 1] = 0.0
+    step(nn.Sequential(Log(), nn.Linear(4, 8), nn.Linear(8, 1)), x)
+    (replay,) = s.views.replays
+    assert replay["reproduced"] is True and replay["verdict"] == REPRODUCED, replay
+
+
+def test_a_nan_the_forward_does_not_make_again_is_transient_and_nothing_is_blamed(session_factory):
+    s = session_factory("nan", actions=("replay",))
+    torch.manual_seed(0)
+    step(nn.Sequential(nn.Linear(4, 8), Flaky(bad_call=1), nn.Linear(8, 1)), torch.randn(8, 4))
+    (brk,) = s.breaks
+    assert "born in the forward" in brk.reason
+    (replay,) = s.views.replays
+    assert replay["first_nonfinite"] is None and replay["reproduced"] is False, replay
+    assert replay["verdict"] == TRANSIENT
+    assert "overflowed" not in replay["summary"] and "mse_loss" not in replay["summary"]  # (it blamed the loss)
+
+
+def test_a_nan_the_backward_does_not_make_again_is_transient(session_factory):
+    s = session_factory("nan", actions=("replay",))
+    s.model.armed = True  # the gradient at the output is captured for the backward's replay
+    FlakyGrad.calls = 0
+    torch.manual_seed(0)
+    step(nn.Sequential(nn.Linear(4, 8), FlakyBackward(), nn.Linear(8, 1)), torch.randn(8, 4))
+    (brk,) = s.breaks
+    assert brk.phase == "before_optimizer_step"
+    (replay,) = s.views.replays
+    assert replay["backward_replayed"] and replay["reproduced"] is False, replay
+
+
+def test_a_replay_whose_own_forward_fails_blames_nothing(session_factory):
+    s = session_factory("nan", actions=("replay",))
+    step(nn.Sequential(nn.Linear(4, 1), FailsWhenReplayed()), torch.randn(8, 4))
+    (replay,) = s.views.replays
+    assert replay["first_nonfinite"] is None and replay["reproduced"] is None, replay
+    assert replay["summary"].startswith("the replay's own forward failed (RuntimeError: CUDA out of memory")
+    assert "nothing is blamed" in replay["summary"] and "nothing is blamed" in replay["verdict"]
+
+
+def test_no_verdict_where_the_break_held_no_nonfinite_value(session_factory):
+    s = session_factory("every=1", actions=("replay",))
+    step(nn.Sequential(nn.Linear(4, 1)), torch.randn(8, 4))
+    replay = s.views.replays[0]
+    assert replay["reproduced"] is None and replay["verdict"] is None and replay["exact"] is True
