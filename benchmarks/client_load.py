@@ -1,5 +1,6 @@
 """8. Clients polling cost the job nothing much: the step time of a served job while N
-clients call `status` as fast as they can, against no client, in interleaved phases."""
+clients call `status` (or `stacks`, every thread's stack: a costly answer) as fast as
+they can, against no client, in interleaved phases."""
 
 from __future__ import annotations
 
@@ -35,8 +36,9 @@ FLOOD = textwrap.dedent("""
     c = client.connect(sys.argv[1])
     end = time.monotonic() + float(sys.argv[2])
     n = 0
+    ask = getattr(c, sys.argv[3])
     while time.monotonic() < end:
-        c.status()
+        ask()
         n += 1
     print(n)
 """)
@@ -50,11 +52,13 @@ def _steps_per_phase(c: Any, seconds: float, at_least: int = 3) -> list[float]:
     deadline = time.monotonic() + 120
     while (last := c.status()["step"]) < first + at_least and time.monotonic() < deadline:
         time.sleep(0.05)
-    hist = c.get_history(min(max(last - first, 1), 10_000))
+    # The job goes on between the status and this call: ask for all it keeps, then pick the
+    # phase's steps (asking for last - first records got none when that many more had run).
+    hist = c.get_history(10_000)
     return [h["step_time"] for h in hist if first < h["step"] <= last]
 
 
-def run(quick: bool, clients: int = 10) -> dict[str, Any]:
+def run(quick: bool, clients: int = 10, op: str = "status") -> dict[str, Any]:
     from stepdbg import client
     from stepdbg.wire import sessions
 
@@ -80,14 +84,14 @@ def run(quick: bool, clients: int = 10) -> dict[str, Any]:
         requests = 0
         for _ in range(rounds):
             quiet += _steps_per_phase(c, phase)
-            flood = [subprocess.Popen([sys.executable, "-c", FLOOD, sid, str(phase + 1)], cwd=root,
+            flood = [subprocess.Popen([sys.executable, "-c", FLOOD, sid, str(phase + 1), op], cwd=root,
                                       stdout=subprocess.PIPE, text=True) for _ in range(clients)]
             time.sleep(0.2 if quick else 0.5)  # every flooding client connected
             loaded += _steps_per_phase(c, phase)
             requests += sum(int(p.communicate()[0] or 0) for p in flood)
         c.close(then="end")
         q, ld = statistics.median(quiet), statistics.median(loaded)
-        return {"clients": clients, "plain_step_ms": round(q * 1e3, 3), "flooded_step_ms": round(ld * 1e3, 3),
+        return {"clients": clients, "op": op, "plain_step_ms": round(q * 1e3, 3), "flooded_step_ms": round(ld * 1e3, 3),
                 "ratio": round(ld / q, 3), "requests_per_s": round(requests / (rounds * (phase + 1)), 1)}
     finally:
         proc.wait(30) if proc.poll() is None and not proc.kill() else None

@@ -81,8 +81,8 @@ class Doctor:
         self.update_ratios: list[dict[str, float]] = []
         self.tensor_bytes: list[int] = []  # tensors alive at the end of each step after the warm-up
         self._last_census: dict[str, Any] = {}
-        self._cpu_wait: float | None = None  # the training thread's run-queue wait at the last step end
-        self._preempted: dict[int, float] = {}  # step -> seconds it waited for a CPU (its gap and its work)
+        self._cpu_wait: float | None = None  # the training thread's run-queue wait where the last step ended
+        self._preempted: dict[int, float] = {}  # step -> seconds it waited for a CPU before its first forward
         # Set by the session: where findings and other events go (report, clients, stderr).
         self.notify: Callable[[Finding], None] = lambda f: None
         self.write: Callable[..., None] = lambda event, **fields: None
@@ -103,6 +103,11 @@ class Doctor:
     # ------------------------------------------------------------------ hooks from the session
 
     def on_batch(self, m: StepModel, root: torch.nn.Module, args: tuple[Any, ...]) -> None:
+        if self._cpu_wait is not None:  # the gap before this step's first forward: its time preempted
+            self._preempted[m.step] = waited_for_cpu() - self._cpu_wait
+            self._cpu_wait = None
+            if len(self._preempted) > 16:
+                del self._preempted[min(self._preempted)]
         if root.training is False and has_kind(root, DROPOUT_BN):
             self.add(m, "eval_mode_training", "error",
                      f"step {m.step} trains with the model in eval mode: "
@@ -207,17 +212,8 @@ class Doctor:
             self._last_census = census.of_step(m, [frame] if frame is not None else [])
             self.tensor_bytes.append(self._last_census["counted"])
             self._memory_growth(m)
-        self._note_preempted(hist)
         self._slow_loader(m, hist)
-
-    def _note_preempted(self, hist: list[dict[str, Any]]) -> None:
-        """The time the step just ended waited for a CPU (one read a step, here only)."""
-        now = waited_for_cpu()
-        if self._cpu_wait is not None and hist:
-            self._preempted[hist[-1]["step"]] = now - self._cpu_wait
-            if len(self._preempted) > 16:
-                del self._preempted[min(self._preempted)]
-        self._cpu_wait = now
+        self._cpu_wait = waited_for_cpu()  # the next step's gap starts (two reads a step, under the doctor only)
 
     # ------------------------------------------------------------------ rules
 

@@ -1,8 +1,8 @@
 """The time a thread was ready to run and waited for a CPU: preempted on a busy machine.
 
 Linux counts it per task in ``/proc/thread-self/schedstat`` (the second field, in ns).
-The doctor reads it once a step, so that a step whose host time went to other processes
-is not called data-bound (a 0.3 ms ``get_batch()`` preempted for 20 ms reads as a slow
+The doctor reads it where a step's gap starts and where its first forward does, so that a
+gap whose time went to other processes is not called data wait (a 0.3 ms ``get_batch()`` preempted for 20 ms reads as a slow
 loader on the wall clock). Not read on the watch's path: one read costs about 1 us in a
 loop but 10-15 us between a step's kernels, 4% of a 1.2 ms step at four a step.
 Where the file is missing (not Linux) nothing is known: 0.0.

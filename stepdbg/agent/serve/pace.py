@@ -1,5 +1,8 @@
-"""A client's share of a running job: each client's requests are answered at most RATE a
-second (BURST at once), so clients polling as fast as they can cost the job little. While
+"""A client's share of a running job. While the job runs, each client's requests are
+answered at most RATE a second (BURST at once), and take at most SHARE of the time: a
+request that held the CPU for 2 ms (every thread's stack, the memory census, a module
+tree, a summary) is followed by a rest of 2 ms x (1/SHARE - 1) before the client's next.
+Clients polling as fast as they can, whatever they ask, so cost the job little. While
 the job is paused its training thread waits anyway, and requests run unpaced."""
 
 from __future__ import annotations
@@ -10,23 +13,34 @@ from collections.abc import Callable
 
 RATE = 20.0  # requests a second, per client, while the job runs
 BURST = 40  # a front end's burst at a break (status, frames, locals, history, ...) fits
+SHARE = 0.01  # of the time, per client, its requests may hold a CPU while the job runs
 
 
 class Pace:
-    """A token bucket that waits rather than refuses: a client that floods is slowed."""
+    """A token bucket that waits rather than refuses, and a rest after each costly request:
+    a client that floods is slowed, never refused."""
 
-    def __init__(self, rate: float = RATE, burst: int = BURST) -> None:
-        self.rate, self.burst = rate, burst
+    def __init__(self, rate: float = RATE, burst: int = BURST, share: float = SHARE,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.rate, self.burst, self.share, self.clock = rate, burst, share, clock
         self.tokens = float(burst)
-        self.last = time.monotonic()
+        self.last = clock()
+        self.rest_until = 0.0
+
+    def spent(self, cpu_seconds: float) -> None:
+        """The request just answered held a CPU this long (while the job ran)."""
+        self.rest_until = max(self.rest_until, self.clock() + cpu_seconds * (1 / self.share - 1))
 
     def wait(self, running: Callable[[], bool], stopped: threading.Event) -> None:
         """Return when the next request may run: at once while the job is paused."""
         while running() and not stopped.is_set():
-            now = time.monotonic()
+            now = self.clock()
+            if now < self.rest_until:
+                stopped.wait(min(self.rest_until - now, 0.1))  # re-check: a pause lifts the limit
+                continue
             self.tokens = min(float(self.burst), self.tokens + (now - self.last) * self.rate)
             self.last = now
             if self.tokens >= 1:
                 self.tokens -= 1
                 return
-            stopped.wait(min((1 - self.tokens) / self.rate, 0.1))  # re-check: a pause lifts the limit
+            stopped.wait(min(max((1 - self.tokens) / self.rate, 0.001), 0.1))  # (never a spin on a rounding)

@@ -271,11 +271,14 @@ class Server:
             if msg is None or peer.outbox.dropped is not None:
                 return
             pace.wait(lambda: self.session.paused is None, self._stopped)
+            running, cpu = self.session.paused is None, time.thread_time()
             try:
                 peer.outbox.put(handlers.handle(msg))
             except Exception as e:  # an answer that cannot even be encoded
                 peer.outbox.put(protocol.error(msg.get("id") if isinstance(msg.get("id"), int) else None,
                                                "failed", f"{type(e).__name__}: {e}"))
+            if running:  # (this thread's CPU: a request that waited for the training thread cost it nothing)
+                pace.spent(time.thread_time() - cpu)
 
     def _handshake(self, conn: protocol.Connection) -> str | None:
         """The client's role ("frontend" or "probe") once its token is right, else None."""
