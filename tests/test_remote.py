@@ -250,6 +250,32 @@ def test_slurm_targets_say_what_is_wrong(tmp_path, monkeypatch):
             open_job(target)
 
 
+@pytest.mark.parametrize("name", ["mallory@node1", "node1:2222", "-oProxyCommand=touch_x"])
+def test_a_node_name_from_slurm_is_never_an_ssh_user_port_or_option(tmp_path, monkeypatch, name):
+    """scontrol's node names went into an ssh:// URL: 'mallory@node1' became the ssh user,
+    'node1:2222' a port. They are checked as the names from the job's store are."""
+    from stepdbg.cli.attach import open_job
+
+    monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}:{os.environ['PATH']}")
+    fake_slurm(tmp_path / "bin", "4242", "RUNNING", "node1", [name])
+    with pytest.raises(TargetError, match="which is not a host name; refusing to pass it to ssh"):
+        open_job("slurm:4242")
+
+
+def test_slurms_own_words_reach_the_terminal_without_their_escape_sequences(tmp_path, monkeypatch):
+    from stepdbg.cli.attach import open_job
+
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "squeue").write_text("#!/bin/sh\nprintf 'squeue: error: \\033]0;owned\\007Invalid \\033[2Jjob id\\n' >&2\n"
+                                    "exit 1\n")
+    (bin_dir / "squeue").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
+    with pytest.raises(TargetError) as e:
+        open_job("slurm:4242")
+    assert "squeue: error: Invalid job id" in str(e.value) and "\x1b" not in str(e.value) and "\x07" not in str(e.value)
+
+
 def test_a_job_on_two_nodes_is_attached_through_ssh_to_each_node(sshd, tmp_path, monkeypatch):
     """Two "nodes" on this machine: two torchrun agents (--nnodes=2, one rank each) whose
     ranks keep their session files apart, as two machines would, and ssh reaches them as

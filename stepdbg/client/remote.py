@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..wire import sessions, settings
-from .targets import Endpoint, TargetError
+from .targets import Endpoint, TargetError, printable
 
 SSH_TIMEOUT = 30.0
 
@@ -33,6 +33,11 @@ SSH_TIMEOUT = 30.0
 _USER = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}")
 _HOST = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,252}|[0-9A-Fa-f:.]{2,45}")
 _SOCKET = re.compile(r"/[A-Za-z0-9_./-]{1,4000}")
+
+
+def host_name_ok(name: object) -> bool:
+    """`name` may be given to ssh as a host: no user@, no :port, no leading '-'."""
+    return isinstance(name, str) and _HOST.fullmatch(name) is not None
 
 
 @dataclass(frozen=True)
@@ -45,7 +50,7 @@ class SshTarget:
     def __post_init__(self) -> None:
         if self.user is not None and not _USER.fullmatch(self.user):
             raise TargetError(f"{self.user!r} is not a user name ssh can be given")
-        if not _HOST.fullmatch(self.host):
+        if not host_name_ok(self.host):
             raise TargetError(f"{self.host!r} is not a host name ssh can be given")
         if self.port is not None and not 0 < self.port < 65536:
             raise TargetError(f"port {self.port} is not from 1 to 65535")
@@ -76,6 +81,7 @@ def _ssh(t: SshTarget) -> list[str]:
 
 
 def _explain(t: SshTarget, rc: int, stderr: str) -> str:
+    stderr = printable(stderr)  # (another machine's text: no escape sequence reaches this terminal)
     err = stderr.strip().splitlines()[-1] if stderr.strip() else f"exit code {rc}"
     low = stderr.lower()
     if rc == 255:
@@ -157,7 +163,7 @@ def job_endpoints(first: SshTarget | None, rows: list[dict[str, Any]]) -> list[E
     nodes: dict[int, str] = next((r["nodes"] for r in rows if r.get("nodes")), {})
     for node in sorted(set(nodes.values()) - {r["host"] for r in rows}):
         # Node names come from the job's store, which anyone who reaches it can write.
-        if not isinstance(node, str) or not _HOST.fullmatch(node):
+        if not host_name_ok(node):
             raise TargetError(f"a rank of job {job} names its node {node!r}, which is not a host name; refusing "
                               "to pass it to ssh (set STEPDBG_NODE on that node)")
         there = SshTarget(first.user if first else None, node, first.port if first else None, job)

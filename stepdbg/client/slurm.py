@@ -13,8 +13,8 @@ import re
 import subprocess
 from typing import Any
 
-from .remote import SshTarget, job_rows
-from .targets import TargetError
+from .remote import SshTarget, host_name_ok, job_rows
+from .targets import TargetError, printable
 
 _JOB = re.compile(r"[0-9]+(?:[_+][0-9]+)?")  # 1234, an array task 1234_7, a het component 1234+0
 SLURM_TIMEOUT = 30.0
@@ -29,7 +29,8 @@ def _slurm(*cmd: str) -> str:
     except subprocess.TimeoutExpired:
         raise TargetError(f"{' '.join(cmd)} did not answer in {SLURM_TIMEOUT:.0f}s") from None
     if out.returncode != 0:
-        raise TargetError(f"{' '.join(cmd)}: {(out.stderr or out.stdout).strip() or f'exit code {out.returncode}'}")
+        said = printable(out.stderr or out.stdout).strip()
+        raise TargetError(f"{' '.join(cmd)}: {said or f'exit code {out.returncode}'}")
     return out.stdout
 
 
@@ -43,7 +44,12 @@ def nodes(job: str) -> list[str]:
     state, *nodelist = rows[0]
     if state != "RUNNING" or not nodelist:
         raise TargetError(f"SLURM job {job} is {state.lower()}: no node runs it yet")
-    return [n for n in _slurm("scontrol", "show", "hostnames", nodelist[0]).split() if n]
+    names = [n for n in _slurm("scontrol", "show", "hostnames", nodelist[0]).split() if n]
+    for n in names:  # they go to ssh: 'mallory@node1' would be its user, 'node1:2222' a port
+        if not host_name_ok(n):
+            raise TargetError(f"SLURM names a node of job {job} {printable(n)!r}, which is not a host name; "
+                              "refusing to pass it to ssh")
+    return names
 
 
 def job_rows_of(job: str) -> tuple[SshTarget, list[dict[str, Any]]]:

@@ -6,10 +6,20 @@ Standard library only; shared by the sync and async clients and by ssh (remote.p
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from ..wire import sessions
+
+_ESCAPES = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)?|.)|[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def printable(text: str) -> str:
+    """Another program's text with its terminal control sequences and control characters
+    taken out (lines and tabs kept): squeue's or a remote ssh's stderr can set a title,
+    move the cursor or hide what follows."""
+    return _ESCAPES.sub("", text)
 
 
 class TargetError(Exception):
