@@ -206,6 +206,18 @@ def test_an_oom_break_is_inspectable_in_process(session_factory):
     t.join(WAIT)
 
 
+@pytest.mark.parametrize("message", ["CUDA out of memory. Tried to allocate 1.2.3 GiB",
+                                     "DefaultCPUAllocator: you tried to allocate " + "9" * 5000 + " bytes"],
+                         ids=["1.2.3 GiB", "a 5,000-digit count"])
+def test_an_odd_oom_message_still_makes_an_explained_break(session_factory, message):
+    """'1.2.3 GiB' or a 5,000-digit count raised in the reading of the bytes asked, and
+    the OOM break's hook turned itself off (session_factory asserts none did)."""
+    s = session_factory("exception", actions=())
+    brk = s.breaker.post_mortem(torch.OutOfMemoryError(message))
+    assert brk is not None and brk.details["oom"]["asked"] is None
+    assert brk.details["oom"]["cause"]["rule"] == "size"
+
+
 # ---------------------------------------------------------------------- doctor: memory_growth
 
 

@@ -107,10 +107,12 @@ def is_oom(exc: BaseException) -> bool:
 def asked_bytes(exc: BaseException) -> int | None:
     """The bytes the failing allocation asked for, read from the error's message."""
     text = exception_text(exc)
-    m = re.search(r"tried to allocate (\d+) bytes", text, re.IGNORECASE)
+    # Numbers of a sane length only: '1.2.3 GiB' or a 5,000-digit count (int() refuses past
+    # 4,300 digits) made this raise, and the OOM hook turned itself off.
+    m = re.search(r"tried to allocate (\d{1,20}) bytes", text, re.IGNORECASE)
     if m:
         return int(m.group(1))
-    m = re.search(r"Tried to allocate ([\d.]+) (B|KiB|MiB|GiB|TiB)", text)
+    m = re.search(r"Tried to allocate (\d{1,20}(?:\.\d{1,20})?) (B|KiB|MiB|GiB|TiB)\b", text)
     return int(float(m.group(1)) * _UNITS[m.group(2)]) if m else None
 
 
