@@ -169,8 +169,14 @@ def test_the_rules_in_order_over_measured_values():
                        {"shape": [64, 16]}, [])
     assert leak["cause"]["rule"] == "leak" and "kept holds 2GB in 6 tensors" in leak["cause"]["text"]
     acts = {**census, "by_category": {**census["by_category"], "activations": 100}, "counted": 115,
-            "holders": [{"name": "blocks.3.attn", "bytes": 60, "tensors": 4}]}
+            "holders": [{"name": "blocks.3.attn", "bytes": 60, "tensors": 4, "category": "activations"}]}
     assert "blocks.3.attn saved the most" in oom.explain(err, acts, hist, None, [])["cause"]["text"]
+    # Without --record-memory the largest holder may be a variable: it is not named as a module.
+    by_var = {**acts, "holders": [{"name": "loss", "bytes": 16_400, "tensors": 1, "category": "other_tensors"},
+                                  {"name": "loss (its autograd graph)", "bytes": 90, "tensors": 9,
+                                   "category": "activations"}]}
+    text = oom.explain(err, by_var, hist, None, [])["cause"]["text"]
+    assert "loss saved" not in text and "run with --record-memory to see which module saves most" in text
     frag = oom.explain(torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB."), census, hist,
                        None, [{"device": 0, "reserved": 40 * 2**30, "allocated": 20 * 2**30}])
     assert frag["asked"] == 2 * 2**30 and frag["cause"]["rule"] == "fragmentation"

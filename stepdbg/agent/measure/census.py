@@ -105,7 +105,7 @@ def holders(rows: list[dict[str, Any]], most: int = 5) -> list[dict[str, Any]]:
     for r in rows:
         var = r.get("holder")
         if var:
-            h = by.setdefault(var, {"name": var, "bytes": 0, "tensors": 0})
+            h = by.setdefault(var, {"name": var, "bytes": 0, "tensors": 0, "category": r["category"]})
             h["bytes"] += r["bytes"]
             h["tensors"] += 1
     return sorted(by.values(), key=lambda h: -h["bytes"])[:most]

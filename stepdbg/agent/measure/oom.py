@@ -87,7 +87,10 @@ def _leak(history: list[dict[str, Any]], census: dict[str, Any]) -> dict[str, st
 def _dominant(census: dict[str, Any]) -> dict[str, str] | None:
     cats, counted = census["by_category"], census["counted"] or 1
     if cats["activations"] >= 0.5 * counted:
-        top = next((h for h in census["holders"] if h["name"] and not h["name"].endswith("graph)")), None)
+        # A module that saved them (recorded with --record-memory), never a variable: a
+        # variable's tensors are not what checkpointing cuts.
+        top = next((h for h in census["holders"] if h.get("category") == "activations" and h["name"]
+                    and not h["name"].endswith("graph)")), None)
         who = (f"; {top['name']} saved the most ({size(top['bytes'])}): checkpoint it with "
                f"torch.utils.checkpoint" if top else
                "; run with --record-memory to see which module saves most, and checkpoint it")
