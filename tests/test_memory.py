@@ -212,6 +212,25 @@ def test_an_oom_break_is_inspectable_in_process(session_factory):
     t.join(WAIT)
 
 
+def test_sparse_tensors_are_counted_by_their_parts():
+    """A sparse gradient (nn.Embedding(sparse=True)) was left out of the census: a sparse
+    tensor has no storage of its own. Its values and indices are counted."""
+    from stepdbg.agent.measure.census import Census
+
+    emb = nn.Embedding(1000, 16, sparse=True)
+    emb(torch.tensor([1, 5, 5, 9])).sum().backward()
+    csr = torch.eye(64).to_sparse_csr()
+    c = Census()
+    assert c.add(emb.weight.grad, "gradients", "weight.grad") and c.add(csr, "other_tensors", "m")
+    got = c.result()
+    g, size = emb.weight.grad, lambda t: t.untyped_storage().nbytes()  # (the census counts storages)
+    assert got["by_category"]["gradients"] == size(g._values()) + size(g._indices()) > 0
+    assert got["by_category"]["other_tensors"] == sum(size(t) for t in (csr.values(), csr.crow_indices(),
+                                                                         csr.col_indices()))
+    assert {r["name"] for r in got["largest"]} >= {"weight.grad (values)", "weight.grad (indices)"}
+    assert got["skipped"] == 0
+
+
 @pytest.mark.parametrize("message", ["CUDA out of memory. Tried to allocate 1.2.3 GiB",
                                      "DefaultCPUAllocator: you tried to allocate " + "9" * 5000 + " bytes"],
                          ids=["1.2.3 GiB", "a 5,000-digit count"])

@@ -50,6 +50,15 @@ def storage_of(t: torch.Tensor) -> tuple[tuple[str, int], int] | None:
     return (key, nbytes) if nbytes and key[1] else None
 
 
+_SPARSE_PARTS = {
+    torch.sparse_coo: lambda t: [("values", t._values()), ("indices", t._indices())],
+    torch.sparse_csr: lambda t: [("values", t.values()), ("crow_indices", t.crow_indices()),
+                                 ("col_indices", t.col_indices())],
+    torch.sparse_csc: lambda t: [("values", t.values()), ("ccol_indices", t.ccol_indices()),
+                                 ("row_indices", t.row_indices())],
+}
+
+
 class Census:
     """Storages seen so far, each with the category and name of its first claimant."""
 
@@ -62,6 +71,13 @@ class Census:
     def add(self, t: Any, category: str, name: str, **extra: Any) -> bool:
         if not isinstance(t, torch.Tensor):
             return False
+        if t.layout in _SPARSE_PARTS:  # a sparse tensor has no storage of its own: its parts do
+            try:
+                parts = _SPARSE_PARTS[t.layout](t)
+            except Exception:
+                self.skipped += 1
+                return False
+            return any([self.add(p, category, f"{name} ({part})", **extra) for part, p in parts])
         try:
             found = storage_of(t)
             if found is None or found[0] in self.rows:
