@@ -25,6 +25,8 @@ class SlowEval(nn.Module):
 
 
 def test_a_nanogpt_loop_prefetch_counts_and_evaluation_does_not(session_factory):
+    """nanoGPT's iterations with an evaluation counted estimate_loss()'s aftermath (the
+    checkpoint save: 1.28 s where its get_batch took 0.92 s)."""
     s = session_factory("nan")
     torch.manual_seed(0)
     model = SlowEval()
@@ -47,6 +49,7 @@ def test_a_nanogpt_loop_prefetch_counts_and_evaluation_does_not(session_factory)
                 for _ in range(4):
                     ex, ey = get_batch()
                     nn.functional.mse_loss(model(ex), ey)
+            time.sleep(0.2)  # after estimate_loss(): nanoGPT saves its checkpoint, prints, logs
             evals[it] = time.perf_counter() - t0
         loss = nn.functional.mse_loss(model(x), y)
         x, y = get_batch()  # the next step's batch, fetched between forward and backward
@@ -57,8 +60,8 @@ def test_a_nanogpt_loop_prefetch_counts_and_evaluation_does_not(session_factory)
     assert waits[0] is None  # the first step has no step before it to measure from
     for step in range(1, 6):
         assert waits[step] >= 0.03, (step, waits)  # the batch prefetched in the step before
-        if step in evals:
-            assert waits[step] < evals[step], (step, waits[step], evals[step])  # evaluation is not data wait
+        if step in evals:  # evaluation, and the checkpoint after it, are not data wait
+            assert waits[step] < fetches[0] + 0.1, (step, waits[step], evals[step])
     assert len(fetches) == 6 + 2 * 4 + 1  # the loop's own timings: every get_batch was seen
 
 

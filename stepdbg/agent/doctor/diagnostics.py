@@ -30,7 +30,7 @@ from stepdbg.agent.doctor.measurements import (
 from stepdbg.agent.measure import census
 from stepdbg.agent.measure.census import top_holder
 from stepdbg.agent.measure.frames import user_frame
-from stepdbg.agent.measure.preempted import waited_for_cpu
+from stepdbg.agent.measure.preempted import StepPreemption
 from stepdbg.agent.step.optimizer_phase import opt_params
 from stepdbg.agent.step.step_model import StepModel
 from stepdbg.wire.conditions import format_size
@@ -81,8 +81,7 @@ class Doctor:
         self.update_ratios: list[dict[str, float]] = []
         self.tensor_bytes: list[int] = []  # tensors alive at the end of each step after the warm-up
         self._last_census: dict[str, Any] = {}
-        self._cpu_wait: float | None = None  # the training thread's run-queue wait where the last step ended
-        self._preempted: dict[int, float] = {}  # step -> seconds it waited for a CPU before its first forward
+        self.preempted = StepPreemption()  # a busy machine's share of each step's gap and work
         # Set by the session: where findings and other events go (report, clients, stderr).
         self.notify: Callable[[Finding], None] = lambda f: None
         self.write: Callable[..., None] = lambda event, **fields: None
@@ -103,11 +102,7 @@ class Doctor:
     # ------------------------------------------------------------------ hooks from the session
 
     def on_batch(self, m: StepModel, root: torch.nn.Module, args: tuple[Any, ...]) -> None:
-        if self._cpu_wait is not None:  # the gap before this step's first forward: its time preempted
-            self._preempted[m.step] = waited_for_cpu() - self._cpu_wait
-            self._cpu_wait = None
-            if len(self._preempted) > 16:
-                del self._preempted[min(self._preempted)]
+        self.preempted.first_forward(m.step)
         if root.training is False and has_kind(root, DROPOUT_BN):
             self.add(m, "eval_mode_training", "error",
                      f"step {m.step} trains with the model in eval mode: "
@@ -206,6 +201,8 @@ class Doctor:
 
     def on_step_end(self, m: StepModel) -> None:
         hist = list(m.history)
+        if hist:
+            self.preempted.step_ended(hist[-1]["step"])
         self._lr_too_high(m, hist)
         if m.step > WARMUP_STEPS and "memory_growth" not in self._fired:
             frame = user_frame(sys._getframe())
@@ -213,7 +210,7 @@ class Doctor:
             self.tensor_bytes.append(self._last_census["counted"])
             self._memory_growth(m)
         self._slow_loader(m, hist)
-        self._cpu_wait = waited_for_cpu()  # the next step's gap starts (two reads a step, under the doctor only)
+        self.preempted.gap_starts()  # (three reads a step, under the doctor only)
 
     # ------------------------------------------------------------------ rules
 
@@ -308,9 +305,11 @@ class Doctor:
         loader = m.capture.get("loader")
         it = loader() if loader is not None else None
         # The GPU's view where known; else the host's, less the time the step waited for a CPU
-        # (preempted by other processes: the machine's load, not the loader's).
+        # (preempted by other processes: the machine's load, not the loader's); its work too.
+        gap, work = self.preempted.gap, self.preempted.work
         rows = [{**h, "data_wait": h["gpu_data_wait"] if "gpu_data_wait" in h
-                 else max(0.0, h["data_wait"] - self._preempted.get(h["step"], 0.0))}
+                 else max(0.0, h["data_wait"] - gap.get(h["step"], 0.0)),
+                 "step_time": max(0.0, h["step_time"] - work.get(h["step"], 0.0))}
                 for h in hist[-10:] if h["data_wait"] is not None and h["step_time"]]
         if len(rows) < DATA_STEPS:
             return
@@ -320,7 +319,10 @@ class Doctor:
         if kept[-1]["data_wait"] > 3 * kept[-2]["data_wait"]:
             kept = kept[:-1]
         waited = sum(h["data_wait"] for h in kept)
-        share = waited / (waited + sum(h["step_time"] for h in kept))  # step_time starts after the batch came
+        # step_time starts after the batch came; a batch fetched inside the step (between a
+        # forward and its backward, nanoGPT's prefetch) is the next step's wait, not compute.
+        compute = sum(max(0.0, h["step_time"] - (h.get("fetch_in_step") or 0.0)) for h in kept)
+        share = waited / (waited + compute)
         wait = waited / len(kept)
         if not (share > 0.3 and wait > 0.01 and sum(h["data_wait"] > 0.01 for h in kept) >= 2):
             return

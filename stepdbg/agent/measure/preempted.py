@@ -46,3 +46,36 @@ def waited_for_cpu() -> float:
     except (OSError, ValueError, IndexError):
         f.missing = True
         return 0.0
+
+
+class StepPreemption:
+    """Per step, the training thread's time waiting for a CPU in its gap (from where the
+    step before ended to its first forward) and in its work (from there to its end): what
+    the machine's load, not the loader or the model, took. Three reads a step."""
+
+    KEEP = 16  # steps remembered
+
+    def __init__(self) -> None:
+        self.gap: dict[int, float] = {}
+        self.work: dict[int, float] = {}
+        self._mark: float | None = None
+
+    def gap_starts(self) -> None:
+        self._mark = waited_for_cpu()
+
+    def first_forward(self, step: int) -> None:
+        now = waited_for_cpu()
+        if self._mark is not None:
+            self._keep(self.gap, step, now - self._mark)
+        self._mark = now
+
+    def step_ended(self, step: int) -> None:
+        now = waited_for_cpu()
+        if self._mark is not None:
+            self._keep(self.work, step, now - self._mark)
+        self._mark = None
+
+    def _keep(self, table: dict[int, float], step: int, seconds: float) -> None:
+        table[step] = seconds
+        if len(table) > self.KEEP:
+            del table[min(table)]

@@ -6,8 +6,9 @@
 - In a ``get_batch()`` loop: the host time outside forward, backward and the optimizer:
   the gap since the previous step ended, and the gaps between a forward and its backward
   in the previous step (nanoGPT fetches the next batch there, so that batch's time is
-  this step's). Evaluation (``no_grad`` forwards, and what came before them between
-  steps) and time paused in stepdbg are left out.
+  this step's). Evaluation (``no_grad`` forwards, what came before them between steps,
+  and what comes after the last of them before the next step: the checkpoint nanoGPT
+  saves after ``estimate_loss()``, the logs) and time paused in stepdbg are left out.
 
 The value is known when the step's first forward starts, where ``data_wait>S`` is checked.
 
@@ -40,6 +41,7 @@ class DataWait:
         self._gap_event: Any = None  # CUDA: recorded where the last step ended
         self._this_gap: tuple[Any, Any] | None = None  # CUDA: (start, end) events of this step's gap
         self._pending: list[tuple[dict[str, Any], Any, Any]] = []  # (history record, start, end) to read
+        self._after_eval = False  # an evaluation ended since the last step: the gap is its, not data
 
     def iter_started(self, seconds: float) -> None:
         self._iter_time += seconds
@@ -57,7 +59,14 @@ class DataWait:
             return None  # the first step: nothing to measure from
         if self._gap_event is not None:
             self._this_gap, self._gap_event = (self._gap_event, _event()), None
-        return max(0.0, time.perf_counter() - self._gap_start) + self._carried
+        gap = 0.0 if self._after_eval else max(0.0, time.perf_counter() - self._gap_start)
+        self._after_eval = False
+        return gap + self._carried
+
+    def fetched_in_step(self) -> float:
+        """Seconds of the step so far between a forward and its backward: the next step's
+        batch (nanoGPT's prefetch), inside this step's time but not its compute."""
+        return self._this_step
 
     def forward_done(self) -> None:
         self._forward_done = time.perf_counter()
@@ -68,9 +77,11 @@ class DataWait:
             self._forward_done = None
 
     def evaluation_done(self) -> None:
-        """A no_grad forward ended between steps: what came before it was evaluation."""
+        """A no_grad forward ended between steps: what came before it was evaluation, and
+        what comes after it until the next step is the evaluation's too."""
         self._gap_start = time.perf_counter()
         self._forward_done = None
+        self._after_eval = True
 
     def paused(self, seconds: float) -> None:
         """Time stepdbg held the loop is nobody's data wait."""

@@ -355,6 +355,7 @@ class StepModel(ProgramObjects, Gate):
             "lr": self.lrs(),
             "data_wait": st.data_wait,
             "step_time": now - st.started,
+            "fetch_in_step": self.data.fetched_in_step(),  # (in step_time: the next batch, nanoGPT's way)
             "mem": self._memory(now),
             "batch_shape": st.batch_shape,
             "skipped": st.skip or st.skipped_by_scaler,
