@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -42,6 +43,23 @@ def test_launch_attach_pause_at_nan_eval_set_lr_continue_to_the_end(start_job):
     assert not os.path.exists(info.path) and not os.path.exists(info.address)  # cleaned up
     kinds = [e["event"] for e in job.events()]
     assert kinds[0] == "start" and kinds[-1] == "end" and "replay" in kinds and kinds.count("change") == 2
+
+
+def test_os_exit_in_code_run_at_a_pause_still_ends_the_session(start_job):
+    """os._exit(7) typed at a pause skipped atexit: the session's files stayed and the report
+    had no end record. The session ends first now, then the process exits with 7."""
+    job = start_job("--break", "step==3")
+    info = job.info()
+    with client.connect() as c:
+        c.wait_paused(WAIT)
+        with contextlib.suppress(Exception):  # the job is gone before it can answer
+            c.evaluate("import os; os._exit(7)")
+        done = c.wait_exited(WAIT)
+    assert done is not None and done["exit_code"] == 7
+    code, _, _ = job.finish()
+    assert code == 7
+    assert not os.path.exists(info.path) and not os.path.exists(info.address)
+    assert job.events()[-1]["event"] == "end" and job.events()[-1]["exit_code"] == 7
 
 
 def test_silent_tcp_connections_cannot_lock_the_owner_out(start_job):

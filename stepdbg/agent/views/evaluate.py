@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import io
+import os
 import signal
 import sys
 import threading
@@ -38,10 +39,12 @@ class Evaluator:
     thread the exception arrives at the next bytecode.
     """
 
-    def __init__(self, model: StepModel, controls: Controls, frame: Callable[[], FrameType | None]) -> None:
+    def __init__(self, model: StepModel, controls: Controls, frame: Callable[[], FrameType | None],
+                 end: Callable[[int, str], None] | None = None) -> None:
         self.model = model
         self.controls = controls
         self.frame = frame  # the paused user frame, or None
+        self.end = end  # the session's stop(exit_code, why): os._exit in evaluated code ends it first
         self.time_limit = _default_limit()
         self._lock = threading.Lock()
         self._running: int | None = None  # the thread running user code now
@@ -136,7 +139,7 @@ class Evaluator:
             error = None
             busy, self.model.busy = self.model.busy, True
             try:
-                with _stdout_of_this_thread(buf), self._interruptible():
+                with _stdout_of_this_thread(buf), self._interruptible(), _exit_ends(self.end):
                     try:
                         code = compile(source, "<stepdbg>", "eval")
                         result = eval(code, g, loc)
@@ -186,6 +189,28 @@ def _stdout_of_this_thread(buf: io.StringIO) -> Iterator[None]:
     finally:
         if sys.stdout is router:  # code that set its own sys.stdout keeps it
             sys.stdout = saved
+
+
+@contextlib.contextmanager
+def _exit_ends(end: Callable[[int, str], None] | None) -> Iterator[None]:
+    """While code runs at a pause, os._exit(N) (which skips atexit) ends the session first:
+    its end record is written and its session files removed, then the process exits with N."""
+    real = os._exit
+    if end is None:
+        yield
+        return
+
+    def _exit(code: int) -> None:
+        with contextlib.suppress(BaseException):
+            end(code, "os._exit() in code run at a pause")
+        real(code)
+
+    os._exit = _exit  # type: ignore[assignment]
+    try:
+        yield
+    finally:
+        if os._exit is _exit:
+            os._exit = real
 
 
 def _user_traceback(e: BaseException) -> str:

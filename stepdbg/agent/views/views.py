@@ -35,7 +35,8 @@ class Views:
         self.model, self.controls, self.changer, self.rewinder = model, controls, changer, rewinder
         self.ranks, self.breaker, self.bus, self.guard, self.argv = ranks, breaker, bus, guard, argv
         self.pid = os.getpid()
-        self.evaluator = Evaluator(model, controls, lambda: breaker.paused_stack.selected())
+        self.evaluator = Evaluator(model, controls, lambda: breaker.paused_stack.selected(),
+                                   end=lambda code, why: breaker.hooks.stop(code, why) if breaker.hooks else None)
         self.replays: list[dict[str, Any]] = []
         self._census: tuple[Any, dict[str, Any], dict[str, Any]] | None = None  # (pause, census, refs)
 
