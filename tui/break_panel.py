@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from rich.console import Group
+from rich.padding import Padding
 from rich.syntax import Syntax
 from rich.table import Table
 from rich.text import Text
@@ -94,7 +95,8 @@ def render_replay(replay: dict[str, Any]) -> list[Any]:
     title.append(replay.get("summary", ""))
     lines.append(title)
     if replay.get("verdict"):
-        lines.append(Text(f"  {replay['verdict']}", style="bold" if replay.get("reproduced") is False else "dim"))
+        verdict = Text(replay["verdict"], style="bold" if replay.get("reproduced") is False else "dim")
+        lines.append(Padding(verdict, (0, 0, 0, 2)))  # (its wrapped lines keep the indent)
     if first and first.get("where") in ("input", "parameter"):
         t = Text("  tensor ", style="dim")
         t.append(str(first.get("tensor")), style="bold yellow")

@@ -10,6 +10,7 @@ is the only distributed job there.
 from __future__ import annotations
 
 import re
+import shlex
 import subprocess
 from typing import Any
 
@@ -27,10 +28,10 @@ def _slurm(*cmd: str) -> str:
         raise TargetError(f"slurm: targets need SLURM's {cmd[0]} on this machine: run stepdbg on a login or "
                           "compute node of the cluster, or attach to a node with ssh://NODE/JOB") from None
     except subprocess.TimeoutExpired:
-        raise TargetError(f"{' '.join(cmd)} did not answer in {SLURM_TIMEOUT:.0f}s") from None
+        raise TargetError(f"{shlex.join(cmd)} did not answer in {SLURM_TIMEOUT:.0f}s") from None
     if out.returncode != 0:
         said = printable(out.stderr or out.stdout).strip()
-        raise TargetError(f"{' '.join(cmd)}: {said or f'exit code {out.returncode}'}")
+        raise TargetError(f"{shlex.join(cmd)} failed (exit code {out.returncode})" + (f": {said}" if said else ""))
     return out.stdout
 
 

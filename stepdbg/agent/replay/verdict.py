@@ -25,7 +25,8 @@ import torch
 NONFINITE_CONDITIONS = ("nan", "inf", "nonfinite", "activations")
 REPRODUCED = "reproduced from the same state: the fault is in the model, the data or the state"
 TRANSIENT = ("not reproduced from the same state: a transient fault (a flaky device, a race, non-determinism); "
-             "run the step on other hardware to tell which")
+             "skip this step's update so it never reaches the weights (k in the TUI, skip at the console, "
+             "--on-break skip), and run the step on other hardware to tell which")
 
 
 def judge(result: dict[str, Any], brk: Any, history: list[dict[str, Any]], params: list[torch.Tensor],
