@@ -153,16 +153,16 @@ def total_norm(grads: list[torch.Tensor]) -> torch.Tensor | None:
     precision take a pass per device."""
     if not grads:
         return None
+    if not set(map(type, grads)) <= _PLAIN:  # (a C-level pass, no Python per tensor)
+        return _norm_per_device(grads)
     wide = None if grads[0].dtype in _WIDE else torch.float32  # float64, complex: their own precision
     try:
-        if len(grads) >= FLAT_MIN_TENSORS and grads[0].is_cpu and set(map(type, grads)) <= _PLAIN \
+        if len(grads) >= FLAT_MIN_TENSORS and grads[0].is_cpu \
                 and sum(map(torch.Tensor.numel, grads)) <= FLAT_MAX_ELEMENTS:
             return torch.linalg.vector_norm(_flatten_dense_tensors(grads), dtype=wide)
-        if set(map(type, grads)) <= _PLAIN:
-            return torch.linalg.vector_norm(torch.stack(torch._foreach_norm(grads, 2.0, dtype=wide)))
-    except (RuntimeError, NotImplementedError, TypeError):
-        pass
-    return _norm_per_device(grads)
+        return torch.linalg.vector_norm(torch.stack(torch._foreach_norm(grads, 2.0, dtype=wide)))
+    except (RuntimeError, NotImplementedError, TypeError):  # sparse, several devices, mixed widths
+        return _norm_per_device(grads)
 
 
 FLAT_MIN_TENSORS = 32  # fewer: an op per tensor costs less than the copy
