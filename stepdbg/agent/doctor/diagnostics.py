@@ -322,6 +322,8 @@ class Doctor:
         # step_time starts after the batch came; a batch fetched inside the step (between a
         # forward and its backward, nanoGPT's prefetch) is the next step's wait, not compute.
         compute = sum(max(0.0, h["step_time"] - (h.get("fetch_in_step") or 0.0)) for h in kept)
+        if waited <= 0.0:
+            return
         share = waited / (waited + compute)
         wait = waited / len(kept)
         if not (share > 0.3 and wait > 0.01 and sum(h["data_wait"] > 0.01 for h in kept) >= 2):
