@@ -180,3 +180,42 @@ def test_the_memory_view_on_a_deep_graph_a_nested_tensor_and_a_dead_proxy_answer
     assert proc.returncode == 0 and proc.stdout.strip() == "done", proc.stderr[-3000:]
     assert "in part: saved activations found in the first 10,000 autograd nodes" in proc.stderr, proc.stderr
     assert "tensors by category" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_a_second_interrupt_of_one_evaluation_is_not_sent(session_factory):
+    """The time limit's interrupt and a client's, on one evaluation: the second Ctrl-C landed
+    after the first was handled and ended the pause (CI under load: 'the job resumed before
+    this request ran'). One is sent; the second answers True and sends nothing."""
+    import threading
+
+    s = session_factory("nan")
+    ev = s.views.evaluator
+    started, first_caught, go, done = (threading.Event() for _ in range(4))
+    caught = []
+
+    def user_code() -> None:
+        try:
+            with ev._interruptible():
+                try:
+                    started.set()
+                    while not first_caught.is_set():
+                        pass
+                except KeyboardInterrupt:
+                    caught.append("in the code")
+                    first_caught.set()
+                go.wait(WAIT)
+                for _ in range(200_000):  # a second one would be delivered here
+                    pass
+        except KeyboardInterrupt:
+            caught.append("after the code")
+        done.set()
+
+    t = threading.Thread(target=user_code, daemon=True)
+    t.start()
+    assert started.wait(WAIT)
+    assert ev.interrupt("first") is True
+    assert first_caught.wait(WAIT)
+    assert ev.interrupt("second") is True  # the code still runs: a Ctrl-C is on its way or done
+    go.set()
+    assert done.wait(WAIT)
+    assert caught == ["in the code"]

@@ -86,7 +86,7 @@ def test_categories_match_the_true_sizes_at_a_pause(session_factory, record_memo
     else:  # the variable whose graph keeps it
         assert any(h["name"] == "loss (its autograd graph)" for h in mem["holders"])
     kept = 4 * 25_000 * F32  # steps 0-3; other tensors also holds whatever else this process keeps
-    assert {"name": "kept", "bytes": kept, "tensors": 4} in mem["holders"]
+    assert {"name": "kept", "bytes": kept, "tensors": 4, "category": "other_tensors"} in mem["holders"]
     assert mem["by_category"]["other_tensors"] >= kept
 
 

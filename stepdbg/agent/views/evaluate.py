@@ -48,6 +48,7 @@ class Evaluator:
         self.time_limit = _default_limit()
         self._lock = threading.Lock()
         self._running: int | None = None  # the thread running user code now
+        self._sent = False  # an interrupt was sent to the code running now
         self._why = ""
 
     def interrupt(self, why: str = "interrupted from the front end") -> bool:
@@ -56,7 +57,9 @@ class Evaluator:
             tid = self._running
             if tid is None:
                 return False
-            self._why = why
+            if self._sent:  # one Ctrl-C an evaluation: a second (the time limit's and a client's) could
+                return True  # land after the first was handled, outside the evaluation, and end the pause
+            self._why, self._sent = why, True
             if tid == threading.main_thread().ident:
                 signal.pthread_kill(tid, signal.SIGINT)
             else:
@@ -75,7 +78,7 @@ class Evaluator:
         timer = threading.Timer(limit, self.interrupt, kwargs={"why": f"stopped at the {limit:g} s time limit "
                                                                       "(STEPDBG_EVAL_TIMEOUT)"}) if limit else None
         with self._lock:
-            self._running = threading.get_ident()
+            self._running, self._sent = threading.get_ident(), False
         if timer is not None:
             timer.daemon = True
             timer.name = "stepdbg-eval-timer"
