@@ -97,7 +97,11 @@ def test_fsdp2_pauses_as_one_at_a_nan_in_one_ranks_data_and_its_grad_norm_is_the
         assert (w["shape"], w["shard"]["shape"], w["shard"]["stats_over"]) == ([32, 8], [16, 8], "this rank's shard"), w
         assert "(DTensor; this rank holds [16, 8], Shard(dim=0); statistics of that shard)" in format_summary(w)
         assert len(r1.call("slice", name="model[0].weight", index="0, :4", timeout=30)) == 4  # of the shard
-        replay = r1.call("replay", timeout=30)  # alone, its forward would wait for rank 0's shards forever
+        replay = r1.call("replay", timeout=30)  # the NaN is in its batch: named with no forward
+        first = replay["first_nonfinite"]
+        assert (first["where"], first["index"], replay["reproduced"]) == ("input", [0, 0], True), replay
+        assert first["tensor"] in ("batch", "args[0]") and first["count"] == 1, first
+        replay = r0.call("replay", timeout=30)  # alone, its forward would wait for rank 1's shards forever
         assert replay["first_nonfinite"] is None and replay["summary"].startswith(
             "not replayed: its parameters are sharded DTensors (FSDP2)"), replay
         for c in (r0, r1):

@@ -128,19 +128,19 @@ def replay_step(model: StepModel, brk: Any = None, frame: FrameType | None = Non
     if root is None or args is None:
         result["summary"] = "nothing to replay: no model forward was seen in this step"
         return result
-    shards = sharded_across_ranks(root)
+    t0 = time.perf_counter()
+    kwargs = cap.get("kwargs", {})
+    first = _input_born(cap, args, kwargs, frame)  # (no forward: on a sharded model too)
+    shards = sharded_across_ranks(root) if first is None else None
     if shards is not None:
         result["summary"] = (f"not replayed: {shards}; its forward gathers them from every rank, and this rank "
-                             "replaying alone would wait for the others forever")
+                             "replaying alone would wait for the others forever (its inputs are finite)")
         return result
-    t0 = time.perf_counter()
     notes: list[str] = []
     if brk is not None and brk.phase == "after_optimizer_step":
         notes.append("the update was already applied: parameters differ from the step's start")
-    kwargs = cap.get("kwargs", {})
     original = model.output()
     original_finite = finite(original) if original is not None else None
-    first = _input_born(cap, args, kwargs, frame)
     if first is None:
         first = _replayed(model, root, args, kwargs, cap, brk, frame, result, notes, original_finite)
     result["first_nonfinite"] = first
