@@ -7,6 +7,12 @@ not reproduced, a transient fault. (The demo stands in for the hardware: its `fl
 layer corrupts the 20th training forward it runs, and only that one.)
 
     stepdbg --no-tui --break nan --on-break replay --on-break skip python demos/transient_fault.py
+
+Saved and replayed later (README, "Evidence: save, skip, replay later"), the step is not
+reproduced either: the rebuilt `flaky` layer has not counted 20 calls.
+
+    stepdbg --no-tui --break nan --on-break save --on-break skip python demos/transient_fault.py
+    stepdbg replay --model demos/transient_fault.py:build stepdbg-step20
 """
 
 import argparse
@@ -32,13 +38,18 @@ class Flaky(nn.Module):
         return x
 
 
+def build(bad_step: int = 20) -> nn.Module:
+    """The model (`stepdbg replay --model demos/transient_fault.py:build` rebuilds it)."""
+    return nn.Sequential(nn.Linear(8, 32), Flaky(bad_step + 1), nn.ReLU(), nn.Linear(32, 1))
+
+
 def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("--steps", type=int, default=40)
     p.add_argument("--bad-step", type=int, default=20)
     args = p.parse_args()
     torch.manual_seed(0)
-    model = nn.Sequential(nn.Linear(8, 32), Flaky(args.bad_step + 1), nn.ReLU(), nn.Linear(32, 1))
+    model = build(args.bad_step)
     opt = torch.optim.SGD(model.parameters(), lr=0.05)
     for step in range(args.steps):
         x = torch.randn(16, 8)

@@ -13,6 +13,7 @@ import argparse
 import difflib
 import os
 import re
+import shutil
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -30,6 +31,8 @@ class Sample:
     prompts: int = 0  # keep the output up to this console prompt (the commands typed before it)
     start: str = ""  # keep the output from the first line that starts with this ("..." before it)
     shown: bool = False  # the block starts with "$ COMMAND"
+    then: str = ""  # a second command, run after the first in the checkout, shown as "$ THEN"
+    cleanup: str = ""  # a glob of what the commands write in the checkout: removed before and after
 
 
 SAMPLES = {
@@ -38,12 +41,26 @@ SAMPLES = {
     "skip-on-device": Sample("stepdbg --no-tui --skip-on-device --on-break replay python demos/nan_log.py --fused",
                              start="step 30 ", shown=True),
     "doctor": Sample("stepdbg doctor --steps 20 -q python demos/lr_explode.py", shown=True),
+    "evidence": Sample("stepdbg --no-tui -q --break nan --on-break save --on-break skip python demos/nan_log.py",
+                       shown=True, then="stepdbg replay stepdbg-step30", cleanup="stepdbg-step30*"),
     "transient": Sample("stepdbg --no-tui --break nan --on-break replay --on-break skip python demos/transient_fault.py",
                         shown=True),
 }
 
 
 def run(sample: Sample) -> str:
+    """What a person sees: the command's output, then the second command's, if any."""
+    for path in ROOT.glob(sample.cleanup) if sample.cleanup else ():
+        shutil.rmtree(path)
+    try:
+        out = run_one(sample)
+        return out + (run_one(Sample(sample.then, shown=sample.shown)) if sample.then else "")
+    finally:
+        for path in ROOT.glob(sample.cleanup) if sample.cleanup else ():
+            shutil.rmtree(path)
+
+
+def run_one(sample: Sample) -> str:
     """What a person sees: stdout and stderr as they come, this checkout's path left out."""
     argv = sample.command.split()
     argv = [sys.executable, "-m", "stepdbg", *argv[1:]]

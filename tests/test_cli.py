@@ -211,3 +211,11 @@ def test_a_report_the_disk_refuses_is_switched_off_and_the_job_goes_on(tmp_path)
     said = [line for line in out.stderr.splitlines() if "cannot write the report" in line]
     assert len(said) == 1 and "it is off, the job goes on" in said[0], out.stderr
     assert "Traceback" not in out.stderr
+
+
+def test_a_scripts_own_options_are_never_read_as_abbreviations_of_stepdbgs(echo_script):
+    """argparse matched prefixes in the script's arguments: `--re` could match --report,
+    --record-memory and the rewind options, and the launch failed."""
+    out = stepdbg(str(echo_script), "--re", "--b", "--rep", "x")
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout.splitlines()[0])["argv"][1:] == ["--re", "--b", "--rep", "x"], out.stdout

@@ -83,8 +83,8 @@ def test_fsdp2_pauses_as_one_at_a_nan_in_one_ranks_data_and_its_grad_norm_is_the
     pauses both ranks at the same step, outside any collective; the grad norm stepdbg
     records for each step is the true global norm (the script computes it from the full
     gradients and prints it)."""
-    cmd = [sys.executable, "-m", "stepdbg", "serve", "--break", "nan", "torchrun", "--standalone",
-           "--nproc_per_node=2", str(FSDP), "--nan-at", "3", "--steps", "6"]
+    cmd = [sys.executable, "-m", "stepdbg", "serve", "--break", "nan", "--bundle-dir", str(tmp_path), "torchrun",
+           "--standalone", "--nproc_per_node=2", str(FSDP), "--nan-at", "3", "--steps", "6"]
     proc = subprocess.Popen(cmd, cwd=ROOT, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True)
     with ranks_of(proc) as (r0, r1):
@@ -101,6 +101,11 @@ def test_fsdp2_pauses_as_one_at_a_nan_in_one_ranks_data_and_its_grad_norm_is_the
         first = replay["first_nonfinite"]
         assert (first["where"], first["index"], replay["reproduced"]) == ("input", [0, 0], True), replay
         assert first["tensor"] in ("batch", "args[0]") and first["count"] == 1, first
+        saved = r1.call("save", timeout=60)  # the inputs, not the shards: offline, the input is named too
+        assert saved["path"] == str(tmp_path / "stepdbg-step3-rank1"), saved
+        offline = json.loads(subprocess.run([sys.executable, "-m", "stepdbg", "replay", "--json", saved["path"]],
+                                            capture_output=True, text=True, timeout=120, check=True).stdout)
+        assert offline["first_nonfinite"]["index"] == [0, 0] and offline["reproduced"] is True, offline
         replay = r0.call("replay", timeout=30)  # alone, its forward would wait for rank 1's shards forever
         assert replay["first_nonfinite"] is None and replay["summary"].startswith(
             "not replayed: its parameters are sharded DTensors (FSDP2)"), replay

@@ -74,10 +74,11 @@ class Session:
         self.views = Views(self.model, self.controls, self.changer, self.rewinder, self.ranks, self.breaker,
                            self.bus, self.guard, self.argv)
         self.breaker.hooks = ActionHooks(
-            replay=self.views.replay, skip=self.changer.skip_step, rewind=self.rewinds.at_break,
+            replay=self.views.replay, save=self.views.save, skip=self.changer.skip_step, rewind=self.rewinds.at_break,
             console=(lambda: console(self)) if console else None, can_prompt=can_prompt,
             attach_command=lambda: self.server.attach_command if self.server else "", stop=self.stop)
-        self.model.armed = "replay" in actions or config.doctor
+        self.model.armed = bool({"replay", "save"} & set(actions)) or config.doctor
+        self.views.bundle_dir = config.bundle_dir
         self.model.overfit = config.overfit
         if config.skip_on_device:  # (on the CPU too: the values are decided where they are made, as on a GPU)
             self.model.device_skip.on, self.model.defer_reads = True, True
@@ -187,7 +188,7 @@ class Session:
         """A front end left. `then`: "stay" (a paused job waits for a re-attach),
         "continue" or "end" (the job ends with exit code 3)."""
         if self.controls.detached():
-            self.model.armed = "replay" in self.breaker.actions or self.doctor is not None
+            self.model.armed = bool({"replay", "save"} & set(self.breaker.actions)) or self.doctor is not None
             self._timeout_changed(self.guard("ranks", self.ranks.restore_timeout), "no front end is left")
         if then == "continue":
             self.controls.cont()

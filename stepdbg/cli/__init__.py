@@ -1,7 +1,7 @@
 """The `stepdbg` command line: one module per subcommand, each with its own parser.
 
     stepdbg [run] [OPTIONS] [python] SCRIPT.py ARGS...     (run.py; torchrun too)
-    stepdbg serve | doctor | overfit | attach | ls | hook ...
+    stepdbg serve | doctor | overfit | attach | ls | hook | replay ...
 
 Options are stepdbg's until the script (or the interpreter, or -m) is named; every
 argument after it goes to the script untouched. The commands that only talk to a job
@@ -17,7 +17,7 @@ from ..client import ClientError, TargetError
 from ..wire import settings
 from .common import EXIT_FAILED, EXIT_USAGE, UsageError
 
-SUBCOMMANDS = ("run", "serve", "doctor", "overfit", "attach", "ls", "hook")
+SUBCOMMANDS = ("run", "serve", "doctor", "overfit", "attach", "ls", "hook", "replay")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -52,6 +52,10 @@ def _dispatch(cmd: str, argv: list[str]) -> int:
         from . import attach
 
         return attach.main(argv)
+    if cmd == "replay":
+        from . import replay
+
+        return replay.main(argv)
     if cmd == "ls":
         from . import ls
 

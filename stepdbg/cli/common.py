@@ -27,10 +27,13 @@ class UsageError(Exception):
 
 
 class Parser(argparse.ArgumentParser):
-    """argparse, with errors raised as one-line UsageErrors in stepdbg's own words."""
+    """argparse, with errors raised as one-line UsageErrors in stepdbg's own words. No
+    abbreviations: argparse matches them in the script's own arguments too, so a script's
+    `--b` failed as "ambiguous option: --b could match --break, --bundle-dir"."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         kwargs.setdefault("formatter_class", argparse.RawDescriptionHelpFormatter)
+        kwargs.setdefault("allow_abbrev", False)
         super().__init__(*args, **kwargs)
 
     def error(self, message: str) -> NoReturn:
@@ -64,6 +67,12 @@ def _action(name: str) -> str:
     if name not in ACTIONS:
         raise UsageError(f"unknown --on-break action {name!r}; known: {', '.join(ACTIONS)}")
     return name
+
+
+def _directory(value: str) -> str:
+    if not os.path.isdir(value):
+        raise UsageError(f"--bundle-dir {value!r}: not a directory")
+    return os.path.abspath(value)
 
 
 def _listen(value: str) -> str:
@@ -149,7 +158,9 @@ def add_run_options(p: argparse.ArgumentParser, tui: bool = True) -> None:
     g.add_argument("--break", dest="breaks", metavar="SPEC", action="append", type=_condition, default=[],
                    help="break when SPEC holds (repeatable; default: nan and exception; see --help-conditions)")
     g.add_argument("--on-break", dest="actions", metavar="ACTION", action="append", type=_action, default=[],
-                   help="what to do at a break, in order (repeatable): report, replay, skip, rewind, abort, pause")
+                   help="what to do at a break, in order (repeatable): report, replay, save, skip, rewind, abort, pause")
+    g.add_argument("--bundle-dir", metavar="DIR", type=_directory,
+                   help="where --on-break save writes its evidence bundles (default: the current directory)")
     g.add_argument("--report", metavar="FILE", help="write JSON lines, one event per line, flushed as written")
     g.add_argument("--listen", metavar="HOST:PORT", type=_listen,
                    help="also accept TCP (default host 127.0.0.1; the token is still required)")
@@ -204,6 +215,7 @@ class RunConfig:
     rewind: dict[str, Any] = field(default_factory=dict)  # Rewinder.configure's arguments
     record_memory: bool = False
     skip_on_device: bool = False
+    bundle_dir: str | None = None
     doctor: dict[str, Any] | None = None  # doctor/overfit: {"steps": N, "overfit": bool, "json": bool}
     torchrun: list[str] | None = None  # torchrun's own arguments: every rank gets an agent
     python: str = sys.executable
@@ -221,7 +233,7 @@ class RunConfig:
             listen=self.listen, detach_timeout=self.detach_timeout, forward_output=self.forward_output,
             rewind=self.rewind, doctor=bool(self.doctor), stop_after=doctor.get("steps"),
             overfit=bool(doctor.get("overfit")), record_memory=self.record_memory,
-            skip_on_device=self.skip_on_device,
+            skip_on_device=self.skip_on_device, bundle_dir=self.bundle_dir,
         ).to_json()
 
 
@@ -231,7 +243,7 @@ def run_config(ns: argparse.Namespace, serve: bool = False) -> RunConfig:
     cfg = RunConfig(breaks=ns.breaks, actions=ns.actions, report=ns.report, quiet=ns.quiet, serve=serve,
                     listen=ns.listen, detach_timeout=ns.detach_timeout, forward_output=ns.forward_output,
                     tui=not getattr(ns, "no_tui", True), record_memory=getattr(ns, "record_memory", False),
-                    skip_on_device=getattr(ns, "skip_on_device", False))
+                    skip_on_device=getattr(ns, "skip_on_device", False), bundle_dir=ns.bundle_dir)
     cfg.rewind = rewind_options(ns)
     rest = (["-m"] if ns.as_module else []) + [ns.script, *ns.args]
     if rest[0] == "torchrun":

@@ -28,6 +28,7 @@ commands (each has its own --help):
   stepdbg doctor [--steps N] [--json] SCRIPT.py            the first N steps with every rule on
   stepdbg overfit [--steps N] SCRIPT.py                    can the model fit one batch?
   stepdbg attach [TARGET]                                  the TUI (or --repl) on a running job
+  stepdbg replay [--json] [--device D] BUNDLE              replay a saved step (--on-break save)
   stepdbg ls [--json] [ssh://host]                         the jobs you can attach to
   stepdbg hook install|remove|status                       STEPDBG_AUTOSTART=1 starts an agent"""
 
@@ -35,6 +36,8 @@ RUN_EPILOG = """\
 actions (--on-break, in order; default: report, or pause for serve):
   report  write the break to the report and go on
   replay  re-run the step under anomaly detection; name the op
+  save    write the step's evidence bundle (stepdbg-stepN/ under --bundle-dir) for
+          `stepdbg replay PATH` later, or elsewhere
   skip    do not apply this step's update
   rewind  put the run back to the newest snapshot before the break, in place, and go on
           (needs --keep-every N; the batches since the snapshot are skipped)
@@ -48,6 +51,7 @@ examples:
   stepdbg serve --break nan python train.py          # then, in another shell:
   stepdbg attach                                     # or: stepdbg attach ssh://me@node17
   stepdbg --break nan --on-break rewind --keep-every 50 --max-rewinds 3 train.py
+  stepdbg --break nan --on-break save --on-break skip train.py    # then: stepdbg replay stepdbg-step*/
   stepdbg --break nan --report r.jsonl torchrun --nproc_per_node=2 train.py   # r.rank0.jsonl, ...
 
 exit codes: the script's own; 2 for bad stepdbg options; 3 when abort (or a client) ended it."""

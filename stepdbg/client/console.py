@@ -28,6 +28,7 @@ stepdbg console:
   Enter             the last of c, n, s, until N again (as in pdb); continue at first
   until N           run to step N       pause   pause at the next pause point
   r                 replay the step under anomaly detection
+  save              write the step's evidence bundle (stepdbg replay PATH replays it later)
   p EXPR            summary of a tensor (loss, batch, model.fc.weight.grad, a local)
   lr X [pin]        set the learning rate (pin: keep it against schedulers and loops)
   skip              do not apply this step's update
@@ -70,7 +71,7 @@ _last_stepping = ["c"]  # what Enter repeats, across pauses (one console per pro
 
 
 COMMANDS = {*RESUMES, *STEPPING, "h", "help", "?", "detach", "rank", "ranks", "compare", "on", "pause", "r",
-            "replay", "p", "lr", "skip", "rewind", "interrupt", "info", "w", "where", "bt", "u", "up", "d",
+            "replay", "save", "p", "lr", "skip", "rewind", "interrupt", "info", "w", "where", "bt", "u", "up", "d",
             "down", "locals", "break"}
 IDLE_CTRL_C = ("Ctrl-C here does nothing to the job: `interrupt` sends it Ctrl-C, `q` ends it, "
                "`c` continues{}")
@@ -125,6 +126,9 @@ def execute(target: Any, cmd: str) -> str | None:  # noqa: C901, PLR0912, PLR091
     elif word in ("r", "replay"):
         result = target.replay()
         _out(result["summary"] + (f"\n{result['verdict']}" if result.get("verdict") else ""))
+    elif word == "save":
+        r = target.save()
+        _out(f"evidence bundle: {r['path']}" if r.get("saved") else f"not saved: {r.get('error')}")
     elif word == "p":
         _out(format_summary(target.summary(rest)))
     elif word == "lr":

@@ -32,6 +32,7 @@ class AgentConfig:
     skip_on_device: bool = False  # fused optimizers: a NaN step skipped on the device, told a step late (no sync)
     stop_after: int | None = None  # end the run (exit 0) after this many steps
     overfit: bool = False  # repeat the first batch (stepdbg overfit)
+    bundle_dir: str | None = None  # where --on-break save writes (None: the job's working directory)
     argv: list[str] = field(default_factory=list)  # the job's command line, for status and the report
 
     def __post_init__(self) -> None:

@@ -35,7 +35,7 @@ SCALAR_PHASE = {
 }
 
 # What may happen at a break (--on-break), in the order given.
-ACTIONS = ("report", "replay", "skip", "rewind", "abort", "pause")
+ACTIONS = ("report", "replay", "save", "skip", "rewind", "abort", "pause")
 
 SIMPLE_KINDS = {
     "nan": "nan",

@@ -96,6 +96,7 @@ OPS: dict[str, Op] = {op.name: op for op in (
     _op("stacks", "every thread's stack, the training thread first", "list of objects"),
     _op("replay", "replay the step under anomaly detection; the producer of the first non-finite value",
         "object"),
+    _op("save", "write the step's evidence bundle (stepdbg-stepN/) for `stepdbg replay PATH`; its path", "object"),
     _op("eval", "run Python in the paused frame; its output, value or error", "object",
         Arg("source", Text(EVAL_SOURCE_LIMIT)), method="evaluate"),
     _op("interrupt", "stop the code being evaluated (Ctrl-C for eval; the job stays paused)", "object",

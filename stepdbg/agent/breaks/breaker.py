@@ -46,6 +46,7 @@ class ActionHooks:
     """What the actions call outside the breaks: set by the Session when it wires the parts."""
 
     replay: Callable[[], Any]
+    save: Callable[[], Any]  # the evidence bundle
     skip: Callable[[], Any]
     rewind: Callable[[Break], None]
     console: Callable[[], None] | None  # the console at the job's terminal, when there is one
@@ -347,18 +348,19 @@ class Breaker:
             if target is not None:  # else (the store is gone) this rank pauses alone
                 brk.details["pause_at_step"] = target
                 actions = [a for a in actions if a != "pause"]
+        hooks = self.hooks
+        run: dict[str, Callable[[], Any]] = {  # ("report": the break is told already)
+            "replay": hooks.replay, "skip": hooks.skip, "abort": self._abort, "pause": lambda: self.pause(brk),
+            "save": lambda: self.guard("bundle", hooks.save),  # a failure to save never ends the job
+            "rewind": lambda: self.guard("rewind", hooks.rewind, brk),  # a bug of the rewind's turns off the rewind only
+        }
         for action in actions:
-            if action == "replay":
-                self.hooks.replay()
-            elif action == "skip":
-                self.hooks.skip()
-            elif action == "rewind":
-                self.guard("rewind", self.hooks.rewind, brk)  # a bug of the rewind's turns off the rewind only
-            elif action == "abort":
-                self.bus.say(f"aborting (exit code {EXIT_ABORT}) as asked by --on-break abort")
-                raise Abort()
-            elif action == "pause":
-                self.pause(brk)
+            if action in run:
+                run[action]()
+
+    def _abort(self) -> None:
+        self.bus.say(f"aborting (exit code {EXIT_ABORT}) as asked by --on-break abort")
+        raise Abort()
 
     def pause(self, brk: Break) -> None:
         """Hold the training thread: for the front ends, or the console at the job's terminal."""

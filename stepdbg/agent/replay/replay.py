@@ -50,7 +50,7 @@ from stepdbg.agent.replay.autograd_graph import (
     user_trace,
 )
 from stepdbg.agent.replay.provenance import ModuleStack, Provenance, first_bad, named_tensors
-from stepdbg.agent.replay.verdict import judge
+from stepdbg.agent.replay.verdict import REPRODUCED, judge
 from stepdbg.agent.step.step_model import StepModel
 
 
@@ -139,8 +139,8 @@ def replay_step(model: StepModel, brk: Any = None, frame: FrameType | None = Non
     notes: list[str] = []
     if brk is not None and brk.phase == "after_optimizer_step":
         notes.append("the update was already applied: parameters differ from the step's start")
-    original = model.output()
-    original_finite = finite(original) if original is not None else None
+    original = model.output()  # (a bundle's replay has no output, but whether it was finite)
+    original_finite = finite(original) if original is not None else cap.get("output_finite")
     if first is None:
         first = _replayed(model, root, args, kwargs, cap, brk, frame, result, notes, original_finite)
     result["first_nonfinite"] = first
@@ -151,6 +151,25 @@ def replay_step(model: StepModel, brk: Any = None, frame: FrameType | None = Non
         result["notes"] = notes
     result["summary"] = _summary(result, notes)
     return result
+
+
+def replay_inputs(cap: dict[str, Any], brk: Any) -> dict[str, Any]:
+    """The inputs' check alone (a bundle of a sharded model holds no parameters to run)."""
+    first = _input_born(cap, cap.get("args"), cap.get("kwargs", {}), None)
+    result = {"step": cap.get("step"), "phase": brk.phase if brk else None, "first_nonfinite": first,
+              "reproduced": True if first else None, "verdict": REPRODUCED if first else None}
+    result["summary"] = _summary(result, []) if first else (
+        "not replayed: the model's parameters were sharded across ranks (not in the bundle); its inputs are finite")
+    return result
+
+
+def replay_words(result: dict[str, Any]) -> str:
+    """A replay's report in words, as the job's stderr and `stepdbg replay` say it."""
+    first, advice = result.get("first_nonfinite"), result.get("advice")
+    return (f"replay of step {result['step']}: {result['summary']}"
+            + (f"\n  {first['code']}" if first and first.get("code") else "")
+            + (f"\n  {advice['cause']}: {advice['text']}" if advice else "")
+            + (f"\n  {result['verdict']}" if result.get("verdict") else ""))
 
 
 def _input_born(cap: dict[str, Any], args: Any, kwargs: Any, frame: FrameType | None) -> dict[str, Any] | None:

@@ -131,6 +131,9 @@ class Handlers:
     def op_replay(self) -> dict[str, Any]:
         return self.s.views.replay()
 
+    def op_save(self) -> dict[str, Any]:
+        return self.s.views.save()
+
     def op_eval(self, source: str) -> dict[str, Any]:
         r = self.s.views.evaluator.evaluate(source)
         for key in ("output", "error"):  # what user code prints or raises can be any size

@@ -7,9 +7,12 @@ training thread is handed to it (Controls.on_training_thread).
 from __future__ import annotations
 
 import os
+import pickle
+import shlex
 import sys
 import time
 from dataclasses import asdict
+from pathlib import Path
 from typing import Any
 
 from stepdbg.agent.breaks.breaker import Breaker
@@ -18,7 +21,7 @@ from stepdbg.agent.breaks.controls import Controls
 from stepdbg.agent.breaks.ranks import Ranks
 from stepdbg.agent.breaks.rewind import Rewinder
 from stepdbg.agent.bus import Bus
-from stepdbg.agent.measure import census, tensors, threads
+from stepdbg.agent.measure import census, oom, tensors, threads
 from stepdbg.agent.measure.memory import memory, memory_in_use
 from stepdbg.agent.step.step_model import StepModel
 from stepdbg.agent.views import inspection
@@ -38,6 +41,8 @@ class Views:
         self.evaluator = Evaluator(model, controls, lambda: breaker.paused_stack.selected(),
                                    end=lambda code, why: breaker.hooks.stop(code, why) if breaker.hooks else None)
         self.replays: list[dict[str, Any]] = []
+        self.bundle_dir: str | None = None  # --bundle-dir (None: the job's working directory)
+        self.bundles = 0  # written by this process (bundle.MAX_BUNDLES at most)
         self._census: tuple[Any, dict[str, Any], dict[str, Any]] | None = None  # (pause, census, refs)
 
     def summary(self, name: str) -> dict[str, Any]:
@@ -148,7 +153,7 @@ class Views:
 
     def replay(self) -> dict[str, Any]:
         """Replay the step under anomaly detection and per-module checks; report the producer."""
-        from stepdbg.agent.replay.replay import replay_step
+        from stepdbg.agent.replay.replay import replay_step, replay_words
 
         def run() -> dict[str, Any]:
             breaks = self.breaker.breaks
@@ -157,12 +162,46 @@ class Views:
             self.replays.append(result)
             self.bus.write("replay", **result)
             self.bus.emit("replay", result)
-            first = result.get("first_nonfinite")
-            advice = result.get("advice")
-            self.bus.say(f"replay of step {result['step']}: {result['summary']}"
-                     + (f"\n  {first['code']}" if first and first.get("code") else "")
-                     + (f"\n  {advice['cause']}: {advice['text']}" if advice else "")
-                     + (f"\n  {result['verdict']}" if result.get("verdict") else ""))
+            self.bus.say(replay_words(result))
             return result
 
         return self.controls.on_training_thread(run)
+
+    def save(self) -> dict[str, Any]:
+        """Write the paused step's evidence bundle (bundle.py) under --bundle-dir: its path,
+        or why it was not written. The job goes on whatever happens here."""
+        from stepdbg.agent.replay import bundle
+        from stepdbg.agent.replay.autograd_graph import finite
+        from stepdbg.agent.replay.replay import eager_root
+
+        def run() -> dict[str, Any]:
+            m, breaks = self.model, self.breaker.breaks
+            root, step = eager_root(m), m.capture.get("step", m.step)
+            if root is None or m.capture.get("args") is None:
+                return self._not_saved(step, "no model forward was seen in this step")
+            if self.bundles >= bundle.MAX_BUNDLES:
+                return self._not_saved(step, f"this run saved {bundle.MAX_BUNDLES} bundles already (the cap)")
+            rank = self.ranks.rank if self.ranks.active() else None
+            name = f"stepdbg-step{step}" + (f"-rank{rank}" if rank is not None else "")
+            directory = Path(self.bundle_dir or os.getcwd())
+            self.bus.say(f"saving the evidence bundle of step {step} "
+                         f"({oom.size(bundle.size_of(root))} of parameters and buffers) under {directory}")
+            out = m.output()
+            extra = {"optimizers": list(m.optimizers), "snapshots": self.rewinder.snapshots, "rank": rank,
+                     "output_finite": None if out is None else finite(out),
+                     "history": list(m.history), "argv": self.argv}
+            brk = asdict(breaks[-1]) if breaks else {}
+            try:
+                path = bundle.write(directory, name, root, m.capture, brk, extra)
+            except (OSError, bundle.BundleError, RuntimeError, pickle.PicklingError) as e:
+                return self._not_saved(step, f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}")
+            self.bundles += 1
+            record = self.bus.write("bundle", step=step, path=str(path), saved=True)
+            self.bus.say(f"evidence bundle: {path} (replay it: stepdbg replay {shlex.quote(str(path))})")
+            return record
+
+        return self.controls.on_training_thread(run)
+
+    def _not_saved(self, step: int, why: str) -> dict[str, Any]:
+        self.bus.say(f"evidence bundle of step {step} not saved: {why}")
+        return self.bus.write("bundle", step=step, path=None, saved=False, error=why)

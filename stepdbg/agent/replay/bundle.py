@@ -1,0 +1,205 @@
+"""The evidence bundle: what a replay of a break's step needs, on disk, so the step can be
+replayed after the job went on (``--on-break save --on-break skip``), or on another machine
+(``stepdbg replay PATH``, offline.py).
+
+A directory ``stepdbg-step<N>[-rank<R>]`` holding:
+
+- ``tensors.pt``: the step-start parameters and buffers of the model (the rewind snapshot's
+  when the update was already applied), every optimizer's ``state_dict``, the captured
+  batch and model inputs, the gradient at the model output, the RNG states. In torch's own
+  format, loadable with ``torch.load(weights_only=True)``: tensors, numbers, strings and
+  plain containers only. Anything else the inputs held is left out and listed.
+- ``meta.json``: the break record, the kernel choice (autocast, SDPA backends, cuDNN and
+  TF32 flags), whether the step's output was finite, the last records of the step history,
+  the model's class by import path and the file it is defined in with its SHA-256, the
+  script and its arguments, the torch, stepdbg and Python versions.
+
+Files are created in a fresh directory (never an existing one; ``-2``, ``-3`` are tried),
+each with O_EXCL and O_NOFOLLOW: a planted symlink or file is never followed or replaced.
+At most MAX_BUNDLES a process.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import inspect
+import json
+import os
+import platform
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from stepdbg.agent.measure.tensors import sharded_across_ranks
+from stepdbg.version import __version__
+from stepdbg.wire.protocol import plain
+
+FORMAT = 1
+MAX_BUNDLES = 10  # a process's bundles: `--break every=1 --on-break save` stops saving after these
+HISTORY = 100  # the step records kept (the advice reads the recent ones)
+_OPEN = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
+
+
+class BundleError(RuntimeError):
+    """A bundle that could not be written or read; the message says why, in one line."""
+
+
+def fresh_dir(parent: Path, name: str) -> Path:
+    """A new directory `name` (or `name-2`, ...) under `parent`, made by this call."""
+    for n in range(1, 1000):
+        path = parent / (name if n == 1 else f"{name}-{n}")
+        try:
+            path.mkdir()
+            return path
+        except FileExistsError:
+            continue
+    raise BundleError(f"no free name for {name} in {parent}")
+
+
+@contextlib.contextmanager
+def created(path: Path) -> Iterator[Any]:
+    """A file this call creates (O_EXCL, O_NOFOLLOW), open for binary writing."""
+    with os.fdopen(os.open(path, _OPEN, 0o644), "wb") as f:
+        yield f
+
+
+def weights_only(value: Any, where: str, left_out: list[str]) -> Any:
+    """`value` as torch.load(weights_only=True) reads it back: tensors (detached), numbers,
+    strings, None, and dicts, lists and tuples of these. Anything else becomes None and its
+    place is added to `left_out`."""
+    if isinstance(value, torch.Tensor):
+        return value.detach()
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    if isinstance(value, dict):  # (a dict subclass, HF's BatchEncoding, comes back a dict)
+        out = {}
+        for k, v in value.items():
+            if isinstance(k, (str, int)):
+                out[k] = weights_only(v, f"{where}[{k!r}]", left_out)
+            else:
+                left_out.append(f"{where}: a key of type {type(k).__name__}")
+        return out
+    if isinstance(value, (list, tuple)):
+        items = [weights_only(v, f"{where}[{i}]", left_out) for i, v in enumerate(value)]
+        return tuple(items) if isinstance(value, tuple) else items
+    left_out.append(f"{where}: a {type(value).__name__}")
+    return None
+
+
+def model_source(root: torch.nn.Module, argv: list[str]) -> dict[str, Any]:
+    """How `stepdbg replay` finds the model's code: its class by import path, the file that
+    defines it (and its hash, to tell when the code changed since), the script."""
+    cls = type(root)
+    try:
+        file = inspect.getsourcefile(cls)
+    except (TypeError, OSError):
+        file = None
+    digest = None
+    if file and os.path.isfile(file):
+        digest = hashlib.sha256(Path(file).read_bytes()).hexdigest()
+    script = os.path.abspath(argv[0]) if argv and os.path.isfile(argv[0]) else None
+    return {"module": cls.__module__, "qualname": cls.__qualname__, "file": os.path.abspath(file) if file else None,
+            "code_sha256": digest, "script": script}
+
+
+def kernels_json(choice: Any) -> Any:
+    """The kernel choice (kernel_choice.current()) with its dtypes as their names."""
+    if not choice:
+        return None
+    return [[str(v) if isinstance(v, torch.dtype) else v for v in part] for part in choice]
+
+
+def kernels_from_json(data: Any) -> Any:
+    if not data:
+        return None
+    return tuple(tuple(getattr(torch, v.removeprefix("torch.")) if isinstance(v, str) and v.startswith("torch.")
+                       else v for v in part) for part in data)
+
+
+def step_start_parameters(root: torch.nn.Module, phase: str, snapshots: list[Any], step: int
+                          ) -> tuple[dict[str, torch.Tensor], str]:
+    """The parameters the step started from, and which: "step_start", or, after the update
+    with no snapshot of the step's start to take them from, "after_update"."""
+    live = dict(root.named_parameters())
+    if phase != "after_optimizer_step":
+        return {n: p.detach() for n, p in live.items()}, "step_start"
+    names = {id(p): n for n, p in live.items()}
+    for snap in snapshots:
+        if snap.step == step:
+            saved = {names[id(t)]: copy for t, copy in snap.pairs if id(t) in names}
+            if len(saved) == len(live):
+                return saved, "step_start"
+    return {n: p.detach() for n, p in live.items()}, "after_update"
+
+
+def write(directory: Path, name: str, root: torch.nn.Module, cap: dict[str, Any], brk: dict[str, Any],
+          extra: dict[str, Any]) -> Path:
+    """Write the bundle of the captured step `cap` of model `root` (eager, unwrapped) under
+    `directory`; `extra`: optimizers, snapshots, output_finite, history, argv, rank."""
+    if not directory.is_dir():
+        raise BundleError(f"{directory} is not a directory")
+    left_out: list[str] = []
+    sharded = sharded_across_ranks(root)
+    if sharded:
+        params, which = {}, "sharded"
+    else:
+        params, which = step_start_parameters(root, brk.get("phase") or "", extra.get("snapshots") or [],
+                                              int(cap.get("step", -1)))
+    buffers = cap.get("buffers") or {n: b for n, b in root.named_buffers()}
+    rng = cap.get("rng") or {}
+    data = {
+        "parameters": params,
+        "buffers": weights_only(buffers, "buffers", left_out),
+        "optimizers": [weights_only(o.state_dict(), f"optimizer {i}", left_out)
+                       for i, o in enumerate(extra.get("optimizers") or [])] if not sharded else [],
+        "args": weights_only(cap.get("args"), "args", left_out),
+        "kwargs": weights_only(cap.get("kwargs") or {}, "kwargs", left_out),
+        "batch": weights_only(cap.get("batch"), "batch", left_out),
+        "grad_output": weights_only(cap.get("grad_output"), "grad_output", left_out),
+        "rng": {"cpu": rng.get("cpu"), "cuda": list(rng.get("cuda") or [])},
+        "sample_indices": weights_only(cap.get("sample_indices"), "sample_indices", left_out),
+    }
+    first = next(iter(params.values()), None)
+    meta = {
+        "format": FORMAT, "step": cap.get("step"), "rank": extra.get("rank"), "break": brk,
+        "parameters": which, "sharded": sharded, "device": str(first.device) if first is not None else "cpu",
+        "output_finite": extra.get("output_finite"), "kernels": kernels_json(cap.get("kernels")),
+        "history": list(extra.get("history") or [])[-HISTORY:], "model": model_source(root, extra.get("argv") or []),
+        "argv": list(extra.get("argv") or []), "left_out": left_out,
+        "versions": {"torch": torch.__version__, "stepdbg": __version__, "python": platform.python_version()},
+    }
+    path = fresh_dir(directory, name)
+    with created(path / "tensors.pt") as f:
+        torch.save(data, f)
+    with created(path / "meta.json") as f:
+        f.write(json.dumps(plain(meta), indent=1).encode())
+    return path
+
+
+def read(path: Path) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(meta, tensors) of the bundle at `path`; tensors loaded with weights_only=True, on the CPU."""
+    meta_path, tensors_path = path / "meta.json", path / "tensors.pt"
+    if not meta_path.is_file() or not tensors_path.is_file():
+        raise BundleError(f"{path} is not an evidence bundle (it needs meta.json and tensors.pt)")
+    try:
+        meta = json.loads(meta_path.read_text())
+    except (OSError, ValueError) as e:
+        raise BundleError(f"{meta_path}: {e}") from None
+    if not isinstance(meta, dict) or meta.get("format") != FORMAT:
+        raise BundleError(f"{meta_path}: not a bundle of format {FORMAT} (stepdbg {__version__})")
+    try:
+        data = torch.load(tensors_path, map_location="cpu", weights_only=True)
+    except Exception as e:  # a damaged or foreign file: torch's own reason, in one line
+        raise BundleError(f"{tensors_path}: {str(e).splitlines()[0] if str(e) else type(e).__name__}") from None
+    return meta, data
+
+
+def size_of(root: torch.nn.Module) -> int:
+    """Bytes of the parameters and buffers (what the bundle mostly holds)."""
+    return sum(t.numel() * t.element_size() for t in [*root.parameters(), *root.buffers()])
+
+
+__all__ = ["MAX_BUNDLES", "BundleError", "read", "size_of", "write"]

@@ -1,0 +1,48 @@
+"""`stepdbg replay BUNDLE`: replay a step saved by `--on-break save` (or `save` at a pause),
+in a fresh process, on this machine. The bundle is checked here; the replay itself runs
+in ``python -m stepdbg.agent.replay.offline``, which imports torch and the model's code."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+from .common import Parser, UsageError
+
+DESCRIPTION = """\
+Replay a saved step (an evidence bundle, stepdbg-stepN/, written by --on-break save) in a
+fresh process: the model is rebuilt from its code, given the step's starting state and
+inputs, and the step runs again under anomaly detection. It prints what the live replay
+printed: the op, module and line that made the first non-finite value, and whether the
+fault came back from the same state."""
+
+EPILOG = """\
+the model's code:
+  by default the model's class, recorded in the bundle, is built with no arguments (from
+  its module, or from the training script loaded without running its
+  `if __name__ == "__main__":` block); a model built with arguments needs --model.
+
+examples:
+  stepdbg replay stepdbg-step30
+  stepdbg replay --json stepdbg-step30-rank1 > replay.json
+  stepdbg replay --model train.py:build_model --device cuda stepdbg-step30"""
+
+
+def main(argv: list[str]) -> int:
+    p = Parser(prog="stepdbg replay", usage="%(prog)s [--json] [--device cpu|cuda] [--model SPEC] BUNDLE",
+               description=DESCRIPTION, epilog=EPILOG)
+    p.add_argument("bundle", metavar="BUNDLE", help="the bundle's directory (stepdbg-stepN[-rankR])")
+    p.add_argument("--json", action="store_true", help="print the replay op's object as JSON, alone on stdout")
+    p.add_argument("--device", choices=("cpu", "cuda"),
+                   help="where to replay (default: where the step ran, when this machine has it)")
+    p.add_argument("--model", metavar="MODULE:FACTORY",
+                   help="a function (or class) that builds the model with no arguments: pkg.models:build or "
+                        "train.py:build_model")
+    ns = p.parse_args(argv)
+    if not os.path.isfile(os.path.join(ns.bundle, "meta.json")):
+        raise UsageError(f"{ns.bundle!r} is not an evidence bundle (a directory with meta.json and tensors.pt, "
+                         "written by --on-break save)")
+    cmd = [sys.executable, "-m", "stepdbg.agent.replay.offline", ns.bundle, *(["--json"] if ns.json else []),
+           *(["--device", ns.device] if ns.device else []), *(["--model", ns.model] if ns.model else [])]
+    return subprocess.call(cmd)
