@@ -115,3 +115,21 @@ def test_fsdp2_pauses_as_one_at_a_nan_in_one_ranks_data_and_its_grad_norm_is_the
     assert code == 3, err[-2000:]
     true = {int(m.group(1)): float(m.group(2)) for m in re.finditer(r"step (\d+) true grad norm ([\d.]+)", out)}
     assert sorted(norms) == [0, 1, 2] and all(abs(norms[s] - true[s]) < 1e-5 for s in norms), (norms, true)
+
+
+def test_an_fsdp2_rank_that_aborts_ends_the_job_and_no_rank_prints_a_traceback(tmp_path, private_runtime_dir):
+    """Rank 1 aborts at its NaN (--on-break abort); rank 0, waiting in an all-gather, had
+    died with gloo's "Connection closed by peer" traceback. It is told through the job's
+    store and ends with one line and the same exit code."""
+    cmd = [sys.executable, "-m", "stepdbg", "--break", "nan", "--on-break", "abort", "--report",
+           str(tmp_path / "r.jsonl"), "torchrun", "--standalone", "--nproc_per_node=2", str(FSDP), "--nan-at", "3",
+           "--steps", "6"]
+    proc = subprocess.Popen(cmd, cwd=ROOT, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    code, _, err = finish(proc)
+    assert code == 3 and "Traceback" not in err, err[-3000:]
+    assert "stepdbg[rank 1]: aborting (exit code 3) as asked by --on-break abort" in err, err[-3000:]
+    if "stepdbg[rank 0]: rank 1 ended the job (its break at step 3 [nan] aborted it); this rank ends with it " \
+            "(exit code 3)" in err:  # (else torchrun's SIGTERM reached rank 0 before its all-gather failed)
+        ends = [json.loads(line) for line in (tmp_path / "r.rank0.jsonl").read_text().splitlines()]
+        assert ends[-1]["event"] == "end" and ends[-1]["exit_code"] == 3, ends[-1]

@@ -160,6 +160,15 @@ def main() -> int:  # noqa: C901, PLR0912, PLR0915 - the launcher's steps in ord
     except BaseException as e:
         if session.breaker.ending:  # the watchdog ends this stalled rank (exit code 3): wait for it
             threading.Event().wait()
+        try:
+            ended = session.ranks.ended_by()
+        except Exception:  # the store went with the rank that served it: an error of its own
+            ended = None
+        if ended is not None:  # another rank ended the job: this rank's collective failed for that
+            session.say(f"rank {ended['rank']} ended the job ({ended['reason']}); this rank ends with it "
+                        f"(exit code {ended['exit_code']})")
+            session.stop(exit_code=ended["exit_code"], error=f"rank {ended['rank']} ended the job")
+            return int(ended["exit_code"])
         code = 1
         try:
             session.breaker.post_mortem(e)

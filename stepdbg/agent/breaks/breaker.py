@@ -350,7 +350,7 @@ class Breaker:
                 actions = [a for a in actions if a != "pause"]
         hooks = self.hooks
         run: dict[str, Callable[[], Any]] = {  # ("report": the break is told already)
-            "replay": hooks.replay, "skip": hooks.skip, "abort": self._abort, "pause": lambda: self.pause(brk),
+            "replay": hooks.replay, "skip": hooks.skip, "abort": lambda: self._abort(brk), "pause": lambda: self.pause(brk),
             "save": lambda: self.guard("bundle", hooks.save),  # a failure to save never ends the job
             "rewind": lambda: self.guard("rewind", hooks.rewind, brk),  # a bug of the rewind's turns off the rewind only
         }
@@ -358,8 +358,10 @@ class Breaker:
             if action in run:
                 run[action]()
 
-    def _abort(self) -> None:
+    def _abort(self, brk: Break) -> None:
         self.bus.say(f"aborting (exit code {EXIT_ABORT}) as asked by --on-break abort")
+        self.guard("ranks", self.ranks.announce_end, f"its break at step {brk.step} [{brk.condition}] aborted it",
+                   EXIT_ABORT)
         raise Abort()
 
     def pause(self, brk: Break) -> None:
@@ -395,4 +397,5 @@ class Breaker:
 
     def end_now(self) -> None:
         self.bus.say(f"ending the job (exit code {EXIT_ABORT}) as asked by a client")
+        self.guard("ranks", self.ranks.announce_end, "a client ended it", EXIT_ABORT)
         raise Abort()

@@ -21,6 +21,7 @@ from stepdbg.wire.numbers import env_int
 
 KEY = "stepdbg/pause"
 NODE_KEY = "stepdbg/node/"
+END_KEY = "stepdbg/end"  # a rank that ends the job says so here (announce_end)
 EARLY_PHASES = ("before_forward", "after_forward", "before_backward", "forward")
 PAUSED_TIMEOUT = timedelta(days=7)
 
@@ -95,6 +96,25 @@ class Ranks:
         # same connection returns once the set is applied, before this rank goes on.
         store.check([KEY])
         return target
+
+    def announce_end(self, reason: str, exit_code: int) -> None:
+        """This rank ends the job (abort, a client's end): said in the store before it exits,
+        so that the others, whose next collective then fails, end with one line (ended_by)."""
+        if not self.active():
+            return
+        store = self._store()
+        store.set(END_KEY, json.dumps({"rank": self.rank, "reason": reason, "exit_code": exit_code}))
+        store.check([END_KEY])  # (a round trip: the set is applied before this rank exits)
+
+    def ended_by(self) -> dict[str, Any] | None:
+        """Another rank's announce_end ({rank, reason, exit_code}), or None."""
+        if not self.active():
+            return None
+        store = self._store()
+        if not store.check([END_KEY]):
+            return None
+        end = json.loads(store.get(END_KEY))
+        return end if end.get("rank") != self.rank else None
 
     def due(self, step: int) -> dict[str, Any] | None:
         """The pause request this rank must honour at this step, once (a store round trip)."""
