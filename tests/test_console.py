@@ -241,3 +241,24 @@ def test_q_as_the_last_line_given_to_attach_answers_with_the_jobs_end(start_job)
     assert out.returncode == 3, out.stderr
     assert "the job ended with exit code 3" in out.stderr and "goes on" not in out.stderr, out.stderr
     assert job.finish()[0] == 3
+
+
+def test_a_replay_and_a_save_at_the_jobs_own_console_are_said_once(tmp_path):
+    """In process the job says them on stderr (stepdbg: replay of step N: ...); the console
+    printed the summary and the verdict a second time."""
+    proc = start_script(tmp_path, f"""
+        import os, torch
+        from torch import nn
+        import stepdbg
+        os.chdir({str(tmp_path)!r})
+        stepdbg.watch("nan", on_break="pause")
+        model = nn.Linear(2, 1)
+        x = torch.randn(4, 2)
+        x[0, 0] = float("nan")
+        model(x).sum().backward()
+        print("done")
+    """)
+    out, err = proc.communicate("r\nsave\nc\n", timeout=WAIT)
+    assert proc.returncode == 0 and out.strip() == "done", err
+    assert err.count("already holds 1 non-finite values") == 1 and err.count("reproduced from the same state") == 1, err
+    assert err.count("evidence bundle: ") == 1 and (tmp_path / "stepdbg-step0").is_dir(), err

@@ -124,11 +124,11 @@ def execute(target: Any, cmd: str) -> str | None:  # noqa: C901, PLR0912, PLR091
     if word == "pause":
         target.pause()
     elif word in ("r", "replay"):
-        result = target.replay()
-        _out(result["summary"] + (f"\n{result['verdict']}" if result.get("verdict") else ""))
+        result = target.replay()  # (in process the job says it: stepdbg: replay of step N: ...)
+        _confirm(target, result["summary"] + (f"\n{result['verdict']}" if result.get("verdict") else ""))
     elif word == "save":
         r = target.save()
-        _out(f"evidence bundle: {r['path']}" if r.get("saved") else f"not saved: {r.get('error')}")
+        _confirm(target, f"evidence bundle: {r['path']}" if r.get("saved") else f"not saved: {r.get('error')}")
     elif word == "p":
         _out(format_summary(target.summary(rest)))
     elif word == "lr":
