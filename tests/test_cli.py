@@ -10,7 +10,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from conftest import ROOT
+from conftest import ROOT, run_stepdbg
 
 
 def stepdbg(*args: str, cwd: Path = ROOT, timeout: float = 60) -> subprocess.CompletedProcess[str]:
@@ -219,3 +219,17 @@ def test_a_scripts_own_options_are_never_read_as_abbreviations_of_stepdbgs(echo_
     out = stepdbg(str(echo_script), "--re", "--b", "--rep", "x")
     assert out.returncode == 0, out.stderr
     assert json.loads(out.stdout.splitlines()[0])["argv"][1:] == ["--re", "--b", "--rep", "x"], out.stdout
+
+
+@pytest.mark.parametrize("given", [(), ("--on-break", "report"), ("--on-break", "skip")])
+def test_a_break_that_goes_on_by_default_says_how_to_stop_there_and_a_skip_says_what_it_does(tmp_path, given):
+    """A newcomer ran `stepdbg --no-tui train.py` and waited for a prompt that the default
+    action (report) never gives; after `skip`, the script's own `loss nan` line read as if
+    the skip had not happened."""
+    run = run_stepdbg(tmp_path, "--no-tui", *given, script_args=(str(ROOT / "demos" / "nan_log.py"), "--steps", "32"))
+    hint = "the job goes on: report is the default action; --on-break pause stops at a break"
+    assert run.stderr.count(hint) == (0 if given else 1), run.stderr
+    if "skip" in given:
+        assert "change: skip step 30's update will not be applied: the parameters and the optimizer's state stay " \
+               "as they are (the loss your script prints for step 30 is the one it computed, still the bad one)" \
+               in run.stderr, run.stderr

@@ -55,13 +55,14 @@ class Bus:
     def write(self, event: str, **fields: Any) -> dict[str, Any]:
         return self.report.write(event, **fields)
 
-    def change(self, what: str, **fields: Any) -> dict[str, Any]:
-        """A change made to the job (LR, a breakpoint, a rewind): logged, written, told, said."""
+    def change(self, what: str, words: str | None = None, **fields: Any) -> dict[str, Any]:
+        """A change made to the job (LR, a breakpoint, a rewind): logged, written, told, said
+        (in `words` where the fields alone would not say what happens)."""
         rec = {"what": what, "step": self._step(), **fields}
         self.changes.append(rec)
         self.report.write("change", **rec)
         self.emit("change", rec)
-        self.say(f"change: {what} " + ", ".join(f"{k}={v}" for k, v in fields.items()))
+        self.say(f"change: {what} " + (words or ", ".join(f"{k}={v}" for k, v in fields.items())))
         return rec
 
     def finding(self, f: Any) -> None:

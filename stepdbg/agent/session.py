@@ -22,10 +22,10 @@ from typing import Any
 
 import torch
 
-from stepdbg.agent.breaks.breaker import ActionHooks, Breaker
+from stepdbg.agent.breaks.breaker import Breaker
 from stepdbg.agent.breaks.breakpoints import Breakpoints
 from stepdbg.agent.breaks.changes import Changes
-from stepdbg.agent.breaks.controls import EXIT_ABORT, Abort, Break, Controls, NotPaused
+from stepdbg.agent.breaks.controls import EXIT_ABORT, Abort, ActionHooks, Break, Controls, NotPaused
 from stepdbg.agent.breaks.ranks import Ranks
 from stepdbg.agent.breaks.rewind import Rewinder
 from stepdbg.agent.breaks.rewind_plan import RewindPlan

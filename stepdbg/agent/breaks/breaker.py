@@ -17,12 +17,12 @@ import sys
 import time
 import traceback
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from types import FrameType
 from typing import Any
 
 from stepdbg.agent.breaks.breakpoints import Breakpoints, break_scalars
-from stepdbg.agent.breaks.controls import EXIT_ABORT, Abort, Break, Controls
+from stepdbg.agent.breaks.controls import EXIT_ABORT, Abort, ActionHooks, Break, Controls
 from stepdbg.agent.breaks.job_stall import StallExchange
 from stepdbg.agent.breaks.ranks import Ranks
 from stepdbg.agent.bus import Bus
@@ -39,21 +39,6 @@ from stepdbg.agent.step import host_reads
 from stepdbg.agent.step.step_model import StepModel
 from stepdbg.wire import stall_text
 from stepdbg.wire.conditions import Condition
-
-
-@dataclass
-class ActionHooks:
-    """What the actions call outside the breaks: set by the Session when it wires the parts."""
-
-    replay: Callable[[], Any]
-    save: Callable[[], Any]  # the evidence bundle
-    skip: Callable[[], Any]
-    rewind: Callable[[Break], None]
-    console: Callable[[], None] | None  # the console at the job's terminal, when there is one
-    can_prompt: Callable[[], bool]
-    attach_command: Callable[[], str]
-    stop: Callable[..., None]  # the Session's stop(exit_code): a stalled job that aborts ends here
-
 
 JOB_END_GRACE = 1.0  # seconds a rank told to end a stalled job waits for the rank that told it to end first
 
@@ -341,6 +326,9 @@ class Breaker:
         assert self.hooks is not None, "the Session sets the action hooks before the first step"
         if actions is None:
             actions = ["pause"] if self.controls.frontends and self.actions_defaulted else self.actions
+        if actions == ["report"] and self.actions_defaulted and len(self.breaks) == 1:  # (a newcomer waits for a prompt)
+            self.bus.say("the job goes on: report is the default action; --on-break pause stops at a break "
+                         "(a console at this terminal), and stepdbg serve waits for stepdbg attach")
         if ("pause" in actions and not coordinated and brk.condition != "pause" and brk.phase != "exception"
                 and self.ranks.active()):
             # Pause the whole job together, outside any collective (see ranks.py).

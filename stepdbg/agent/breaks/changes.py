@@ -97,7 +97,10 @@ class Changes:
         if st.optimizer_stepped:
             raise RuntimeError(f"step {st.index}'s update was already applied")
         st.skip = True
-        return self.log("skip", target_step=st.index)
+        return self.log("skip", target_step=st.index,
+                        words=f"step {st.index}'s update will not be applied: the parameters and the optimizer's "
+                              f"state stay as they are (the loss your script prints for step {st.index} is the "
+                              "one it computed, still the bad one)")
 
     def hide_grads(self, opt: torch.optim.Optimizer) -> None:
         """A skipped step: optimizers pass over parameters whose .grad is None (state

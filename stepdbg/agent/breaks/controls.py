@@ -23,7 +23,7 @@ from typing import Any
 from stepdbg.wire import conditions as cond_mod
 from stepdbg.wire.protocol import NotPaused
 
-__all__ = ["EXIT_ABORT", "Abort", "Break", "Controls", "NotPaused"]
+__all__ = ["EXIT_ABORT", "Abort", "ActionHooks", "Break", "Controls", "NotPaused"]
 
 
 @dataclass
@@ -42,6 +42,20 @@ class Break:
 
 
 EXIT_ABORT = 3
+
+
+@dataclass
+class ActionHooks:
+    """What the actions call outside the breaks: set by the Session when it wires the parts."""
+
+    replay: Callable[[], Any]
+    save: Callable[[], Any]  # the evidence bundle
+    skip: Callable[[], Any]
+    rewind: Callable[[Break], None]
+    console: Callable[[], None] | None  # the console at the job's terminal, when there is one
+    can_prompt: Callable[[], bool]
+    attach_command: Callable[[], str]
+    stop: Callable[..., None]  # the Session's stop(exit_code): a stalled job that aborts ends here
 
 
 class Abort(SystemExit):
