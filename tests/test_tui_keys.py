@@ -60,6 +60,8 @@ async def test_replay_shows_module_op_and_line_on_the_break_panel():
         text = text_of(app, "#break-record")
         assert "module features (LogFeatures)  op log  line /work/demos/nan_log.py:20" in text
         assert "return torch.log(x)" in text
+        # The spinner on the Break panel says it is running; no toast stays on screen after it.
+        assert not [n.message for n in app._notifications], "a toast outlived the replay"
 
 
 async def test_set_lr_dialog_validates_then_sets_pinned():
@@ -272,6 +274,7 @@ async def test_pushed_events_update_the_screen():
         await pilot.pause()
         src.push("step", HISTORY[5])
         src.push("output", [{"stream": "stdout", "lines": ["step 10 loss 21.17"]}])
+        src.push("break", dict(BREAK))  # (the agent sends the break, then the pause)
         src.push("paused", dict(BREAK))
         await pilot.pause(0.3)
         assert app.status["state"] == "paused"
@@ -291,6 +294,7 @@ async def test_pushed_events_update_the_screen():
         await pilot.pause(0.2)
         log = "\n".join(str(line.text) for line in app.query_one("LogPanel RichLog").lines)
         assert log.count("lr=0.001") == 1 and "change at step 30: lr lr=0.001, pinned=False" in log
+        assert log.count("loss is nan") == 1 and "paused at step 30 (before_backward)\n" in log, log  # once
         await pilot.press("q")  # the job is gone: no question
         await pilot.pause()
     assert app.return_value is None

@@ -6,7 +6,9 @@ from __future__ import annotations
 import pytest
 from test_tui_keys import started
 from textual.containers import VerticalScroll
-from textual.widgets import Checkbox, DataTable, Input, Label, RichLog, TabbedContent
+from textual.widgets import Checkbox, DataTable, Input, Label, RichLog, Static, TabbedContent
+
+from stepdbg_tui.dialogs import HELP
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -31,6 +33,7 @@ async def test_at_80x24_nothing_is_cut_or_squeezed():
         await pilot.pause(0.2)
         scroll = app.screen.query_one(VerticalScroll)
         assert scroll.region.width <= 80 and scroll.max_scroll_y > 0
+        assert scroll.query_one(Static).size.height == len(HELP.splitlines())  # no line wraps out of its column
         await pilot.press("end")
         await pilot.pause(0.2)
         assert scroll.scroll_y == scroll.max_scroll_y  # the last line of the help can be read

@@ -64,8 +64,8 @@ class ControlActions(_AppBase):
     @work(exclusive=True, group="replay")
     async def do_replay(self) -> None:
         panel = self.query_one(BreakPanel)
-        panel.loading = True  # a spinner while the step is replayed
-        self.notify("replaying the step under anomaly detection…")
+        self.query_one(TabbedContent).active = "break"
+        panel.loading = True  # a spinner where the answer will be (a toast outlived the replay)
         try:
             result = await self.ask("replay", self.source.replay())
         finally:

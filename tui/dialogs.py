@@ -9,23 +9,34 @@ from textual.containers import Grid, Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Button, Checkbox, Input, Label, Static
 
+# Each line fits 72 columns: the dialog's inside at an 80-column terminal (a longer line
+# wrapped to the left edge, out of its column).
 HELP = """\
 [b]keys[/b]
-  c  continue          p  pause at the next pause point
-  n  next phase        s  next step
-  r  replay the step under anomaly detection (finds the op, module and line)
-  l  set the learning rate (once or pinned)      k  skip this step's update
-  R  rewind to the newest snapshot before this step (--keep-every N; Memory lists them)
-  b  breakpoints       e  the REPL line (Python in the paused frame; ↑↓ history)
-  1-9  panels: Break Model Tensor Optimizer Memory Plots Breakpoints Threads Log
-  q  quit: continue the job, leave it paused for a re-attach, or end it
-  u d  select the frame out (toward main) / in: source, locals and the REPL line follow
-  ctrl+c  interrupt the job (its own Ctrl-C handling runs) or quit; in the REPL line: its code
+  c       continue                 p   pause at the next pause point
+  n       next phase               s   next step
+  r       replay the step under anomaly detection: the op, module, line
+  l       set the learning rate (once or pinned)
+  k       skip this step's update
+  R       rewind to the newest snapshot before this step
+          (--keep-every N; the Memory panel lists them)
+  b       breakpoints
+  e       the REPL line: Python in the paused frame (↑↓ history)
+  1-9     panels: Break Model Tensor Optimizer Memory Plots
+          Breakpoints Threads Log
+  u d     select the frame out (toward main) / in: the source, the
+          locals and the REPL line follow
+  q       quit: continue the job, leave it paused (to attach again)
+          or end it
+  ctrl+c  interrupt the job (its own Ctrl-C handling runs) or quit;
+          in the REPL line: its code
   ctrl+r  reconnect after the connection was lost
-  t  the next rank (a distributed job)    0  Ranks: every rank's state (running, paused,
-     in a collective with the time its timeout leaves, dead with its exit code), live
-  o  which ranks get stepping, LR, skip and breakpoints (0,2-3 or all)
-  ?  this help         escape  close a dialog / leave the REPL line"""
+  t       the next rank (a distributed job)
+  0       Ranks: every rank's state (running, paused, in a collective
+          with the time its timeout leaves, dead with its exit code)
+  o       which ranks get stepping, LR, skip, breakpoints (0,2-3, all)
+  ?       this help
+  escape  close a dialog, leave the REPL line"""
 
 
 class LrScreen(ModalScreen[tuple[float, bool] | None]):

@@ -22,7 +22,8 @@ def apply(app: Any, event: str, data: Any) -> None:  # noqa: C901 - one branch p
     if event == "paused":
         app.replay_result = None
         app.status = {**app.status, "state": "paused", "paused": data, "step": data["step"], "phase": data["phase"]}
-        app.log_line(f"paused at step {data['step']} ({data['phase']}): {data['reason']}", "yellow")
+        # (its reason is the break's, logged just before: the break event comes first)
+        app.log_line(f"paused at step {data['step']} ({data['phase']})", "yellow")
         app.query_one(TabbedContent).active = "break"
         app.refresh_all()
     elif event == "resumed":
