@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import ROOT
+from conftest import ROOT, marked_line
 from test_ranks import FSDP, WAIT, finish, ranks_of, run_to_end, start
 
 from stepdbg.client.tensor_text import format_summary
@@ -133,3 +133,33 @@ def test_an_fsdp2_rank_that_aborts_ends_the_job_and_no_rank_prints_a_traceback(t
             "(exit code 3)" in err:  # (else torchrun's SIGTERM reached rank 0 before its all-gather failed)
         ends = [json.loads(line) for line in (tmp_path / "r.rank0.jsonl").read_text().splitlines()]
         assert ends[-1]["event"] == "end" and ends[-1]["exit_code"] == 3, ends[-1]
+
+
+def test_a_nan_born_in_an_fsdp2_forward_is_named_by_a_replay_every_rank_runs_together(tmp_path, private_runtime_dir):
+    """Rank 1's batch holds a finite -1 that the model's first module takes the log of: the
+    producer is an op in the forward. Alone, a rank's sharded forward would wait forever
+    for the others' all-gathers; the job's replay asks every rank at once, each runs its own
+    step's forward, and the rank that broke names the module, op and line."""
+    from stepdbg.client.job import Job
+
+    cmd = [sys.executable, "-m", "stepdbg", "serve", "--break", "nan", "torchrun", "--standalone",
+           "--nproc_per_node=2", str(FSDP), "--nan-at", "3", "--steps", "6", "--log-input"]
+    proc = subprocess.Popen(cmd, cwd=ROOT, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    with ranks_of(proc) as (r0, r1):
+        b0, b1 = r0.wait_paused(WAIT), r1.wait_paused(WAIT)
+        assert b0["step"] == b1["step"] == 3, (b0, b1)
+        grads = "[p.grad.to_local().sum().item() for p in model.parameters()]"
+        before = r1.evaluate(grads)["value"]
+        replay = Job([r0, r1]).replay()
+        first = replay["first_nonfinite"]
+        assert (replay["rank"], first["op"], first["module"], first["where"]) == (1, "log", "0", "forward"), replay
+        assert first["line"] == marked_line(FSDP, "log-here") and replay["reproduced"] is True, replay
+        assert "every rank ran its forward together" in replay["ranks"][0], replay["ranks"]
+        assert r1.evaluate(grads)["value"] == before  # the real gradients untouched
+        for c in (r0, r1):
+            c.cont()
+        for c in (r0, r1):
+            assert c.wait_exited(WAIT)["exit_code"] == 0
+    code, _, err = finish(proc)
+    assert code == 0, err[-2000:]

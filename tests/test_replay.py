@@ -241,3 +241,16 @@ def test_a_loss_born_inf_names_the_loss_function_and_the_users_line(session_fact
     assert (first["where"], first["op"], first["loss_fn"]) == ("loss", "MseLossBackward0", "mse_loss"), first
     assert first["line"] == line_of(test_a_loss_born_inf_names_the_loss_function_and_the_users_line, "# @criterion")
     assert replay["summary"].startswith("mse_loss (MseLossBackward0) in the loss computation produced"), replay
+
+
+def test_provenance_never_reads_a_tensor_whose_storage_was_freed_under_it():
+    """FSDP2 resizes its all-gather buffers' storage to 0 between uses; reading one in the
+    replay's TorchFunctionMode crashed the process (SIGSEGV)."""
+    from stepdbg.agent.measure.tensors import readable
+    from stepdbg.agent.replay.provenance import flags_of
+
+    t = torch.full((4, 4), float("nan"))
+    assert readable(t) and flags_of(t) == 1 and readable(t[1:, 2:]) and readable(torch.empty(0))
+    t.untyped_storage().resize_(0)
+    assert not readable(t) and flags_of(t) == 0
+    assert not readable(torch.empty(3, device="meta"))

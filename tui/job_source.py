@@ -64,6 +64,11 @@ class JobSource(RankView):
             return every
         return getattr(self.client, name)
 
+    async def replay(self) -> dict[str, Any]:
+        live = self._live()
+        answers = await asyncio.gather(*(self.clients[r].replay() for r in live), return_exceptions=True)
+        return self._one_replay(dict(zip(live, answers, strict=True)))
+
     async def pause(self) -> None:
         live = [c for c in self.clients if c.exited is None]
         steps = await asyncio.gather(*(c.status() for c in live))

@@ -228,6 +228,20 @@ class RankView:
         return [r for r in (self.targets if self.targets is not None else range(len(self.clients)))
                 if self.clients[r].exited is None]
 
+    def _live(self) -> list[int]:
+        return [r for r, c in enumerate(self.clients) if c.exited is None]
+
+    def _one_replay(self, answers: dict[int, Any]) -> dict[str, Any]:
+        """Every live rank replays at once (a sharded model's forward gathers from every
+        rank): the answer that names a producer (the rank that broke), else the rank in
+        view's; "ranks" says what each one answered."""
+        shown = next((r for r, a in answers.items() if isinstance(a, dict) and a.get("first_nonfinite")),
+                     self.current if self.current in answers else next(iter(answers)))
+        if isinstance(answers[shown], BaseException):
+            raise answers[shown]
+        words = {r: (a.get("summary") if isinstance(a, dict) else f"{type(a).__name__}: {a}") for r, a in answers.items()}
+        return {**answers[shown], "rank": shown, "ranks": words}
+
     @property
     def client(self) -> Any:
         return self.clients[self.current]
@@ -259,6 +273,14 @@ class Job(RankView):
 
     def wait_paused(self, timeout: float | None = None, previous: dict[str, Any] | None = None) -> Any:
         return self.client.wait_paused(timeout, previous)
+
+    def replay(self) -> dict[str, Any]:
+        from concurrent.futures import ThreadPoolExecutor
+
+        live = self._live()
+        with ThreadPoolExecutor(max(1, len(live))) as pool:
+            futures = {r: pool.submit(self.clients[r].replay) for r in live}
+        return self._one_replay({r: f.exception() or f.result() for r, f in futures.items()})
 
     def __getattr__(self, name: str) -> Any:
         if name.startswith("_"):

@@ -36,6 +36,7 @@ class Ranks:
         self._handled: str | None = None
         self._d = dist if dist.is_available() else None
         self._world: int | None = None
+        self._joins: dict[tuple[str, int], int] = {}  # (what, step) -> how many times this rank joined
 
     def _dist(self) -> Any:
         return self._d
@@ -96,6 +97,25 @@ class Ranks:
         # same connection returns once the set is applied, before this rank goes on.
         store.check([KEY])
         return target
+
+    def join(self, what: str, step: int, timeout: float) -> str | None:
+        """Wait until every rank joined `what` at this pause (the n-th time this rank asks at
+        `step`); None when all did, else which ranks did not, after `timeout` seconds. The
+        store is polled: the training thread never waits on a collective that might not come."""
+        n = self._joins[(what, step)] = self._joins.get((what, step), 0) + 1
+        key, store, world = f"stepdbg/{what}/{step}/{n}", self._store(), self.world()
+        store.set(f"{key}/{self.rank}", "1")
+        deadline = time.monotonic() + timeout
+        while True:
+            missing = [r for r in range(world) if not store.check([f"{key}/{r}"])]
+            if not missing or time.monotonic() > deadline:
+                break
+            time.sleep(0.02)
+        if not missing:
+            return None
+        store.delete_key(f"{key}/{self.rank}")  # the next ask here is the n-th again, for every rank
+        self._joins[(what, step)] = n - 1
+        return f"rank{'s' if len(missing) > 1 else ''} {', '.join(map(str, missing))} did not join in {timeout:g}s"
 
     def announce_end(self, reason: str, exit_code: int) -> None:
         """This rank ends the job (abort, a client's end): said in the store before it exits,

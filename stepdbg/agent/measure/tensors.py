@@ -80,6 +80,19 @@ def is_dtensor(t: Any) -> bool:
     return type(t).__name__ == "DTensor" and hasattr(t, "to_local")
 
 
+def readable(t: torch.Tensor) -> bool:
+    """Whether this rank can read `t`'s values in place: a dense tensor whose storage holds
+    every element it views. Not a tensor subclass (a DTensor's values would need a
+    collective), a meta tensor, nor one whose storage was freed under it (FSDP2 resizes its
+    all-gather buffers' storage to 0 between uses: reading one crashed the process)."""
+    if type(t) not in (torch.Tensor, torch.nn.Parameter) or t.is_meta or t.layout != torch.strided:
+        return False
+    if t.numel() == 0:
+        return True
+    extent = t.storage_offset() + sum((n - 1) * s for n, s in zip(t.shape, t.stride(), strict=True)) + 1
+    return t.untyped_storage().nbytes() >= extent * t.element_size()
+
+
 def local_shard(t: torch.Tensor) -> tuple[torch.Tensor, dict[str, Any]]:
     """A DTensor's shard on this rank (FSDP2's parameters, gradients and optimizer state),
     and what to say of it: statistics over the whole would take a collective, which a

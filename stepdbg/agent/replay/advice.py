@@ -18,6 +18,8 @@ from typing import Any
 
 import torch
 
+from stepdbg.agent.measure.tensors import local_shard
+
 GUARDS = {
     "log": "clamp its input to a small positive minimum (x.clamp_min(1e-12)), or use log_softmax / log1p",
     "sqrt": "add an eps inside (torch.sqrt(x + 1e-12)): its gradient at 0 is infinite",
@@ -46,8 +48,9 @@ def base_op(op: str | None) -> str:
 
 def diverging(history: Iterable[dict[str, Any]], params: list[torch.Tensor]) -> str | None:
     """Why the run had already diverged before this step, if it had."""
-    with torch.no_grad():
-        biggest = max((float(p.detach().abs().max()) for p in params if p.numel()), default=0.0)
+    with torch.no_grad():  # (of this rank's shards: a DTensor's maximum would be a collective)
+        shards = [local_shard(p)[0].detach() for p in params]
+        biggest = max((float(s.abs().max()) for s in shards if s.numel()), default=0.0)
     if not math.isfinite(biggest):
         return "a parameter is already non-finite: an earlier update made it so"
     if biggest > 1e6:

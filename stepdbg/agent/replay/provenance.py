@@ -35,15 +35,15 @@ import torch
 from torch.overrides import TorchFunctionMode
 
 from stepdbg.agent.measure.frames import user_frame, where_of
-from stepdbg.agent.measure.tensors import all_finite, tensors_in
+from stepdbg.agent.measure.tensors import all_finite, readable, tensors_in
 from stepdbg.agent.step.hooks import own_id
 
 NAN, INF = 1, 2
 
 
 def flags_of(t: torch.Tensor) -> int:
-    """NAN | INF bits of a tensor (0 when finite, or not floating)."""
-    if all_finite(t):
+    """NAN | INF bits of a tensor (0 when finite, not floating, or not readable here)."""
+    if not readable(t) or all_finite(t):
         return 0
     with torch.no_grad():
         d = t.detach()

@@ -29,7 +29,7 @@ import math
 import re
 import time
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from types import FrameType
 from typing import Any
 
@@ -115,9 +115,15 @@ def restore_step_start(cap: dict[str, Any]) -> None:
     set_rng_state(cap["rng"])
 
 
-def replay_step(model: StepModel, brk: Any = None, frame: FrameType | None = None) -> dict[str, Any]:
+def replay_step(model: StepModel, brk: Any = None, frame: FrameType | None = None,
+                together: Callable[[], str | None] | None = None) -> dict[str, Any]:
     """Replay the captured step of the break `brk` (paused in the user's `frame`); return a
-    plain-data report (the `replay` event body). The provenance rules are in provenance.py."""
+    plain-data report (the `replay` event body). The provenance rules are in provenance.py.
+
+    A sharded model's forward gathers its parameters from every rank: it is replayed only
+    when `together()` says every rank joined (None), each rank running its own step's
+    forward at the same pause, so that the collectives match; forward only, without
+    gradients (its backward would reduce-scatter into the real gradients)."""
     cap = model.capture
     root, args = eager_root(model), cap.get("args")
     result: dict[str, Any] = {
@@ -133,16 +139,21 @@ def replay_step(model: StepModel, brk: Any = None, frame: FrameType | None = Non
     first = _input_born(cap, args, kwargs, frame)  # (no forward: on a sharded model too)
     shards = sharded_across_ranks(root) if first is None else None
     if shards is not None:
-        result["summary"] = (f"not replayed: {shards}; its forward gathers them from every rank, and this rank "
-                             "replaying alone would wait for the others forever (its inputs are finite)")
-        return result
+        why = together() if together is not None else "this rank would replay alone"
+        if why:
+            result["summary"] = (f"not replayed: {shards}; its forward gathers them from every rank, and {why} "
+                                 "(its inputs are finite; replay from the job's console or TUI, which asks every "
+                                 "rank at once)")
+            return result
+        result["ranks_together"] = True
     notes: list[str] = []
     if brk is not None and brk.phase == "after_optimizer_step":
         notes.append("the update was already applied: parameters differ from the step's start")
     original = model.output()  # (a bundle's replay has no output, but whether it was finite)
     original_finite = finite(original) if original is not None else cap.get("output_finite")
     if first is None:
-        first = _replayed(model, root, args, kwargs, cap, brk, frame, result, notes, original_finite)
+        first = _replayed(model, root, args, kwargs, cap, brk, frame, result, notes, original_finite,
+                          forward_only=shards is not None)
     result["first_nonfinite"] = first
     judge(result, brk, list(model.history), list(root.parameters()), original_finite)
     result["advice"] = advise(first, model.history, list(root.parameters()))
@@ -186,7 +197,7 @@ def _input_born(cap: dict[str, Any], args: Any, kwargs: Any, frame: FrameType | 
 
 def _replayed(model: StepModel, root: torch.nn.Module, args: Any, kwargs: Any, cap: dict[str, Any], brk: Any,  # noqa: C901 - the replay's stages in order (forward, loss, backward), each with its own way to find the producer
               frame: FrameType | None, result: dict[str, Any], notes: list[str],
-              original_finite: bool | None) -> dict[str, Any] | None:
+              original_finite: bool | None, forward_only: bool = False) -> dict[str, Any] | None:
     """Forward under Provenance; then the targets, the backward, the loss graph. A forward
     that fails blames nothing; the loss graph is searched only when the step's own output
     was finite (a non-finite output the replay does not make again is not the loss's)."""
@@ -198,7 +209,8 @@ def _replayed(model: StepModel, root: torch.nn.Module, args: Any, kwargs: Any, c
         warnings.simplefilter("always")
         restore_step_start(cap)
         out = None
-        with torch.enable_grad(), torch.autograd.detect_anomaly(check_nan=False):
+        grad = torch.no_grad() if forward_only else torch.enable_grad()
+        with grad, torch.autograd.detect_anomaly(check_nan=False):
             try:
                 with modules, prov:
                     out = run_root(root, cap)
@@ -210,7 +222,9 @@ def _replayed(model: StepModel, root: torch.nn.Module, args: Any, kwargs: Any, c
             first = _clean(prov.producer_of(out))
             out_t = _first_tensor(out)
             result["replayed_output_finite"] = finite(out)
-            if first is None and out_t is not None and finite(out):
+            if forward_only:
+                notes.append("every rank ran its forward together (a sharded model); the backward is not replayed")
+            elif first is None and out_t is not None and finite(out):
                 loss = cap.get("loss")
                 targets = _nonfinite_target(loss, out_t) if loss is not None else None
                 if targets is not None:
@@ -230,7 +244,7 @@ def _replayed(model: StepModel, root: torch.nn.Module, args: Any, kwargs: Any, c
                         params = [p for p in root.parameters() if p.requires_grad]
                         first = _replay_backward(out_t, grad_out, params, prov, result)
                         result["backward_replayed"] = "error" not in result
-        if first is None and original_finite is not False:
+        if first is None and original_finite is not False and not forward_only:
             first = _in_loss_graph(model, cap, brk, frame, notes)
         result["anomaly_warnings"] = [str(w.message).splitlines()[0] for w in caught
                                       if "Error detected" in str(w.message)][:5]

@@ -27,6 +27,7 @@ from stepdbg.agent.step.step_model import StepModel
 from stepdbg.agent.views import inspection
 from stepdbg.agent.views.evaluate import Evaluator
 
+JOIN_S = 20.0  # seconds a rank waits for the others to join a replay of a sharded model
 WAIT_SHOWN_AFTER = 1.0  # seconds without progress before status() says where the loop waits
 
 
@@ -157,8 +158,9 @@ class Views:
 
         def run() -> dict[str, Any]:
             breaks = self.breaker.breaks
+            together = (lambda: self.ranks.join("replay", self.model.step, JOIN_S)) if self.ranks.active() else None
             result = replay_step(self.model, breaks[-1] if breaks else None,
-                                 self.breaker.paused_stack.innermost())
+                                 self.breaker.paused_stack.innermost(), together)
             self.replays.append(result)
             self.bus.write("replay", **result)
             self.bus.emit("replay", result)
