@@ -74,7 +74,7 @@ class Session:
         self.views = Views(self.model, self.controls, self.changer, self.rewinder, self.ranks, self.breaker,
                            self.bus, self.guard, self.argv)
         self.breaker.hooks = ActionHooks(
-            replay=self.views.replay, save=self.views.save, skip=self.changer.skip_step, rewind=self.rewinds.at_break,
+            replay=lambda: self.views.replay(alone=True), save=self.views.save, skip=self.changer.skip_step, rewind=self.rewinds.at_break,
             console=(lambda: console(self)) if console else None, can_prompt=can_prompt,
             attach_command=lambda: self.server.attach_command if self.server else "", stop=self.stop)
         self.model.armed = bool({"replay", "save"} & set(actions)) or config.doctor

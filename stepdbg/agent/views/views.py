@@ -152,13 +152,16 @@ class Views:
                 out["timeout_s"], out["left_s"] = timeout, round(max(0.0, timeout - idle), 1)
         return out
 
-    def replay(self) -> dict[str, Any]:
-        """Replay the step under anomaly detection and per-module checks; report the producer."""
+    def replay(self, alone: bool = False) -> dict[str, Any]:
+        """Replay the step under anomaly detection and per-module checks; report the producer.
+        `alone` (the --on-break action, on the rank that broke): a sharded model is not
+        replayed, rather than wait for ranks that are not replaying."""
         from stepdbg.agent.replay.replay import replay_step, replay_words
 
         def run() -> dict[str, Any]:
             breaks = self.breaker.breaks
-            together = (lambda: self.ranks.join("replay", self.model.step, JOIN_S)) if self.ranks.active() else None
+            together = (lambda: self.ranks.join("replay", self.model.step, JOIN_S)) \
+                if self.ranks.active() and not alone else None
             result = replay_step(self.model, breaks[-1] if breaks else None,
                                  self.breaker.paused_stack.innermost(), together)
             self.replays.append(result)
