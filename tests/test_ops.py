@@ -67,3 +67,14 @@ def test_every_default_passes_its_own_check():
         for a in op.args:
             if a.default is not inspect.Parameter.empty:
                 assert SCHEMAS[name][a.name].check(a.name, a.default) == a.default
+
+
+def test_what_goes_to_every_rank_is_declared_on_the_op():
+    """Stepping and changes go to every rank of a job (the replicas stay the same);
+    inspection to the rank in view. The flag is on the op; the clients' method names follow."""
+    from stepdbg.client.connection import Client
+    from stepdbg.wire.ops import BROADCAST
+
+    assert {OPS[n].method or n for n in ("cont", "next_step", "run_to_step", "end", "set_lr", "skip")} <= set(BROADCAST)
+    assert not {"summary", "eval", "replay", "status", "save"} & set(BROADCAST)
+    assert all(callable(getattr(Client, m)) for m in BROADCAST)

@@ -18,39 +18,63 @@ def change_words(data: dict[str, Any]) -> str:
     return f"change at step {data.get('step')}: {data.get('what')} {fields}".rstrip()
 
 
-def apply(app: Any, event: str, data: Any) -> None:  # noqa: C901 - one branch per event the TUI shows
-    if event == "paused":
-        app.replay_result = None
-        app.status = {**app.status, "state": "paused", "paused": data, "step": data["step"], "phase": data["phase"]}
-        # (its reason is the break's, logged just before: the break event comes first)
-        app.log_line(f"paused at step {data['step']} ({data['phase']})", "yellow")
-        app.query_one(TabbedContent).active = "break"
-        app.refresh_all()
-    elif event == "resumed":
-        app.status = {**app.status, "state": "running", "paused": None}
+def on_paused(app: Any, data: Any) -> None:
+    app.replay_result = None
+    app.status = {**app.status, "state": "paused", "paused": data, "step": data["step"], "phase": data["phase"]}
+    # (its reason is the break's, logged just before: the break event comes first)
+    app.log_line(f"paused at step {data['step']} ({data['phase']})", "yellow")
+    app.query_one(TabbedContent).active = "break"
+    app.refresh_all()
+
+
+def on_resumed(app: Any, data: Any) -> None:
+    app.status = {**app.status, "state": "running", "paused": None}
+    app.refresh_break()
+
+
+def on_output(app: Any, data: Any) -> None:
+    for batch in data or []:
+        for line in batch["lines"]:
+            if not SAID_AS_EVENTS.match(line):
+                app.log_line(line, "red" if batch["stream"] == "stderr" else "")
+
+
+def on_change(app: Any, data: Any) -> None:
+    app.log_line(change_words(data), "cyan")
+    brk = app.status.get("paused")
+    if data.get("what") == "lr" and brk:  # the Break panel shows the LR now beside the one at the break
+        app.status = {**app.status, "paused": {**brk, "lr_now": {"lr": data.get("lr"), "pinned": data.get("pinned")}}}
         app.refresh_break()
-    elif event == "output":
-        for batch in data or []:
-            for line in batch["lines"]:
-                if not SAID_AS_EVENTS.match(line):
-                    app.log_line(line, "red" if batch["stream"] == "stderr" else "")
-    elif event == "change":
-        app.log_line(change_words(data), "cyan")
-        brk = app.status.get("paused")
-        if data.get("what") == "lr" and brk:  # the Break panel shows the LR now beside the one at the break
-            app.status = {**app.status, "paused": {**brk, "lr_now": {"lr": data.get("lr"), "pinned": data.get("pinned")}}}
-            app.refresh_break()
-    elif event == "break":
-        app.log_line(f"break at step {data['step']} [{data['condition']}]: {data['reason']}", "magenta")
-    elif event == "finding":
-        app.findings.append(data)
-        app.log_line(f"finding [{data['rule']}]: {data['message']}", "bold red")
-        app.refresh_break()
-    elif event == "exited":
-        code = data.get("exit_code")
-        steps = data.get("steps")  # how many ran: the last one's number is one less (the status lags)
-        last = steps - 1 if isinstance(steps, int) and steps > 0 else app.status.get("step")
-        app.status = {**app.status, "state": f"exited ({code})", "paused": None, "phase": "ended", "step": last}
-        app.connection = f"job ended, exit code {code}"
-        app.log_line(f"the job ended with exit code {code}", "bold")
-        app.refresh_break()
+
+
+def on_break(app: Any, data: Any) -> None:
+    app.log_line(f"break at step {data['step']} [{data['condition']}]: {data['reason']}", "magenta")
+
+
+def on_finding(app: Any, data: Any) -> None:
+    app.findings.append(data)
+    app.log_line(f"finding [{data['rule']}]: {data['message']}", "bold red")
+    app.refresh_break()
+
+
+def on_exited(app: Any, data: Any) -> None:
+    code = data.get("exit_code")
+    steps = data.get("steps")  # how many ran: the last one's number is one less (the status lags)
+    last = steps - 1 if isinstance(steps, int) and steps > 0 else app.status.get("step")
+    app.status = {**app.status, "state": f"exited ({code})", "paused": None, "phase": "ended", "step": last}
+    app.connection = f"job ended, exit code {code}"
+    app.log_line(f"the job ended with exit code {code}", "bold")
+    app.refresh_break()
+
+
+# Every event of wire/events.py the TUI shows (`step` goes to the plots, `lost` ends the
+# connection: app.py routes both; a `replay` answers the request that asked for it, and a
+# job's ranks each send theirs); a test checks this table against the declaration.
+HANDLERS = {"paused": on_paused, "resumed": on_resumed, "output": on_output, "change": on_change, "break": on_break,
+            "finding": on_finding, "exited": on_exited}
+
+
+def apply(app: Any, event: str, data: Any) -> None:
+    handler = HANDLERS.get(event)
+    if handler is not None:
+        handler(app, data)

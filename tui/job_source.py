@@ -11,7 +11,8 @@ import asyncio
 from collections.abc import AsyncIterator
 from typing import Any
 
-from stepdbg.client.job import BROADCAST, RankView, TorchrunLog, gone_note, rank_row
+from stepdbg.client.job import RankView, TorchrunLog, gone_note, rank_row
+from stepdbg.wire.ops import BROADCAST
 
 
 class JobSource(RankView):

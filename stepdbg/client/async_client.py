@@ -20,9 +20,9 @@ from collections import deque
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
-from ..wire import protocol
+from ..wire import events, protocol
 from ..wire.address import parse as address_of
-from .connection import OUTPUT_TAIL, ClientError, Ops, resolve
+from .connection import OUTPUT_TAIL, ClientError, Ops, resolve, settle
 from .targets import Endpoint, TargetError
 
 
@@ -79,7 +79,7 @@ class AsyncClient(Ops):
             raise ClientError(err.get("code", "bad_message"), f"{address} refused: {err.get('message', welcome)}")
         return cls(frames, writer, welcome, closer)
 
-    async def _read(self) -> None:  # noqa: C901 - one branch per message type a connection can get; a table would hide the order they are handled in
+    async def _read(self) -> None:
         lost = "the connection to the job closed"
         try:
             while True:
@@ -87,14 +87,8 @@ class AsyncClient(Ops):
                 if msg is None:
                     break
                 if msg.get("type") == "response":
-                    fut = self._waiting.pop(msg.get("id"), None)
-                    if fut is None or fut.done():
-                        continue
-                    if msg.get("ok"):
-                        fut.set_result(msg.get("result"))
-                    else:
-                        fut.set_exception(ClientError(msg["error"]["code"], msg["error"]["message"]))
-                elif msg.get("type") == "event":
+                    settle(self._waiting, msg)  # (one nobody waits for is dropped: the refusal came in the welcome)
+                elif msg.get("type") == "event" and events.check_in(msg.get("event"), msg.get("data")):
                     self._track(msg.get("event"), msg.get("data"))
                     await self.events.put(msg)
                     async with self._changed:

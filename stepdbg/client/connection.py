@@ -15,7 +15,7 @@ from collections import deque
 from concurrent.futures import Future
 from typing import Any
 
-from ..wire import protocol
+from ..wire import events, protocol
 from ..wire.address import looks_like_hostport
 from ..wire.address import parse as address_of
 from ..wire.ops import OpCalls
@@ -34,6 +34,22 @@ class ClientError(Exception):
         super().__init__(message)
         self.code = code
         self.message = message
+
+
+def settle(waiting: dict[Any, Any], msg: dict[str, Any]) -> ClientError | None:
+    """A response to the future that waits for it (a concurrent or an asyncio Future): its
+    result or its ClientError. A response no request waits for (the agent refusing the
+    connection) is returned as the error it carries; one already settled is dropped."""
+    fut = waiting.pop(msg.get("id"), None) if msg.get("id") is not None else None
+    err = msg.get("error") or {}
+    if fut is None:
+        return ClientError(err.get("code", "failed"), err.get("message", "connection refused"))
+    if not fut.done():
+        if msg.get("ok"):
+            fut.set_result(msg.get("result"))
+        else:
+            fut.set_exception(ClientError(err.get("code", "failed"), err.get("message", "")))
+    return None
 
 
 OUTPUT_TAIL = 20  # lines of a job's forwarded output kept per client (a dead rank's last words)
@@ -86,7 +102,7 @@ class Client(Ops):
 
     # ------------------------------------------------------------------ plumbing
 
-    def _read(self) -> None:  # noqa: C901 - one branch per message type a connection can get; a table would hide the order they are handled in
+    def _read(self) -> None:
         error: Exception = ConnectionError("the connection to the job closed")
         try:
             while True:
@@ -94,17 +110,8 @@ class Client(Ops):
                 if msg is None:
                     break
                 if msg.get("type") == "response":
-                    fut = self._waiting.pop(msg.get("id"), None) if msg.get("id") is not None else None
-                    if fut is None:
-                        err = msg.get("error") or {}
-                        error = ClientError(err.get("code", "failed"), err.get("message", "connection refused"))
-                        continue
-                    if msg.get("ok"):
-                        fut.set_result(msg.get("result"))
-                    else:
-                        err = msg["error"]
-                        fut.set_exception(ClientError(err["code"], err["message"]))
-                elif msg.get("type") == "event":
+                    error = settle(self._waiting, msg) or error
+                elif msg.get("type") == "event" and events.check_in(msg.get("event"), msg.get("data")):
                     self._on_event(msg)
         except (OSError, protocol.ProtocolError) as e:
             error = ConnectionError(f"lost the connection to the job: {e}")

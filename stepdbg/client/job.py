@@ -17,10 +17,8 @@ from typing import Any
 
 from ..wire import stall_text
 from ..wire.numbers import ascii_int
+from ..wire.ops import BROADCAST
 from .connection import OUTPUT_TAIL, Client
-
-BROADCAST = ("cont", "next_phase", "next_step", "run_to_step", "end", "set_lr", "set_param_group", "skip_step",
-             "add_break", "remove_break", "enable_break", "interrupt_job")
 
 
 def parse_ranks(spec: str, world: int) -> list[int]:

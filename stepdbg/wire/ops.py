@@ -45,6 +45,8 @@ class Op:
     args: tuple[Arg, ...] = ()
     method: str = ""  # the client's method, where its name differs from the op's
     resumes: bool = False  # the job goes on: the client forgets the pause it knew
+    broadcast: bool = False  # on a job of many ranks it goes to every rank (stepping and changes, so
+    #                          that the replicas stay the same), else to the rank in view
     timeout: float | None = 300  # seconds a client waits for the answer
 
 
@@ -58,19 +60,19 @@ OPS: dict[str, Op] = {op.name: op for op in (
     _op("job_nodes", "the node of every rank of a distributed job, from the job's store", "object"),
     _op("breaks", "the breakpoints' specs", "list of str", method="break_specs"),
     _op("break_add", "add a breakpoint (a condition spec); bad specs are refused with the reason", "list of str",
-        Arg("spec", SPEC), method="add_break"),
+        Arg("spec", SPEC), method="add_break", broadcast=True),
     _op("breakpoints", "each breakpoint: spec, kind, where it is checked, whether it is on", "list of objects"),
     _op("break_enable", "turn a breakpoint on or off", "list of objects",
-        Arg("spec", SPEC), Arg("enabled", Flag(), True), method="enable_break"),
-    _op("break_remove", "remove a breakpoint", "list of str", Arg("spec", SPEC), method="remove_break"),
+        Arg("spec", SPEC), Arg("enabled", Flag(), True), method="enable_break", broadcast=True),
+    _op("break_remove", "remove a breakpoint", "list of str", Arg("spec", SPEC), method="remove_break", broadcast=True),
     # stepping
-    _op("cont", "continue to the next break", resumes=True),
+    _op("cont", "continue to the next break", resumes=True, broadcast=True),
     _op("pause", "pause at the next pause point"),
-    _op("next_phase", "continue to the next pause point", resumes=True),
-    _op("next_step", "continue to the same pause point of the next step", resumes=True),
+    _op("next_phase", "continue to the next pause point", resumes=True, broadcast=True),
+    _op("next_step", "continue to the same pause point of the next step", resumes=True, broadcast=True),
     _op("pause_at", "pause at step n's before_optimizer_step", "null", Arg("n", STEP)),
-    _op("run_to_step", "continue to step n", "null", Arg("n", STEP), resumes=True),
-    _op("end", "end the job (exit code 3): at once if paused, else at the next pause point", resumes=True),
+    _op("run_to_step", "continue to step n", "null", Arg("n", STEP), resumes=True, broadcast=True),
+    _op("end", "end the job (exit code 3): at once if paused, else at the next pause point", resumes=True, broadcast=True),
     _op("detach", "this client leaves; then: stay (a paused job waits), continue, or end", "null",
         Arg("then", Choice(("stay", "continue", "end")), "stay"), timeout=5),
     # inspection
@@ -101,18 +103,19 @@ OPS: dict[str, Op] = {op.name: op for op in (
         Arg("source", Text(EVAL_SOURCE_LIMIT)), method="evaluate"),
     _op("interrupt", "stop the code being evaluated (Ctrl-C for eval; the job stays paused)", "object",
         timeout=10),
-    _op("interrupt_job", "Ctrl-C for the job (SIGINT): its own Ctrl-C handling runs", "object"),
+    _op("interrupt_job", "Ctrl-C for the job (SIGINT): its own Ctrl-C handling runs", "object", broadcast=True),
     # changes
     _op("set_lr", "set the LR of one param group or all; pin keeps it set against the scheduler", "object",
-        Arg("lr", Num(0.0, LR_LIMIT)), Arg("group", Maybe(GROUP), None), Arg("pin", Flag(), False)),
+        Arg("lr", Num(0.0, LR_LIMIT)), Arg("group", Maybe(GROUP), None), Arg("pin", Flag(), False), broadcast=True),
     _op("set_param_group", "set another hyperparameter (weight_decay, momentum, ...) of a param group", "object",
-        Arg("key", Text(64)), Arg("value", Num(0.0, HYPERPARAM_LIMIT)), Arg("group", Maybe(GROUP), None)),
-    _op("skip", "do not apply this step's update", "object", method="skip_step"),
+        Arg("key", Text(64)), Arg("value", Num(0.0, HYPERPARAM_LIMIT)), Arg("group", Maybe(GROUP), None), broadcast=True),
+    _op("skip", "do not apply this step's update", "object", method="skip_step", broadcast=True),
     _op("rewind", "go back to a snapshot (the newest before this step, or step's) and continue", "object",
         Arg("step", Maybe(STEP), None), resumes=True),
     _op("snapshots", "the snapshots kept (--keep-every): step, bytes", "list of objects"),
 )}
 
+BROADCAST = tuple(op.method or op.name for op in OPS.values() if op.broadcast)  # (the clients' method names)
 SCHEMAS: dict[str, dict[str, Spec]] = {op.name: {a.name: a.spec for a in op.args} for op in OPS.values()}
 
 

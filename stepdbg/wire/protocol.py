@@ -28,6 +28,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from . import events
 from .schema import SchemaError, Spec, check_args
 
 VERSION = 1
@@ -144,7 +145,9 @@ def error(id: int | None, code: str, message: str) -> dict[str, Any]:
 
 
 def event(name: str, data: Any = None) -> dict[str, Any]:
-    return {"type": "event", "event": name, "data": plain(data)}
+    """An event frame; `name` is one declared in events.py."""
+    return {"type": "event", "event": events.check_out(name), "data": plain(data)}
+
 
 
 def parse_request(msg: dict[str, Any]) -> Request:

@@ -1,0 +1,50 @@
+"""The events pushed to clients are declared once (stepdbg/wire/events.py): the agent sends
+only those, the clients drop anything else, the TUI's handlers and the README's table
+follow the declaration (STYLE.md 1)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from stepdbg.wire import events, protocol
+
+README = Path(__file__).resolve().parent.parent / "README.md"
+
+
+def test_the_readme_table_is_the_generated_one():
+    found = re.search(r"<!-- events:start -->\n(.*?)\n<!-- events:end -->", README.read_text(), re.S)
+    assert found and found.group(1) == events.markdown_table(), "regenerate the README's events table"
+
+
+def test_the_agent_sends_only_declared_events():
+    assert protocol.event("resumed", {"step": 3})["event"] == "resumed"
+    with pytest.raises(ValueError, match="no such event 'resume'"):
+        protocol.event("resume", {"step": 3})
+    with pytest.raises(ValueError):
+        protocol.event("lost", "the client's own")
+
+
+@pytest.mark.parametrize(("name", "data", "ok"), [
+    ("paused", {"step": 1, "phase": "before_backward", "condition": "nan", "reason": "loss is nan"}, True),
+    ("paused", {"step": 1}, False),  # half-made: no phase, condition, reason
+    ("output", [{"stream": "stdout", "lines": ["x"]}], True),
+    ("output", {"stream": "stdout", "lines": ["x"]}, False),  # not a batch
+    ("exited", {"exit_code": 0, "steps": 3, "error": None}, True),
+    ("exited", None, False),
+    ("lost", "the connection closed", True),
+    ("shutdown", {}, False),
+    (7, {}, False),
+])
+def test_a_client_takes_only_a_declared_event_with_its_fields(name, data, ok):
+    assert events.check_in(name, data) is ok
+
+
+def test_the_tuis_handlers_are_declared_events():
+    from stepdbg_tui.job_events import HANDLERS
+
+    routed_by_the_app = {"step", "lost"}  # (the plots; the end of the connection)
+    answered_by_requests = {"replay"}
+    assert set(HANDLERS) | routed_by_the_app | answered_by_requests == set(events.EVENTS)
