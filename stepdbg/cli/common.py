@@ -202,49 +202,35 @@ def add_run_options(p: argparse.ArgumentParser, tui: bool = True) -> None:
 
 
 @dataclass
-class RunConfig:
-    breaks: list[str] = field(default_factory=list)
-    actions: list[str] = field(default_factory=list)
-    report: str | None = None
-    quiet: bool = False
-    serve: bool = False
-    listen: str | None = None
-    detach_timeout: float | None = None
-    forward_output: bool = False
+class Launch:
+    """What the CLI starts: the agent's configuration, built here once from the options (the
+    job reads it from STEPDBG_CONFIG), and the command that runs the script."""
+
+    agent: AgentConfig
     tui: bool = True
-    rewind: dict[str, Any] = field(default_factory=dict)  # Rewinder.configure's arguments
-    record_memory: bool = False
-    skip_on_device: bool = False
-    bundle_dir: str | None = None
-    doctor: dict[str, Any] | None = None  # doctor/overfit: {"steps": N, "overfit": bool, "json": bool}
     torchrun: list[str] | None = None  # torchrun's own arguments: every rank gets an agent
     python: str = sys.executable
     module: str | None = None
     script: str | None = None
     args: list[str] = field(default_factory=list)
 
-    def to_env(self) -> str:
-        """The agent's configuration (wire.agent_config), as bootstrap reads it from STEPDBG_CONFIG."""
-        doctor = self.doctor or {}
-        return AgentConfig(
-            breaks=self.breaks or list(DEFAULT_BREAKS),
-            actions=self.actions or (["pause"] if self.serve else ["report"]),
-            actions_given=bool(self.actions), report=self.report, quiet=self.quiet, serve=self.serve,
-            listen=self.listen, detach_timeout=self.detach_timeout, forward_output=self.forward_output,
-            rewind=self.rewind, doctor=bool(self.doctor), stop_after=doctor.get("steps"),
-            overfit=bool(doctor.get("overfit")), record_memory=self.record_memory,
-            skip_on_device=self.skip_on_device, bundle_dir=self.bundle_dir,
-        ).to_json()
+    def serve_for_tui(self) -> None:
+        """The TUI attaches as soon as it can: a break waits for it (and pauses by default)."""
+        self.agent.serve = True
+        if not self.agent.actions_given:
+            self.agent.actions = ["pause"]
 
 
-def run_config(ns: argparse.Namespace, serve: bool = False) -> RunConfig:
+def run_config(ns: argparse.Namespace, serve: bool = False) -> Launch:
     """The parsed options and the command after them, checked: the script exists, the
     interpreter is found, torchrun's arguments are split from the script's."""
-    cfg = RunConfig(breaks=ns.breaks, actions=ns.actions, report=ns.report, quiet=ns.quiet, serve=serve,
-                    listen=ns.listen, detach_timeout=ns.detach_timeout, forward_output=ns.forward_output,
-                    tui=not getattr(ns, "no_tui", True), record_memory=getattr(ns, "record_memory", False),
-                    skip_on_device=getattr(ns, "skip_on_device", False), bundle_dir=ns.bundle_dir)
-    cfg.rewind = rewind_options(ns)
+    agent = AgentConfig(
+        breaks=ns.breaks or list(DEFAULT_BREAKS), actions=ns.actions or (["pause"] if serve else ["report"]),
+        actions_given=bool(ns.actions), report=ns.report, quiet=ns.quiet, serve=serve, listen=ns.listen,
+        detach_timeout=ns.detach_timeout, forward_output=ns.forward_output, rewind=rewind_options(ns),
+        record_memory=getattr(ns, "record_memory", False), skip_on_device=getattr(ns, "skip_on_device", False),
+        bundle_dir=ns.bundle_dir)
+    cfg = Launch(agent, tui=not getattr(ns, "no_tui", True))
     rest = (["-m"] if ns.as_module else []) + [ns.script, *ns.args]
     if rest[0] == "torchrun":
         script_at = next((k for k, a in enumerate(rest[1:], 1) if a.endswith(".py") or a == "-m"), None)
@@ -268,8 +254,8 @@ def run_config(ns: argparse.Namespace, serve: bool = False) -> RunConfig:
             raise UsageError(f"script {cfg.script!r} not found")
     else:
         raise UsageError(f"expected a script or -m MODULE, got {' '.join(rest) or 'nothing'!r}")
-    if cfg.report:
-        check_report_path(cfg.report)
+    if agent.report:
+        check_report_path(agent.report)
     return cfg
 
 

@@ -35,7 +35,8 @@ def main(argv: list[str], overfit: bool = False) -> int:
     ns = p.parse_args(argv)
     cfg = run_config(ns)
     cfg.tui = False
-    cfg.doctor = {"steps": ns.steps, "overfit": overfit, "json": ns.json}
+    cfg.agent.doctor, cfg.agent.stop_after, cfg.agent.overfit = True, ns.steps, overfit
     from stepdbg_tui.doctor import run_doctor
 
-    return run_doctor(command(cfg), job_env(cfg), cfg.report, cfg.doctor)
+    return run_doctor(command(cfg), job_env(cfg), cfg.agent.report,
+                      {"steps": ns.steps, "overfit": overfit, "json": ns.json})

@@ -12,7 +12,7 @@ import os
 import sys
 
 from ..wire.numbers import ascii_int
-from .common import Parser, RunConfig, add_run_options, at_terminal, run_config
+from .common import Launch, Parser, add_run_options, at_terminal, run_config
 
 RUN_DESCRIPTION = """\
 Run a PyTorch training script under stepdbg: it breaks when a condition holds (a NaN,
@@ -126,7 +126,7 @@ def nproc(torchrun_args: list[str]) -> int:
     return 1
 
 
-def command(cfg: RunConfig, tee: bool = False) -> list[str]:
+def command(cfg: Launch, tee: bool = False) -> list[str]:
     """The command line of the job: the interpreter (or torchrun) running bootstrap."""
     target = ["-m", cfg.module] if cfg.module else [cfg.script or ""]
     if cfg.torchrun is None:
@@ -137,20 +137,20 @@ def command(cfg: RunConfig, tee: bool = False) -> list[str]:
             *target, *cfg.args]
 
 
-def job_env(cfg: RunConfig) -> dict[str, str]:
+def job_env(cfg: Launch) -> dict[str, str]:
     env = dict(os.environ)
-    env["STEPDBG_CONFIG"] = cfg.to_env()
+    env["STEPDBG_CONFIG"] = cfg.agent.to_json()
     pkg_parent = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     env["PYTHONPATH"] = os.pathsep.join(p for p in (pkg_parent, env.get("PYTHONPATH")) if p)
     return env
 
 
-def launch(cfg: RunConfig) -> int:
+def launch(cfg: Launch) -> int:
     """Headless: replace this process with the interpreter running the script under the
     agent. At a terminal (run, not serve): the job as a child, the TUI in front."""
-    with_tui = cfg.tui and not cfg.serve and at_terminal()
+    with_tui = cfg.tui and not cfg.agent.serve and at_terminal()
     if with_tui:
-        cfg.serve = True  # a break waits for the TUI, which attaches as soon as it can
+        cfg.serve_for_tui()
     env = job_env(cfg)
     cmd = command(cfg, tee=with_tui)
     if with_tui:
@@ -167,8 +167,6 @@ def launch(cfg: RunConfig) -> int:
         print(f"stepdbg: cannot run {cfg.python}: {e}", file=sys.stderr)
         return 127
     return 0  # not reached
-
-
 
 
 def run_torchrun(cmd: list[str], env: dict[str, str]) -> int:
