@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import pytest
 from conftest import text_of
+from fake_source import BREAK, HISTORY, REPLAY, FakeSource
 from textual.widgets import DataTable, Input, TabbedContent
 
 from stepdbg_tui.app import StepdbgApp
 from stepdbg_tui.break_panel import hints, render_break
 from stepdbg_tui.dialogs import CtrlCScreen, HelpScreen, LrScreen, QuitScreen
 from stepdbg_tui.panels import check_spec
-from stepdbg_tui.source import BREAK, HISTORY, REPLAY, FakeSource
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -129,6 +129,38 @@ async def test_number_keys_switch_panels_and_load_them():
                 assert any(c[0] == expected[key] for c in src.calls), key
         assert app.query_one("#model-table", DataTable).row_count == 6
         assert "AdamW[0]" in str(app.query_one("#opt-table", DataTable).get_row_at(0)[0])
+
+
+def test_every_panel_is_declared_once_with_a_key_and_a_load():
+    from stepdbg_tui.asking import Loads
+    from stepdbg_tui.dialogs import HELP
+    from stepdbg_tui.panel_table import PANELS
+
+    keys = [p.key for p in PANELS]
+    assert len(set(keys)) == len(keys) and all(len(k) == 1 for k in keys)
+    assert all(issubclass(p.cls, Loads) for p in PANELS)
+    assert all(f" {p.name}" in HELP for p in PANELS), "the help names every panel"
+
+
+async def test_the_ranks_key_in_one_process_says_why_it_shows_nothing():
+    src, app, ctx = await started()
+    async with ctx as pilot:
+        await pilot.pause()
+        await pilot.press("0")
+        await pilot.pause()
+        assert app.query_one(TabbedContent).active == "break"
+        assert any("distributed job; this is one process" in n.message for n in app._notifications)
+
+
+async def test_a_refused_request_is_said_as_the_agent_says_it():
+    src, app, ctx = await started()
+    async with ctx as pilot:
+        await pilot.pause()
+        await pilot.click("#repl")
+        await pilot.press(*"lr 1e9", "enter")
+        await pilot.pause(0.2)
+        said = [n.message for n in app._notifications]
+        assert any("set LR: lr must be a finite number from 0 to 10000" in m for m in said), said
 
 
 async def test_model_row_opens_its_weight_in_the_tensor_panel():

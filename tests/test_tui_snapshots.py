@@ -8,10 +8,10 @@ after checking the new pictures by eye.
 from __future__ import annotations
 
 import pytest
+from fake_source import FakeSource
 from textual.widgets import Input
 
 from stepdbg_tui.app import StepdbgApp
-from stepdbg_tui.source import FakeSource
 
 SIZES = [pytest.param((80, 24), id="80x24"), pytest.param((160, 48), id="160x48")]
 
@@ -136,7 +136,7 @@ def test_ranks_panel_of_a_job_that_hangs(snap_compare, size):
     of their 10m timeout, waiting 4m 10s in the backward; rank 2 running with no progress
     for 4m 12s at train.py:61 in _poll; rank 3 dead (red), killed by SIGKILL (from
     torchrun), last output 'step 1811 loss 2.318'."""
-    from stepdbg_tui.source import FakeJobSource
+    from fake_source import FakeJobSource
 
     async def run_before(pilot) -> None:
         await settle(pilot)

@@ -14,41 +14,28 @@ from typing import Any
 from textual import on, work
 from textual.app import App, ComposeResult
 from textual.binding import Binding
+from textual.events import Key
 from textual.reactive import reactive
 from textual.suggester import SuggestFromList
-from textual.widgets import DataTable, Footer, Input, Label, Static, TabbedContent, TabPane
+from textual.widgets import DataTable, Footer, Input, Static, TabbedContent, TabPane
 
 from . import job_events
+from .asking import ask
 from .break_panel import BreakPanel
 from .controls import ControlActions
-from .dialogs import AskScreen, HelpScreen
-from .memory_panel import MemoryPanel
+from .dialogs import HelpScreen
 from .messages import ConnectionLost, JobEvent, StepSummary
-from .panels import (
-    BreakpointsPanel,
-    LogPanel,
-    ModelPanel,
-    OptimizerPanel,
-    RanksPanel,
-    TensorPanel,
-    ThreadsPanel,
-    module_expression,
-    render_header,
-)
+from .panel_table import BY_ID, PANELS, shown
+from .panels import LogPanel, TensorPanel, module_expression, render_header
 from .plots import PlotsPanel
-from .refresh import refresh_panel
-from .repl_line import LineHistory, run_line
+from .repl_line import LineHistory, ReplActions
 from .source import Source
-
-PANELS = (("break", "Break"), ("model", "Model"), ("tensor", "Tensor"), ("optimizer", "Optim"),
-          ("memory", "Mem"), ("plots", "Plots"), ("breakpoints", "Breaks"), ("threads", "Threads"),
-          ("log", "Log"))  # short titles: all nine tabs fit at 80 columns
 
 RANKS_EVERY = 1.0  # seconds between Ranks panel refreshes while it is shown
 # ---------------------------------------------------------------------- the app
 
 
-class StepdbgApp(ControlActions, App[str | None]):
+class StepdbgApp(ControlActions, ReplActions, App[str | None]):
     """The debugger UI over one job. Returns the quit choice: continue, stay, end, or None."""
 
     TITLE = "stepdbg"
@@ -80,9 +67,8 @@ class StepdbgApp(ControlActions, App[str | None]):
         Binding("question_mark", "help", "help"),
         Binding("ctrl+r", "reconnect", "reconnect", show=False),
         Binding("t", "next_rank", "next rank", show=False),
-        Binding("0", "panel('ranks')", "ranks", show=False),
         Binding("o", "rank_set", "ranks for commands", show=False),
-        *[Binding(str(i + 1), f"panel('{pid}')", title, show=False) for i, (pid, title) in enumerate(PANELS)],
+        *[Binding(p.key, f"panel('{p.id}')", p.name, show=False) for p in PANELS],
     ]
 
     status: reactive[dict[str, Any]] = reactive(dict, always_update=True)  # step, phase, state, the break
@@ -93,7 +79,7 @@ class StepdbgApp(ControlActions, App[str | None]):
         super().__init__()
         self.source = source
         self.reconnect = reconnect  # makes a new source for the same job (ctrl+r after a loss)
-        self.is_job = hasattr(source, "rank_table")  # a distributed job: a Ranks panel and t
+        self.is_job = source.many_ranks  # a distributed job: a Ranks panel, t and o
         self.clock = clock
         self.replay_result: dict[str, Any] | None = None
         self.findings: list[dict[str, Any]] = []  # rule-based findings pushed by the agent
@@ -110,14 +96,9 @@ class StepdbgApp(ControlActions, App[str | None]):
     def compose(self) -> ComposeResult:
         yield Static(id="header")
         with TabbedContent(id="panels"):
-            for pid, title in PANELS:
-                with TabPane(f"{PANELS.index((pid, title)) + 1} {title}", id=pid):
-                    yield {"break": BreakPanel, "model": ModelPanel, "tensor": TensorPanel,
-                           "optimizer": OptimizerPanel, "memory": MemoryPanel, "plots": PlotsPanel,
-                           "breakpoints": BreakpointsPanel, "threads": ThreadsPanel, "log": LogPanel}[pid]()
-            if self.is_job:
-                with TabPane("0 Ranks", id="ranks"):
-                    yield RanksPanel()
+            for p in shown(self.is_job):
+                with TabPane(f"{p.key} {p.title}", id=p.id):
+                    yield p.widget()
         yield Static(id="repl-out")
         yield Input(placeholder="e: Python in the paused frame (p EXPR, lr X pin, break add SPEC, ...)", id="repl")
         yield Footer()
@@ -203,11 +184,7 @@ class StepdbgApp(ControlActions, App[str | None]):
 
     async def ask(self, what: str, coro: Any) -> Any:
         """Await one request; errors become notifications, never crashes."""
-        try:
-            return await coro
-        except Exception as e:
-            self.notify(f"{what}: {getattr(e, 'message', None) or e}", severity="error", timeout=6)
-            return None
+        return await ask(self, what, coro)
 
     @work(exclusive=True, group="refresh")
     async def refresh_all(self) -> None:
@@ -242,7 +219,9 @@ class StepdbgApp(ControlActions, App[str | None]):
                 self.query_one("#repl", Input).suggester = SuggestFromList(words, case_sensitive=True)
 
     async def _refresh_panel(self, pid: str) -> None:
-        await refresh_panel(self, pid)
+        """Panel `pid` asks the source for what it shows."""
+        if pid in BY_ID:
+            await self.query_one(BY_ID[pid].cls).load(self.source, self.status, self.history)
 
     def tick_ranks(self) -> None:
         """The Ranks panel follows the job while it is shown (waits and countdowns move)."""
@@ -260,47 +239,16 @@ class StepdbgApp(ControlActions, App[str | None]):
     # ------------------------------------------------------------------ actions
 
     def action_panel(self, pid: str) -> None:  # a number key: the focus on its table (Down, Enter act at once)
+        if BY_ID[pid] not in shown(self.is_job):
+            self.notify(f"{BY_ID[pid].key} shows the {BY_ID[pid].name} of a distributed job; this is one process",
+                        severity="warning")
+            return
         (tabs := self.query_one(TabbedContent)).active = pid
         self.set_focus(next(iter(tabs.get_pane(pid).query(DataTable)), None))
 
     def action_breakpoints(self) -> None:
         self.action_panel("breakpoints")
         self.query_one("#break-input", Input).focus()
-
-    def action_focus_repl(self) -> None:
-        self.query_one("#repl", Input).focus()
-
-    def action_next_rank(self, rank: int | None = None) -> None:
-        if not self.is_job:
-            self.notify("t switches ranks in a distributed job; this is one process", severity="warning")
-            return
-        self.source.switch(self.source.current + 1 if rank is None else rank)
-        self.replay_result = None
-        self.notify(f"rank {self.source.current} in view")
-        self.refresh_all()
-
-    def action_rank_set(self) -> None:
-        if not self.is_job:
-            self.notify("o picks ranks in a distributed job; this is one process", severity="warning")
-            return
-
-        def done(answer: str | None) -> None:
-            if answer is None:
-                return
-            from stepdbg.client.job import parse_ranks
-
-            try:
-                self.source.targets = None if answer in ("", "all") else parse_ranks(answer, len(self.source.clients))
-            except ValueError as e:
-                self.notify(str(e), severity="error")
-                return
-            self.notify(f"stepping and changes go to ranks {'all' if self.source.targets is None else self.source.targets}")
-
-        self.push_screen(AskScreen("send stepping, LR, skip and breakpoints to ranks (e.g. 0,2-3 or all)"), done)
-
-    @on(DataTable.RowSelected, "#ranks-table")
-    def rank_selected(self, event: DataTable.RowSelected) -> None:
-        self.action_next_rank(int(str(event.row_key.value)))
 
     def action_help(self) -> None:
         self.push_screen(HelpScreen())
@@ -313,14 +261,7 @@ class StepdbgApp(ControlActions, App[str | None]):
         name = self.query_one("#tensor-name", Input).value.strip()
         index = self.query_one("#tensor-index", Input).value.strip()
         if name:
-            self.run_worker(self.show_tensor(name, index), group="tensor", exclusive=True)
-
-    async def show_tensor(self, name: str, index: str) -> None:
-        s = await self.ask(f"tensor {name}", self.source.summary(name))
-        if s is None:
-            return
-        values = await self.ask("slice", self.source.slice(name, index, 64)) if s.get("type") == "Tensor" else None
-        self.query_one(TensorPanel).show(s, values)
+            self.run_worker(self.query_one(TensorPanel).open(self.source, name, index), group="tensor", exclusive=True)
 
     @on(DataTable.RowSelected, "#model-table")
     @on(DataTable.RowSelected, "#mem-largest")
@@ -332,69 +273,22 @@ class StepdbgApp(ControlActions, App[str | None]):
         self.query_one(TabbedContent).active = "tensor"
         self.tensor_submitted()
 
-    @on(Input.Submitted, "#break-input")
-    def break_submitted(self, event: Input.Submitted) -> None:
-        spec = event.value.strip()
-        if spec:
-            self.run_worker(self.add_break(spec), group="breaks")
-
-    async def add_break(self, spec: str) -> str | None:  # the agent's refusal (shown in Breaks too), or None
-        try:
-            await self.source.add_break(spec)
-        except Exception as e:  # the agent's own error, shown where it was typed
-            self.query_one("#break-error", Label).update(error := getattr(e, "message", None) or str(e))
-            return error
-        self.query_one("#break-input", Input).value = ""
-        await self._refresh_panel("breakpoints")
-        return None
-
-    def on_key(self, event: Any) -> None:
-        focused = self.focused
-        if isinstance(focused, DataTable) and focused.id == "breaks-table" and focused.row_count:
-            spec = str(focused.coordinate_to_cell_key(focused.cursor_coordinate).row_key.value)
-            if event.key == "space":
-                enabled = str(focused.get_cell_at((focused.cursor_row, 0))) == "●"
-                self.run_worker(self._toggle_break(spec, not enabled), group="breaks")
-                event.stop()
-            elif event.key == "delete":
-                self.run_worker(self._remove_break(spec), group="breaks")
-                event.stop()
-        elif isinstance(focused, Input) and focused.id == "repl" and event.key in ("up", "down"):
-            self._repl_recall(-1 if event.key == "up" else 1)
-            event.stop()
-        elif isinstance(focused, Input) and event.key == "escape":
-            self.set_focus(None)
-            event.stop()
-
-    async def _toggle_break(self, spec: str, enabled: bool) -> None:
-        await self.ask("breakpoint", self.source.enable_break(spec, enabled))
-        await self._refresh_panel("breakpoints")
-
-    async def _remove_break(self, spec: str) -> None:
-        await self.ask("breakpoint", self.source.remove_break(spec))
-        await self._refresh_panel("breakpoints")
-        table = self.query_one("#breaks-table", DataTable)  # the next keys are keys, not a spec typed:
-        self.set_focus(table if table.row_count else None)  # an empty table gives focus to the add box
+    @on(DataTable.RowSelected, "#ranks-table")
+    def rank_selected(self, event: DataTable.RowSelected) -> None:
+        self.action_next_rank(int(str(event.row_key.value)))
 
     @on(Input.Submitted, "#repl")
     def repl_submitted(self, event: Input.Submitted) -> None:
         line = event.value.strip()
         event.input.value = ""
-        if not line:
-            return
-        self.repl_history.add(line)
-        self.run_worker(self._repl(line), group="repl")
+        if line:
+            self.run_line(line)
 
-    def _repl_recall(self, delta: int) -> None:
-        repl = self.query_one("#repl", Input)
-        value = self.repl_history.recall(delta)
-        if value is not None:
-            repl.value = value
-            repl.cursor_position = len(value)
-
-    async def _repl(self, line: str) -> None:
-        self.evaluating = True
-        try:
-            await run_line(self, line)
-        finally:
-            self.evaluating = False
+    def on_key(self, event: Key) -> None:
+        focused = self.focused
+        if isinstance(focused, Input) and focused.id == "repl" and event.key in ("up", "down"):
+            self.recall_line(-1 if event.key == "up" else 1)
+            event.stop()
+        elif isinstance(focused, Input) and event.key == "escape":
+            self.set_focus(None)
+            event.stop()

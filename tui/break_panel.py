@@ -15,6 +15,7 @@ from textual.app import ComposeResult
 from textual.containers import VerticalScroll
 from textual.widgets import Static
 
+from .asking import Loads
 from .panels import bad, num
 
 
@@ -157,7 +158,7 @@ def render_locals(rows: list[dict[str, str]] | None) -> Table | Text:
     return table
 
 
-class BreakPanel(VerticalScroll):
+class BreakPanel(Loads, VerticalScroll):
     DEFAULT_CSS = """
     BreakPanel #break-record { height: auto; }
     BreakPanel #break-source, BreakPanel #break-frames, BreakPanel #break-locals { height: auto; margin-top: 1; }

@@ -1,5 +1,5 @@
-"""The app's controls of the job: stepping, replay, changes, the paused stack, Ctrl-C and
-quitting. A mixin of StepdbgApp (app.py): each asks the source and shows the answer."""
+"""The app's controls of the job: stepping, replay, changes, the paused stack, Ctrl-C,
+quitting and the ranks in view. A mixin of StepdbgApp (app.py): each asks the source and shows the answer."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from textual import work
 from textual.widgets import DataTable, TabbedContent
 
 from .break_panel import BreakPanel
-from .dialogs import CtrlCScreen, LrScreen, QuitScreen
+from .dialogs import AskScreen, CtrlCScreen, LrScreen, QuitScreen
 
 if TYPE_CHECKING:
     from textual.app import App
@@ -20,7 +20,7 @@ else:
 
 
 class ControlActions(_AppBase):
-    """The actions behind c n s p r l k R u d q and ctrl+c."""
+    """The actions behind c n s p r l k R u d q t o and ctrl+c."""
 
     source: Any
     status: dict[str, Any]
@@ -28,12 +28,14 @@ class ControlActions(_AppBase):
     evaluating: bool
     quit_choice: str | None
     replay_result: dict[str, Any] | None
+    is_job: bool
 
     if TYPE_CHECKING:  # StepdbgApp's own
         async def ask(self, what: str, coro: Any) -> Any: ...
         async def _refresh_break(self) -> None: ...
         async def _refresh_panel(self, pid: str) -> None: ...
         def action_panel(self, pid: str) -> None: ...
+        def refresh_all(self) -> None: ...
 
     def _resume(self, what: str, coro: Any) -> None:
         if self.status.get("state") != "paused":
@@ -159,3 +161,33 @@ class ControlActions(_AppBase):
             self.notify(f"frame {sel['function']}() at {sel['file'].rsplit('/', 1)[-1]}:{sel['line']}", timeout=3)
             self.action_panel("break")
             await self._refresh_break()
+
+    # ------------------------------------------------------------------ ranks (a distributed job)
+
+    def action_next_rank(self, rank: int | None = None) -> None:
+        if not self.is_job:
+            self.notify("t switches ranks in a distributed job; this is one process", severity="warning")
+            return
+        self.source.switch(self.source.current + 1 if rank is None else rank)
+        self.replay_result = None
+        self.notify(f"rank {self.source.current} in view")
+        self.refresh_all()
+
+    def action_rank_set(self) -> None:
+        if not self.is_job:
+            self.notify("o picks ranks in a distributed job; this is one process", severity="warning")
+            return
+
+        def done(answer: str | None) -> None:
+            if answer is None:
+                return
+            from stepdbg.client.job import parse_ranks
+
+            try:
+                self.source.targets = None if answer in ("", "all") else parse_ranks(answer, len(self.source.clients))
+            except ValueError as e:
+                self.notify(str(e), severity="error")
+                return
+            self.notify(f"stepping and changes go to ranks {'all' if self.source.targets is None else self.source.targets}")
+
+        self.push_screen(AskScreen("send stepping, LR, skip and breakpoints to ranks (e.g. 0,2-3 or all)"), done)

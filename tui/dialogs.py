@@ -9,9 +9,11 @@ from textual.containers import Grid, Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Button, Checkbox, Input, Label, Static
 
+from .panel_table import help_lines
+
 # Each line fits 72 columns: the dialog's inside at an 80-column terminal (a longer line
 # wrapped to the left edge, out of its column).
-HELP = """\
+HELP = f"""\
 [b]keys[/b]
   c       continue                 p   pause at the next pause point
   n       next phase               s   next step
@@ -22,8 +24,7 @@ HELP = """\
           (--keep-every N; the Memory panel lists them)
   b       breakpoints
   e       the REPL line: Python in the paused frame (↑↓ history)
-  1-9     panels: Break Model Tensor Optimizer Memory Plots
-          Breakpoints Threads Log
+{help_lines()}
   u d     select the frame out (toward main) / in: the source, the
           locals and the REPL line follow
   q       quit: continue the job, leave it paused (to attach again)

@@ -23,10 +23,11 @@ from stepdbg.client.memory_text import (
 )
 from stepdbg.wire.conditions import format_size
 
+from .asking import Loads, ask
 from .plots import StepPlot, drawing, log_scale, points
 
 
-class MemoryPanel(VerticalScroll):
+class MemoryPanel(Loads, VerticalScroll):
     DEFAULT_CSS = """
     MemoryPanel #mem-largest { height: auto; max-height: 12; }
     MemoryPanel StepPlot { height: 11; }
@@ -43,6 +44,11 @@ class MemoryPanel(VerticalScroll):
 
     def on_mount(self) -> None:
         self.query_one(DataTable).add_columns("size", "tensor", "category", "dtype", "shape", "device")
+
+    async def load(self, source: Any, status: dict[str, Any], history: list[dict[str, Any]]) -> None:
+        mem = await ask(self, "memory", source.memory())
+        if mem is not None:
+            self.show(mem, history)
 
     def show(self, mem: dict[str, Any], history: list[dict[str, Any]]) -> None:
         lines = allocator_lines(mem)

@@ -11,14 +11,18 @@ from typing import Any
 
 from rich.table import Table
 from rich.text import Text
+from textual import on
 from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.events import Key
 from textual.widgets import DataTable, Input, Label, RichLog, Sparkline, Static
 
 from stepdbg.client.info_text import group_other, num, optimizer_state_lines
 from stepdbg.client.job import stall_of
 from stepdbg.client.tensor_text import counted, sampled_text, shard_text
 from stepdbg.wire.conditions import ConditionError, parse
+
+from .asking import Loads, ask
 
 
 def bad(v: Any) -> bool:
@@ -42,7 +46,13 @@ def grad_ratio(row: dict[str, Any]) -> float | None:
     return None
 
 
-class ModelPanel(Vertical):
+class ModelPanel(Loads, Vertical):
+    async def load(self, source: Any, status: dict[str, Any], history: list[dict[str, Any]]) -> None:
+        if status.get("state") == "paused":
+            rows = await ask(self, "module tree", source.module_tree())
+            if rows is not None:
+                self.show(rows)
+
     def compose(self) -> ComposeResult:
         yield DataTable(id="model-table", cursor_type="row", zebra_stripes=True)
         yield Label("Enter: inspect the module's weight in Tensor (3). red: non-finite · yellow: |g|/|w| < 1e-6",
@@ -89,7 +99,7 @@ def render_summary(s: dict[str, Any]) -> Text:
     return t
 
 
-class TensorPanel(Vertical):
+class TensorPanel(Loads, Vertical):
     DEFAULT_CSS = """
     TensorPanel { overflow-y: auto; }
     TensorPanel .inputs { height: 3; }
@@ -108,6 +118,20 @@ class TensorPanel(Vertical):
         yield Sparkline([], id="tensor-hist")
         yield Static(id="tensor-slice")
 
+    async def load(self, source: Any, status: dict[str, Any], history: list[dict[str, Any]]) -> None:
+        """At a pause, the loss until a name is typed."""
+        if status.get("state") == "paused" and not self.query_one("#tensor-name", Input).value:
+            self.query_one("#tensor-name", Input).value = "loss"
+            await self.open(source, "loss", "")
+
+    async def open(self, source: Any, name: str, index: str) -> None:
+        """The summary of the expression `name`, and the values at `index` of a tensor."""
+        s = await ask(self, f"tensor {name}", source.summary(name))
+        if s is None:
+            return
+        values = await ask(self, "slice", source.slice(name, index, 64)) if s.get("type") == "Tensor" else None
+        self.show(s, values)
+
     def show(self, summary: dict[str, Any], values: list[Any] | None) -> None:
         self.query_one("#tensor-summary", Static).update(render_summary(summary))
         counts = (summary.get("hist") or {}).get("counts") or []
@@ -122,7 +146,12 @@ class TensorPanel(Vertical):
 # ---------------------------------------------------------------------- optimizer, memory
 
 
-class OptimizerPanel(Vertical):
+class OptimizerPanel(Loads, Vertical):
+    async def load(self, source: Any, status: dict[str, Any], history: list[dict[str, Any]]) -> None:
+        info = await ask(self, "optimizer", source.optimizer_info())
+        if info is not None:
+            self.show(info)
+
     def compose(self) -> ComposeResult:
         yield DataTable(id="opt-table", cursor_type="row")
         yield Label("l: set the LR of the selected group (once or pinned)", classes="hint")
@@ -157,7 +186,15 @@ def check_spec(spec: str) -> str | None:
     return None
 
 
-class BreakpointsPanel(Vertical):
+class BreakpointsPanel(Loads, Vertical):
+    """The breakpoints: a spec typed below is added, space turns the selected one on or off,
+    delete removes it. The requests go to the app's source (a reconnect replaces it)."""
+
+    async def load(self, source: Any, status: dict[str, Any], history: list[dict[str, Any]]) -> None:
+        rows = await ask(self, "breakpoints", source.breakpoints())
+        if rows is not None:
+            self.show(rows)
+
     def compose(self) -> ComposeResult:
         yield DataTable(id="breaks-table", cursor_type="row")
         yield Label("space: on/off · delete: remove · type a spec below and Enter to add", classes="hint")
@@ -181,6 +218,42 @@ class BreakpointsPanel(Vertical):
         if event.input.id == "break-input":
             self.query_one("#break-error", Label).update(check_spec(event.value) or "")
 
+    @on(Input.Submitted, "#break-input")
+    def submitted(self, event: Input.Submitted) -> None:
+        spec = event.value.strip()
+        if spec:
+            self.run_worker(self.add(self.app.source, spec), group="breaks")  # type: ignore[attr-defined]
+
+    async def add(self, source: Any, spec: str) -> str | None:
+        """Add a breakpoint: None, or the agent's refusal (shown where it was typed too)."""
+        try:
+            await source.add_break(spec)
+        except Exception as e:
+            self.query_one("#break-error", Label).update(error := getattr(e, "message", None) or str(e))
+            return error
+        self.query_one("#break-input", Input).value = ""
+        await self.load(source, {}, [])
+        return None
+
+    def on_key(self, event: Key) -> None:
+        t = self.query_one(DataTable)
+        if self.screen.focused is not t or not t.row_count or event.key not in ("space", "delete"):
+            return
+        spec = str(t.coordinate_to_cell_key(t.cursor_coordinate).row_key.value)
+        enabled = str(t.get_cell_at((t.cursor_row, 0))) == "●"
+        self.run_worker(self._change(self.app.source, spec, None if event.key == "delete" else not enabled),  # type: ignore[attr-defined]
+                        group="breaks")
+        event.stop()
+
+    async def _change(self, source: Any, spec: str, enabled: bool | None) -> None:
+        """Turn a breakpoint on or off, or remove it (enabled None)."""
+        request = source.remove_break(spec) if enabled is None else source.enable_break(spec, enabled)
+        await ask(self, "breakpoint", request)
+        await self.load(source, {}, [])
+        if enabled is None:  # the next keys are keys, not a spec typed: an empty table gives focus to the add box
+            table = self.query_one(DataTable)
+            self.screen.set_focus(table if table.row_count else None)
+
 
 def render_stacks(stacks: list[dict[str, Any]]) -> Text:
     t = Text()
@@ -196,7 +269,12 @@ def render_stacks(stacks: list[dict[str, Any]]) -> Text:
     return t
 
 
-class ThreadsPanel(VerticalScroll):
+class ThreadsPanel(Loads, VerticalScroll):
+    async def load(self, source: Any, status: dict[str, Any], history: list[dict[str, Any]]) -> None:
+        stacks = await ask(self, "stacks", source.stacks())
+        if stacks is not None:
+            self.show(stacks)
+
     def compose(self) -> ComposeResult:
         yield Static(id="threads-text")
 
@@ -204,7 +282,7 @@ class ThreadsPanel(VerticalScroll):
         self.query_one("#threads-text", Static).update(render_stacks(stacks))
 
 
-class LogPanel(Vertical):
+class LogPanel(Loads, Vertical):
     def compose(self) -> ComposeResult:
         yield RichLog(id="log", max_lines=5000, wrap=True, markup=False)
 
@@ -240,8 +318,13 @@ def render_header(session: dict[str, Any], status: dict[str, Any], elapsed: floa
 STATE_STYLE = {"dead": "red", "exited": "red", "in collective": "yellow"}
 
 
-class RanksPanel(Vertical):
+class RanksPanel(Loads, Vertical):
     """Every rank side by side: state, step, phase, last loss and grad norm, and why."""
+
+    async def load(self, source: Any, status: dict[str, Any], history: list[dict[str, Any]]) -> None:
+        rows = await ask(self, "ranks", source.rank_table())
+        if rows is not None:
+            self.show(rows, source.current)
 
     def compose(self) -> ComposeResult:
         yield Label("", id="ranks-stall", classes="hint")

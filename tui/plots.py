@@ -15,6 +15,8 @@ from textual.widgets import Label
 from textual_plotext import PlotextPlot
 from textual_plotext.plot import Plot
 
+from .asking import Loads
+
 PLOTS = (("loss", "loss"), ("grad_norm", "grad norm"), ("lr", "lr"), ("data_wait", "data wait s"),
          ("step_time", "step time s"))
 LOG_SPAN = 100.0  # a series whose largest value is this many times its smallest is drawn on a log scale
@@ -116,7 +118,7 @@ def drawing(steps: list[int], values: list[float], log: bool, break_step: int | 
     return draw
 
 
-class PlotsPanel(VerticalScroll):
+class PlotsPanel(Loads, VerticalScroll):
     DEFAULT_CSS = """
     PlotsPanel PlotextPlot { height: 11; margin-bottom: 1; }
     PlotsPanel Label { width: 1fr; }
@@ -126,6 +128,10 @@ class PlotsPanel(VerticalScroll):
         for key, title in PLOTS:
             yield Label(title, id=f"plot-{key}-label", classes="hint")
             yield StepPlot(id=f"plot-{key}")
+
+    async def load(self, source: Any, status: dict[str, Any], history: list[dict[str, Any]]) -> None:
+        brk = status.get("paused")
+        self.show(history, brk["step"] if brk else None)
 
     def show(self, history: list[dict[str, Any]], break_step: int | None) -> None:
         for key, title in PLOTS:

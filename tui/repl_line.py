@@ -4,12 +4,18 @@ with up and down."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from textual.widgets import Static
+from textual.widgets import Input, Static
 
-from .panels import check_spec, render_summary
-from .refresh import refresh_panel
+from .panels import BreakpointsPanel, check_spec, render_summary
+
+if TYPE_CHECKING:
+    from textual.app import App
+
+    _AppBase = App[str | None]
+else:
+    _AppBase = object
 
 
 class LineHistory:
@@ -31,6 +37,34 @@ class LineHistory:
         return self.lines[self.pos] if self.pos < len(self.lines) else ""
 
 
+class ReplActions(_AppBase):
+    """The REPL line of StepdbgApp (app.py): e focuses it, Enter runs it, up and down recall."""
+
+    repl_history: LineHistory
+    evaluating: bool
+
+    def action_focus_repl(self) -> None:
+        self.query_one("#repl", Input).focus()
+
+    def recall_line(self, delta: int) -> None:
+        repl = self.query_one("#repl", Input)
+        value = self.repl_history.recall(delta)
+        if value is not None:
+            repl.value = value
+            repl.cursor_position = len(value)
+
+    def run_line(self, line: str) -> None:
+        self.repl_history.add(line)
+        self.run_worker(self._run_line(line), group="repl")
+
+    async def _run_line(self, line: str) -> None:
+        self.evaluating = True  # ctrl+c interrupts the line's code
+        try:
+            await run_line(self, line)
+        finally:
+            self.evaluating = False
+
+
 async def run_line(app: Any, line: str) -> None:  # noqa: C901, PLR0912 - one branch per REPL command, as in the console
     """Run one REPL line against the app's source; the answer goes under the line."""
     out = app.query_one("#repl-out", Static)
@@ -49,13 +83,13 @@ async def run_line(app: Any, line: str) -> None:  # noqa: C901, PLR0912 - one br
             out.update(f"» {line}\nLR set to {lr:g}{' and pinned' if pin else ''} (param groups {groups})")
     elif word == "break" and rest.startswith("add "):
         spec = rest[4:].strip()
-        error = check_spec(spec) or await app.add_break(spec)
+        error = check_spec(spec) or await app.query_one(BreakpointsPanel).add(app.source, spec)
         out.update(f"» {line}\n{error or f'breakpoint {spec} added'}")
     elif word == "break" and rest.startswith(("rm ", "remove ")):
         spec = rest.partition(" ")[2].strip()
         if await app.ask("breakpoint", app.source.remove_break(spec)) is not None:
             out.update(f"» {line}\nremoved breakpoint {spec}")
-            await refresh_panel(app, "breakpoints")
+            await app.query_one(BreakpointsPanel).load(app.source, app.status, app.history)
     elif word == "rewind":
         r = await app.ask("rewind", app.source.rewind(int(rest) if rest.isdigit() else None))
         if r is not None:

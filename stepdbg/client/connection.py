@@ -64,6 +64,7 @@ class Ops(OpCalls):
     exited: dict[str, Any] | None
     output_tail: deque[str]
     remote = True  # the job runs in another process (the console treats Ctrl-C so)
+    many_ranks = False  # one process (a RankView is the source of many)
 
     def _forget_pause(self) -> None:
         self.paused = None

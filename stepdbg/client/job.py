@@ -221,6 +221,7 @@ class RankView:
     clients: list[Any]
     current: int
     targets: list[int] | None = None  # who gets stepping and changes; None: every rank
+    many_ranks = True  # (a single client's is False)
 
     def _to(self) -> list[int]:
         return [r for r in (self.targets if self.targets is not None else range(len(self.clients)))
