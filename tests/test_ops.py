@@ -78,3 +78,24 @@ def test_what_goes_to_every_rank_is_declared_on_the_op():
     assert {OPS[n].method or n for n in ("cont", "next_step", "run_to_step", "end", "set_lr", "skip")} <= set(BROADCAST)
     assert not {"summary", "eval", "replay", "status", "save"} & set(BROADCAST)
     assert all(callable(getattr(Client, m)) for m in BROADCAST)
+
+
+@pytest.mark.parametrize("typed, said", [
+    ("3e-4", None),
+    ("abc", "'abc' is not a learning rate (a number from 0 to 10000)"),
+    ("1e5", "learning rate must be a finite number from 0 to 10000, not 100000.0"),
+    ("-1", "learning rate must be a finite number from 0 to 10000, not -1.0"),
+    ("nan", "learning rate must be a finite number from 0 to 10000, not nan"),
+])
+def test_one_check_of_a_learning_rate_for_every_front_end_and_the_agent(typed, said):
+    """The LR dialog, the REPL line, the console and the agent all ask wire.ops.check_lr,
+    which is the set_lr op's own schema: what one accepts, all accept."""
+    from stepdbg.wire.ops import LR, OPS, lr_typed
+
+    assert OPS["set_lr"].args[0].spec is LR
+    if said is None:
+        assert lr_typed(typed) == 3e-4
+    else:
+        with pytest.raises(ValueError) as e:
+            lr_typed(typed)
+        assert str(e.value) == said

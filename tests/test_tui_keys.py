@@ -75,6 +75,11 @@ async def test_set_lr_dialog_validates_then_sets_pinned():
         await pilot.pause()
         assert "not a learning rate" in text_of(app, "#lr-error")
         inp = app.screen.query_one("#lr-value", Input)
+        inp.value = "1e5"  # one check for every front end and the agent: the dialog let this through
+        await pilot.press("enter")
+        await pilot.pause()
+        assert "learning rate must be a finite number from 0 to 10000" in text_of(app, "#lr-error")
+        assert not any(c[0] == "set_lr" for c in src.calls)
         inp.value = "1e-4"
         await pilot.press("enter")
         await pilot.pause(0.2)
@@ -152,15 +157,19 @@ async def test_the_ranks_key_in_one_process_says_why_it_shows_nothing():
         assert any("distributed job; this is one process" in n.message for n in app._notifications)
 
 
-async def test_a_refused_request_is_said_as_the_agent_says_it():
+async def test_a_bad_value_is_refused_before_it_is_sent_or_as_the_agent_refuses_it():
     src, app, ctx = await started()
     async with ctx as pilot:
         await pilot.pause()
         await pilot.click("#repl")
-        await pilot.press(*"lr 1e9", "enter")
+        await pilot.press(*"lr 1e9", "enter")  # the LR's one check, before anything is sent
+        await pilot.pause(0.2)
+        assert "learning rate must be a finite number from 0 to 10000, not 1000000000.0" in text_of(app, "#repl-out")
+        assert not any(c[0] == "set_lr" for c in src.calls)
+        await pilot.press(*"rewind 99999999999999999", "enter")  # the op's schema, as the agent checks it
         await pilot.pause(0.2)
         said = [n.message for n in app._notifications]
-        assert any("set LR: lr must be a finite number from 0 to 10000" in m for m in said), said
+        assert any(m.startswith("rewind: step must be a whole number from 0 to") for m in said), said
 
 
 async def test_model_row_opens_its_weight_in_the_tensor_panel():

@@ -55,18 +55,34 @@ def render_findings(findings: list[dict[str, Any]]) -> list[Text]:
     return out
 
 
-def render_break(brk: dict[str, Any] | None, replay: dict[str, Any] | None,  # noqa: C901 - one section of the Break panel per branch, in screen order
+def render_break(brk: dict[str, Any] | None, replay: dict[str, Any] | None,
                  findings: list[dict[str, Any]] | None = None) -> Group | Text:
+    """The Break panel's record, in screen order: the break, its scalars, where, the replay,
+    the hints and the findings."""
     if brk is None:
         if findings:
             return Group(Text("running", style="dim"), *render_findings(findings))
         return Text("running — no break yet. p pauses at the next pause point.", style="dim")
-    lines: list[Any] = []
+    lines: list[Any] = [_break_head(brk), _break_scalars(brk)]
+    w = brk.get("where")
+    if w:
+        lines.append(Text(f"at {w['file']}:{w['line']} in {w['function']}", style="dim"))
+    if replay:
+        lines += render_replay(replay)
+    lines += [Text(f"• {h}", style="italic") for h in hints(brk, replay)]
+    lines += render_findings(findings or [])
+    return Group(*lines)
+
+
+def _break_head(brk: dict[str, Any]) -> Text:
     head = Text()
     head.append(f"step {brk['step']} · {brk['phase']} · ", style="bold")
     head.append(f"[{brk['condition']}] ", style="bold magenta")
     head.append(brk["reason"], style="bold red" if "nan" in brk["reason"] or "inf" in brk["reason"] else "bold")
-    lines.append(head)
+    return head
+
+
+def _break_scalars(brk: dict[str, Any]) -> Text:
     s = brk.get("scalars") or {}
     scal = Text("loss ")
     scal.append(num(s.get("loss")), style="red" if bad(s.get("loss")) else "green")
@@ -75,16 +91,7 @@ def render_break(brk: dict[str, Any] | None, replay: dict[str, Any] | None,  # n
     if now:  # changed at this pause: the LR the next update uses
         scal.append(f" → {num(now['lr'])}{' pinned' if now.get('pinned') else ''}", style="bold cyan")
     scal.append(f"   data_wait {num(s.get('data_wait'), 3)}s")
-    lines.append(scal)
-    w = brk.get("where")
-    if w:
-        lines.append(Text(f"at {w['file']}:{w['line']} in {w['function']}", style="dim"))
-    if replay:
-        lines += render_replay(replay)
-    for h in hints(brk, replay):
-        lines.append(Text(f"• {h}", style="italic"))
-    lines += render_findings(findings or [])
-    return Group(*lines)
+    return scal
 
 
 def render_replay(replay: dict[str, Any]) -> list[Any]:

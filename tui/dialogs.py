@@ -9,6 +9,8 @@ from textual.containers import Grid, Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Button, Checkbox, Input, Label, Static
 
+from stepdbg.wire.ops import lr_typed
+
 from .panel_table import help_lines
 
 # Each line fits 72 columns: the dialog's inside at an 80-column terminal (a longer line
@@ -70,11 +72,9 @@ class LrScreen(ModalScreen[tuple[float, bool] | None]):
     def submit(self) -> None:
         raw = self.query_one("#lr-value", Input).value.strip()
         try:
-            lr = float(raw)
-            if not lr >= 0 or lr == float("inf"):
-                raise ValueError
-        except ValueError:
-            self.query_one("#lr-error", Label).update(f"{raw!r} is not a learning rate (a number >= 0)")
+            lr = lr_typed(raw)
+        except ValueError as e:
+            self.query_one("#lr-error", Label).update(str(e))
             return
         self.dismiss((lr, self.query_one("#lr-pin", Checkbox).value))
 

@@ -87,7 +87,7 @@ class _Watch:
                 self.refresh_names()
 
 
-def run_repl(client: Any) -> int:  # noqa: C901 - the REPL's loop: a line, Ctrl-C and the job's end in one place
+def run_repl(client: Any) -> int:
     completer = _Names()
     session: PromptSession[str] = PromptSession(history=FileHistory(history_path()), completer=completer,
                                                 complete_while_typing=False)
@@ -111,17 +111,25 @@ def run_repl(client: Any) -> int:  # noqa: C901 - the REPL's loop: a line, Ctrl-
                 except KeyboardInterrupt:
                     print(IDLE_CTRL_C.format(", `detach` or Ctrl-D leaves"))
                     continue
-                try:
-                    if execute(client, line) == "detach":
-                        stop.set()
-                        print(detach(client, line))
-                        return 0
-                except (ConditionError, ValueError, KeyError, LookupError, RuntimeError, ClientError) as e:
-                    print(f"error: {e}")
-                except ConnectionError as e:
-                    print(f"stepdbg: {e}")
-                    return 1
+                code = _run_line(client, line, stop)
+                if code is not None:
+                    return code
         finally:
             stop.set()
     ex = client.exited or {}
     return 1 if "lost" in ex else int(ex.get("exit_code") or 0)
+
+
+def _run_line(client: Any, line: str, stop: threading.Event) -> int | None:
+    """One line typed: the REPL's exit code when it leaves (detach, a lost job), else None."""
+    try:
+        if execute(client, line) == "detach":
+            stop.set()
+            print(detach(client, line))
+            return 0
+    except (ConditionError, ValueError, KeyError, LookupError, RuntimeError, ClientError) as e:
+        print(f"error: {e}")
+    except ConnectionError as e:
+        print(f"stepdbg: {e}")
+        return 1
+    return None

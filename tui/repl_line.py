@@ -8,6 +8,8 @@ from typing import TYPE_CHECKING, Any
 
 from textual.widgets import Input, Static
 
+from stepdbg.wire.ops import lr_typed
+
 from .panels import BreakpointsPanel, check_spec, render_summary
 
 if TYPE_CHECKING:
@@ -65,54 +67,93 @@ class ReplActions(_AppBase):
             self.evaluating = False
 
 
-async def run_line(app: Any, line: str) -> None:  # noqa: C901, PLR0912 - one branch per REPL command, as in the console
-    """Run one REPL line against the app's source; the answer goes under the line."""
-    out = app.query_one("#repl-out", Static)
+async def run_line(app: Any, line: str) -> None:
+    """Run one REPL line against the app's source; the answer goes under the line. A word
+    that is a command with what it needs after it runs as the command, else the line is Python."""
     word, _, rest = line.partition(" ")
-    if word == "lr" and rest:
-        parts = rest.split()
-        try:
-            lr = float(parts[0])
-        except ValueError:
-            out.update(f"lr needs a number, not {parts[0]!r}")
-            return
-        pin = "pin" in parts[1:]
-        r = await app.ask("set LR", app.source.set_lr(lr, pin=pin))
-        if r:
-            groups = ", ".join(str(g["group"]) for g in r.get("groups", []))
-            out.update(f"» {line}\nLR set to {lr:g}{' and pinned' if pin else ''} (param groups {groups})")
-    elif word == "break" and rest.startswith("add "):
+    out = app.query_one("#repl-out", Static)
+    command = LINE_COMMANDS.get(word)
+    if command is None or not await command(app, out, line, word, rest):
+        await _evaluate(app, out, line)
+
+
+# Each takes the app, where the answer goes, the line, its first word and the rest; returns
+# False when the line is not this command after all (`lr` alone is Python).
+
+
+async def _lr(app: Any, out: Static, line: str, word: str, rest: str) -> bool:
+    if not rest:
+        return False
+    parts = rest.split()
+    try:
+        lr = lr_typed(parts[0])
+    except ValueError as e:
+        out.update(f"» {line}\n{e}")
+        return True
+    pin = "pin" in parts[1:]
+    r = await app.ask("set LR", app.source.set_lr(lr, pin=pin))
+    if r:
+        groups = ", ".join(str(g["group"]) for g in r.get("groups", []))
+        out.update(f"» {line}\nLR set to {lr:g}{' and pinned' if pin else ''} (param groups {groups})")
+    return True
+
+
+async def _break(app: Any, out: Static, line: str, word: str, rest: str) -> bool:
+    panel = app.query_one(BreakpointsPanel)
+    if rest.startswith("add "):
         spec = rest[4:].strip()
-        error = check_spec(spec) or await app.query_one(BreakpointsPanel).add(app.source, spec)
+        error = check_spec(spec) or await panel.add(app.source, spec)
         out.update(f"» {line}\n{error or f'breakpoint {spec} added'}")
-    elif word == "break" and rest.startswith(("rm ", "remove ")):
+    elif rest.startswith(("rm ", "remove ")):
         spec = rest.partition(" ")[2].strip()
         if await app.ask("breakpoint", app.source.remove_break(spec)) is not None:
             out.update(f"» {line}\nremoved breakpoint {spec}")
-            await app.query_one(BreakpointsPanel).load(app.source, app.status, app.history)
-    elif word == "rewind":
-        r = await app.ask("rewind", app.source.rewind(int(rest) if rest.isdigit() else None))
-        if r is not None:
-            out.update(f"» {line}\nrewinding to the snapshot of step {r['to_step']} where step {r['step']} ends")
-    elif word in ("w", "where") and not rest or word in ("u", "d") and (not rest or rest.isdigit()):
-        move = (int(rest) if rest else 1) * {"u": 1, "d": -1}.get(word, 0)
-        frames = await app.ask("stack", app.source.frames(move))
-        if frames is not None:
-            sel = next((i for i, f in enumerate(frames) if f["selected"]), 0)
-            start = max(0, min(sel - 1, len(frames) - 4))  # four lines fit: the selected one among them
-            out.update(f"» {line}\n" + "\n".join(
-                f"{'>' if f['selected'] else ' '} {f['function']}()  {f['file']}:{f['line']}"
-                for f in frames[start:start + 4]))
-            app.refresh_break()
-    elif word == "p" and rest:
-        s = await app.ask(f"tensor {rest}", app.source.summary(rest))
-        if s is not None:
-            out.update(render_summary(s))
+            await panel.load(app.source, app.status, app.history)
     else:
-        r = await app.ask("eval", app.source.evaluate(line))
-        if r is not None:
-            text = (r.get("output") or "") + (r.get("error") or "") + (r.get("value") or "")
-            out.update(f"» {line}\n{last_lines(text)}")
+        return False
+    return True
+
+
+async def _rewind(app: Any, out: Static, line: str, word: str, rest: str) -> bool:
+    r = await app.ask("rewind", app.source.rewind(int(rest) if rest.isdigit() else None))
+    if r is not None:
+        out.update(f"» {line}\nrewinding to the snapshot of step {r['to_step']} where step {r['step']} ends")
+    return True
+
+
+async def _frames(app: Any, out: Static, line: str, word: str, rest: str) -> bool:
+    if rest and (word in ("w", "where") or not rest.isdigit()):
+        return False
+    move = (int(rest) if rest else 1) * {"u": 1, "d": -1}.get(word, 0)
+    frames = await app.ask("stack", app.source.frames(move))
+    if frames is not None:
+        sel = next((i for i, f in enumerate(frames) if f["selected"]), 0)
+        start = max(0, min(sel - 1, len(frames) - 4))  # four lines fit: the selected one among them
+        out.update(f"» {line}\n" + "\n".join(
+            f"{'>' if f['selected'] else ' '} {f['function']}()  {f['file']}:{f['line']}"
+            for f in frames[start:start + 4]))
+        app.refresh_break()
+    return True
+
+
+async def _print(app: Any, out: Static, line: str, word: str, rest: str) -> bool:
+    if not rest:
+        return False
+    s = await app.ask(f"tensor {rest}", app.source.summary(rest))
+    if s is not None:
+        out.update(render_summary(s))
+    return True
+
+
+async def _evaluate(app: Any, out: Static, line: str) -> None:
+    r = await app.ask("eval", app.source.evaluate(line))
+    if r is not None:
+        text = (r.get("output") or "") + (r.get("error") or "") + (r.get("value") or "")
+        out.update(f"» {line}\n{last_lines(text)}")
+
+
+LINE_COMMANDS = {"lr": _lr, "break": _break, "rewind": _rewind, "w": _frames, "where": _frames, "u": _frames,
+                 "d": _frames, "p": _print}
 
 
 def last_lines(text: str, n: int = 4) -> str:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import ast
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -105,44 +105,58 @@ class Condition:
             return self.names
         return {"loss_spike": ("loss", "loss_median"), "every": ("step",)}.get(self.kind, (self.kind,))
 
-    def check(self, scalars: Mapping[str, Any]) -> str | None:  # noqa: C901 - one branch per condition kind; the grammar's table
+    def check(self, scalars: Mapping[str, Any]) -> str | None:
         """Return a one-sentence reason when this condition fires on `scalars`, else None.
 
         Used for the scalar kinds; nan, exception, stall, activations and stale_grad are
         decided by the session, which measures what they need.
         """
-        t = self.threshold
-        step = scalars.get("step")
         if self.kind in _ABOVE:
             v = scalars.get(self.kind)
-            if v is not None and v > t:
-                return _ABOVE[self.kind](v, t)
-        elif self.kind == "loss_spike":
-            v, med = scalars.get("loss"), scalars.get("loss_median")
-            if v is not None and med is not None and med > 0 and v > t * med:
-                return f"loss {_fmt(v)} is {v / med:.1f}x the running median {_fmt(med)} (limit {_fmt(t)}x)"
-        elif self.kind == "step":
-            if step == t:
-                return f"reached step {step}"
-        elif self.kind == "every":
-            if step is not None and step % int(t) == 0:  # step 0 too: every=N fires at 0, N, 2N, ...
-                return f"step {step} is a multiple of {int(t)}"
-        elif self.kind == "expr":
-            env = {n: scalars.get(n) for n in self.names}
-            if any(v is None for v in env.values()):
-                return None
-            # Numbers are floats in a condition: every operation then costs the same, however
-            # large its operands (an int power can hold the training thread for minutes).
-            env = {n: float(v) if isinstance(v, int) and not isinstance(v, bool) else v
-                   for n, v in env.items()}
-            try:
-                hit = eval(self._code, {"__builtins__": {}, **_EXPR_FUNCS}, env)
-            except (ArithmeticError, TypeError, ValueError):
-                return None
-            if hit:
-                shown = ", ".join(f"{n}={_fmt(env[n])}" for n in self.names)
-                return f"{self.expr} is true ({shown})"
+            return _ABOVE[self.kind](v, self.threshold) if v is not None and v > self.threshold else None
+        test = _CHECKS.get(self.kind)
+        return test(self, scalars) if test is not None else None
+
+
+def _loss_spike(c: Condition, scalars: Mapping[str, Any]) -> str | None:
+    v, med, t = scalars.get("loss"), scalars.get("loss_median"), c.threshold
+    if v is not None and med is not None and med > 0 and v > t * med:
+        return f"loss {_fmt(v)} is {v / med:.1f}x the running median {_fmt(med)} (limit {_fmt(t)}x)"
+    return None
+
+
+def _at_step(c: Condition, scalars: Mapping[str, Any]) -> str | None:
+    step = scalars.get("step")
+    return f"reached step {step}" if step == c.threshold else None
+
+
+def _every(c: Condition, scalars: Mapping[str, Any]) -> str | None:
+    step, n = scalars.get("step"), int(c.threshold)
+    if step is not None and step % n == 0:  # step 0 too: every=N fires at 0, N, 2N, ...
+        return f"step {step} is a multiple of {n}"
+    return None
+
+
+def _expr(c: Condition, scalars: Mapping[str, Any]) -> str | None:
+    env = {n: scalars.get(n) for n in c.names}
+    if any(v is None for v in env.values()):
         return None
+    # Numbers are floats in a condition: every operation then costs the same, however
+    # large its operands (an int power can hold the training thread for minutes).
+    env = {n: float(v) if isinstance(v, int) and not isinstance(v, bool) else v for n, v in env.items()}
+    try:
+        hit = eval(c._code, {"__builtins__": {}, **_EXPR_FUNCS}, env)
+    except (ArithmeticError, TypeError, ValueError):
+        return None
+    if hit:
+        shown = ", ".join(f"{n}={_fmt(env[n])}" for n in c.names)
+        return f"{c.expr} is true ({shown})"
+    return None
+
+
+# The other scalar kinds: how each is tested on a step's scalars.
+_CHECKS: dict[str, Callable[[Condition, Mapping[str, Any]], str | None]] = {
+    "loss_spike": _loss_spike, "step": _at_step, "every": _every, "expr": _expr}
 
 
 # Kinds that fire when their scalar is above the threshold, and how each says so.

@@ -15,7 +15,7 @@ import inspect
 from dataclasses import dataclass
 from typing import Any
 
-from stepdbg.wire.schema import Choice, Flag, Int, Maybe, Num, Spec, Text
+from stepdbg.wire.schema import Choice, Flag, Int, Maybe, Num, SchemaError, Spec, Text
 
 # What one request may ask for (README, Security): each bounds what the job allocates to answer.
 SLICE_LIMIT = 10_000  # tensor values in one slice
@@ -24,7 +24,7 @@ SOURCE_CONTEXT_LIMIT = 200  # lines either side of the paused line
 EVAL_SOURCE_LIMIT = 100_000  # characters of code to evaluate
 LR_LIMIT = 1e4  # a learning rate above this is a typo, and near 1e308 it overflows the update
 HYPERPARAM_LIMIT = 1e6
-SPEC, EXPR = Text(500), Text(2_000)
+SPEC, EXPR, LR = Text(500), Text(2_000), Num(0.0, LR_LIMIT)
 STEP, GROUP = Int(0, 2**53), Int(0, 10_000)
 REQUIRED: Any = inspect.Parameter.empty
 
@@ -106,7 +106,7 @@ OPS: dict[str, Op] = {op.name: op for op in (
     _op("interrupt_job", "Ctrl-C for the job (SIGINT): its own Ctrl-C handling runs", "object", broadcast=True),
     # changes
     _op("set_lr", "set the LR of one param group or all; pin keeps it set against the scheduler", "object",
-        Arg("lr", Num(0.0, LR_LIMIT)), Arg("group", Maybe(GROUP), None), Arg("pin", Flag(), False), broadcast=True),
+        Arg("lr", LR), Arg("group", Maybe(GROUP), None), Arg("pin", Flag(), False), broadcast=True),
     _op("set_param_group", "set another hyperparameter (weight_decay, momentum, ...) of a param group", "object",
         Arg("key", Text(64)), Arg("value", Num(0.0, HYPERPARAM_LIMIT)), Arg("group", Maybe(GROUP), None), broadcast=True),
     _op("skip", "do not apply this step's update", "object", method="skip_step", broadcast=True),
@@ -157,6 +157,22 @@ def _method(op: Op) -> Any:
 
 for _o in OPS.values():
     setattr(OpCalls, _o.method or _o.name, _method(_o))
+
+
+def check_lr(value: Any) -> float:
+    """The one check of a learning rate, whoever sets it: the agent (in process or over the
+    wire, where set_lr's schema is the same LR), the LR dialog, the REPL line, the console.
+    SchemaError (a ValueError) says what is allowed."""
+    return LR.check("learning rate", value)
+
+
+def lr_typed(text: str) -> float:
+    """A learning rate as a person typed it ('3e-4'), checked by check_lr."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise SchemaError(f"{text!r} is not a learning rate (a number from 0 to {LR_LIMIT:g})") from None
+    return check_lr(value)
 
 
 def markdown_table() -> str:

@@ -149,46 +149,62 @@ class Breakpoints:
         return hits
 
 
-def _test(c: Condition, phase: str) -> Callable[[StepModel], Hit | None]:  # noqa: C901 - one test per kind of condition
+def _test(c: Condition, phase: str) -> Callable[[StepModel], Hit | None]:
     """Condition `c` at `phase` as a test of the step: its hit, or None. Made once when the
     set changes, run at every step (four pause points a step under the default watch): a
     threshold reads its one scalar, and the condition's own wording is asked for only when
     it fires."""
-    spec, kind = c.spec, c.kind
-    if kind == "nan" and phase == "before_backward":
-        def nan_loss(m: StepModel) -> Hit | None:
-            losses = m.current.losses if m.current else ()
-            if not losses or math.isfinite(losses[-1]):
-                return None
-            found = nonfinite(phase, m)
-            return (spec, *found) if found else None
-        return nan_loss
-    if kind == "nan":
-        def nan_update(m: StepModel) -> Hit | None:
-            st = m.current
-            if st is None or (math.isfinite(sum(st.losses)) and (st.grad_norm is None or math.isfinite(st.grad_norm))):
-                return None  # (a finite sum settles the losses: a NaN or inf makes it non-finite)
-            found = nonfinite(phase, m)
-            return (spec, *found) if found else None
-        return nan_update
-    if kind == "stale_grad":
-        def stale(m: StepModel) -> Hit | None:
-            reason = stale_grad(m)
-            return (spec, reason, {}) if reason else None
-        return stale
-    if kind in cond_mod.ABOVE_KINDS:
-        read, limit = _SCALARS[kind], c.threshold
+    if c.kind == "nan":
+        return _nan_loss(c.spec, phase) if phase == "before_backward" else _nan_update(c.spec, phase)
+    if c.kind == "stale_grad":
+        return _stale(c.spec)
+    if c.kind in cond_mod.ABOVE_KINDS:
+        return _above(c)
+    return _scalars(c)
 
-        def above(m: StepModel) -> Hit | None:
-            v = read(m, m.current)
-            if v is None or not v > limit:
-                return None
-            return (spec, c.check({"step": m.step, kind: v}) or "", {})
-        return above
 
+def _nan_loss(spec: str, phase: str) -> Callable[[StepModel], Hit | None]:
+    def nan_loss(m: StepModel) -> Hit | None:
+        losses = m.current.losses if m.current else ()
+        if not losses or math.isfinite(losses[-1]):
+            return None
+        found = nonfinite(phase, m)
+        return (spec, *found) if found else None
+    return nan_loss
+
+
+def _nan_update(spec: str, phase: str) -> Callable[[StepModel], Hit | None]:
+    def nan_update(m: StepModel) -> Hit | None:
+        st = m.current
+        if st is None or (math.isfinite(sum(st.losses)) and (st.grad_norm is None or math.isfinite(st.grad_norm))):
+            return None  # (a finite sum settles the losses: a NaN or inf makes it non-finite)
+        found = nonfinite(phase, m)
+        return (spec, *found) if found else None
+    return nan_update
+
+
+def _stale(spec: str) -> Callable[[StepModel], Hit | None]:
+    def stale(m: StepModel) -> Hit | None:
+        reason = stale_grad(m)
+        return (spec, reason, {}) if reason else None
+    return stale
+
+
+def _above(c: Condition) -> Callable[[StepModel], Hit | None]:
+    spec, kind, read, limit = c.spec, c.kind, _SCALARS[c.kind], c.threshold
+
+    def above(m: StepModel) -> Hit | None:
+        v = read(m, m.current)
+        if v is None or not v > limit:
+            return None
+        return (spec, c.check({"step": m.step, kind: v}) or "", {})
+    return above
+
+
+def _scalars(c: Condition) -> Callable[[StepModel], Hit | None]:
     def scalars(m: StepModel) -> Hit | None:
         reason = c.check(step_scalars(m, c.reads))
-        return (spec, reason, {}) if reason else None
+        return (c.spec, reason, {}) if reason else None
     return scalars
 
 

@@ -12,6 +12,7 @@ import torch
 from stepdbg.agent.measure import tensors
 from stepdbg.agent.step.optimizer_phase import opt_params
 from stepdbg.agent.step.step_model import StepModel
+from stepdbg.wire.ops import check_lr
 
 
 class Changes:
@@ -25,8 +26,7 @@ class Changes:
 
     def set_lr(self, lr: float, group: int | None = None, pin: bool = False) -> dict[str, Any]:
         """Set the learning rate of one param group (or all); `pin` keeps it set."""
-        if not (isinstance(lr, (int, float)) and math.isfinite(lr) and lr >= 0):
-            raise ValueError(f"learning rate must be a finite number >= 0, got {lr!r}")
+        lr = check_lr(lr)
         opts = list(self.model.optimizers)
         if not opts:
             raise RuntimeError("no optimizer seen yet: there is no learning rate to set")
@@ -58,7 +58,7 @@ class Changes:
             if pinned is not None and tensors.as_float(g["lr"]) != pinned:
                 _set_group_lr(g, pinned)
 
-    def set_param_group(self, key: str, value: float, group: int | None = None) -> dict[str, Any]:  # noqa: C901 - each refusal (no group, not a number there, a tensor LR) is its own message
+    def set_param_group(self, key: str, value: float, group: int | None = None) -> dict[str, Any]:
         """Set another numeric hyperparameter (weight_decay, momentum, eps, ...) of a param
         group. Only a number that the group already holds as a number can be changed, and
         nothing is changed unless every group it names can take it."""
@@ -68,6 +68,19 @@ class Changes:
             raise ValueError("the parameters of a group cannot be changed")
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
             raise ValueError(f"{key} must be a finite number >= 0, not {value!r}")
+        changed = []
+        for i, g in self._groups_holding(key, group):
+            old = tensors.as_float(g[key])
+            if isinstance(g[key], torch.Tensor):
+                g[key].fill_(value)
+            else:
+                g[key] = type(g[key])(value) if isinstance(g[key], int) and float(value).is_integer() else value
+            changed.append({"group": i, "old": old, "new": value})
+        return self.log("param_group", key=key, value=value, groups=changed)
+
+    def _groups_holding(self, key: str, group: int | None) -> list[tuple[int, dict[str, Any]]]:
+        """The param groups `group` names (all: None), each holding `key` as a number; else
+        the refusal, before anything is changed."""
         targets = []
         for opt in list(self.model.optimizers):
             for i, g in enumerate(opt.param_groups):
@@ -79,15 +92,7 @@ class Changes:
                 targets.append((i, g))
         if not targets:
             raise ValueError(f"no param group {group}" if group is not None else "no optimizer seen yet")
-        changed = []
-        for i, g in targets:
-            old = tensors.as_float(g[key])
-            if isinstance(g[key], torch.Tensor):
-                g[key].fill_(value)
-            else:
-                g[key] = type(g[key])(value) if isinstance(g[key], int) and float(value).is_integer() else value
-            changed.append({"group": i, "old": old, "new": value})
-        return self.log("param_group", key=key, value=value, groups=changed)
+        return targets
 
     def skip_step(self) -> dict[str, Any]:
         """Do not apply this step's update (the optimizer sees no gradients this once)."""

@@ -1,0 +1,295 @@
+"""The console's commands, one handler each: `c`, `p EXPR`, `lr X pin`, `break add SPEC`, ...
+
+The same commands drive a Session (in process, at the job's own terminal) or a Client or
+Job (over `stepdbg attach`): both have the same method names. ``execute`` runs one line;
+a line that is not a command runs as Python in the paused frame. The loops that read the
+lines are in console.py (and the prompt-toolkit REPL in the TUI package).
+"""
+
+from __future__ import annotations
+
+import ast
+import shlex
+import sys
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from ..wire.ops import lr_typed
+from .info_text import info_lines, source_lines
+from .tensor_text import format_summary
+
+HELP = """\
+stepdbg console:
+  c | continue      continue    n | next   next pause point    s | step   next step
+  Enter             the last of c, n, s, until N again (as in pdb); continue at first
+  until N           run to step N       pause   pause at the next pause point
+  r                 replay the step under anomaly detection
+  save              write the step's evidence bundle (stepdbg replay PATH replays it later)
+  p EXPR            summary of a tensor (loss, batch, model.fc.weight.grad, a local)
+  lr X [pin]        set the learning rate (pin: keep it against schedulers and loops)
+  skip              do not apply this step's update
+  rewind [STEP]     back to the newest snapshot before this step (or STEP's), then continue
+  w | where | bt    the paused stack (your frames only, forward() included); > marks the selected
+  u | up [N], d | down [N]  select the frame N out (toward main) / in; p, eval, locals, source use it
+  locals [all]      the selected frame's locals, yours first (tensors by size); all: dunders,
+                    modules, functions and classes too
+  info model|torchinfo|opt|mem|threads|source|history|timings|status
+  break [add SPEC | rm SPEC]            list, add or remove breakpoints
+  q | quit | abort  end the job (exit code 3)
+  interrupt         Ctrl-C for the job (SIGINT): its own Ctrl-C handling runs, as at its terminal
+  detach [continue|end]                 (attach only) leave; the job stays paused unless told
+  ranks | rank N | on 0,2-3|all | compare EXPR      (a distributed job) status of every rank,
+                    the rank in view, who gets stepping/LR, EXPR on every rank side by side
+  anything else     runs as Python in the paused frame
+A line that is Python and starts with a name your frame holds is Python, not a command:
+with a variable `step`, `step` prints it and `s` steps; `!LINE` always runs LINE as Python.
+Ctrl-C at this prompt does nothing to the job: `interrupt` sends it Ctrl-C, `q` ends it."""
+
+RESUMES = {"c": "cont", "continue": "cont", "n": "next_phase", "next": "next_phase",
+           "s": "next_step", "step": "next_step", "q": "end", "quit": "end", "abort": "end"}
+
+
+def _out(text: str) -> None:
+    print(text, file=sys.stderr, flush=True)
+
+
+STEPPING = ("c", "continue", "n", "next", "s", "step", "until")
+_last_stepping = ["c"]  # what Enter repeats, across pauses (one console per process)
+
+
+def is_python(target: Any, line: str) -> bool:
+    """pdb's rule, made safe: `!LINE` is Python, and so is a line that parses as Python and
+    starts with a name the paused frame holds (`step` with a variable step prints it)."""
+    if line.startswith("!"):
+        return True
+    word = line.partition(" ")[0]
+    if word not in COMMANDS or not word.isidentifier():
+        return False
+    try:
+        ast.parse(line)
+    except SyntaxError:
+        return False  # `p loss`, `lr 0.1`, `u 2`: commands
+    try:
+        return target.evaluate(f"{word!r} in vars()").get("value") == "True"
+    except Exception:  # not paused, or the job is gone: the command decides what to say
+        return False
+
+
+def execute(target: Any, cmd: str) -> str | None:
+    """Run one console command on a Session or Client. Returns "resumed" when the job
+    was told to go on, "detach" when the user leaves, "interrupt" for the job's Ctrl-C in
+    process (run_console delivers it), else None."""
+    cmd = cmd.strip() or _last_stepping[0]
+    if is_python(target, cmd):
+        _show_evaluation(_evaluate(target, cmd.removeprefix("!")))
+        return None
+    if cmd.partition(" ")[0] in STEPPING:
+        _last_stepping[0] = cmd
+    if cmd in RESUMES:
+        getattr(target, RESUMES[cmd])()
+        return "resumed"
+    word, _, rest = cmd.partition(" ")
+    if getattr(target, "many_ranks", False) and word in JOB_WORDS:
+        _job_command(target, word, rest.strip())
+        return None
+    handler = HANDLERS.get(word)
+    if handler is None:
+        _show_evaluation(_evaluate(target, cmd))
+        return None
+    return handler(target, word, rest.strip())
+
+
+# ---------------------------------------------------------------------- one handler a command
+# Each takes the target, the command's word and the rest of the line; returns what execute does.
+
+
+def _help(target: Any, word: str, rest: str) -> str | None:
+    _out(HELP)
+    return None
+
+
+def _detach(target: Any, word: str, rest: str) -> str | None:
+    return "detach"
+
+
+def _until(target: Any, word: str, rest: str) -> str | None:
+    target.run_to_step(int(rest))
+    return "resumed"
+
+
+def _pause(target: Any, word: str, rest: str) -> str | None:
+    target.pause()
+    return None
+
+
+def _replay(target: Any, word: str, rest: str) -> str | None:
+    result = target.replay()  # (in process the job says it: stepdbg: replay of step N: ...)
+    _confirm(target, result["summary"] + (f"\n{result['verdict']}" if result.get("verdict") else ""))
+    return None
+
+
+def _save(target: Any, word: str, rest: str) -> str | None:
+    r = target.save()
+    _confirm(target, f"evidence bundle: {r['path']}" if r.get("saved") else f"not saved: {r.get('error')}")
+    return None
+
+
+def _print(target: Any, word: str, rest: str) -> str | None:
+    _out(format_summary(target.summary(rest)))
+    return None
+
+
+def _lr(target: Any, word: str, rest: str) -> str | None:
+    parts = shlex.split(rest) or [""]
+    lr = lr_typed(parts[0])
+    r = target.set_lr(lr, pin="pin" in parts[1:])
+    _confirm(target, f"LR set to {lr:g}{' and pinned' if r.get('pinned') else ''} "
+                     f"(param groups {', '.join(str(g['group']) for g in r.get('groups', []))})")
+    return None
+
+
+def _skip(target: Any, word: str, rest: str) -> str | None:
+    target.skip_step()
+    _confirm(target, "this step's update will not be applied")
+    return None
+
+
+def _rewind(target: Any, word: str, rest: str) -> str | None:
+    r = target.rewind(int(rest) if rest else None)
+    _out(f"rewinding to the snapshot of step {r['to_step']} where this step ends")
+    return "resumed"
+
+
+def _interrupt(target: Any, word: str, rest: str) -> str | None:
+    if not getattr(target, "remote", False):
+        return "interrupt"  # run_console delivers it, where its own Ctrl-C guard is not
+    r = target.interrupt_job()
+    _out(f"Ctrl-C sent to the job (pid {r['pid']}): its own Ctrl-C handling runs")
+    return "resumed"
+
+
+def _info(target: Any, word: str, rest: str) -> str | None:
+    _lines(info_lines(target, rest or "model"))
+    return None
+
+
+def _where(target: Any, word: str, rest: str) -> str | None:
+    _show_frames(target.frames())
+    return None
+
+
+def _up_down(target: Any, word: str, rest: str) -> str | None:
+    by = int(rest) if rest else 1
+    _show_frames(target.frames(by if word in ("u", "up") else -by), selected_only=True)
+    show_source(target)
+    return None
+
+
+def _locals(target: Any, word: str, rest: str) -> str | None:
+    rows = target.frame_locals(everything=rest == "all")
+    width = max((len(r["name"]) for r in rows), default=0)
+    for r in rows:
+        _out(f"  {r['name']:<{width}}  {r['type']:<12} {r['value']}")
+    return None
+
+
+def _break(target: Any, word: str, rest: str) -> str | None:
+    sub, _, spec = rest.partition(" ")
+    if sub == "add":
+        target.add_break(spec.strip())
+    elif sub in ("rm", "remove"):
+        target.remove_break(spec.strip())
+    for spec in target.break_specs():
+        _out(f"  {spec}")
+    return None
+
+
+# The commands in the order the help lists them (c, n, s and q are RESUMES).
+HANDLERS: dict[str, Callable[[Any, str, str], str | None]] = {
+    "h": _help, "help": _help, "?": _help, "detach": _detach, "until": _until, "pause": _pause,
+    "r": _replay, "replay": _replay, "save": _save, "p": _print, "lr": _lr, "skip": _skip, "rewind": _rewind,
+    "interrupt": _interrupt, "info": _info, "w": _where, "where": _where, "bt": _where,
+    "u": _up_down, "up": _up_down, "d": _up_down, "down": _up_down, "locals": _locals, "break": _break,
+}
+JOB_WORDS = ("rank", "ranks", "compare", "on")  # a whole job's own (_job_command)
+COMMANDS = {*RESUMES, *HANDLERS, *JOB_WORDS}
+
+
+def _show_evaluation(r: dict[str, Any]) -> None:
+    if r["output"]:
+        print(r["output"], end="", file=sys.stderr)
+    if r["error"]:
+        print(r["error"], end="", file=sys.stderr)
+    elif r["value"] is not None:
+        _out(r["value"])
+
+
+def _confirm(target: Any, words: str) -> None:
+    """A change, confirmed in one line. In process the job says it itself (stepdbg: change: ...)."""
+    if getattr(target, "remote", False):
+        _out(words)
+
+
+def _evaluate(target: Any, code: str) -> dict[str, Any]:
+    """Evaluate in the paused frame; over a connection, Ctrl-C stops the code in the job
+    (the `interrupt` op) and the answer still comes back. In process, Ctrl-C reaches the
+    evaluated code directly."""
+    if not getattr(target, "remote", False):
+        return target.evaluate(code)
+    answer: dict[str, Any] = {}
+    failed: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            answer.update(target.evaluate(code))
+        except BaseException as e:  # handed to the console's thread below
+            failed.append(e)
+
+    worker = threading.Thread(target=run, name="stepdbg-console-eval", daemon=True)
+    worker.start()
+    while worker.is_alive():
+        try:
+            worker.join(0.1)
+        except KeyboardInterrupt:
+            _out("interrupting the code in the job…")
+            target.interrupt()
+    if failed:
+        raise failed[0]
+    return answer
+
+
+def _job_command(job: Any, word: str, rest: str) -> None:
+    """The commands only a whole job has: which rank is in view, who gets commands, compare."""
+    from .job import parse_ranks
+
+    if word == "rank":
+        job.current = parse_ranks(rest, len(job.clients))[0]
+        _out(f"rank {job.current} in view")
+    elif word == "on":
+        job.targets = None if rest in ("", "all") else parse_ranks(rest, len(job.clients))
+        _out(f"stepping and changes go to ranks {'all' if job.targets is None else job.targets}")
+    elif word == "ranks":
+        for line in job.ranks_text():
+            _out(line)
+    else:
+        for rank, value in job.compare(rest):
+            _out(f"  rank {rank}: {value}")
+
+
+def _show_frames(frames: list[dict[str, Any]], selected_only: bool = False) -> None:
+    """The paused stack as pdb's `w` prints it: outermost first, `>` at the selected frame."""
+    if not frames:
+        _out("no paused frame of yours")
+    for f in frames:
+        if f["selected"] or not selected_only:
+            _out(f"{'>' if f['selected'] else ' '} {f['file']}:{f['line']} in {f['function']}()\n    {f['code']}")
+
+
+def show_source(target: Any, context: int = 2) -> None:
+    _lines(source_lines(target.source(context)))
+
+
+def _lines(lines: list[str]) -> None:
+    for line in lines:
+        _out(line)
