@@ -150,3 +150,18 @@ def test_a_nan_that_stays_is_one_break_and_counted_once_a_step(session_factory):
         opt.step()
     assert len(s.breaks) == 1
     assert s.breaker.break_set.repeats == {"nan": 29}
+
+
+def test_a_spec_is_parsed_once_per_process():
+    """The CLI's check, AgentConfig, the breakpoints and the TUI's check as you type all
+    parse a spec: the grammar runs once for it (a Condition is frozen, so it is shared)."""
+    from stepdbg.wire import conditions
+    from stepdbg.wire.agent_config import AgentConfig
+
+    spec = "expr:loss > 4 and step > 123457"
+    before = conditions._parsed.cache_info().misses
+    config = AgentConfig.from_json(AgentConfig(breaks=[spec]).to_json())
+    assert conditions.parse(config.breaks[0]) is conditions.parse(spec)
+    assert conditions._parsed.cache_info().misses == before + 1
+    with pytest.raises(conditions.ConditionError):  # an error is said each time, never kept
+        conditions.parse(["nan"])  # type: ignore[arg-type]

@@ -7,6 +7,7 @@ the training script starts, and a front end can validate as the user types.
 from __future__ import annotations
 
 import ast
+import functools
 import math
 import re
 from collections.abc import Callable, Mapping
@@ -176,12 +177,21 @@ MAX_EXPONENT = 64
 
 
 def parse(spec: str) -> Condition:
-    """Parse one condition spec, raising ConditionError with a precise message."""
+    """Parse one condition spec, raising ConditionError with a precise message.
+
+    A spec is parsed once per process: the CLI's check, the agent's configuration, the
+    breakpoints and the TUI's check as you type all ask here, and a Condition is frozen
+    (what a breakpoint has seen is kept by Breakpoints), so the answer is kept."""
     if not isinstance(spec, str) or not spec.strip():
         raise ConditionError(str(spec), "empty condition; see 'stepdbg --help-conditions'")
     if len(spec) > MAX_SPEC:
         raise ConditionError(spec[:40] + "...", f"a condition is {len(spec)} characters long; "
                              f"at most {MAX_SPEC} are accepted")
+    return _parsed(spec)
+
+
+@functools.lru_cache(maxsize=1024)
+def _parsed(spec: str) -> Condition:
     text = spec.strip()
     if text.startswith("expr:"):
         return _parse_expr(spec, text[5:].strip())
