@@ -49,8 +49,13 @@ class Bus:
                 self.say(f"event listener failed: {type(e).__name__}: {e}")
 
     def say(self, msg: str) -> None:
+        """One line on the job's stderr, written whole: print writes the text and its newline
+        apart, and where sys.stderr is a Python object (a script's tee, a logger) another
+        thread's line could land between them ("dropped a client: Xdropped a client: Y")."""
         if not self.quiet:
-            print(f"{self.prefix}: {msg}", file=sys.stderr, flush=True)  # under torchrun: which rank
+            stream = sys.stderr
+            stream.write(f"{self.prefix}: {msg}\n")  # under torchrun the prefix says which rank
+            stream.flush()
 
     def write(self, event: str, **fields: Any) -> dict[str, Any]:
         return self.report.write(event, **fields)
