@@ -52,8 +52,8 @@ class Bus:
         """One line on the job's stderr, written whole: print writes the text and its newline
         apart, and where sys.stderr is a Python object (a script's tee, a logger) another
         thread's line could land between them ("dropped a client: Xdropped a client: Y")."""
-        if not self.quiet:
-            stream = sys.stderr
+        stream = sys.stderr
+        if not self.quiet and stream is not None:  # (None: a process started without one)
             stream.write(f"{self.prefix}: {msg}\n")  # under torchrun the prefix says which rank
             stream.flush()
 
