@@ -71,13 +71,31 @@ def test_every_default_passes_its_own_check():
 
 def test_what_goes_to_every_rank_is_declared_on_the_op():
     """Stepping and changes go to every rank of a job (the replicas stay the same);
-    inspection to the rank in view. The flag is on the op; the clients' method names follow."""
-    from stepdbg.client.connection import Client
-    from stepdbg.wire.ops import BROADCAST
+    inspection to the rank in view. The flag is on the op; a job routes each op by it."""
+    from stepdbg.client.job import Job
 
-    assert {OPS[n].method or n for n in ("cont", "next_step", "run_to_step", "end", "set_lr", "skip")} <= set(BROADCAST)
-    assert not {"summary", "eval", "replay", "status", "save"} & set(BROADCAST)
-    assert all(callable(getattr(Client, m)) for m in BROADCAST)
+    class Rank:
+        exited = None
+
+        def __init__(self) -> None:
+            self.sent: list[str] = []
+
+        def call(self, op, timeout=300, **args):
+            self.sent.append(op)
+
+        def _forget_pause(self) -> None:
+            self.sent.append("(forgot the pause)")
+
+    broadcast = {n for n, op in OPS.items() if op.broadcast}
+    assert {"cont", "next_step", "run_to_step", "end", "set_lr", "skip"} <= broadcast
+    assert not {"summary", "eval", "replay", "status", "save"} & broadcast
+    job = Job([Rank(), Rank(), Rank()])
+    job.current, job.targets = 1, [0, 1]
+    job.set_lr(0.1)
+    job.cont()
+    job.summary("loss")
+    assert [c.sent for c in job.clients] == [["set_lr", "(forgot the pause)", "cont"],
+                                             ["set_lr", "(forgot the pause)", "cont", "summary"], []]
 
 
 @pytest.mark.parametrize("typed, said", [

@@ -11,11 +11,12 @@ import asyncio
 from collections.abc import AsyncIterator
 from typing import Any
 
+from stepdbg.client.connection import Ops
 from stepdbg.client.job import RankView, TorchrunLog, gone_note, rank_row
-from stepdbg.wire.ops import BROADCAST
+from stepdbg.wire.ops import OPS
 
 
-class JobSource(RankView):
+class JobSource(RankView, Ops):
     """`torchrun`: what the launcher reads of torchrun's output (exit codes, each rank's
     last lines); None when attached to a job started elsewhere."""
 
@@ -53,16 +54,17 @@ class JobSource(RankView):
                 ev = {**ev, "data": [{**b, "lines": [f"[rank {rank}] {ln}" for ln in b["lines"]]} for b in ev["data"]]}
             yield ev
 
-    def __getattr__(self, name: str) -> Any:
+    async def call(self, op: str, timeout: float | None = 300, **args: Any) -> Any:  # type: ignore[override]
+        to = self._routed(op)
+        if OPS[op].resumes:
+            for r in to:
+                self.clients[r]._forget_pause()
+        results = await asyncio.gather(*(self.clients[r].call(op, timeout, **args) for r in to))
+        return results[0] if results else None
+
+    def __getattr__(self, name: str) -> Any:  # what is not an op (wait_paused, output_tail): the rank in view's
         if name.startswith("_"):
             raise AttributeError(name)
-        if name in BROADCAST:
-            async def every(*args: Any, **kwargs: Any) -> Any:
-                results = await asyncio.gather(*(getattr(self.clients[r], name)(*args, **kwargs)
-                                                 for r in self._to()))
-                return results[0] if results else None
-
-            return every
         return getattr(self.client, name)
 
     async def replay(self) -> dict[str, Any]:

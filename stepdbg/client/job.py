@@ -17,8 +17,8 @@ from typing import Any
 
 from ..wire import stall_text
 from ..wire.numbers import ascii_int
-from ..wire.ops import BROADCAST
-from .connection import OUTPUT_TAIL, Client
+from ..wire.ops import OPS
+from .connection import OUTPUT_TAIL, Client, Ops
 
 
 def parse_ranks(spec: str, world: int) -> list[int]:
@@ -227,6 +227,14 @@ class RankView:
         return [r for r in (self.targets if self.targets is not None else range(len(self.clients)))
                 if self.clients[r].exited is None]
 
+    def _routed(self, op: str) -> list[int]:
+        """Who gets `op`: stepping and changes (the op's broadcast flag) go to every rank that
+        gets commands, so that the replicas stay the same; the rest to the rank in view."""
+        return self._to() if OPS[op].broadcast else [self.current]
+
+    def _forget_pause(self) -> None:
+        """(Each rank's client forgets its own pause when a resuming op goes to it: call.)"""
+
     def _live(self) -> list[int]:
         return [r for r, c in enumerate(self.clients) if c.exited is None]
 
@@ -263,8 +271,8 @@ class RankView:
         return self.client.exited if all(c.exited is not None for c in self.clients) else None
 
 
-class Job(RankView):
-    """Clients of every rank of one job (index = rank)."""
+class Job(RankView, Ops):
+    """Clients of every rank of one job (index = rank): the op table's methods, routed."""
 
     def __init__(self, clients: list[Client]) -> None:
         self.clients = clients
@@ -281,15 +289,17 @@ class Job(RankView):
             futures = {r: pool.submit(self.clients[r].replay) for r in live}
         return self._one_replay({r: f.exception() or f.result() for r, f in futures.items()})
 
-    def __getattr__(self, name: str) -> Any:
+    def call(self, op: str, timeout: float | None = 300, **args: Any) -> Any:
+        results = []
+        for r in self._routed(op):
+            if OPS[op].resumes:
+                self.clients[r]._forget_pause()
+            results.append(self.clients[r].call(op, timeout, **args))
+        return results[0] if results else None
+
+    def __getattr__(self, name: str) -> Any:  # what is not an op (wait_exited, again, eval): the rank in view's
         if name.startswith("_"):
             raise AttributeError(name)
-        if name in BROADCAST:
-            def every(*args: Any, **kwargs: Any) -> Any:
-                results = [getattr(self.clients[r], name)(*args, **kwargs) for r in self._to()]
-                return results[0] if results else None
-
-            return every
         return getattr(self.client, name)
 
     @property

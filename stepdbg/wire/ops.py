@@ -115,7 +115,6 @@ OPS: dict[str, Op] = {op.name: op for op in (
     _op("snapshots", "the snapshots kept (--keep-every): step, bytes", "list of objects"),
 )}
 
-BROADCAST = tuple(op.method or op.name for op in OPS.values() if op.broadcast)  # (the clients' method names)
 SCHEMAS: dict[str, dict[str, Spec]] = {op.name: {a.name: a.spec for a in op.args} for op in OPS.values()}
 
 
