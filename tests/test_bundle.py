@@ -52,6 +52,13 @@ def test_save_and_skip_runs_to_the_end_and_a_replay_elsewhere_names_what_the_liv
     words = replay_cli(str(path), cwd=elsewhere)  # in words: what the job's stderr said
     assert words.returncode == 0 and f"replay of step 30: {live['summary']}" in words.stdout, words
 
+    gone, pipe = os.pipe()
+    os.close(gone)  # the reader left before the answer came (`| head -c 20`)
+    piped = subprocess.run([sys.executable, "-m", "stepdbg", "replay", "--json", str(path)], cwd=elsewhere,
+                           stdout=pipe, stderr=subprocess.PIPE, text=True, timeout=120)
+    os.close(pipe)
+    assert piped.returncode == 0 and "Traceback" not in piped.stderr, piped.stderr
+
 
 def test_a_transient_fault_saved_and_replayed_offline_is_not_reproduced(tmp_path):
     """The demo's flaky layer corrupts one forward; rebuilt by its factory (the model is an

@@ -93,6 +93,7 @@ def test_uncaught_exception_prints_like_python_and_exits_1(tmp_path):
           for v in ("nan", "inf", "-1")],
         (["demos/nan_log.py", "STEPDBG_AUTH_TIMEOUT=0"], "STEPDBG_AUTH_TIMEOUT='0': expected a number of seconds"),
         (["ls", "STEPDBG_SSH="], "STEPDBG_SSH is empty: set it to the ssh command"),
+        (["replay"], "BUNDLE is needed; e.g. stepdbg replay BUNDLE (see stepdbg replay --help)"),
     ],
 )
 def test_bad_input_is_refused_before_the_script_starts(args, message, monkeypatch):

@@ -262,3 +262,12 @@ def test_a_replay_and_a_save_at_the_jobs_own_console_are_said_once(tmp_path):
     assert proc.returncode == 0 and out.strip() == "done", err
     assert err.count("already holds 1 non-finite values") == 1 and err.count("reproduced from the same state") == 1, err
     assert err.count("evidence bundle: ") == 1 and (tmp_path / "stepdbg-step0").is_dir(), err
+
+
+def test_the_consoles_help_and_its_ctrl_c_notice_fit_80_columns():
+    """A newcomer's terminal: the help wrapped mid-word (`next s` / `tep`) at 80 columns."""
+    from stepdbg.client.commands import HELP
+    from stepdbg.client.console import IDLE_CTRL_C
+
+    for text in (HELP, IDLE_CTRL_C.format(", `detach` or Ctrl-D leaves")):
+        assert max(len(line) for line in text.splitlines()) < 80, text

@@ -136,6 +136,16 @@ async def test_number_keys_switch_panels_and_load_them():
         assert "AdamW[0]" in str(app.query_one("#opt-table", DataTable).get_row_at(0)[0])
 
 
+async def test_the_optimizers_hyperparameters_are_whole_at_80_columns():
+    """A table cell cut at the edge showed weight_decay=0.01 as weight_decay=0.0."""
+    src, app, ctx = await started(size=(80, 24))
+    async with ctx as pilot:
+        await pilot.press("4")
+        await pilot.pause(0.2)
+        screen = app.export_screenshot()  # (the SVG of what the terminal shows)
+        assert "weight_decay=0.01" in screen and "amsgrad=False" in screen
+
+
 def test_every_panel_is_declared_once_with_a_key_and_a_load():
     from stepdbg_tui.asking import Loads
     from stepdbg_tui.dialogs import HELP
@@ -216,7 +226,7 @@ async def test_breakpoints_add_validates_as_you_type_toggle_and_remove():
         assert ("break_add", ("loss>4",)) in src.calls
         table = app.query_one("#breaks-table", DataTable)
         assert table.row_count == 3
-        table.focus()
+        assert app.focused is table  # added: keys are keys again (space toggled nothing: it typed a space)
         table.move_cursor(row=0)
         await pilot.press("space")
         await pilot.pause(0.2)

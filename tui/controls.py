@@ -86,6 +86,8 @@ class ControlActions(_AppBase):
         brk = self.status.get("paused") or {}
         lrs = (brk.get("scalars") or {}).get("lr") or []
         current = lrs[group or 0] if len(lrs) > (group or 0) else None
+        if brk.get("lr_now"):  # set at this pause: the one the next update uses
+            current = brk["lr_now"]["lr"]
 
         def done(answer: tuple[float, bool] | None) -> None:
             if answer is not None:

@@ -48,7 +48,7 @@ class LrScreen(ModalScreen[tuple[float, bool] | None]):
     DEFAULT_CSS = """
     LrScreen { align: center middle; }
     LrScreen > Vertical { width: 72; max-width: 100%; height: auto; border: thick $accent; padding: 1 2; background: $surface; }
-    LrScreen #lr-error { color: $error; }
+    LrScreen #lr-error { color: $error; width: 100%; }
     """
     BINDINGS = [Binding("escape", "dismiss(None)", "cancel")]
     AUTO_FOCUS = "#lr-value"

@@ -147,6 +147,9 @@ class TensorPanel(Loads, Vertical):
 
 
 class OptimizerPanel(Loads, Vertical):
+    """A row per param group; its other hyperparameters below the table, where they wrap (a
+    cell cut at the terminal's edge showed weight_decay=0.01 as weight_decay=0.0)."""
+
     async def load(self, source: Any, status: dict[str, Any], history: list[dict[str, Any]]) -> None:
         info = await ask(self, "optimizer", source.optimizer_info())
         if info is not None:
@@ -158,7 +161,7 @@ class OptimizerPanel(Loads, Vertical):
         yield Static(id="opt-state")
 
     def on_mount(self) -> None:
-        self.query_one(DataTable).add_columns("group", "lr", "pinned", "params", "other")
+        self.query_one(DataTable).add_columns("group", "lr", "pinned", "params")
 
     def show(self, infos: list[dict[str, Any]]) -> None:
         t = self.query_one(DataTable)
@@ -167,9 +170,10 @@ class OptimizerPanel(Loads, Vertical):
         for info in infos:
             for g in info["groups"]:
                 t.add_row(f"{info['type']}[{g['index']}]", num(g.get("lr")), num(g.get("pinned_lr")),
-                          str(g["params"]), group_other(g), key=str(g["index"]))
+                          str(g["params"]), key=str(g["index"]))
+                lines.append(f"{info['type']}[{g['index']}]: {group_other(g)}")
             lines += optimizer_state_lines(info)
-        self.query_one("#opt-state", Static).update("\n".join(lines))
+        self.query_one("#opt-state", Static).update(Text("\n".join(lines)))  # (brackets are not markup)
 
 
 # ---------------------------------------------------------------------- breakpoints, threads, log
@@ -197,7 +201,7 @@ class BreakpointsPanel(Loads, Vertical):
 
     def compose(self) -> ComposeResult:
         yield DataTable(id="breaks-table", cursor_type="row")
-        yield Label("space: on/off · delete: remove · type a spec below and Enter to add", classes="hint")
+        yield Label("space: on/off · delete: remove · b: type a spec below, Enter adds it", classes="hint")
         yield Input(placeholder="add: nan, grad_norm>100, loss_spike>3, expr:loss > 4 and step > 100",
                     id="break-input")
         yield Label("", id="break-error")
@@ -233,6 +237,8 @@ class BreakpointsPanel(Loads, Vertical):
             return error
         self.query_one("#break-input", Input).value = ""
         await self.load(source, {}, [])
+        if self.screen.focused is self.query_one("#break-input", Input):  # keys are keys again: space toggles
+            self.screen.set_focus(self.query_one(DataTable))
         return None
 
     def on_key(self, event: Key) -> None:

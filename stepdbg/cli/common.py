@@ -43,7 +43,10 @@ class Parser(argparse.ArgumentParser):
         if message.startswith("unrecognized arguments: "):
             first = message.removeprefix("unrecognized arguments: ").split()[0]
             raise UsageError(f"unknown option {first!r} (stepdbg options come before the script; see --help)")
-        if message.startswith("the following arguments are required"):
+        if message.startswith("the following arguments are required: "):
+            missing = message.removeprefix("the following arguments are required: ")
+            if "SCRIPT" not in missing:  # (replay's BUNDLE, attach's TARGET)
+                raise UsageError(f"{missing} is needed; e.g. {self.prog} {missing} (see {self.prog} --help)")
             raise UsageError("no script to run; e.g. 'stepdbg python train.py' (see --help)")
         raise UsageError(message)
 

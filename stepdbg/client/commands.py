@@ -21,30 +21,35 @@ from .tensor_text import format_summary
 
 HELP = """\
 stepdbg console:
-  c | continue      continue    n | next   next pause point    s | step   next step
-  Enter             the last of c, n, s, until N again (as in pdb); continue at first
-  until N           run to step N       pause   pause at the next pause point
-  r                 replay the step under anomaly detection
-  save              write the step's evidence bundle (stepdbg replay PATH replays it later)
-  p EXPR            summary of a tensor (loss, batch, model.fc.weight.grad, a local)
-  lr X [pin]        set the learning rate (pin: keep it against schedulers and loops)
-  skip              do not apply this step's update
-  rewind [STEP]     back to the newest snapshot before this step (or STEP's), then continue
-  w | where | bt    the paused stack (your frames only, forward() included); > marks the selected
-  u | up [N], d | down [N]  select the frame N out (toward main) / in; p, eval, locals, source use it
-  locals [all]      the selected frame's locals, yours first (tensors by size); all: dunders,
-                    modules, functions and classes too
-  info model|torchinfo|opt|mem|threads|source|history|timings|status
-  break [add SPEC | rm SPEC]            list, add or remove breakpoints
+  c | continue    continue           n | next   to the next pause point
+  s | step        to the next step   until N    run to step N
+  Enter           the last of c, n, s, until again (as pdb); at first continue
+  pause           pause at the next pause point
+  r               replay the step under anomaly detection
+  save            write the step's evidence bundle (for stepdbg replay PATH)
+  p EXPR          a tensor's summary (loss, batch, model.fc.weight.grad, ...)
+  lr X [pin]      set the learning rate (pin: keep it against schedulers)
+  skip            do not apply this step's update
+  rewind [STEP]   back to the newest snapshot before this step (or STEP's)
+  w | where | bt  the paused stack (your frames only); > marks the selected one
+  u | up [N]      select the frame N out (toward main); d | down [N]: N in;
+                  p, eval, locals and source follow the selected frame
+  locals [all]    the selected frame's locals, yours first (tensors by size);
+                  all: dunders, modules, functions and classes too
+  info WHAT       model, torchinfo, opt, mem, threads, source, history,
+                  timings or status
+  break           list the breakpoints; break add SPEC, break rm SPEC
   q | quit | abort  end the job (exit code 3)
-  interrupt         Ctrl-C for the job (SIGINT): its own Ctrl-C handling runs, as at its terminal
-  detach [continue|end]                 (attach only) leave; the job stays paused unless told
-  ranks | rank N | on 0,2-3|all | compare EXPR      (a distributed job) status of every rank,
-                    the rank in view, who gets stepping/LR, EXPR on every rank side by side
-  anything else     runs as Python in the paused frame
-A line that is Python and starts with a name your frame holds is Python, not a command:
-with a variable `step`, `step` prints it and `s` steps; `!LINE` always runs LINE as Python.
-Ctrl-C at this prompt does nothing to the job: `interrupt` sends it Ctrl-C, `q` ends it."""
+  interrupt       Ctrl-C for the job (SIGINT): its own Ctrl-C handling runs
+  detach [continue|end]  (attach only) leave; the job stays paused unless told
+  ranks | rank N | on 0,2-3|all | compare EXPR   (a distributed job): every
+                  rank's status, the rank in view, who gets stepping and LR,
+                  EXPR on every rank
+  anything else   runs as Python in the paused frame
+A line that is Python and starts with a name your frame holds is Python, not a
+command: with a variable `step`, `step` prints it and `s` steps; `!LINE` always
+runs LINE as Python. Ctrl-C at this prompt does nothing to the job: `interrupt`
+sends it Ctrl-C, `q` ends it."""
 
 RESUMES = {"c": "cont", "continue": "cont", "n": "next_phase", "next": "next_phase",
            "s": "next_step", "step": "next_step", "q": "end", "quit": "end", "abort": "end"}
@@ -141,7 +146,10 @@ def _print(target: Any, word: str, rest: str) -> str | None:
 
 
 def _lr(target: Any, word: str, rest: str) -> str | None:
-    parts = shlex.split(rest) or [""]
+    parts = shlex.split(rest)
+    if not parts:
+        _out("lr X [pin]: set the learning rate, e.g. lr 3e-4 (info opt shows the groups' LRs)")
+        return None
     lr = lr_typed(parts[0])
     r = target.set_lr(lr, pin="pin" in parts[1:])
     _confirm(target, f"LR set to {lr:g}{' and pinned' if r.get('pinned') else ''} "

@@ -28,8 +28,8 @@ def can_prompt() -> bool:
         return False
 
 
-IDLE_CTRL_C = ("Ctrl-C here does nothing to the job: `interrupt` sends it Ctrl-C, `q` ends it, "
-               "`c` continues{}")
+IDLE_CTRL_C = ("Ctrl-C here does nothing to the job: `interrupt` sends it Ctrl-C,\n`q` ends it, "
+               "`c` continues{}")  # (lines within 80 columns)
 
 
 def _interrupt_here() -> str | None:  # "resumed" when the job goes on, None when it stays paused

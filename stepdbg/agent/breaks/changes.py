@@ -47,7 +47,7 @@ class Changes:
                 changed.append({"group": i, "old": old, "new": lr})
         if not changed:
             raise ValueError(f"no param group {group}")
-        return self.log("lr", lr=lr, pinned=pin, groups=changed)
+        return self.log("lr", lr=lr, pinned=pin, groups=changed, words=_set_words(lr, pin, changed))
 
     def apply_pins(self, opt: torch.optim.Optimizer) -> None:
         """Before an update: a pinned LR wins over a scheduler or the loop's own setting."""
@@ -76,7 +76,8 @@ class Changes:
             else:
                 g[key] = type(g[key])(value) if isinstance(g[key], int) and float(value).is_integer() else value
             changed.append({"group": i, "old": old, "new": value})
-        return self.log("param_group", key=key, value=value, groups=changed)
+        return self.log("param_group", key=key, value=value, groups=changed,
+                        words=f"{key} {_set_words(value, False, changed)}")
 
     def _groups_holding(self, key: str, group: int | None) -> list[tuple[int, dict[str, Any]]]:
         """The param groups `group` names (all: None), each holding `key` as a number; else
@@ -131,3 +132,11 @@ def _is_number(v: Any) -> bool:
     if isinstance(v, torch.Tensor):
         return v.numel() == 1 and v.is_floating_point()
     return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def _set_words(value: float, pinned: bool, changed: list[dict[str, Any]]) -> str:
+    """A change of a hyperparameter in words: 'set to 0.0003 and pinned (param group 0, was 0.01)'."""
+    groups = ", ".join(str(g["group"]) for g in changed)
+    was = ", ".join(sorted({f"{g['old']:g}" for g in changed if g["old"] is not None}))
+    return (f"set to {value:g}{' and pinned' if pinned else ''} (param group{'s' if len(changed) > 1 else ''} "
+            f"{groups}{', was ' + was if was else ''})")

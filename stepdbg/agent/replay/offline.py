@@ -198,15 +198,23 @@ def main(argv: list[str] | None = None) -> int:
     except (BundleError, ImportError, SyntaxError, OSError) as e:
         print(f"stepdbg replay: {e}", file=sys.stderr)
         return 1
-    if ns.json:
-        print(json.dumps(plain(result)))
+    try:
+        _print(result, ns.json)
+    except BrokenPipeError:  # `stepdbg replay --json B | head`: the reader left; end quietly
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    return 0
+
+
+def _print(result: dict[str, Any], as_json: bool) -> None:
+    if as_json:
+        print(json.dumps(plain(result)), flush=True)
     else:
         info = result["bundle"]
         print(f"bundle {info['path']} (saved by stepdbg {info['versions']['stepdbg']}, torch {info['versions']['torch']})")
         print(replay_words(result))
         for note in [*info["notes"], *([result["not_exact"]] if result.get("not_exact") else [])]:
             print(f"  note: {note}")
-    return 0
+        sys.stdout.flush()
 
 
 if __name__ == "__main__":
