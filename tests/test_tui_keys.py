@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from conftest import text_of
 from fake_source import BREAK, HISTORY, REPLAY, FakeSource
-from textual.widgets import DataTable, Input, TabbedContent
+from textual.widgets import DataTable, Input, Label, TabbedContent
 
 from stepdbg_tui.app import StepdbgApp
 from stepdbg_tui.break_panel import hints, render_break
@@ -89,6 +89,10 @@ async def test_set_lr_dialog_validates_then_sets_pinned():
         await pilot.pause(0.2)
         # the LR at the break, and the one the next update uses (the panel kept the old one alone)
         assert f"lr {BREAK['scalars']['lr'][0]:.4g} → 0.0001 pinned" in text_of(app, "#break-record")
+        await pilot.press("l")  # the dialog's "now" is the LR set at this pause, not the one at the break
+        await pilot.pause()
+        assert "(now 0.0001)" in str(app.screen.query_one(Label).content)
+        await pilot.press("escape")
 
 
 async def test_quit_asks_what_happens_to_the_job():
