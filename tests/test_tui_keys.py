@@ -5,12 +5,13 @@ from __future__ import annotations
 import pytest
 from conftest import text_of
 from fake_source import BREAK, HISTORY, REPLAY, FakeSource
-from textual.widgets import DataTable, Input, Label, TabbedContent
+from textual.widgets import DataTable, Input, Label, RichLog, TabbedContent
 
 from stepdbg_tui.app import StepdbgApp
-from stepdbg_tui.break_panel import hints, render_break
+from stepdbg_tui.break_panel import BreakPanel, hints, render_break
 from stepdbg_tui.dialogs import CtrlCScreen, HelpScreen, LrScreen, QuitScreen
-from stepdbg_tui.panels import check_spec
+from stepdbg_tui.panels import ThreadsPanel, check_spec
+from stepdbg_tui.plots import PlotsPanel
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -133,7 +134,9 @@ async def test_number_keys_switch_panels_and_load_them():
             await pilot.pause(0.1)
             assert app.query_one(TabbedContent).active == pid
             tables = list(app.query_one(f"#{pid}").query(DataTable))
-            assert app.focused is (tables[0] if tables else None), (key, app.focused)  # Down/Enter act at once
+            scrolls = {"break": BreakPanel, "plots": PlotsPanel, "threads": ThreadsPanel, "log": RichLog}
+            expected_focus = tables[0] if tables else app.query_one(scrolls[pid]) if pid in scrolls else None
+            assert app.focused is expected_focus, (key, app.focused)  # Down, PageDown, Enter act at once
             if key in expected:
                 assert any(c[0] == expected[key] for c in src.calls), key
         assert app.query_one("#model-table", DataTable).row_count == 6
@@ -184,6 +187,19 @@ async def test_a_bad_value_is_refused_before_it_is_sent_or_as_the_agent_refuses_
         await pilot.pause(0.2)
         said = [n.message for n in app._notifications]
         assert any(m.startswith("rewind: step must be a whole number from 0 to") for m in said), said
+
+
+async def test_the_break_panel_scrolls_to_the_source_and_locals_at_80x24():
+    """At 80x24 the paused line and the locals are below the fold: they scrolled only once
+    Tab had found the panel, and nothing said so."""
+    src, app, ctx = await started(size=(80, 24))
+    async with ctx as pilot:
+        await pilot.pause(0.3)
+        assert "Namespace(steps=60" not in app.export_screenshot().replace("&#160;", " ")
+        await pilot.press("end")
+        await pilot.pause(0.3)
+        screen = app.export_screenshot().replace("&#160;", " ")
+        assert "Namespace(steps=60" in screen  # the locals, last on the panel
 
 
 async def test_model_row_opens_its_weight_in_the_tensor_panel():

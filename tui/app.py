@@ -25,7 +25,7 @@ from .break_panel import BreakPanel
 from .controls import ControlActions
 from .dialogs import HelpScreen
 from .messages import ConnectionLost, JobEvent, StepSummary
-from .panel_table import BY_ID, PANELS, shown
+from .panel_table import BY_ID, PANELS, keys_go_to, shown
 from .panels import LogPanel, TensorPanel, module_expression, render_header
 from .plots import PlotsPanel
 from .repl_line import LineHistory, ReplActions
@@ -111,6 +111,8 @@ class StepdbgApp(ControlActions, ReplActions, App[str | None]):
         self.set_interval(1.0, self.refresh_header)
         if self.is_job:
             self.set_interval(RANKS_EVERY, self.tick_ranks)
+        if self.status.get("state") == "paused":  # attached at a pause: Down and PageDown scroll the Break panel
+            self.action_panel("break")
         self.pump_events()
         self.refresh_all()
 
@@ -238,13 +240,13 @@ class StepdbgApp(ControlActions, ReplActions, App[str | None]):
 
     # ------------------------------------------------------------------ actions
 
-    def action_panel(self, pid: str) -> None:  # a number key: the focus on its table (Down, Enter act at once)
+    def action_panel(self, pid: str) -> None:  # a number key: the focus on its table or its scroll
         if BY_ID[pid] not in shown(self.is_job):
             self.notify(f"{BY_ID[pid].key} shows the {BY_ID[pid].name} of a distributed job; this is one process",
                         severity="warning")
             return
         (tabs := self.query_one(TabbedContent)).active = pid
-        self.set_focus(next(iter(tabs.get_pane(pid).query(DataTable)), None))
+        self.set_focus(keys_go_to(tabs.get_pane(pid)))
 
     def action_breakpoints(self) -> None:
         self.action_panel("breakpoints")

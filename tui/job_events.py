@@ -24,6 +24,8 @@ def on_paused(app: Any, data: Any) -> None:
     # (its reason is the break's, logged just before: the break event comes first)
     app.log_line(f"paused at step {data['step']} ({data['phase']})", "yellow")
     app.query_one(TabbedContent).active = "break"
+    if app.focused is None:  # (not while a line is typed): Down and PageDown scroll the Break panel
+        app.action_panel("break")
     app.refresh_all()
 
 
