@@ -271,3 +271,20 @@ def test_the_consoles_help_and_its_ctrl_c_notice_fit_80_columns():
 
     for text in (HELP, IDLE_CTRL_C.format(", `detach` or Ctrl-D leaves")):
         assert max(len(line) for line in text.splitlines()) < 80, text
+
+
+def test_locals_keep_their_columns_whatever_the_type_names(capsys):
+    """`locals` at the console: a type longer than 12 (ArgumentParser) ran into its value."""
+    from stepdbg.client.commands import execute
+
+    class Paused:
+        def evaluate(self, code):
+            return {"value": "False", "output": "", "error": None}
+
+        def frame_locals(self, everything=False):
+            return [{"name": "p", "type": "ArgumentParser", "value": "ArgumentParser(prog='train.py')"},
+                    {"name": "step", "type": "int", "value": "30"}]
+
+    execute(Paused(), "locals")
+    lines = capsys.readouterr().err.splitlines()
+    assert [line.index(value) for line, value in zip(lines, ("ArgumentParser(", "30"), strict=True)] == [24, 24]

@@ -197,8 +197,9 @@ def _up_down(target: Any, word: str, rest: str) -> str | None:
 def _locals(target: Any, word: str, rest: str) -> str | None:
     rows = target.frame_locals(everything=rest == "all")
     width = max((len(r["name"]) for r in rows), default=0)
+    kind = min(max((len(r["type"]) for r in rows), default=0), 24)  # (ArgumentParser ran into its value)
     for r in rows:
-        _out(f"  {r['name']:<{width}}  {r['type']:<12} {r['value']}")
+        _out(f"  {r['name']:<{width}}  {r['type']:<{kind}}  {r['value']}")
     return None
 
 
