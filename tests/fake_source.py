@@ -104,11 +104,10 @@ HISTORY = [
 ]
 
 STACKS = [
-    {"id": 1, "name": "MainThread", "daemon": False, "main": True, "stack": [
+    {"id": 1, "name": "MainThread", "daemon": False, "main": True, "own": False, "stack": [
         {"file": DEMO_FILE, "line": 67, "function": "<module>", "code": "main()"},
         {"file": DEMO_FILE, "line": 52, "function": "main", "code": "loss.backward()"}]},
-    {"id": 2, "name": "stepdbg-server", "daemon": True, "main": False, "stack": [
-        {"file": "/usr/lib/python3.11/socket.py", "line": 294, "function": "accept", "code": "fd, addr = self._accept()"}]},
+    {"id": 2, "name": "stepdbg-server", "daemon": True, "main": False, "own": True, "stack": []},
 ]
 
 LOCALS = [

@@ -264,6 +264,9 @@ class BreakpointsPanel(Loads, Vertical):
 def render_stacks(stacks: list[dict[str, Any]]) -> Text:
     t = Text()
     for th in stacks:
+        if th.get("own"):
+            t.append(f"{th['name']} (stepdbg's own thread)\n", style="dim")
+            continue
         t.append(f"{th['name']}{' (main)' if th.get('main') else ''}\n", style="bold")
         for fr in th["stack"][-10:]:
             if fr.get("hidden"):  # stepdbg's own frames, folded into one line

@@ -120,7 +120,7 @@ def thread_lines(stacks: list[dict[str, Any]], frames: int = 8) -> list[str]:
     """Each thread and its innermost frames; stepdbg's own frames folded into one line."""
     out = []
     for t in stacks:
-        out.append(f"--- {t['name']}")
+        out.append(f"--- {t['name']}" + (" (stepdbg's own thread)" if t.get("own") else ""))
         out += [f"  {fr['function']}" if fr.get("hidden") else f"  {fr['file']}:{fr['line']} {fr['function']}: "
                 f"{fr['code']}" for fr in t["stack"][-frames:]]
     return out

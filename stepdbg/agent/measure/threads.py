@@ -12,28 +12,41 @@ import traceback
 from types import FrameType
 from typing import Any
 
-from stepdbg.agent.measure.frames import fold_own, hidden_frames_line, is_user_file
+from stepdbg.agent.measure.frames import fold_own, hidden_frames_line, is_own_file, is_user_file
 
 
 def thread_stacks(training: int | None = None) -> list[dict[str, Any]]:
     """Every thread's stack: the training thread first, then the main thread, the user's
-    other threads, and stepdbg's own last."""
+    other threads, and stepdbg's own last, named with no stack (`own`: its frames are
+    stepdbg's and the standard library's it calls, nothing a person wrote)."""
     names = {t.ident: t for t in threading.enumerate()}
     out = []
     for tid, frame in sys._current_frames().items():
         t = names.get(tid)
+        stack = traceback.extract_stack(frame)
+        own = _started_by_stepdbg(stack)
         out.append({
             "id": tid,
             "name": t.name if t else f"thread-{tid}",
             "daemon": t.daemon if t else None,
             "main": t is threading.main_thread(),
-            "stack": fold_own(
-                ({"file": fs.filename, "line": fs.lineno, "function": fs.name, "code": fs.line}
-                 for fs in traceback.extract_stack(frame)),
+            "own": own,
+            "stack": [] if own else fold_own(
+                ({"file": fs.filename, "line": fs.lineno, "function": fs.name, "code": fs.line} for fs in stack),
                 lambda f: f["file"], _hidden),
         })
-    out.sort(key=lambda t: (t["id"] != training, not t["main"], t["name"].startswith("stepdbg"), t["name"]))
+    out.sort(key=lambda t: (t["id"] != training, not t["main"], t["own"], t["name"]))
     return out
+
+
+def _started_by_stepdbg(stack: traceback.StackSummary) -> bool:
+    """A thread whose code, past threading's start-up, is stepdbg's own (its server, its
+    watchdog, its output pumps)."""
+    started = [fs.filename.endswith(f"{os.sep}threading.py") for fs in stack]
+    if not started or not started[0]:  # the main thread (which runs the launcher, then the script)
+        return False
+    first = next((fs for fs, threading_py in zip(stack, started, strict=True) if not threading_py), None)
+    return first is not None and is_own_file(first.filename)
 
 
 def _hidden(n: int) -> dict[str, Any]:
