@@ -192,10 +192,14 @@ def test_attach_to_the_whole_job_from_the_console(tmp_path, private_runtime_dir)
             assert paused["step"] == 2, paused  # (its reason says which rank's break it is)
         job_id = sessions.listing()[0].job_id
         out = subprocess.run([sys.executable, "-m", "stepdbg", "attach", job_id],
-                             input="ranks\ncompare float(loss)\nrank 1\np x\nlr 0.001 pin\nbreak rm nan\nc\n",
+                             input="ranks\ncompare float(loss)\nrank 1\np x\nlr 0.001 pin\nbreak rm nan\ndetach\n",
                              capture_output=True, text=True, timeout=WAIT, cwd=ROOT)
         assert out.returncode == 0, out.stderr
         text = out.stderr
+        assert f"the job stays paused: `stepdbg attach {job_id}` comes back" in text  # the job, not rank 1 alone
+        again = subprocess.run([sys.executable, "-m", "stepdbg", "attach", job_id], input="c\n",
+                               capture_output=True, text=True, timeout=WAIT, cwd=ROOT)
+        assert again.returncode == 0, again.stderr
         assert f"attached to job {job_id}: 2 ranks, rank 0 in view" in text
         assert "* rank 0: paused     step 2 before_optimizer_step  — paused for rank 1's break" in text
         assert "  rank 1: paused     step 2 before_optimizer_step  — paused at step 2 for this rank's break" in text

@@ -39,6 +39,25 @@ def test_a_replay_on_one_ddp_rank_leaves_the_job_unharmed(tmp_path, private_runt
     assert code == 0 and out.count("finished") == 2, err[-2000:]
 
 
+def test_a_ddp_rank_that_paused_for_anothers_nan_is_not_called_a_transient_fault(tmp_path, private_runtime_dir):
+    """A NaN in rank 1's batch reaches rank 0's gradients through DDP's all-reduce. Rank 0's
+    replay finds its own step finite: that is not "a transient fault" (a newcomer's walk),
+    it is rank 1's break; rank 1's replay names the input, its advice said once."""
+    proc = start(tmp_path, "serve", "--break", "nan", script_args=("--nan-at", "3", "--steps", "6"))
+    with ranks_of(proc) as (r0, r1):
+        assert r0.wait_paused(WAIT)["step"] == r1.wait_paused(WAIT)["step"] == 3
+        mine = r0.call("replay", timeout=30)
+        assert (mine["first_nonfinite"], mine["reproduced"]) == (None, None), mine
+        assert mine["verdict"].startswith("this rank's own step made no non-finite value: the break is rank 1's"), mine
+        theirs = r1.call("replay", timeout=30)
+        assert (theirs["first_nonfinite"]["where"], theirs["reproduced"]) == ("input", True), theirs
+        assert "data: the data" not in theirs["summary"] and theirs["advice"]["cause"] == "data", theirs
+        for c in (r0, r1):
+            c.end()
+    code, _, err = finish(proc)
+    assert code == 3, err[-2000:]
+
+
 def test_lightning_ddp_pauses_both_ranks_before_the_update_and_ends_cleanly(tmp_path, private_runtime_dir):
     """Lightning runs forward and backward (with DDP's all-reduce) inside optimizer.step(closure):
     the coordinated pause must land after that backward, outside any collective."""

@@ -130,6 +130,38 @@ def test_repl_in_a_real_terminal_with_completion(tmp_path, private_runtime_dir, 
     assert job.finish()[0] == 4
 
 
+@pytest.mark.skipif(shutil.which("tmux") is None, reason="needs tmux")
+def test_leaving_the_attached_tui_says_what_became_of_the_job_and_ending_it_exits_with_its_code(
+        tmp_path, private_runtime_dir, start_job):  # noqa: F811
+    """`stepdbg attach` (the TUI) at 80x24: q, l leaves the job paused and says how to come
+    back; attached again, q, e ends it: the job's exit code 3, said as the line console says
+    it (the TUI printed nothing and exited 0)."""
+    job = start_job("--break", "step==3", script_args=("--steps", "6"))
+    info = job.info()
+    term = Tmux(tmp_path, private_runtime_dir, "attach", size=(80, 24))
+    try:
+        term.wait_screen("PAUSED")
+        term.keys("q")
+        term.wait_screen("leave it paused")
+        term.keys("l")
+        assert term.exit_code() == "0", term.screen()
+        term.wait_screen(f"detached; the job stays paused: `stepdbg attach {info.id}` comes back")
+    finally:
+        term.close()
+    (tmp_path / "exit").unlink()
+    term = Tmux(tmp_path, private_runtime_dir, "attach", size=(80, 24))
+    try:
+        term.wait_screen("PAUSED")
+        term.keys("q")
+        term.wait_screen("end it (exit code 3)")
+        term.keys("e")
+        assert term.exit_code() == "3", term.screen()
+        term.wait_screen("the job ended with exit code 3")
+    finally:
+        term.close()
+    assert job.finish()[0] == 3
+
+
 SCRIPT = ("import time\nimport torch\nfrom torch import nn\n"
           "model = nn.Linear(2, 1)\nopt = torch.optim.SGD(model.parameters(), lr=0.1)\n"
           "try:\n"

@@ -4,6 +4,7 @@ on one it attaches to (`stepdbg attach TARGET`)."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import signal
 import subprocess
 import sys
@@ -18,6 +19,7 @@ from stepdbg.client.job import EndedReport, TorchrunLog
 from stepdbg.wire import sessions
 
 START_TIMEOUT = 120.0
+END_TIMEOUT = 60.0  # seconds a job ended from the TUI has to say its exit code
 
 
 Ranks = Callable[[], list[Endpoint]]  # finds every rank of a job again (for a reconnect too)
@@ -43,7 +45,11 @@ async def _open(target: str | None, token: str | None, ranks: Ranks | None, torc
 
 
 async def _run(target: str | None, token: str | None, output: list[tuple[str, str]] | None,
-               hold: dict[str, Any], ranks: Ranks | None = None, torchrun: TorchrunLog | None = None) -> str | None:
+               hold: dict[str, Any], ranks: Ranks | None = None, torchrun: TorchrunLog | None = None
+               ) -> tuple[str | None, Any, dict[str, Any] | None]:
+    """The TUI until the user leaves: how they left (continue, stay, end; None once the job
+    ended), the source (closed) and the job's end as known before leaving (its `exited`).
+    Ending, it waits (bounded) for the job's end to know its code."""
     from .app import StepdbgApp
 
     client = await _open(target, token, ranks, torchrun)
@@ -54,13 +60,31 @@ async def _run(target: str | None, token: str | None, output: list[tuple[str, st
         choice = await app.run_async()
     finally:
         hold["app"] = None
-    await app.source.close(then=choice or "stay")  # the source in use (after a reconnect, a new one)
-    return choice
+    source = app.source  # the source in use (after a reconnect, a new one)
+    if choice == "end" and source.exited is None:
+        with contextlib.suppress(Exception):
+            await source.end()
+            deadline = time.monotonic() + END_TIMEOUT
+            while source.exited is None and time.monotonic() < deadline:
+                await asyncio.sleep(0.05)
+    ended = source.exited  # (closing makes it "lost")
+    await source.close(then=choice or "stay")
+    return choice, source, ended
 
 
-def attach_tui(target: str | None, token: str | None, ranks: Ranks | None = None) -> int:
-    """`stepdbg attach` with the TUI (on one process, or on every rank of a job)."""
-    asyncio.run(_run(target, token, None, {}, ranks))
+def attach_tui(target: str | None, token: str | None, ranks: Ranks | None = None, again: str = "") -> int:
+    """`stepdbg attach` with the TUI (on one process, or on every rank of a job): says what
+    became of the job, as the line console does; the job's exit code when it ended."""
+    choice, source, ended = asyncio.run(_run(target, token, None, {}, ranks))
+    if ended is not None and "lost" not in ended:
+        print(f"the job ended with exit code {ended.get('exit_code')}", file=sys.stderr)
+        return int(ended.get("exit_code") or 0)
+    if ended is not None:
+        print(f"stepdbg: {ended['lost']}", file=sys.stderr)
+        return 1
+    again = again or f"stepdbg attach {source.session.get('id')}"
+    now = "stays paused" if choice == "stay" and source.paused is not None else "goes on"
+    print(f"detached; the job {now}: `{again}` comes back", file=sys.stderr)
     return 0
 
 
@@ -109,13 +133,13 @@ def launch_tui(cmd: list[str], env: dict[str, str], ranks: int | None = None) ->
             job = _wait_for_ranks(child, ranks)
             if job:
                 endpoints = [Endpoint(s.reach, s.token) for s in job]
-                left = asyncio.run(_run(None, None, list(output), hold, lambda: endpoints, torchrun))
+                left, _, _ = asyncio.run(_run(None, None, list(output), hold, lambda: endpoints, torchrun))
                 ended.ended = left == "end"
         else:
             info = _wait_for_session(child)
             if info is not None:
                 again = f"stepdbg attach {info.id}"
-                left = asyncio.run(_run(str(info.pid), None, list(output), hold))
+                left, _, _ = asyncio.run(_run(str(info.pid), None, list(output), hold))
     except KeyboardInterrupt:  # before the TUI is up: the terminal's Ctrl-C reached the job too
         left = "ctrl-c"  # (one process group), which handles it as it would plain; stepdbg waits for it
     except TargetError as e:

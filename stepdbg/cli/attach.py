@@ -61,7 +61,8 @@ def main(argv: list[str]) -> int:
         if endpoints is not None:
             first = [endpoints]  # a reconnect (ctrl+r) finds the ranks again
 
-            return attach_tui(None, None, lambda: first.pop() if first else job_endpoints(target) or [])
+            return attach_tui(None, None, lambda: first.pop() if first else job_endpoints(target) or [],
+                              again=f"stepdbg attach {target or ''}".rstrip())
         return attach_tui(target, token)
     from ..client.console import attach_console
 
@@ -112,7 +113,9 @@ def open_job(target: str | None) -> Any:
             if ep.close is not None:
                 ep.close()
         raise
-    return Job(clients)
+    job = Job(clients)
+    job.again = target or clients[0].session.get("job_id") or ""  # (a rank's id would attach to that rank alone)
+    return job
 
 
 def job_endpoints(target: str | None) -> list[Any] | None:

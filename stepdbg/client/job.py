@@ -277,6 +277,7 @@ class Job(RankView, Ops):
     def __init__(self, clients: list[Client]) -> None:
         self.clients = clients
         self.current = 0
+        self.again = ""  # what `stepdbg attach` takes to come back to the whole job (open_job sets it)
 
     def wait_paused(self, timeout: float | None = None, previous: dict[str, Any] | None = None) -> Any:
         return self.client.wait_paused(timeout, previous)

@@ -73,7 +73,7 @@ def advise(first: dict[str, Any] | None, history: Iterable[dict[str, Any]],
     if first.get("where") == "input":
         sample = f" (dataset index {first['sample']})" if first.get("sample") is not None else ""
         return {"cause": "data",
-                "text": f"the data: {first.get('tensor')} holds {first.get('count', 'some')} non-finite values, the "
+                "text": f"{first.get('tensor')} holds {first.get('count', 'some')} non-finite values, the "
                         f"first at {first.get('index')}{sample}; find that record and clean or filter it (check "
                         "for NaN/inf in the dataset or the collate_fn)"}
     why = diverging(history, params)

@@ -8,7 +8,8 @@ to tell a transient, hardware fault from a persistent one).
   or the backward from the captured output gradient) from the step's starting state and
   everything stayed finite: a transient fault (a flaky device, a race, non-determinism).
 - ``reproduced: null``: the replay could not tell (its own forward failed; the backward
-  had no captured gradient to start from), or the break held no non-finite value.
+  had no captured gradient to start from), the break held no non-finite value, or it was
+  another rank's break (this rank's gradients took the value in through an all-reduce).
 
 ``exact`` says whether the replay runs the very kernels the step ran: CUDA without
 ``torch.use_deterministic_algorithms(True)`` may pick non-deterministic ones, so a value
@@ -45,6 +46,12 @@ def judge(result: dict[str, Any], brk: Any, history: list[dict[str, Any]], param
     if result.get("first_nonfinite") is not None:
         result["reproduced"], result["verdict"] = True, REPRODUCED
         return
+    other = _other_ranks_break(brk)
+    if other is not None:  # its gradients took the value in from that rank (an all-reduce): no fault here
+        result["reproduced"] = None
+        result["verdict"] = (f"this rank's own step made no non-finite value: the break is rank {other}'s, whose "
+                             "replay says where the value is born")
+        return
     replayed_finite = result.get("replayed_output_finite")
     if original_output_finite is False and replayed_finite:
         result["reproduced"], result["verdict"] = False, TRANSIENT  # the step's output was not, the replay's is
@@ -54,6 +61,12 @@ def judge(result: dict[str, Any], brk: Any, history: list[dict[str, Any]], param
         result["reproduced"] = None
         result["verdict"] = ("could not tell: the replay did not run the stage where the value appeared "
                              "(no gradient was captured at the model output for its backward)")
+
+
+def _other_ranks_break(brk: Any) -> int | None:
+    """The rank whose break this rank paused for, when it is another's (Breaker.pause_for_rank)."""
+    rank = (getattr(brk, "details", None) or {}).get("for_rank")
+    return rank if rank is not None and brk.condition == f"rank {rank}" else None
 
 
 def _fault_seen(brk: Any, history: list[dict[str, Any]]) -> bool:
