@@ -312,6 +312,29 @@ def test_a_torchrun_job_ended_from_the_tui_exits_3_without_torchruns_failure_rep
         term.close()
 
 
+def test_a_torchrun_job_left_paused_from_the_tui_and_ended_over_attach_exits_3_without_the_report(
+        tmp_path, private_runtime_dir):
+    """q, l leaves the job paused; `stepdbg attach` then ends it with q: the launcher's
+    terminal had torchrun's ChildFailedError traceback and exit code 1 (a newcomer's walk)."""
+    term = Tmux(tmp_path, private_runtime_dir, f"--break step==3 torchrun --standalone --nproc_per_node=2 "
+                f"{FIXTURE} --steps 100000 --sleep 0.05")
+    try:
+        term.wait_screen("PAUSED [")
+        term.keys("q")
+        term.wait_screen("What happens to the job?")
+        term.keys("l")
+        term.wait_screen("without the TUI")
+        ended = subprocess.run([sys.executable, "-m", "stepdbg", "attach"], input="q\n", capture_output=True,
+                               text=True, timeout=WAIT, cwd=ROOT)  # (the whole job: both ranks end)
+        assert ended.returncode == 3, ended.stderr
+        assert term.exit_code() == "3", term.screen()
+        after = term.screen()
+        assert "the job ended with exit code 3, as stepdbg ended it" in after, after
+        assert "ChildFailedError" not in after and "Traceback" not in after, after
+    finally:
+        term.close()
+
+
 def test_ranks_end_when_torchrun_is_killed_even_while_waiting_in_a_collective(tmp_path, private_runtime_dir):
     """Rank 0 paused (its peers wait in the all-reduce, their timeout raised to days by the
     attach); torchrun is then killed with SIGKILL: every rank ends within seconds."""

@@ -135,6 +135,7 @@ def launch_tui(cmd: list[str], env: dict[str, str], ranks: int | None = None) ->
                 endpoints = [Endpoint(s.reach, s.token) for s in job]
                 left, _, _ = asyncio.run(_run(None, None, list(output), hold, lambda: endpoints, torchrun))
                 ended.ended = left == "end"
+                ended.auto = True  # left running or paused: a client may end it later (attach, q, e)
         else:
             info = _wait_for_session(child)
             if info is not None:
