@@ -366,6 +366,11 @@ async def test_pushed_events_update_the_screen():
         log = "\n".join(str(line.text) for line in app.query_one("LogPanel RichLog").lines)
         assert log.count("lr=0.001") == 1 and "change at step 30: lr lr=0.001, pinned=False" in log
         assert log.count("loss is nan") == 1 and "paused at step 30 (before_backward)\n" in log, log  # once
+        await pilot.press("e", *"x.shape", "enter")  # said plainly, not "eval: Connection lost"
+        await pilot.pause(0.2)
+        assert "the job has ended (exit code 0): nothing runs in it now" in text_of(app, "#repl-out")
+        assert ("eval", ("x.shape",)) not in src.calls
+        await pilot.press("escape")
         await pilot.press("q")  # the job is gone: no question
         await pilot.pause()
     assert app.return_value is None

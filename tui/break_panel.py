@@ -94,6 +94,11 @@ def _break_scalars(brk: dict[str, Any]) -> Text:
     return scal
 
 
+def ended_words(state: str) -> str:
+    """'exited (3)' as a person says it: 'ended (exit code 3)'."""
+    return state.replace("exited (", "ended (exit code ")
+
+
 def render_replay(replay: dict[str, Any]) -> list[Any]:
     """The replay's lines of the Break panel: its summary, its verdict, where the value is born."""
     lines: list[Any] = []
@@ -182,8 +187,8 @@ class BreakPanel(Loads, VerticalScroll):
              frames: list[dict[str, Any]] | None = None, locals_: list[dict[str, str]] | None = None) -> None:
         record = render_break(brk, replay, findings)
         if brk is None and ended:
-            record = Text(f"the job {ended.replace('exited (', 'ended (exit code ')}. The Log (9) has its last "
-                          "lines; q closes this window.", style="bold")
+            record = Text(f"the job {ended_words(ended)}. The Log (9) has what it printed while this window was "
+                          "open (attached to a job, only with --forward-output); q closes this window.", style="bold")
         self.query_one("#break-record", Static).update(record)
         self.query_one("#break-source", Static).update(render_source(src) if brk else "")
         self.query_one("#break-frames", Static).update(render_frames(frames) if brk else "")

@@ -10,6 +10,7 @@ from textual.widgets import Input, Static
 
 from stepdbg.wire.ops import lr_typed
 
+from .break_panel import ended_words
 from .panels import BreakpointsPanel, check_spec, render_summary
 
 if TYPE_CHECKING:
@@ -72,6 +73,10 @@ async def run_line(app: Any, line: str) -> None:
     that is a command with what it needs after it runs as the command, else the line is Python."""
     word, _, rest = line.partition(" ")
     out = app.query_one("#repl-out", Static)
+    state = str(app.status.get("state", ""))
+    if state.startswith("exited"):  # (the request would only say the connection closed)
+        out.update(f"» {line}\nthe job has {ended_words(state)}: nothing runs in it now")
+        return
     command = LINE_COMMANDS.get(word)
     if command is None or not await command(app, out, line, word, rest):
         await _evaluate(app, out, line)
