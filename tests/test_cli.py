@@ -234,3 +234,20 @@ def test_a_break_that_goes_on_by_default_says_how_to_stop_there_and_a_skip_says_
         assert "change: skip step 30's update will not be applied: the parameters and the optimizer's state stay " \
                "as they are (the loss your script prints for step 30 is the one it computed, still the bad one)" \
                in run.stderr, run.stderr
+
+
+def test_torchrun_given_by_path_gives_every_rank_an_agent(tmp_path):
+    """`stepdbg ... .venv/bin/torchrun ...`: run as a script, the agent sat in torchrun's
+    launcher and the ranks ran bare (no break at all); a path to torchrun is torchrun, with
+    the interpreter its #! line names."""
+    from stepdbg.cli.common import run_config
+    from stepdbg.cli.run import command, run_parser
+
+    torchrun = tmp_path / "bin" / "torchrun"
+    torchrun.parent.mkdir()
+    torchrun.write_text(f"#!{sys.executable}\nfrom torch.distributed.run import main\nmain()\n")
+    cfg = run_config(run_parser(False).parse_args(
+        ["--break", "nan", str(torchrun), "--standalone", "--nproc_per_node=2", "demos/ddp_nan.py", "--steps", "3"]))
+    assert (cfg.torchrun, cfg.python, cfg.script) == (["--standalone", "--nproc_per_node=2"], sys.executable,
+                                                      "demos/ddp_nan.py")
+    assert command(cfg)[1:3] == ["-m", "torch.distributed.run"]

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import pytest
-from conftest import DEMOS, marked_line, run_stepdbg
+from conftest import DEMOS, ROOT, marked_line, run_stepdbg
 
 pytestmark = pytest.mark.slow  # real processes end to end (see pyproject: slow)
 
@@ -194,3 +197,19 @@ def test_a_transient_nan_is_not_reproduced_and_the_run_goes_on(tmp_path):
     assert "not reproduced from the same state: a transient fault" in run.stderr
     assert "mse_loss" not in run.stderr
     assert run.stdout.splitlines()[-1] == "done" and "step 30 loss nan" not in run.stdout
+
+
+def test_a_bad_record_in_one_ranks_shard_is_named_there_and_not_blamed_elsewhere(tmp_path):
+    """Row 15: 2 DDP ranks on gloo, a NaN in dataset row 201 (rank 1's shard under the
+    DistributedSampler, its step 6). Rank 1's replay names the record; rank 0, whose NaN
+    gradients came through the all-reduce, is not told its fault is transient."""
+    script = DEMOS / "ddp_nan.py"
+    run = subprocess.run([sys.executable, "-m", "stepdbg", "--break", "nan", "--on-break", "replay", "torchrun",
+                          "--standalone", "--nproc_per_node=2", str(script)], capture_output=True, text=True,
+                         timeout=180, cwd=ROOT, stdin=subprocess.DEVNULL)
+    assert run.returncode == 0 and script.read_text().count("# @bad-record") == 1, run.stderr[-3000:]
+    assert "stepdbg[rank 1]: replay of step 6: the data: batch[0] already holds 1 non-finite values, the first " \
+           "at [4, 3] (dataset index 201)" in run.stderr, run.stderr[-3000:]
+    assert "stepdbg[rank 0]: replay of step 6: the replay produced no non-finite value\n  not on this rank: its " \
+           "own forward and backward, replayed, stay finite" in run.stderr, run.stderr[-3000:]
+    assert "transient fault (a flaky device" not in run.stderr

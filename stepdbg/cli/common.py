@@ -235,10 +235,11 @@ def run_config(ns: argparse.Namespace, serve: bool = False) -> Launch:
         bundle_dir=ns.bundle_dir)
     cfg = Launch(agent, tui=not getattr(ns, "no_tui", True))
     rest = (["-m"] if ns.as_module else []) + [ns.script, *ns.args]
-    if rest[0] == "torchrun":
+    if is_torchrun(rest[0]):
         script_at = next((k for k, a in enumerate(rest[1:], 1) if a.endswith(".py") or a == "-m"), None)
         if script_at is None:
             raise UsageError("torchrun: no SCRIPT.py (or -m MODULE) found after the torchrun options")
+        cfg.python = _interpreter_of(rest[0]) or cfg.python  # a venv's torchrun: that venv's python
         cfg.torchrun = rest[1:script_at]
         rest = rest[script_at:]
     if _looks_like_python(rest[0]) and not rest[0].endswith(".py"):
@@ -272,6 +273,24 @@ def rewind_options(ns: argparse.Namespace) -> dict[str, Any]:
     if "rewind" in (getattr(ns, "actions", None) or []) and not opts["every"]:
         raise UsageError("--on-break rewind needs snapshots to go back to: add --keep-every N (e.g. 50)")
     return {k: v for k, v in opts.items() if v is not None}
+
+
+def is_torchrun(word: str) -> bool:
+    """`torchrun`, or a path to one (.venv/bin/torchrun): every rank gets an agent. Run as a
+    script instead, the agent sat in the launcher and the ranks ran bare."""
+    return os.path.basename(word) == "torchrun"
+
+
+def _interpreter_of(path: str) -> str | None:
+    """The python a torchrun given by path runs with (its #! line), where it is one."""
+    try:
+        with open(path, "rb") as f:
+            first = f.readline(4096)
+    except OSError:
+        return None
+    words = first[2:].split() if first.startswith(b"#!") else []
+    python = words[0].decode(errors="replace") if words else ""
+    return python if _looks_like_python(python) and os.path.isfile(python) else None
 
 
 def _looks_like_python(word: str) -> bool:

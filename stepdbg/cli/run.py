@@ -12,7 +12,7 @@ import os
 import sys
 
 from ..wire.numbers import ascii_int
-from .common import Launch, Parser, add_run_options, at_terminal, run_config
+from .common import Launch, Parser, add_run_options, at_terminal, is_torchrun, run_config
 
 RUN_DESCRIPTION = """\
 Run a PyTorch training script under stepdbg: it breaks when a condition holds (a NaN,
@@ -97,7 +97,7 @@ def run_parser(serve: bool) -> Parser:
 
 def main(argv: list[str], serve: bool = False) -> int:
     ns = run_parser(serve).parse_args(argv)
-    if ns.script == "torchrun" and _asks_help(ns.args):
+    if is_torchrun(ns.script) and _asks_help(ns.args):
         print(TORCHRUN_HELP)
         return 0
     return launch(run_config(ns, serve=serve))

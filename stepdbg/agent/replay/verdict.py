@@ -30,6 +30,11 @@ TRANSIENT = ("not reproduced from the same state: a transient fault (a flaky dev
              "--on-break skip), and run the step on other hardware to tell which")
 
 
+FROM_ANOTHER_RANK = ("not on this rank: its own forward and backward, replayed, stay finite; the non-finite "
+                     "gradients came in through the all-reduce from another rank, whose replay names where they "
+                     "are born (if no rank's replay makes them again, a transient fault)")
+
+
 def judge(result: dict[str, Any], brk: Any, history: list[dict[str, Any]], params: list[torch.Tensor],
           original_output_finite: bool | None) -> None:
     """Set result["reproduced"], result["verdict"] (words) and result["exact"]."""
@@ -55,12 +60,20 @@ def judge(result: dict[str, Any], brk: Any, history: list[dict[str, Any]], param
     replayed_finite = result.get("replayed_output_finite")
     if original_output_finite is False and replayed_finite:
         result["reproduced"], result["verdict"] = False, TRANSIENT  # the step's output was not, the replay's is
+    elif result.get("backward_replayed") and replayed_finite and _many_ranks():
+        result["reproduced"], result["verdict"] = None, FROM_ANOTHER_RANK
     elif result.get("backward_replayed") and replayed_finite:
         result["reproduced"], result["verdict"] = False, TRANSIENT
     else:
         result["reproduced"] = None
         result["verdict"] = ("could not tell: the replay did not run the stage where the value appeared "
                              "(no gradient was captured at the model output for its backward)")
+
+
+def _many_ranks() -> bool:
+    """A job of several ranks, whose gradients are reduced across them (DDP, FSDP)."""
+    dist = torch.distributed
+    return dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1
 
 
 def _other_ranks_break(brk: Any) -> int | None:
