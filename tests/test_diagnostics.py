@@ -88,6 +88,9 @@ def test_overfit_one_batch_says_whether_it_fits():
     assert [f["rule"] for f in bad["findings"]] == ["cannot_overfit"]
     assert "it cannot fit even one batch" in bad["findings"][0]["message"]
     assert overfit_verdict([1.0, 0.5, 0.01])[0] and not overfit_verdict([1.0, 0.9, 0.8])[0]
+    ok, words = overfit_verdict([1.195] + [0.5] * 48 + [0.1329])  # 9x lower in 50 steps: too few to say
+    assert not ok and "not fit yet, though the loss is still falling (9.0x lower): run more steps (--steps 100)" \
+        in words and "cannot fit even one batch" not in words
 
 
 def loops():
@@ -313,3 +316,12 @@ def test_a_nanogpt_loop_that_waits_for_its_prefetched_batches_is_found(session_f
         opt.zero_grad()
     assert [f.rule for f in s.doctor.findings] == ["slow_dataloader"], s.doctor.findings
 
+
+
+def test_overfits_table_is_titled_overfit(capsys):
+    from stepdbg_tui.doctor import show
+
+    finding = {"rule": "cannot_overfit", "severity": "error", "step": 30, "message": "m", "advice": "a"}
+    show([finding], 30, 1, {"reached_near_zero": False, "verdict": "the loss went from 1 to 0.9"})
+    out = capsys.readouterr().out
+    assert "stepdbg overfit: 1 finding in 30 steps" in out and "stepdbg doctor" not in out

@@ -46,7 +46,8 @@ def run_doctor(cmd: list[str], env: dict[str, str], report: str | None, opts: di
 
 def show(findings: list[dict[str, Any]], steps: int | None, code: int, overfit: dict[str, Any] | None) -> None:
     console = Console(file=sys.stdout)
-    title = f"stepdbg doctor: {len(findings)} finding{'s' if len(findings) != 1 else ''} in {steps} steps"
+    command = "stepdbg overfit" if overfit is not None else "stepdbg doctor"
+    title = f"{command}: {len(findings)} finding{'s' if len(findings) != 1 else ''} in {steps} steps"
     if overfit is not None:
         fits = overfit["reached_near_zero"]
         console.print(Panel(overfit["verdict"], title="overfit one batch",

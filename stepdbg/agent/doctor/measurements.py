@@ -119,6 +119,9 @@ def _max_diff(a: list[torch.Tensor], b: list[torch.Tensor]) -> float:
 # ---------------------------------------------------------------------- overfit one batch (row 13)
 
 
+FALLING = 3.0  # a loss this many times lower than at the start is still being fit
+
+
 def overfit_verdict(losses: list[float]) -> tuple[bool, str]:
     """Whether a run on one repeated batch reached near zero, in words."""
     finite = [v for v in losses if math.isfinite(v)]
@@ -126,6 +129,13 @@ def overfit_verdict(losses: list[float]) -> tuple[bool, str]:
         return False, "the loss was not finite"
     first, best, last = finite[0], min(finite), finite[-1]
     ok = last <= max(0.05 * first, 1e-3) or best <= 1e-3
+    if ok:
+        verdict = "it can fit a batch"
+    elif last <= first / FALLING:  # not there yet, but on its way: too few steps to say it cannot
+        verdict = (f"not fit yet, though the loss is still falling ({first / last:.1f}x lower): run more steps "
+                   f"(--steps {2 * len(losses)}) before concluding it cannot")
+    else:
+        verdict = "it cannot fit even one batch"
     return ok, (f"the loss went from {first:.4g} to {last:.4g} (best {best:.4g}) in {len(losses)} steps on one "
-                f"batch: {'it can fit a batch' if ok else 'it cannot fit even one batch'}")
+                f"batch: {verdict}")
 
