@@ -86,3 +86,11 @@ def test_a_paused_rank_shows_the_numbers_of_the_step_it_is_paused_in():
             "paused": {"reason": "paused for rank 1's break", "scalars": {"loss": 0.49, "grad_norm": 1.0}}}
     assert (rank_row(1, alive, nan, last)["loss"], rank_row(0, alive, fine, last)["loss"]) == ("nan", 0.49)
     assert rank_row(0, alive, {**fine, "state": "running", "paused": None}, last)["loss"] == 0.52
+
+
+def test_compare_marks_the_rank_that_differs():
+    from stepdbg.client.job import odd_ranks
+
+    assert odd_ranks([(0, "0.52"), (1, "0.52"), (2, "nan"), (3, "0.52")]) == {2}
+    assert odd_ranks([(0, "0.5168"), (1, "nan")]) == {1}  # two ranks: the one that is not finite
+    assert odd_ranks([(0, "1.0"), (1, "2.0")]) == set() and odd_ranks([(0, "3"), (1, "3")]) == set()

@@ -270,7 +270,7 @@ def _evaluate(target: Any, code: str) -> dict[str, Any]:
 
 def _job_command(job: Any, word: str, rest: str) -> None:
     """The commands only a whole job has: which rank is in view, who gets commands, compare."""
-    from .job import parse_ranks
+    from .job import odd_ranks, parse_ranks
 
     if word == "rank":
         job.current = parse_ranks(rest, len(job.clients))[0]
@@ -282,8 +282,12 @@ def _job_command(job: Any, word: str, rest: str) -> None:
         for line in job.ranks_text():
             _out(line)
     else:
-        for rank, value in job.compare(rest):
-            _out(f"  rank {rank}: {value}")
+        values = job.compare(rest)
+        odd = odd_ranks(values)
+        for rank, value in values:
+            _out(f"  rank {rank}: {value}" + ("   <- differs" if rank in odd else ""))
+        if len({v for _, v in values}) == 1:
+            _out("  (every rank has the same value)")
 
 
 def _show_frames(frames: list[dict[str, Any]], selected_only: bool = False) -> None:

@@ -21,6 +21,18 @@ from ..wire.ops import OPS
 from .connection import OUTPUT_TAIL, Client, Ops
 
 
+def odd_ranks(values: list[tuple[int, str]]) -> set[int]:
+    """The ranks whose value differs from the rest (`compare`): those off the value most
+    ranks share; with no such value, those that are not finite (nan, inf)."""
+    counts: dict[str, int] = {}
+    for _, v in values:
+        counts[v] = counts.get(v, 0) + 1
+    common, n = max(counts.items(), key=lambda kv: kv[1], default=("", 0))
+    if n > len(values) / 2:
+        return {r for r, v in values if v != common}
+    return {r for r, v in values if re.search(r"\b(nan|inf)\b", v)}
+
+
 def parse_ranks(spec: str, world: int) -> list[int]:
     """'0,2-3' -> [0, 2, 3]; 'all' -> every rank."""
     if spec.strip() in ("all", "*"):

@@ -227,8 +227,12 @@ class Breaker:
         step = self.model.step
         self.break_set.mark_fired(req["condition"], step)  # the job broke once, not once per rank
         self.model.ensure_step().phase = "before_optimizer_step"
-        reason = (f"paused at step {step} for this rank's break at step {req['broke_at']}: {req['reason']}"
-                  if mine else f"paused for rank {req['rank']}'s break at step {req['broke_at']}: {req['reason']}")
+        if not mine:
+            reason = f"paused for rank {req['rank']}'s break at step {req['broke_at']}: {req['reason']}"
+        elif step == req["broke_at"]:
+            reason = f"this rank broke: {req['reason']}"
+        else:
+            reason = f"paused at step {step} for this rank's break at step {req['broke_at']}: {req['reason']}"
         self.take(req["condition"] if mine else f"rank {req['rank']}", reason, phase="before_optimizer_step",
                   actions=["pause"], details={"for_rank": req["rank"], "broke_at": req["broke_at"]},
                   coordinated=True)
