@@ -448,3 +448,19 @@ async def test_a_log_scaled_plot_survives_being_drawn_again():
         drawn = str(plot.render())
         assert app.is_running and "1e6" in drawn and "could not be drawn" not in drawn
         assert str(plot.render()) == drawn  # a second build is the same picture
+
+
+async def test_a_jobs_ten_tabs_and_the_rank_question_fit_80_columns():
+    """A distributed job at 80x24: 1 Break had scrolled out of the tab bar, and o's question
+    was cut at '(e.g. 0,2'."""
+    from fake_source import FakeJobSource
+
+    app = StepdbgApp(FakeJobSource(), clock=lambda: 1754.0)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause(0.2)
+        screen = app.export_screenshot().replace("&#160;", " ")
+        assert "1 Break" in screen and "0 Ranks" in screen
+        await pilot.press("o")
+        await pilot.pause(0.2)
+        screen = app.export_screenshot().replace("&#160;", " ")
+        assert "0,2-3 or all)" in screen

@@ -46,6 +46,7 @@ class StepdbgApp(ControlActions, ReplActions, App[str | None]):
     TabbedContent { height: 1fr; }
     .hint { color: $text-muted; width: 100%; }
     #repl { height: 3; }
+    #panels.-many-ranks Tab { padding: 0 1 0 0; }  /* ten tabs in 80 columns: 1 Break stays in sight */
     #repl-out { height: auto; max-height: 6; padding: 0 1; color: $text-muted; }
     """
     BINDINGS = [
@@ -95,7 +96,7 @@ class StepdbgApp(ControlActions, ReplActions, App[str | None]):
 
     def compose(self) -> ComposeResult:
         yield Static(id="header")
-        with TabbedContent(id="panels"):
+        with TabbedContent(id="panels", classes="-many-ranks" if self.is_job else ""):
             for p in shown(self.is_job):
                 with TabPane(f"{p.key} {p.title}", id=p.id):
                     yield p.widget()

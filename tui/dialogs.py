@@ -84,7 +84,8 @@ class AskScreen(ModalScreen[str | None]):
 
     DEFAULT_CSS = """
     AskScreen { align: center middle; }
-    AskScreen > Vertical { width: 64; height: auto; border: thick $accent; padding: 1 2; background: $surface; }
+    AskScreen > Vertical { width: 64; max-width: 100%; height: auto; border: thick $accent; padding: 1 2; background: $surface; }
+    AskScreen Label { width: 100%; }  /* a long question wraps, not cut */
     """
     BINDINGS = [Binding("escape", "dismiss(None)", "cancel")]
     AUTO_FOCUS = "Input"
