@@ -16,7 +16,7 @@ from .panel_table import help_lines
 # Each line fits 72 columns: the dialog's inside at an 80-column terminal (a longer line
 # wrapped to the left edge, out of its column).
 HELP = f"""\
-[b]keys[/b]
+[b]keys[/b]   (escape, ? or q closes this; ↑↓ PgUp PgDn scroll it)
   c       continue                 p   pause at the next pause point
   n       next phase               s   next step
   r       replay the step under anomaly detection: the op, module, line
