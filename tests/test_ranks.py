@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import shutil
 import subprocess
 import sys
 import time
@@ -12,7 +11,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import ROOT, Tmux
+from conftest import ROOT
 
 from stepdbg import client
 from stepdbg.client import job
@@ -218,67 +217,6 @@ def test_attach_to_the_whole_job_from_the_console(tmp_path, private_runtime_dir)
                                                                (1, "lr")]
 
 
-async def test_the_tui_over_a_whole_job(tmp_path, private_runtime_dir):
-    """Pilot on the app over both ranks: the Ranks panel, t to switch, an LR set on rank 1
-    alone (o) and then on every rank, continue, and the job ends with 0."""
-    from textual.widgets import DataTable, Input
-
-    from stepdbg.client.async_client import AsyncClient
-    from stepdbg_tui.app import StepdbgApp
-    from stepdbg_tui.dialogs import LrScreen
-    from stepdbg_tui.job_source import JobSource
-
-    proc = start(tmp_path, "serve", "--break", "nan", script_args=("--nan-at", "2"))
-    try:
-        deadline = time.monotonic() + WAIT
-        while len([s for s in sessions.listing() if s.job_id]) < 2:
-            assert time.monotonic() < deadline and proc.poll() is None
-            time.sleep(0.1)
-        infos = client.find_job()
-        source = JobSource([await AsyncClient.connect(i.address, token=i.token) for i in infos])
-        app = StepdbgApp(source)
-
-        async def until(pred) -> None:
-            end = time.monotonic() + WAIT
-            while not pred():
-                assert time.monotonic() < end
-                await pilot.pause(0.1)
-
-        async with app.run_test(size=(140, 40)) as pilot:
-            await until(lambda: app.status.get("state") == "paused")
-            assert app.status["paused"]["condition"] == "rank 1"  # rank 0 in view, paused for rank 1
-            await pilot.press("0")
-            await until(lambda: app.query_one("#ranks-table", DataTable).row_count == 2)
-            await pilot.press("t")
-            await until(lambda: (app.status.get("paused") or {}).get("condition") == "nan")
-            assert app.source.current == 1
-            await pilot.press("o", *"1", "enter")  # changes to rank 1 only: a per-rank LR, on purpose
-            await pilot.pause(0.2)
-            assert app.source.targets == [1]
-            await pilot.press("l")
-            await until(lambda: isinstance(app.screen, LrScreen))
-            app.screen.query_one("#lr-value", Input).value = "0.002"
-            await pilot.press("enter")
-            await pilot.pause(0.5)
-            await pilot.press("o", *"all", "enter")
-            await pilot.pause(0.2)
-            await pilot.press("l")
-            await until(lambda: isinstance(app.screen, LrScreen))
-            app.screen.query_one("#lr-value", Input).value = "0.001"
-            await pilot.press("enter")
-            await pilot.pause(0.5)
-            await pilot.press("c")
-            await until(lambda: "job ended" in app.connection)
-            await pilot.press("q")
-        await source.close()
-    finally:
-        code, out, err = finish(proc)
-    assert code == 0 and out.count("finished") == 2, err[-2000:]
-    changes = [json.loads(line) for r in (0, 1) for line in (tmp_path / f"r.rank{r}.jsonl").read_text().splitlines()
-               if '"change"' in line]
-    assert sorted((c["rank"], c["lr"]) for c in changes) == [(0, 0.001), (1, 0.001), (1, 0.002)]
-
-
 def test_ctrl_c_ends_a_torchrun_job_and_nothing_is_left(tmp_path, private_runtime_dir):
     import signal
 
@@ -290,49 +228,6 @@ def test_ctrl_c_ends_a_torchrun_job_and_nothing_is_left(tmp_path, private_runtim
     code, out, err = finish(proc)
     assert code != 0 and "got signal: 2" in err  # torchrun's own way of saying it was interrupted
     assert [p.name for p in private_runtime_dir.glob("*")] == []  # every rank removed its socket and file
-
-
-@pytest.mark.skipif(shutil.which("tmux") is None, reason="needs tmux")
-def test_a_torchrun_job_ended_from_the_tui_exits_3_without_torchruns_failure_report(tmp_path, private_runtime_dir):
-    """In tmux: `stepdbg torchrun ...`, paused on both ranks; q, e ends it. Every rank exits
-    3 as asked; torchrun's ChildFailedError traceback and failure table give way to one
-    line, and stepdbg's exit code is 3, not torchrun's 1."""
-    term = Tmux(tmp_path, private_runtime_dir, f"--break step==3 torchrun --standalone --nproc_per_node=2 "
-                f"{FIXTURE} --steps 100000 --sleep 0.05")
-    try:
-        term.wait_screen("PAUSED [")  # [step==3], or [rank N] when the other rank broke first
-        term.keys("q")
-        term.wait_screen("What happens to the job?")
-        term.keys("e")
-        assert term.exit_code() == "3", term.screen()
-        after = term.screen()
-        assert "the job ended with exit code 3, as asked from the TUI" in after, after
-        assert "ChildFailedError" not in after and "Traceback" not in after and "Root Cause" not in after, after
-    finally:
-        term.close()
-
-
-def test_a_torchrun_job_left_paused_from_the_tui_and_ended_over_attach_exits_3_without_the_report(
-        tmp_path, private_runtime_dir):
-    """q, l leaves the job paused; `stepdbg attach` then ends it with q: the launcher's
-    terminal had torchrun's ChildFailedError traceback and exit code 1 (a newcomer's walk)."""
-    term = Tmux(tmp_path, private_runtime_dir, f"--break step==3 torchrun --standalone --nproc_per_node=2 "
-                f"{FIXTURE} --steps 100000 --sleep 0.05")
-    try:
-        term.wait_screen("PAUSED [")
-        term.keys("q")
-        term.wait_screen("What happens to the job?")
-        term.keys("l")
-        term.wait_screen("without the TUI")
-        ended = subprocess.run([sys.executable, "-m", "stepdbg", "attach"], input="q\n", capture_output=True,
-                               text=True, timeout=WAIT, cwd=ROOT)  # (the whole job: both ranks end)
-        assert ended.returncode == 3, ended.stderr
-        assert term.exit_code() == "3", term.screen()
-        after = term.screen()
-        assert "the job ended with exit code 3, as stepdbg ended it" in after, after
-        assert "ChildFailedError" not in after and "Traceback" not in after, after
-    finally:
-        term.close()
 
 
 def test_ranks_end_when_torchrun_is_killed_even_while_waiting_in_a_collective(tmp_path, private_runtime_dir):
