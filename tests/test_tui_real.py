@@ -138,27 +138,19 @@ def test_leaving_the_attached_tui_says_what_became_of_the_job_and_ending_it_exit
     it (the TUI printed nothing and exited 0)."""
     job = start_job("--break", "step==3", script_args=("--steps", "6"))
     info = job.info()
-    term = Tmux(tmp_path, private_runtime_dir, "attach", size=(80, 24))
-    try:
-        term.wait_screen("PAUSED")
-        term.keys("q")
-        term.wait_screen("leave it paused")
-        term.keys("l")
-        assert term.exit_code() == "0", term.screen()
-        term.wait_screen(f"detached; the job stays paused: `stepdbg attach {info.id}` comes back")
-    finally:
-        term.close()
-    (tmp_path / "exit").unlink()
-    term = Tmux(tmp_path, private_runtime_dir, "attach", size=(80, 24))
-    try:
-        term.wait_screen("PAUSED")
-        term.keys("q")
-        term.wait_screen("end it (exit code 3)")
-        term.keys("e")
-        assert term.exit_code() == "3", term.screen()
-        term.wait_screen("the job ended with exit code 3")
-    finally:
-        term.close()
+    for key, code, said in (("l", "0", f"detached; the job stays paused: `stepdbg attach {info.id}` comes back"),
+                            ("e", "3", "the job ended with exit code 3")):
+        (tmp_path / "exit").unlink(missing_ok=True)
+        term = Tmux(tmp_path, private_runtime_dir, "attach", size=(80, 24))
+        try:
+            term.wait_screen("PAUSED")
+            term.keys("q")
+            term.wait_screen("What happens to the job?")
+            term.keys(key)
+            assert term.exit_code() == code, term.screen()
+            term.wait_screen(said)
+        finally:
+            term.close()
     assert job.finish()[0] == 3
 
 
