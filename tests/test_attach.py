@@ -97,6 +97,8 @@ def test_attach_by_every_local_target_form(start_job):
         client.connect(local.address)
     with pytest.raises(TargetError, match="no session '999999'"):
         client.connect("999999")
+    with pytest.raises(TargetError, match=r"no session 'nonsense' \(running: \d+\): TARGET is a session id or pid"):
+        client.connect("nonsense")  # (not "the job may have ended": it never was one)
     with client.connect() as c:
         c.wait_paused(WAIT)
         c.cont()

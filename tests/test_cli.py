@@ -109,6 +109,7 @@ def test_help_texts_answer_the_question():
     assert "--on-break ACTION" in stepdbg("--help").stdout
     assert "loss_spike>K" in stepdbg("--help-conditions").stdout
     assert stepdbg("--version").stdout.startswith("stepdbg 0.")
+    assert "q asks what becomes of the job" in stepdbg("attach", "--help").stdout  # how to leave, asked first
     for command in (("torchrun", "--help"), ("overfit", "--help"), ("doctor", "--help"), ("attach", "--help")):
         text = stepdbg(*command).stdout
         examples = text.split("examples:\n")[1].split("\n\n")[0].splitlines()

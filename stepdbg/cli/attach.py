@@ -32,6 +32,10 @@ examples:
   stepdbg attach slurm:4242               # every rank of SLURM job 4242, from a login node
   stepdbg attach --repl                   # the line console
 
+leaving: in the TUI, q asks what becomes of the job (continue it, leave it paused, end it
+with exit code 3); at the line console, `detach` leaves it as it is (`detach continue`,
+`detach end`) and `q` ends it. A paused job waits for the next attach.
+
 exit codes: 0 when you detach; the job's exit code when it ends while attached; 1 when
 the connection is lost or refused."""
 

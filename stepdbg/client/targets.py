@@ -48,7 +48,10 @@ def find_local(target: str | None) -> sessions.SessionInfo:
         if target in (s.id, str(s.pid), s.address) or os.path.abspath(target) == s.address:
             return s
     known = ", ".join(s.id for s in live) or "none"
-    raise TargetError(f"no session {target!r} (running: {known}); the job may have ended")
+    if target.isdigit():  # a session id is its pid
+        raise TargetError(f"no session {target!r} (running: {known}); the job may have ended")
+    raise TargetError(f"no session {target!r} (running: {known}): TARGET is a session id or pid (stepdbg ls), "
+                      "a job id, a socket path, HOST:PORT, ssh://[user@]host[/session] or slurm:JOB")
 
 
 def find_job(job: str | None = None) -> list[sessions.SessionInfo]:
