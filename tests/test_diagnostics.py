@@ -325,3 +325,16 @@ def test_overfits_table_is_titled_overfit(capsys):
     show([finding], 30, 1, {"reached_near_zero": False, "verdict": "the loss went from 1 to 0.9"})
     out = capsys.readouterr().out
     assert "stepdbg overfit: 1 finding in 30 steps" in out and "stepdbg doctor" not in out
+
+
+def test_findings_at_80_columns_are_blocks_with_whole_words(capsys, monkeypatch):
+    """A table of five columns at 80 broke words in two ('cross_entrop' / 'y')."""
+    from stepdbg_tui.doctor import show
+
+    monkeypatch.setenv("COLUMNS", "80")
+    finding = {"rule": "mse_on_class_targets", "severity": "error", "step": 0,
+               "message": "the loss is mse_loss on integer class indices", "advice": "use cross_entropy on logits"}
+    show([finding], 20, 1, None)
+    out = capsys.readouterr().out
+    assert "error mse_on_class_targets (step 0)" in out and "try: use cross_entropy on logits" in out, out
+    assert max(len(line) for line in out.splitlines()) <= 80

@@ -11,9 +11,11 @@ import tempfile
 from typing import Any
 
 from rich.console import Console
+from rich.padding import Padding
 from rich.panel import Panel
 from rich.table import Table
 
+NARROW = 100  # columns under which the findings are blocks, not a table
 SEVERITY_STYLE = {"error": "bold red", "warning": "bold yellow", "info": "cyan"}
 
 
@@ -56,6 +58,12 @@ def show(findings: list[dict[str, Any]], steps: int | None, code: int, overfit: 
             return
     if not findings:
         console.print(f"[bold green]{title}[/]: nothing to report" + (f" (the script exited with {code})" if code else ""))
+        return
+    if console.width < NARROW:  # five columns in 80 broke words in two ('cross_entrop' / 'y')
+        console.print(f"[bold]{title}[/]")
+        for f in findings:
+            console.print(f"[{SEVERITY_STYLE[f['severity']]}]{f['severity']}[/] [bold]{f['rule']}[/] (step {f['step']})")
+            console.print(Padding(f"{f['message']}\n[italic]try:[/] {f['advice']}", (0, 0, 0, 2)))
         return
     table = Table(title=title, show_lines=True, expand=True)
     table.add_column("", width=7)
