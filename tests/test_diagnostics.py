@@ -181,7 +181,7 @@ def test_a_domain_error_is_not_called_a_learning_rate_problem(tmp_path):
 
 def test_doctor_table_wraps_long_advice_instead_of_cutting_it(capsys, monkeypatch):
     """Piped at 60 columns, every word of the measured value and of the advice is printed
-    (a long call wraps), none replaced by an ellipsis."""
+    (a long call wraps, unbroken), none replaced by an ellipsis."""
     from stepdbg_tui.doctor import show
 
     advice = "call optimizer.zero_grad(set_to_none=True) before loss.backward() in every step"
@@ -190,8 +190,7 @@ def test_doctor_table_wraps_long_advice_instead_of_cutting_it(capsys, monkeypatc
     show([finding], 10, 0, None)
     out = capsys.readouterr().out
     assert "…" not in out
-    cells = "".join(line.split("│")[5].strip() for line in out.splitlines() if line.count("│") == 6)
-    assert cells.replace(" ", "") == advice.replace(" ", "")
+    assert f"try: {advice}" in " ".join(out.split())  # every word, whole (a block per finding at 60)
 
 
 def preempted_loop(s, monkeypatch, preempted: bool) -> list:
