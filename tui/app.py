@@ -246,8 +246,8 @@ class StepdbgApp(ControlActions, ReplActions, App[str | None]):
             self.notify(f"{BY_ID[pid].key} shows the {BY_ID[pid].name} of a distributed job; this is one process",
                         severity="warning")
             return
-        (tabs := self.query_one(TabbedContent)).active = pid
-        self.set_focus(keys_go_to(tabs.get_pane(pid)))
+        self.query_one(TabbedContent).active = pid
+        self.set_focus(keys_go_to(self.query_one(BY_ID[pid].cls)))
 
     def action_breakpoints(self) -> None:
         self.action_panel("breakpoints")

@@ -59,14 +59,13 @@ def shown(many_ranks: bool) -> list[Panel]:
     return [p for p in PANELS if many_ranks or not p.many_ranks]
 
 
-def keys_go_to(pane: Widget) -> Widget | None:
+def keys_go_to(panel: Widget) -> Widget | None:
     """What a panel's number key gives the focus, so that Down, PageDown and Enter act at once:
     its table, else what scrolls (the Break panel's source and locals are below the fold at
     80x24, and did not scroll until Tab found the panel)."""
-    tables = list(pane.query(DataTable))
+    tables = list(panel.query(DataTable))
     if tables:
         return tables[0]
-    panel = next(w for w in pane.query("*") if isinstance(w, Loads))
     if isinstance(panel, ScrollableContainer):
         return panel
     return next(iter(panel.query(RichLog)), None)  # (the Log's; a field of the Tensor panel would take keys)
