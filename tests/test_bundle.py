@@ -118,14 +118,3 @@ def test_replay_of_what_is_not_a_bundle_is_one_line(tmp_path, what):
     got = replay_cli(str(path), cwd=tmp_path)
     assert got.returncode in (1, 2) and got.stderr.count("\n") == 1 and "Traceback" not in got.stderr, got.stderr
     assert got.stderr.startswith("stepdbg"), got.stderr
-
-
-def test_a_script_that_trains_at_import_is_not_loaded_to_rebuild_its_model(tmp_path):
-    from stepdbg.agent.replay.bundle import BundleError
-    from stepdbg.agent.replay.offline import _load_file
-
-    script = tmp_path / "train.py"
-    script.write_text("import torch\nclass Net(torch.nn.Module):\n    pass\nfor step in range(10):\n    pass\n")
-    with pytest.raises(BundleError, match=r"runs code when imported \(line 4"):
-        _load_file(str(script))
-    assert os.path.exists(script)

@@ -14,9 +14,16 @@ A directory ``stepdbg-step<N>[-rank<R>]`` holding:
   the model's class by import path and the file it is defined in with its SHA-256, the
   script and its arguments, the torch, stepdbg and Python versions.
 
-Files are created in a fresh directory (never an existing one; ``-2``, ``-3`` are tried),
-each with O_EXCL and O_NOFOLLOW: a planted symlink or file is never followed or replaced.
-At most MAX_BUNDLES a process.
+A save is atomic and private: the files are written (O_EXCL, O_NOFOLLOW, 0600) into a
+fresh temporary directory (0700) beside, which is renamed to a free name (``-2``, ``-3``
+are tried; a planted symlink or directory is never followed or replaced) once both are
+whole. On any failure (a full disk, a signal) nothing of it is left, and the error is
+raised as itself (no space left; the job's own KeyboardInterrupt or SystemExit), not as
+torch's wrapping of it. At most MAX_BUNDLES a process.
+
+Reading one back (``read``) treats it as untrusted data: meta.json and tensors.pt must be
+regular files (no link followed), meta.json is read up to META_CAP bytes, tensors.pt with
+``weights_only=True``, and every field is checked (bundle_check.py) before it is used.
 """
 
 from __future__ import annotations
@@ -27,43 +34,81 @@ import inspect
 import json
 import os
 import platform
-from collections.abc import Iterator
+import shutil
+import sys
+import tempfile
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import torch
 
 from stepdbg.agent.measure.tensors import sharded_across_ranks
+from stepdbg.agent.replay import bundle_check
+from stepdbg.agent.replay.bundle_check import FORMAT, BundleError
 from stepdbg.version import __version__
 from stepdbg.wire.protocol import plain
 
-FORMAT = 1
 MAX_BUNDLES = 10  # a process's bundles: `--break every=1 --on-break save` stops saving after these
+META_CAP = 16 << 20  # bytes of meta.json read at most (a saved one is a few KB)
 HISTORY = 100  # the step records kept (the advice reads the recent ones)
 _OPEN = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
 
 
-class BundleError(RuntimeError):
-    """A bundle that could not be written or read; the message says why, in one line."""
-
-
-def fresh_dir(parent: Path, name: str) -> Path:
-    """A new directory `name` (or `name-2`, ...) under `parent`, made by this call."""
+def _free_name(parent: Path, name: str) -> Path:
+    """`name` (or `name-2`, ...) under `parent`, where nothing is, not even a dangling link."""
     for n in range(1, 1000):
         path = parent / (name if n == 1 else f"{name}-{n}")
-        try:
-            path.mkdir()
+        if not os.path.lexists(path):
             return path
-        except FileExistsError:
-            continue
     raise BundleError(f"no free name for {name} in {parent}")
 
 
+class _Recorded:
+    """A file torch.save writes through, keeping what a write raised: torch wraps it in a
+    RuntimeError (`unexpected pos ...`) that names neither a full disk nor a signal."""
+
+    def __init__(self, f: Any) -> None:
+        self._f, self.raised = f, None  # type: BaseException | None
+
+    def write(self, data: Any) -> int:
+        try:
+            return self._f.write(data)
+        except BaseException as e:  # noqa: B036 - kept to be raised again as itself (ENOSPC, Ctrl-C, SystemExit)
+            self.raised = self.raised or e
+            raise
+
+    def flush(self) -> None:
+        self._f.flush()
+
+
+def _atomically(parent: Path, name: str, fill: Callable[[Path], None]) -> Path:
+    """`fill` a private (0700) temporary directory under `parent`, then rename it to a free
+    `name`: its path. When anything fails (a full disk, a signal), nothing of it is left."""
+    tmp = Path(tempfile.mkdtemp(prefix=f".{name}.partial-", dir=parent))
+    try:
+        fill(tmp)
+        final = _free_name(parent, name)
+        os.rename(tmp, final)
+        return final
+    except BaseException:  # noqa: B036 - nothing of a failed save is left, whatever ended it
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+
+
 @contextlib.contextmanager
-def created(path: Path) -> Iterator[Any]:
-    """A file this call creates (O_EXCL, O_NOFOLLOW), open for binary writing."""
-    with os.fdopen(os.open(path, _OPEN, 0o644), "wb") as f:
-        yield f
+def created(path: Path) -> Iterator[_Recorded]:
+    """A file this call creates (O_EXCL, O_NOFOLLOW, 0600), open for binary writing; an
+    error a write raised comes out as itself (OSError: no space left; a signal's exception)."""
+    f = os.fdopen(os.open(path, _OPEN, 0o600), "wb")
+    out = _Recorded(f)
+    try:
+        with f:
+            yield out
+    except Exception as e:
+        if out.raised is not None and out.raised is not e:
+            raise out.raised from None
+        raise
 
 
 def weights_only(value: Any, where: str, left_out: list[str]) -> Any:
@@ -100,9 +145,19 @@ def model_source(root: torch.nn.Module, argv: list[str]) -> dict[str, Any]:
     digest = None
     if file and os.path.isfile(file):
         digest = hashlib.sha256(Path(file).read_bytes()).hexdigest()
-    script = os.path.abspath(argv[0]) if argv and os.path.isfile(argv[0]) else None
+    script = _script(argv)
     return {"module": cls.__module__, "qualname": cls.__qualname__, "file": os.path.abspath(file) if file else None,
             "code_sha256": digest, "script": script}
+
+
+def _script(argv: list[str]) -> str | None:
+    """The training script's absolute path: __main__'s file (runpy's module while a launched
+    script runs; `python -m pkg.train`'s too), else the first argument that is a file."""
+    file = getattr(sys.modules.get("__main__"), "__file__", None)
+    for candidate in [file, *argv[:2]]:
+        if isinstance(candidate, str) and candidate.endswith(".py") and os.path.isfile(candidate):
+            return os.path.abspath(candidate)
+    return None
 
 
 def kernels_json(choice: Any) -> Any:
@@ -171,30 +226,29 @@ def write(directory: Path, name: str, root: torch.nn.Module, cap: dict[str, Any]
         "argv": list(extra.get("argv") or []), "left_out": left_out,
         "versions": {"torch": torch.__version__, "stepdbg": __version__, "python": platform.python_version()},
     }
-    path = fresh_dir(directory, name)
-    with created(path / "tensors.pt") as f:
-        torch.save(data, f)
-    with created(path / "meta.json") as f:
-        f.write(json.dumps(plain(meta), indent=1).encode())
-    return path
+    def fill(path: Path) -> None:
+        with created(path / "tensors.pt") as f:
+            torch.save(data, f)
+        with created(path / "meta.json") as f:
+            f.write(json.dumps(plain(meta), indent=1).encode())
+
+    return _atomically(directory, name, fill)
 
 
 def read(path: Path) -> tuple[dict[str, Any], dict[str, Any]]:
-    """(meta, tensors) of the bundle at `path`; tensors loaded with weights_only=True, on the CPU."""
+    """(meta, tensors) of the bundle at `path`, both checked (bundle_check.py); tensors
+    loaded with weights_only=True, on the CPU. Anything wrong: BundleError, one line."""
     meta_path, tensors_path = path / "meta.json", path / "tensors.pt"
-    if not meta_path.is_file() or not tensors_path.is_file():
+    if not path.is_dir() or not os.path.lexists(meta_path) or not os.path.lexists(tensors_path):
         raise BundleError(f"{path} is not an evidence bundle (it needs meta.json and tensors.pt)")
+    meta = bundle_check.meta(meta_path, bundle_check.read_capped(meta_path, META_CAP))
+    bundle_check.regular(tensors_path)
     try:
-        meta = json.loads(meta_path.read_text())
-    except (OSError, ValueError) as e:
-        raise BundleError(f"{meta_path}: {e}") from None
-    if not isinstance(meta, dict) or meta.get("format") != FORMAT:
-        raise BundleError(f"{meta_path}: not a bundle of format {FORMAT} (stepdbg {__version__})")
-    try:
-        data = torch.load(tensors_path, map_location="cpu", weights_only=True)
+        data = torch.load(tensors_path, map_location="cpu", weights_only=True, mmap=True)
     except Exception as e:  # a damaged or foreign file: torch's own reason, in one line
-        raise BundleError(f"{tensors_path}: {str(e).splitlines()[0] if str(e) else type(e).__name__}") from None
-    return meta, data
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise BundleError(f"{tensors_path}: not a bundle's tensors ({first[:300]})") from None
+    return meta, bundle_check.tensors(tensors_path, data)
 
 
 def size_of(root: torch.nn.Module) -> int:
@@ -202,4 +256,4 @@ def size_of(root: torch.nn.Module) -> int:
     return sum(t.numel() * t.element_size() for t in [*root.parameters(), *root.buffers()])
 
 
-__all__ = ["MAX_BUNDLES", "BundleError", "read", "size_of", "write"]
+__all__ = ["FORMAT", "MAX_BUNDLES", "BundleError", "read", "size_of", "write"]

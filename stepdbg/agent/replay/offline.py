@@ -4,10 +4,11 @@ The model is rebuilt from its code, then given the bundle's step-start state. Wh
 
 - ``--model MODULE:FACTORY`` or ``--model FILE.py:FACTORY``: a function (or a class) that
   builds the model with no arguments (``GPT(GPTConfig(...))`` behind a function);
-- else the model's class, recorded in the bundle, built with no arguments: imported by its
-  module, or, for a class defined in the training script itself, from the script loaded
-  under another name, so that its ``if __name__ == "__main__":`` block (the training)
-  does not run. A script that trains at its top level is not loaded.
+- else the model's class, recorded in the bundle, found in the definitions of the recorded
+  training script and built with no arguments.
+
+Never from the bundle: it is data, checked field by field (bundle_check.py), and a file is
+loaded as definitions only, whose training never runs (model_code.py).
 
 The replay is the live one (replay.py) on this state and the captured inputs; what it
 prints is what the job printed (``--json``: the same object as the ``replay`` op), with
@@ -18,29 +19,24 @@ Run as ``python -m stepdbg.agent.replay.offline`` by the CLI (which imports no t
 from __future__ import annotations
 
 import argparse
-import ast
 import contextlib
 import hashlib
-import importlib
-import importlib.util
 import json
 import os
 import sys
 from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
 import torch
 
-from stepdbg.agent.replay import bundle
+from stepdbg.agent.replay import bundle, model_code
 from stepdbg.agent.replay.bundle import BundleError
+from stepdbg.agent.replay.model_code import FACTORY_HINT
 from stepdbg.agent.replay.replay import replay_inputs, replay_step, replay_words
 from stepdbg.wire.protocol import plain
-
-FACTORY_HINT = "give --model MODULE:FACTORY or --model FILE.py:FACTORY, a function that builds the model"
-_TRAINS = (ast.For, ast.While, ast.With, ast.AsyncFor, ast.AsyncWith)
 
 
 class BundleModel:
@@ -60,66 +56,29 @@ class BundleModel:
 
 @contextlib.contextmanager
 def _as_the_job(meta: dict[str, Any]) -> Iterator[None]:
-    """sys.argv and sys.path as the job had them while its code is imported (a script that
-    parses its arguments at import reads the job's)."""
+    """sys.argv as the job had it while the model's code loads and builds (a class that reads
+    its arguments reads the job's); sys.path as it was after."""
     argv, path = sys.argv, list(sys.path)
-    script = (meta.get("model") or {}).get("script")
     sys.argv = list(meta.get("argv") or ["replay"])
-    if script:
-        sys.path.insert(0, os.path.dirname(script))
     try:
         yield
     finally:
         sys.argv, sys.path[:] = argv, path
 
 
-def _load_file(file: str) -> Any:
-    """The module of a .py file, loaded under a name that is not __main__; refused when the
-    file trains at its top level (a loop, a with block or a call outside any function)."""
-    if not os.path.isfile(file):
-        raise BundleError(f"{file}: no such file (the model's code is needed to rebuild it; {FACTORY_HINT})")
-    tree = ast.parse(Path(file).read_text(), file)
-    runs = [n for n in tree.body if isinstance(n, _TRAINS) or (isinstance(n, ast.Expr) and isinstance(n.value, ast.Call))]
-    if runs:
-        raise BundleError(f"{file} runs code when imported (line {runs[0].lineno}; training belongs under "
-                          f"`if __name__ == \"__main__\":`): {FACTORY_HINT}")
-    spec = importlib.util.spec_from_file_location("stepdbg_replay_model", file)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-def _attr(module: Any, qualname: str, where: str) -> Callable[[], Any]:
-    obj = module
-    for part in qualname.split("."):
-        obj = getattr(obj, part, None)
-        if obj is None:
-            raise BundleError(f"{where} has no {qualname}")
-    return obj
-
-
-def build_model(meta: dict[str, Any], spec: str | None) -> torch.nn.Module:
-    """The model, from `spec` (MODULE:FACTORY, FILE.py:FACTORY) or the bundle's class."""
-    src = meta.get("model") or {}
+def build_model(meta: dict[str, Any], spec: str | None, bundle_dir: Path) -> torch.nn.Module:
+    """The model, from `spec` (the user's MODULE:FACTORY or FILE.py:FACTORY) or the class
+    the bundle records, found in the user's own script (model_code.py)."""
     with _as_the_job(meta):
-        if spec:
-            target, _, name = spec.rpartition(":")
-            if not target or not name:
-                raise BundleError(f"--model {spec!r}: expected MODULE:FACTORY or FILE.py:FACTORY")
-            module = _load_file(target) if target.endswith(".py") else importlib.import_module(target)
-            factory, what = _attr(module, name, target), spec
-        elif str(src.get("module", "")).startswith("torch."):
-            raise BundleError(f"the model is torch's {src['qualname']}, built in the script: {FACTORY_HINT}")
-        else:
-            module = (_load_file(src.get("file") or "") if src.get("module") == "__main__"
-                      else importlib.import_module(src.get("module") or ""))
-            factory, what = _attr(module, src.get("qualname") or "", src.get("file") or ""), src.get("qualname")
+        model_code.keep_out(bundle_dir)
+        factory, what = (model_code.from_spec(spec) if spec
+                         else model_code.recorded_class(meta.get("model") or {}, bundle_dir))
         try:
             model = factory()
         except TypeError as e:
             raise BundleError(f"{what}() needs arguments ({e}): {FACTORY_HINT}") from None
+        except Exception as e:
+            raise BundleError(f"{what}() failed: {type(e).__name__}: {e}") from None
     if not isinstance(model, torch.nn.Module):
         raise BundleError(f"{what}() returned a {type(model).__name__}, not a torch.nn.Module")
     return model
@@ -158,7 +117,8 @@ def replay_bundle(path: Path, spec: str | None = None, device: str | None = None
     brk = SimpleNamespace(**{"conditions": [], "scalars": {}, "phase": None, "condition": "", **brk_record}) \
         if brk_record else None
     ran_on = torch.device(meta.get("device") or "cpu")
-    dev = torch.device(device or (ran_on.type if ran_on.type == "cpu" or torch.cuda.is_available() else "cpu"))
+    here = ran_on.type == "cuda" and torch.cuda.is_available()
+    dev = torch.device(device or (ran_on.type if here else "cpu"))
     if dev.type == "cuda" and not torch.cuda.is_available():
         raise BundleError("--device cuda: no CUDA device here")
     rng = {"cpu": data["rng"]["cpu"], **({"cuda": data["rng"]["cuda"]} if dev.type == "cuda" and data["rng"]["cuda"] else {})}
@@ -170,7 +130,7 @@ def replay_bundle(path: Path, spec: str | None = None, device: str | None = None
     if meta.get("parameters") == "sharded":
         result = replay_inputs(cap, brk)
     else:
-        model = build_model(meta, spec)
+        model = build_model(meta, spec, path)
         _load_state(model, data["parameters"], data["buffers"])
         model.to(dev)
         result = replay_step(BundleModel(model, cap, meta.get("history") or []), brk, None)
@@ -195,8 +155,12 @@ def main(argv: list[str] | None = None) -> int:
     ns = p.parse_args(argv)
     try:
         result = replay_bundle(Path(ns.bundle), ns.model, ns.device)
-    except (BundleError, ImportError, SyntaxError, OSError) as e:
+    except BundleError as e:
         print(f"stepdbg replay: {e}", file=sys.stderr)
+        return 1
+    except Exception as e:  # whatever else a bundle or the model's code did: one line, never a traceback
+        first = str(e).strip().splitlines()[0][:300] if str(e).strip() else ""
+        print(f"stepdbg replay: {ns.bundle}: the replay failed ({type(e).__name__}: {first})", file=sys.stderr)
         return 1
     try:
         _print(result, ns.json)

@@ -198,7 +198,9 @@ class Views:
             brk = asdict(breaks[-1]) if breaks else {}
             try:
                 path = bundle.write(directory, name, root, m.capture, brk, extra)
-            except (OSError, bundle.BundleError, RuntimeError, pickle.PicklingError) as e:
+            except OSError as e:  # a full disk, a read-only folder: the cause in words; nothing of it is left
+                return self._not_saved(step, f"{e.strerror or type(e).__name__} ({directory}); nothing was written")
+            except (bundle.BundleError, RuntimeError, pickle.PicklingError) as e:
                 return self._not_saved(step, f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}")
             self.bundles += 1
             record = self.bus.write("bundle", step=step, path=str(path), saved=True)
