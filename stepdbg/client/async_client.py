@@ -22,6 +22,7 @@ from typing import Any
 
 from ..wire import events, protocol
 from ..wire.address import parse as address_of
+from ..wire.address import unix_name
 from .connection import OUTPUT_TAIL, ClientError, Ops, resolve, settle
 from .targets import Endpoint, TargetError
 
@@ -66,7 +67,8 @@ class AsyncClient(Ops):
     async def _open(cls, address: str, token: str, closer: Callable[[], None] | None, probe: bool) -> AsyncClient:
         addr = address_of(address)
         if addr.path is not None:
-            reader, writer = await asyncio.open_unix_connection(addr.path, limit=protocol.MAX_FRAME)
+            with unix_name(addr.path) as name:  # any depth of runtime directory
+                reader, writer = await asyncio.open_unix_connection(name, limit=protocol.MAX_FRAME)
         else:
             reader, writer = await asyncio.open_connection(addr.host, addr.port, family=socket.AF_UNSPEC,
                                                            limit=protocol.MAX_FRAME)

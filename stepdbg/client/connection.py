@@ -16,7 +16,7 @@ from concurrent.futures import Future
 from typing import Any
 
 from ..wire import events, protocol
-from ..wire.address import looks_like_hostport
+from ..wire.address import looks_like_hostport, unix_name
 from ..wire.address import parse as address_of
 from ..wire.ops import OpCalls
 from .targets import (
@@ -201,7 +201,11 @@ def connect_address(address: str, token: str, timeout: float = 10.0, closer: Any
     sock = socket.socket(addr.family, socket.SOCK_STREAM)
     sock.settimeout(timeout)
     try:
-        sock.connect(addr.sockaddr)
+        if addr.path is not None:
+            with unix_name(addr.path) as name:  # any depth of runtime directory
+                sock.connect(name)
+        else:
+            sock.connect(addr.sockaddr)
     except OSError as e:
         sock.close()
         raise TargetError(f"cannot connect to {address}: {e.strerror or e} (has the job ended?)") from None

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..wire import sessions, settings
+from ..wire.address import SUN_PATH_MAX
 from .targets import Endpoint, TargetError, printable
 
 SSH_TIMEOUT = 30.0
@@ -200,7 +201,10 @@ def _where(row: dict[str, Any]) -> Any:
 def _forward(t: SshTarget, rows: list[dict[str, Any]]) -> list[Endpoint]:
     if not rows:
         return []
-    local_dir = tempfile.mkdtemp(prefix="stepdbg-ssh-")  # 0700
+    # 0700; ssh binds the forwarded sockets itself, so under a folder short enough for a
+    # socket's address (a deep TMPDIR falls back to /tmp, still a private folder of ours)
+    deep = len(os.fsencode(tempfile.gettempdir())) > SUN_PATH_MAX - 40
+    local_dir = tempfile.mkdtemp(prefix="stepdbg-ssh-", dir="/tmp" if deep and os.path.isdir("/tmp") else None)
     for r in rows:
         if not isinstance(_where(r), str) or not _SOCKET.fullmatch(_where(r)):
             shutil.rmtree(local_dir, ignore_errors=True)

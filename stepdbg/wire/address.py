@@ -4,8 +4,11 @@ CLI checks ``--listen`` with them. Standard library only."""
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import os
 import socket
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 from .numbers import ascii_int
@@ -29,6 +32,37 @@ class Address:
     def sockaddr(self) -> str | tuple[str, int]:
         """What socket.connect/bind take."""
         return self.path if self.path is not None else (self.host, self.port)
+
+
+SUN_PATH_MAX = 104  # bytes of a socket path every platform's sockaddr_un holds, with its NUL (Linux: 108)
+
+
+@contextlib.contextmanager
+def unix_name(path: str) -> Iterator[str]:
+    """A name for the Unix socket `path` that bind() and connect() take, whatever its length.
+
+    A sockaddr_un holds about 104 bytes, and a runtime directory can be deeper (a home on a
+    network mount, a container's runtime directory, a test's temporary folder). A longer
+    path is reached, on Linux, through a descriptor of its directory held while the block
+    runs (``/proc/self/fd/N/NAME``: any depth); elsewhere, relative to the current
+    directory when that is short enough; else ENAMETOOLONG names the path."""
+    if len(os.fsencode(path)) < SUN_PATH_MAX:
+        yield path
+        return
+    directory, name = os.path.split(os.path.abspath(path))
+    if os.path.isdir("/proc/self/fd"):
+        fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | getattr(os, "O_PATH", 0) | os.O_CLOEXEC)
+        try:
+            yield f"/proc/self/fd/{fd}/{name}"
+        finally:
+            os.close(fd)
+        return
+    relative = os.path.relpath(path)
+    if len(os.fsencode(relative)) < SUN_PATH_MAX:
+        yield relative
+        return
+    raise OSError(errno.ENAMETOOLONG, f"a socket path of {len(os.fsencode(path))} bytes (at most "
+                                      f"{SUN_PATH_MAX - 1} here): set STEPDBG_RUNTIME_DIR to a shorter folder", path)
 
 
 def is_socket_path(text: str) -> bool:

@@ -32,6 +32,7 @@ from stepdbg.agent.serve.outbox import Outbox
 from stepdbg.agent.serve.pace import Pace
 from stepdbg.wire import protocol, sessions, settings
 from stepdbg.wire.address import parse as address_of
+from stepdbg.wire.address import unix_name
 from stepdbg.wire.numbers import env_int
 from stepdbg.wire.ops import SCHEMAS
 
@@ -83,7 +84,8 @@ class Server:
         unix = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         old = os.umask(0o177)
         try:
-            unix.bind(local)
+            with unix_name(local) as name:  # any depth of runtime directory
+                unix.bind(name)
         finally:
             os.umask(old)
         self._socks.append(unix)
