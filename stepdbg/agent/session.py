@@ -163,12 +163,14 @@ class Session:
                 fn()
         if self.server is not None:
             self.server.stop(exit_code, error)
-        repeats = self.breaker.break_set.repeats
+        repeats, skipped = self.breaker.break_set.repeats, self.breaker.repeat_skips.skipped
         self.bus.write("end", exit_code=exit_code, error=error, steps=self.step, breaks=len(self.breaks),
-                       repeats_not_reported=repeats)
+                       repeats_not_reported=repeats, repeats_skipped=skipped)
         if repeats:
             self.bus.say("conditions that stayed true (reported once): "
-                         + ", ".join(f"{k} on {v} more step{'s' if v != 1 else ''}" for k, v in repeats.items()))
+                         + ", ".join(f"{k} on {v} more step{'s' if v != 1 else ''}"
+                                     + (f" ({skipped[k]} of their updates skipped)" if skipped.get(k) else "")
+                                     for k, v in repeats.items()))
         self.bus.report.close()
 
     def _forked(self) -> None:

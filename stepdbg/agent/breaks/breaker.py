@@ -25,6 +25,7 @@ from stepdbg.agent.breaks.breakpoints import Breakpoints, break_scalars
 from stepdbg.agent.breaks.controls import EXIT_ABORT, Abort, ActionHooks, Break, Controls
 from stepdbg.agent.breaks.job_stall import StallExchange
 from stepdbg.agent.breaks.ranks import Ranks
+from stepdbg.agent.breaks.repeats import RepeatSkips
 from stepdbg.agent.bus import Bus
 from stepdbg.agent.measure import census, failures, memory, oom, tensors
 from stepdbg.agent.measure.frames import (
@@ -59,6 +60,7 @@ class Breaker:
         self.job: StallExchange | None = None  # how ranks tell each other of a stall (set by the Session)
         self._stall: tuple[float, dict[str, Any]] | None = None  # (progress time, job report) of the last stall
         self.ending = False  # the watchdog ends this stalled rank: an error of its training thread is not news
+        self.repeat_skips = RepeatSkips(model, bus)  # a repeat's update is skipped too (--on-break skip)
 
     # ------------------------------------------------------------------ the breakpoints
 
@@ -96,12 +98,13 @@ class Breaker:
             self.guard("activations", self._activations, phase, step)
         hits = self.break_set.check(phase, self.model) if phase in at else None
         if hits:
-            hits = [h for h in hits if not self.break_set.repeat(h[0], step)]
-            if hits:  # one break names every condition that holds here (Break.conditions)
-                details = {k: v for _, _, d in hits for k, v in d.items()}
-                self.take(hits[0][0], "; ".join(r for _, r, _ in hits), details, phase=phase,
-                          conditions=[spec for spec, _, _ in hits])
+            fresh = [h for h in hits if not self.break_set.repeat(h[0], step)]
+            if fresh:  # one break names every condition that holds here (Break.conditions)
+                details = {k: v for _, _, d in fresh for k, v in d.items()}
+                self.take(fresh[0][0], "; ".join(r for _, r, _ in fresh), details, phase=phase,
+                          conditions=[spec for spec, _, _ in fresh])
                 return
+            self.repeat_skips.skip([spec for spec, _, _ in hits], self._actions(None))  # (no break, but the skip)
         if controls.free:
             return
         stop = controls.stop_reason(phase, step)
@@ -145,7 +148,7 @@ class Breaker:
             self.model.current.activations_told = True  # (the sums read at a backward are told there, once)
         spec = self.break_set.first("activations")
         if spec is None or self.break_set.repeat(spec.spec, step):
-            return
+            return self.repeat_skips.skip([spec.spec], self._actions(None)) if spec is not None else None
         forward = activations.bad_micro_batch(self.model)
         reason, details = self._producer()
         if forward is not None:
@@ -328,8 +331,8 @@ class Breaker:
 
     def _act(self, brk: Break, actions: list[str] | None, coordinated: bool) -> None:
         assert self.hooks is not None, "the Session sets the action hooks before the first step"
-        if actions is None:
-            actions = ["pause"] if self.controls.frontends and self.actions_defaulted else self.actions
+        actions = self._actions(actions)
+        self.repeat_skips.broke(brk.conditions)
         if actions == ["report"] and self.actions_defaulted and len(self.breaks) == 1:  # (a newcomer waits for a prompt)
             self.bus.say("the job goes on: report is the default action; --on-break pause stops at a break "
                          "(a console at this terminal), and stepdbg serve waits for stepdbg attach")
@@ -349,6 +352,9 @@ class Breaker:
         for action in actions:
             if action in run:
                 run[action]()
+
+    def _actions(self, actions: list[str] | None) -> list[str]:  # given, else --on-break's (a front end's pause if none chosen)
+        return actions if actions is not None else ["pause"] if self.controls.frontends and self.actions_defaulted else self.actions
 
     def _abort(self, brk: Break) -> None:
         self.bus.say(f"aborting (exit code {EXIT_ABORT}) as asked by --on-break abort")

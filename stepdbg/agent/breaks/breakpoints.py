@@ -139,6 +139,11 @@ class Breakpoints:
     def mark_fired(self, spec: str, step: int) -> None:
         self._fired[spec] = step
 
+    def forget_fired(self) -> None:
+        """The run went back (a rewind): a condition that holds after it is a new break, not
+        a repeat (a break after a rewind goes further back)."""
+        self._fired.clear()
+
     def check(self, phase: str, model: StepModel) -> list[Hit]:
         """Every condition that holds at `phase`, each with its reason, in the order set."""
         hits = []

@@ -102,6 +102,8 @@ class Changes:
             raise RuntimeError("no optimizer: a manual update cannot be skipped by stepdbg")
         if st.optimizer_stepped:
             raise RuntimeError(f"step {st.index}'s update was already applied")
+        if st.skip:  # (a second break in the step, both skipping, or k pressed twice): one skip, logged once
+            return {"what": "skip", "step": st.index, "target_step": st.index, "already": True}
         st.skip = True
         return self.log("skip", target_step=st.index,
                         words=f"step {st.index}'s update will not be applied: the parameters and the optimizer's "

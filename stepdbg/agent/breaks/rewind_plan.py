@@ -90,7 +90,8 @@ class RewindPlan:
         """Where a step ends: a rewind asked for in it, or a snapshot when one is due."""
         r = self.rewinder
         taken = r.taken
-        r.at_step_end(self.model.step)
+        if r.at_step_end(self.model.step) is not None:
+            self.break_set.forget_fired()  # (a NaN right after a rewind is a break: it rewinds further back)
         if r.taken == 1 and taken == 0:
             snap = r.snapshots[-1]
             self.bus.say(f"keeping a snapshot every {r.every} steps ({r.keep} kept): {format_size(snap.nbytes)} "
