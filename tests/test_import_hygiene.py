@@ -58,3 +58,21 @@ def test_no_module_imports_itself_round_a_circle():
     for m in sorted(modules):
         circle = circle_from(m, [])
         assert circle is None, " -> ".join(circle)
+
+
+def test_no_module_of_ours_imports_a_private_name_of_another():
+    """A name shared between modules is public: `from .commands import _out` hid a shared
+    helper behind an underscore (issue 47). Names of other packages (torch._utils) are theirs."""
+    import ast
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    found = []
+    for file in [*root.joinpath("stepdbg").rglob("*.py"), *root.joinpath("tui").rglob("*.py")]:
+        for node in ast.walk(ast.parse(file.read_text(), str(file))):
+            ours = isinstance(node, ast.ImportFrom) and (node.level > 0 or (node.module or "").split(".")[0]
+                                                         in ("stepdbg", "stepdbg_tui"))
+            if ours:
+                found += [f"{file.relative_to(root)}:{node.lineno} {a.name}" for a in node.names
+                          if a.name.startswith("_") and not a.name.startswith("__")]
+    assert found == []

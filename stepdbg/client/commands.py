@@ -55,12 +55,12 @@ RESUMES = {"c": "cont", "continue": "cont", "n": "next_phase", "next": "next_pha
            "s": "next_step", "step": "next_step", "q": "end", "quit": "end", "abort": "end"}
 
 
-def _out(text: str) -> None:
+def out(text: str) -> None:
     print(text, file=sys.stderr, flush=True)
 
 
 STEPPING = ("c", "continue", "n", "next", "s", "step", "until")
-_last_stepping = ["c"]  # what Enter repeats, across pauses (one console per process)
+last_stepping = ["c"]  # what Enter repeats, across pauses (one console per process)
 
 
 def is_python(target: Any, line: str) -> bool:
@@ -85,12 +85,12 @@ def execute(target: Any, cmd: str) -> str | None:
     """Run one console command on a Session or Client. Returns "resumed" when the job
     was told to go on, "detach" when the user leaves, "interrupt" for the job's Ctrl-C in
     process (run_console delivers it), else None."""
-    cmd = cmd.strip() or _last_stepping[0]
+    cmd = cmd.strip() or last_stepping[0]
     if is_python(target, cmd):
         _show_evaluation(_evaluate(target, cmd.removeprefix("!")))
         return None
     if cmd.partition(" ")[0] in STEPPING:
-        _last_stepping[0] = cmd
+        last_stepping[0] = cmd
     if cmd in RESUMES:
         getattr(target, RESUMES[cmd])()
         return "resumed"
@@ -110,7 +110,7 @@ def execute(target: Any, cmd: str) -> str | None:
 
 
 def _help(target: Any, word: str, rest: str) -> str | None:
-    _out(HELP)
+    out(HELP)
     return None
 
 
@@ -141,14 +141,14 @@ def _save(target: Any, word: str, rest: str) -> str | None:
 
 
 def _print(target: Any, word: str, rest: str) -> str | None:
-    _out(format_summary(target.summary(rest)))
+    out(format_summary(target.summary(rest)))
     return None
 
 
 def _lr(target: Any, word: str, rest: str) -> str | None:
     parts = shlex.split(rest)
     if not parts:
-        _out("lr X [pin]: set the learning rate, e.g. lr 3e-4 (info opt shows the groups' LRs)")
+        out("lr X [pin]: set the learning rate, e.g. lr 3e-4 (info opt shows the groups' LRs)")
         return None
     lr = lr_typed(parts[0])
     r = target.set_lr(lr, pin="pin" in parts[1:])
@@ -165,7 +165,7 @@ def _skip(target: Any, word: str, rest: str) -> str | None:
 
 def _rewind(target: Any, word: str, rest: str) -> str | None:
     r = target.rewind(int(rest) if rest else None)
-    _out(f"rewinding to the snapshot of step {r['to_step']} where this step ends")
+    out(f"rewinding to the snapshot of step {r['to_step']} where this step ends")
     return "resumed"
 
 
@@ -173,7 +173,7 @@ def _interrupt(target: Any, word: str, rest: str) -> str | None:
     if not getattr(target, "remote", False):
         return "interrupt"  # run_console delivers it, where its own Ctrl-C guard is not
     r = target.interrupt_job()
-    _out(f"Ctrl-C sent to the job (pid {r['pid']}): its own Ctrl-C handling runs")
+    out(f"Ctrl-C sent to the job (pid {r['pid']}): its own Ctrl-C handling runs")
     return "resumed"
 
 
@@ -199,7 +199,7 @@ def _locals(target: Any, word: str, rest: str) -> str | None:
     width = max((len(r["name"]) for r in rows), default=0)
     kind = min(max((len(r["type"]) for r in rows), default=0), 24)  # (ArgumentParser ran into its value)
     for r in rows:
-        _out(f"  {r['name']:<{width}}  {r['type']:<{kind}}  {r['value']}")
+        out(f"  {r['name']:<{width}}  {r['type']:<{kind}}  {r['value']}")
     return None
 
 
@@ -210,7 +210,7 @@ def _break(target: Any, word: str, rest: str) -> str | None:
     elif sub in ("rm", "remove"):
         target.remove_break(spec.strip())
     for spec in target.break_specs():
-        _out(f"  {spec}")
+        out(f"  {spec}")
     return None
 
 
@@ -231,13 +231,13 @@ def _show_evaluation(r: dict[str, Any]) -> None:
     if r["error"]:
         print(r["error"], end="", file=sys.stderr)
     elif r["value"] is not None:
-        _out(r["value"])
+        out(r["value"])
 
 
 def _confirm(target: Any, words: str) -> None:
     """A change, confirmed in one line. In process the job says it itself (stepdbg: change: ...)."""
     if getattr(target, "remote", False):
-        _out(words)
+        out(words)
 
 
 def _evaluate(target: Any, code: str) -> dict[str, Any]:
@@ -261,7 +261,7 @@ def _evaluate(target: Any, code: str) -> dict[str, Any]:
         try:
             worker.join(0.1)
         except KeyboardInterrupt:
-            _out("interrupting the code in the job…")
+            out("interrupting the code in the job…")
             target.interrupt()
     if failed:
         raise failed[0]
@@ -274,29 +274,29 @@ def _job_command(job: Any, word: str, rest: str) -> None:
 
     if word == "rank":
         job.current = parse_ranks(rest, len(job.clients))[0]
-        _out(f"rank {job.current} in view")
+        out(f"rank {job.current} in view")
     elif word == "on":
         job.targets = None if rest in ("", "all") else parse_ranks(rest, len(job.clients))
-        _out(f"stepping and changes go to ranks {'all' if job.targets is None else job.targets}")
+        out(f"stepping and changes go to ranks {'all' if job.targets is None else job.targets}")
     elif word == "ranks":
         for line in job.ranks_text():
-            _out(line)
+            out(line)
     else:
         values = job.compare(rest)
         odd = odd_ranks(values)
         for rank, value in values:
-            _out(f"  rank {rank}: {value}" + ("   <- differs" if rank in odd else ""))
+            out(f"  rank {rank}: {value}" + ("   <- differs" if rank in odd else ""))
         if len({v for _, v in values}) == 1:
-            _out("  (every rank has the same value)")
+            out("  (every rank has the same value)")
 
 
 def _show_frames(frames: list[dict[str, Any]], selected_only: bool = False) -> None:
     """The paused stack as pdb's `w` prints it: outermost first, `>` at the selected frame."""
     if not frames:
-        _out("no paused frame of yours")
+        out("no paused frame of yours")
     for f in frames:
         if f["selected"] or not selected_only:
-            _out(f"{'>' if f['selected'] else ' '} {f['file']}:{f['line']} in {f['function']}()\n    {f['code']}")
+            out(f"{'>' if f['selected'] else ' '} {f['file']}:{f['line']} in {f['function']}()\n    {f['code']}")
 
 
 def show_source(target: Any, context: int = 2) -> None:
@@ -305,4 +305,4 @@ def show_source(target: Any, context: int = 2) -> None:
 
 def _lines(lines: list[str]) -> None:
     for line in lines:
-        _out(line)
+        out(line)

@@ -16,7 +16,7 @@ import time
 from typing import Any
 
 from ..wire.conditions import ConditionError
-from .commands import RESUMES, _last_stepping, _out, execute, show_source
+from .commands import RESUMES, execute, last_stepping, out, show_source
 
 
 def can_prompt() -> bool:
@@ -39,13 +39,13 @@ def _interrupt_here() -> str | None:  # "resumed" when the job goes on, None whe
     KeyboardInterrupt` runs. A handler of the script's that returns leaves the job paused."""
     handler = signal.getsignal(signal.SIGINT)
     if handler is signal.SIG_IGN:
-        _out("the job ignores Ctrl-C (SIGINT is set to be ignored): nothing happened")
+        out("the job ignores Ctrl-C (SIGINT is set to be ignored): nothing happened")
         return None
     if not callable(handler) or threading.current_thread() is not threading.main_thread():
         os.kill(os.getpid(), signal.SIGINT)  # the default action, or Python's delivery to its main thread
         return "resumed"
     handler(signal.SIGINT, sys._getframe())
-    _out("the job's Ctrl-C handler ran and returned: the job stays paused")
+    out("the job's Ctrl-C handler ran and returned: the job stays paused")
     return None
 
 
@@ -88,7 +88,7 @@ def _errors() -> tuple[type[BaseException], ...]:
 def run_console(session: Any) -> None:
     """In process, on the paused training thread: read commands until one resumes."""
     show_source(session)
-    _out(f"stepdbg paused; Enter: {_last_stepping[0]}, h for help")
+    out(f"stepdbg paused; Enter: {last_stepping[0]}, h for help")
     while True:
         try:  # Ctrl-C anywhere here (the prompt being written, too) is the console's, not the job's
             print("(stepdbg) ", end="", file=sys.stderr, flush=True)
@@ -98,13 +98,13 @@ def run_console(session: Any) -> None:
                 return
             done = execute(session, line)
         except KeyboardInterrupt:
-            _out("\n" + IDLE_CTRL_C.format(""))
+            out("\n" + IDLE_CTRL_C.format(""))
             continue
         except _errors() as e:
-            _out(f"error: {e}")
+            out(f"error: {e}")
             continue
         if done == "interrupt":  # the job's own Ctrl-C, delivered outside the guard above
-            _out("Ctrl-C for the job, as at its terminal: its own Ctrl-C handling runs")
+            out("Ctrl-C for the job, as at its terminal: its own Ctrl-C handling runs")
             if _interrupt_here() is None:
                 continue
             return
@@ -126,23 +126,23 @@ def attach_console(client: Any) -> int:  # noqa: C901, PLR0912 - the console's l
     threading.Thread(target=read_stdin, name="stepdbg-stdin", daemon=True).start()
     st = client.status_at_attach or client.status()
     if client.many_ranks:
-        _out(f"attached to job {client.session.get('job_id')}: {len(client.clients)} ranks, rank {client.current} "
+        out(f"attached to job {client.session.get('job_id')}: {len(client.clients)} ranks, rank {client.current} "
              "in view (ranks, rank N, on SET, compare EXPR); stepping and LR go to every rank")
-    _out(f"attached to pid {client.session.get('pid')} ({' '.join(client.session.get('argv', [])[1:])}), "
+    out(f"attached to pid {client.session.get('pid')} ({' '.join(client.session.get('argv', [])[1:])}), "
          f"step {st.get('step')}, {st.get('state')}; h for help, detach to leave")
     shown, ending = None, False
     while True:
         if client.exited is not None:
             ex = client.exited
             if "lost" in ex:
-                _out(f"stepdbg: {ex['lost']}")
+                out(f"stepdbg: {ex['lost']}")
                 return 1
-            _out(f"the job ended with exit code {ex.get('exit_code')} after {ex.get('steps')} steps")
+            out(f"the job ended with exit code {ex.get('exit_code')} after {ex.get('steps')} steps")
             return int(ex.get("exit_code") or 0)
         brk = client.paused
         if brk is not None and brk is not shown:
             shown = brk
-            _out(f"paused at step {brk['step']} ({brk['phase']}) [{brk['condition']}]: {brk['reason']}")
+            out(f"paused at step {brk['step']} ({brk['phase']}) [{brk['condition']}]: {brk['reason']}")
             try:
                 show_source(client)
             except _errors():
@@ -153,22 +153,22 @@ def attach_console(client: Any) -> int:  # noqa: C901, PLR0912 - the console's l
         except queue.Empty:
             continue
         except KeyboardInterrupt:
-            _out("\n" + IDLE_CTRL_C.format(", `detach` leaves"))
+            out("\n" + IDLE_CTRL_C.format(", `detach` leaves"))
             continue
         if line is None:
             if ending and _ended(client):  # `q` was the last line: its end is the answer, not a detach
                 continue
-            _out(detach(client, "detach"))
+            out(detach(client, "detach"))
             return 0
         ending = line.strip() in ENDS or ending
         try:
             if execute(client, line) == "detach":
-                _out(detach(client, line))
+                out(detach(client, line))
                 return 0
         except _errors() as e:
-            _out(f"error: {e}")
+            out(f"error: {e}")
         except ConnectionError as e:
-            _out(f"stepdbg: {e}")
+            out(f"stepdbg: {e}")
             return 1
         if client.paused is not None:
             print("(stepdbg) ", end="", file=sys.stderr, flush=True)
