@@ -96,17 +96,20 @@ class Evaluator:
                     signal.signal(signal.SIGINT, old)
 
     def namespace(self) -> dict[str, Any]:
-        """Names a user can inspect: the paused frame's locals plus the step's objects."""
+        """Names a user can inspect: the paused frame's globals and locals, and the step's
+        objects (model, batch, loss, output, optimizer) where the frame has no such name:
+        a script's own `batch` or `model` is what its author means by it."""
         ns: dict[str, Any] = {}
         f = self.frame()
         if f is not None:
             ns.update(f.f_globals)
             ns.update(f.f_locals)
         cap = self.model.capture
-        ns.update({
-            "model": self.model.root(), "batch": cap.get("batch"), "loss": cap.get("loss"),
-            "output": self.model.output(), "optimizer": next(iter(self.model.optimizers), None),
-        })
+        step = {"model": self.model.root, "batch": lambda: cap.get("batch"), "loss": lambda: cap.get("loss"),
+                "output": self.model.output, "optimizer": lambda: next(iter(self.model.optimizers), None)}
+        for name, value in step.items():
+            if name not in ns:
+                ns[name] = value()
         return ns
 
     def summary(self, name: str) -> dict[str, Any]:
@@ -132,11 +135,16 @@ class Evaluator:
             raise LookupError(f"cannot evaluate {expr!r}: {type(e).__name__}: {e}") from None
 
     def evaluate(self, source: str) -> dict[str, Any]:
-        """Run an expression or statement in the paused frame; stdout and errors come back as text."""
+        """Run an expression or statement in the paused frame; stdout and errors come back as text.
+
+        Only what the code assigns or deletes changes in the frame: the names whose value
+        is not, after the code, the very object it was before (a script's top level is its
+        globals dict; a function's, the f_locals Python offers)."""
         def run() -> dict[str, Any]:
             f = self.frame()
             g = f.f_globals if f is not None else {}
             loc = self.namespace()
+            before = dict(loc)  # holds every value, so `is` below compares the objects themselves
             buf = io.StringIO()
             result: Any = None
             error = None
@@ -153,45 +161,136 @@ class Evaluator:
             finally:
                 self.model.busy = busy
             if f is not None:
-                # Changes to locals are visible to the paused frame where Python allows it.
-                for k, v in loc.items():
-                    if k in f.f_locals and f.f_locals[k] is not v:
-                        with contextlib.suppress(Exception):
-                            f.f_locals[k] = v
+                _write_back(f, before, loc)
             return {"output": buf.getvalue(), "value": None if result is None else tensors.short_repr(result, 2000),
                     "error": error}
 
         return self.controls.on_training_thread(run)
 
 
-class _ThisThreadTo:
-    """sys.stdout while code runs at a pause: that thread's writes go to the answer, every
-    other thread's where they always went (a process-wide redirect took the job's own
-    prints from its output and log)."""
+def _write_back(f: FrameType, before: dict[str, Any], after: dict[str, Any]) -> None:
+    """Into the paused frame, what the code assigned (a name new, or bound to another
+    object) and deleted; nothing else. Read once: in a function's frame (Python < 3.13)
+    each read of f_locals copies the fast locals over it again."""
+    try:
+        frame_ns = f.f_locals
+    except Exception:
+        return
+    for k, v in after.items():
+        if k not in before or before[k] is not v:
+            with contextlib.suppress(Exception):
+                frame_ns[k] = v
+    for k in before.keys() - after.keys():
+        if k in frame_ns:
+            with contextlib.suppress(Exception):
+                del frame_ns[k]
 
-    def __init__(self, original: Any, buf: io.StringIO) -> None:
-        self._original, self._buf, self._thread = original, buf, threading.get_ident()
+
+class _Router:
+    """sys.stdout while code runs at a pause: the writes of the thread running it go to its
+    answer, every other thread's where they always went (a process-wide redirect took the
+    job's own prints from its output and log).
+
+    One for the process, never freed, and so is every stream it ever stood for: CPython's
+    print() holds a borrowed reference to sys.stdout, and an object swapped out while
+    another thread prints must stay alive (a router made and freed for each eval crashed a
+    job whose thread printed: SIGSEGV). Where an eval closed sys.stdout or set it to None,
+    the router stays in sys.stdout standing for that: the job's writes fail (or print
+    nothing) as they would plain, and stepdbg's own flush at the job's end never raises."""
+
+    def __init__(self) -> None:
+        self.target: Any = None  # where the other threads' writes go: what sys.stdout was
+        self.kept: list[Any] = []  # every target it ever had, alive for good
+        self._buffers: dict[int, io.StringIO] = {}  # thread id -> the answer of the eval it runs
+
+    def stand_for(self, stream: Any) -> None:
+        if not any(s is stream for s in self.kept):
+            self.kept.append(stream)
+        self.target = stream
+
+    def capture(self, buf: io.StringIO | None) -> io.StringIO | None:
+        """This thread's writes go to `buf` from now on (None: where the others' go); the buffer before."""
+        tid = threading.get_ident()
+        before = self._buffers.pop(tid, None)
+        if buf is not None:
+            self._buffers[tid] = buf
+        return before
+
+    def forget_threads(self) -> None:  # in a child forked during an eval: its prints are its own
+        self._buffers.clear()
 
     def write(self, text: str) -> int:
-        return (self._buf if threading.get_ident() == self._thread else self._original).write(text)
+        buf = self._buffers.get(threading.get_ident())
+        if buf is not None:
+            return buf.write(text)
+        target = self.target
+        if target is None:  # print() with sys.stdout None prints nothing
+            return len(text)
+        return target.write(text)
 
     def flush(self) -> None:
-        if threading.get_ident() != self._thread:
-            self._original.flush()
+        target = self.target
+        if threading.get_ident() in self._buffers or target is None:
+            return
+        try:
+            target.flush()
+        except Exception:
+            if not _called_by_stepdbg():  # the job's own flush fails as it would plain
+                raise
+
+    @property
+    def closed(self) -> bool:  # at exit, Python flushes sys.stdout unless it says it is closed
+        return not _usable(self.target)
 
     def __getattr__(self, name: str) -> Any:  # encoding, fileno, isatty...: the real stream's
-        return getattr(self._original, name)
+        return getattr(self.target, name)
+
+
+_ROUTER = _Router()  # module-level: never freed
+os.register_at_fork(after_in_child=_ROUTER.forget_threads)
+_STEPDBG_DIR = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))) + os.sep
+
+
+def _usable(stream: Any) -> bool:
+    """Not None and not closed (a stream that will not say counts as open, as Python counts it at exit)."""
+    if stream is None:
+        return False
+    try:
+        return not stream.closed
+    except Exception:
+        return True
+
+
+def _called_by_stepdbg() -> bool:
+    """Whether _Router.flush's caller is stepdbg's own code (or the interpreter at exit)."""
+    try:
+        caller = sys._getframe(2)
+    except ValueError:
+        return True
+    return os.path.abspath(caller.f_code.co_filename).startswith(_STEPDBG_DIR)
 
 
 @contextlib.contextmanager
 def _stdout_of_this_thread(buf: io.StringIO) -> Iterator[None]:
+    """While code runs at a pause, this thread's stdout goes to `buf`. After it, sys.stdout
+    is what it was, or what the code set it to; the router stays (standing for it) only
+    where that is closed or None."""
     saved = sys.stdout
-    router = sys.stdout = _ThisThreadTo(saved, buf)
+    if saved is not _ROUTER:
+        _ROUTER.stand_for(saved)
+        sys.stdout = _ROUTER
+    before = _ROUTER.capture(buf)
     try:
         yield
     finally:
-        if sys.stdout is router:  # code that set its own sys.stdout keeps it
-            sys.stdout = saved
+        _ROUTER.capture(before)
+        now = sys.stdout
+        if now is _ROUTER:
+            if saved is not _ROUTER and _usable(saved):
+                sys.stdout = saved
+        elif not _usable(now):
+            _ROUTER.stand_for(now)
+            sys.stdout = _ROUTER
 
 
 @contextlib.contextmanager
