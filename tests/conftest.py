@@ -120,7 +120,7 @@ def session_factory():
 FIXTURE = Path(__file__).parent / "fixtures" / "train_loop.py"
 # The longest a test waits for an event (a line, a pause, an exit) before it fails: a guard
 # against a hang, never a measure. Generous: the suite runs beside other work on 2 cores.
-WAIT = 90
+WAIT = 240
 
 
 @pytest.fixture

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 from conftest import ROOT
+from conftest import WAIT as CONFTEST_WAIT
 
 from stepdbg import client
 from stepdbg.client import job
@@ -19,7 +20,7 @@ from stepdbg.wire import sessions
 
 FIXTURE = Path(__file__).parent / "fixtures" / "ddp_train.py"
 FSDP = Path(__file__).parent / "fixtures" / "fsdp_train.py"
-WAIT = 60
+WAIT = CONFTEST_WAIT  # a ceiling only a hang reaches (two ranks start slowly beside other work)
 pytestmark = pytest.mark.slow  # real trainers and torchrun end to end (see pyproject: slow)
 
 

@@ -10,7 +10,6 @@ import pytest
 from conftest import marked_line
 from test_ranks import FIXTURE, WAIT, both_ranks, finish, start
 
-from stepdbg import client
 from stepdbg.client import job
 
 pytestmark = pytest.mark.slow  # real trainers and torchrun end to end (see pyproject: slow)
@@ -30,8 +29,7 @@ def test_a_stalled_rank_and_the_time_the_waiting_rank_has_left(tmp_path, private
         if "rank 1 stalls" in line:
             break
     began = time.monotonic()
-    time.sleep(1.5)  # rank 0 finishes its step-2 forward and enters the all-reduce (nothing outside shows it)
-    ranks = job.Job(client.connect_job())
+    ranks = job.Job(both_ranks(proc))  # then rank 0 enters the all-reduce: the loop below waits for it
     try:
         deadline = time.monotonic() + WAIT
         while (rows := ranks.rank_table())[0]["state"] != "in collective" and time.monotonic() < deadline:

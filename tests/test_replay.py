@@ -254,3 +254,25 @@ def test_provenance_never_reads_a_tensor_whose_storage_was_freed_under_it():
     t.untyped_storage().resize_(0)
     assert not readable(t) and flags_of(t) == 0
     assert not readable(torch.empty(3, device="meta"))
+
+
+@pytest.mark.parametrize("after", ["/ accum", "* (1 / accum)", ".mean() / accum", "/ torch.tensor(4.0)", "+ 0.0"])
+def test_an_overflowing_loss_then_scaled_names_the_loss_function_not_the_scaling(session_factory, after):
+    """nanoGPT divides the loss by its accumulation steps, Lightning's closure by
+    `normalize`: the replay named `div ... at an unknown line` and advised an eps. The op
+    that overflowed is mse_loss, at the user's line, whatever scales it after."""
+    s = session_factory("nan", actions=("replay",))
+    model = nn.Linear(4, 1)
+    accum = 4
+    with torch.no_grad():
+        model.weight.fill_(1e20)  # a finite output of 1e20: its square overflows in float32
+    x, y = torch.ones(8, 4), torch.zeros(8, 1)
+    loss = eval(f"nn.functional.mse_loss(model(x), y) {after}", {"nn": nn, "torch": torch},  # @mse
+                {"model": model, "x": x, "y": y, "accum": accum})
+    loss.backward()
+    (replay,) = s.views.replays
+    first = replay["first_nonfinite"]
+    assert (first["where"], first["op"], first["loss_fn"]) == ("loss", "MseLossBackward0", "mse_loss"), first
+    assert replay["summary"].startswith("mse_loss (MseLossBackward0) in the loss computation produced"), replay
+    assert first["line"] == line_of(test_an_overflowing_loss_then_scaled_names_the_loss_function_not_the_scaling,
+                                    "# @mse"), first

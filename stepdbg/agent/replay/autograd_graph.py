@@ -129,16 +129,50 @@ def search_loss_graph(loss: torch.Tensor, output: Any, frame: FrameType | None) 
         producer = found[0]["node"] if found else None
     if producer is None and loss.grad_fn is not None:
         # Nothing below it went non-finite: the loss op itself overflowed (a squared error of
-        # 1e20, a sum of huge values), when what it saved is finite.
-        saved = [getattr(loss.grad_fn, a, None) for a in dir(loss.grad_fn) if a.startswith("_saved_")]
+        # 1e20, a sum of huge values), when what it saved is finite; below what only scaled
+        # it afterwards (`loss / accum`), which cannot make an inf of a finite value.
+        node = below_scaling(loss.grad_fn, stop)
+        saved = [getattr(node, a, None) for a in dir(node) if a.startswith("_saved_")]
         if finite([v for v in saved if isinstance(v, torch.Tensor)]):
-            producer = loss.grad_fn
+            producer = node
     if producer is None:
         return None
     op = producer.name()
     loss_fn, names = loss_names(op, frame)
     where = guess_line(names, frame)
     return {"where": "loss", "module": None, "module_type": None, "op": op, "loss_fn": loss_fn, **where}
+
+
+_SHAPE_ONLY = ("MeanBackward", "CloneBackward", "ViewBackward", "ReshapeAliasBackward", "SqueezeBackward",
+               "UnsqueezeBackward", "ExpandBackward", "AliasBackward")
+
+
+def _scaling(node: Any) -> bool:
+    """Whether `node` only carries a non-finite loss on and could not have made it from a
+    finite one: a division by a constant of magnitude at least 1 (``loss / accum``:
+    nanoGPT's gradient accumulation, Lightning's closure), a product by one of at most 1,
+    a constant added, a mean, a view."""
+    name = node.name()
+    if name.startswith(_SHAPE_ONLY):
+        return True
+    if name.startswith("AddBackward") or name.startswith("SubBackward"):
+        return sum(f is not None for f, _ in node.next_functions) == 1
+    other, own = getattr(node, "_saved_other", None), getattr(node, "_saved_self", None)
+    if own is not None or not (isinstance(other, torch.Tensor) and other.numel() == 1) or not finite(other):
+        return False
+    value = abs(float(other))  # a 0-d constant (a read the replay may make: it runs at a break)
+    return value >= 1 if name.startswith("DivBackward") else name.startswith("MulBackward") and value <= 1
+
+
+def below_scaling(node: Any, stop: set[int], most: int = 16) -> Any:
+    """The node under the chain of ops that only scaled the loss (``_scaling``): the loss
+    function whose output they carried, from the loss's own node."""
+    for _ in range(most):
+        kids = [f for f, _ in node.next_functions if f is not None]
+        if len(kids) != 1 or id(kids[0]) in stop or not _scaling(node):
+            return node
+        node = kids[0]
+    return node
 
 
 def loss_names(op: str, frame: FrameType | None) -> tuple[str, set[str]]:
