@@ -12,6 +12,7 @@ import sys
 import threading
 from typing import Any, TextIO
 
+from stepdbg.wire import files
 from stepdbg.wire.protocol import plain
 
 
@@ -74,6 +75,7 @@ def rank_path(path: str, rank: int) -> str:
 
 
 def read(path: str) -> list[dict[str, Any]]:
-    """Read a report back (used by tests and tools)."""
-    with open(path, encoding="utf-8") as f:
-        return [json.loads(line) for line in f if line.strip()]
+    """Read a report back (used by tests and tools): a regular file of at most
+    files.REPORT_LIMIT bytes, else OSError."""
+    text = files.read_capped(path, files.REPORT_LIMIT).decode("utf-8")
+    return [json.loads(line) for line in text.splitlines() if line.strip()]

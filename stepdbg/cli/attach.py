@@ -8,7 +8,7 @@ import sys
 from typing import Any
 
 from ..client import connect, connect_address
-from ..wire import sessions
+from ..wire import files, sessions
 from .common import Parser, UsageError, at_terminal
 from .ls import with_status
 
@@ -88,12 +88,17 @@ def main(argv: list[str]) -> int:
 def read_token(path: str | None) -> str | None:
     """The token from --token-file, else STEPDBG_TOKEN, else None."""
     if path is None:
-        return os.environ.get("STEPDBG_TOKEN")
-    try:
-        with open(os.path.expanduser(path), encoding="utf-8") as f:
-            token = f.read().strip()
+        token = os.environ.get("STEPDBG_TOKEN")
+        if token is not None and len(token) > files.TOKEN_LIMIT:
+            raise UsageError(f"STEPDBG_TOKEN is {len(token):,} characters long; a token is at most "
+                             f"{files.TOKEN_LIMIT:,}")
+        return token
+    try:  # (a regular file of a few KB: /dev/zero or a FIFO is refused, not read until the OOM killer)
+        token = files.read_capped(os.path.expanduser(path), files.TOKEN_LIMIT).decode("utf-8").strip()
     except OSError as e:
         raise UsageError(f"--token-file {path!r}: {e.strerror or e}") from None
+    except UnicodeDecodeError:
+        raise UsageError(f"--token-file {path!r} is not text (UTF-8)") from None
     if not token:
         raise UsageError(f"--token-file {path!r} is empty")
     return token

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, NoReturn
 
-from ..wire import address
+from ..wire import address, files
 from ..wire.agent_config import DEFAULT_BREAKS, AgentConfig
 from ..wire.conditions import ACTIONS, ConditionError, parse
 from ..wire.numbers import ascii_int
@@ -284,8 +284,7 @@ def is_torchrun(word: str) -> bool:
 def _interpreter_of(path: str) -> str | None:
     """The python a torchrun given by path runs with (its #! line), where it is one."""
     try:
-        with open(path, "rb") as f:
-            first = f.readline(4096)
+        first = files.read_head(path, 4096).split(b"\n", 1)[0]  # (a FIFO named torchrun is not waited on)
     except OSError:
         return None
     words = first[2:].split() if first.startswith(b"#!") else []

@@ -14,7 +14,6 @@ import contextlib
 import json
 import os
 import re
-import shlex
 import shutil
 import subprocess
 import tempfile
@@ -99,7 +98,10 @@ def _explain(t: SshTarget, rc: int, stderr: str) -> str:
 
 def remote_listing(t: SshTarget, with_token: bool = False) -> list[dict[str, Any]]:
     """The sessions on the remote host, from `stepdbg ls --json` run there."""
-    remote = shlex.split(os.environ.get("STEPDBG_REMOTE", "stepdbg"))
+    try:
+        remote = settings.remote_command()
+    except settings.SettingError as e:
+        raise TargetError(str(e)) from None
     cmd = [*_ssh(t), "--", t.dest, *remote, "ls", "--json", *(["--with-token"] if with_token else [])]
     try:
         out = subprocess.run(cmd, capture_output=True, text=True, timeout=SSH_TIMEOUT,
@@ -110,7 +112,7 @@ def remote_listing(t: SshTarget, with_token: bool = False) -> list[dict[str, Any
         raise TargetError(_explain(t, out.returncode, out.stderr))
     try:
         rows = json.loads(out.stdout.strip().splitlines()[-1])
-    except (ValueError, IndexError):
+    except (ValueError, IndexError, RecursionError):
         raise TargetError(f"unexpected answer from 'stepdbg ls' on {t.host}: {out.stdout[:200]!r}") from None
     if not isinstance(rows, list):
         raise TargetError(f"'stepdbg ls' on {t.host} answered nonsense: a {type(rows).__name__}, not a list")
@@ -229,7 +231,7 @@ def _forward(t: SshTarget, rows: list[dict[str, Any]]) -> list[Endpoint]:
     deadline = time.monotonic() + SSH_TIMEOUT
     while not all(os.path.exists(p) for p in locals_):
         if proc.poll() is not None:
-            stderr = proc.stderr.read() if proc.stderr else ""
+            stderr = proc.stderr.read(65_536) if proc.stderr else ""  # (ssh's own words: its last line is said)
             close()
             raise TargetError(_explain(t, proc.returncode, stderr))
         if time.monotonic() > deadline:

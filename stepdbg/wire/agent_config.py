@@ -10,9 +10,11 @@ import json
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
-from stepdbg.wire.conditions import ACTIONS, ConditionError, parse
+from stepdbg.wire import address
+from stepdbg.wire.conditions import ACTIONS, parse
 
 DEFAULT_BREAKS = ("nan", "exception")
+MAX_CONFIG = 1_000_000  # characters of STEPDBG_CONFIG (the CLI writes a few hundred)
 
 
 @dataclass
@@ -41,6 +43,9 @@ class AgentConfig:
         for a in self.actions:
             if a not in ACTIONS:
                 raise ValueError(f"unknown action {a!r}; known: {', '.join(ACTIONS)}")
+        check_rewind(**self.rewind)  # (what the Session would refuse, refused before it starts)
+        if self.listen is not None:
+            address.parse(self.listen)
 
     def to_json(self) -> str:
         return json.dumps(asdict(self))
@@ -48,8 +53,12 @@ class AgentConfig:
     @classmethod
     def from_json(cls, text: str) -> AgentConfig:
         """The configuration the launcher wrote; unknown keys or bad values are refused."""
+        if len(text) > MAX_CONFIG:
+            raise ValueError(f"STEPDBG_CONFIG is {len(text):,} characters long; at most {MAX_CONFIG:,} are read")
         try:
             data = json.loads(text or "{}")
+        except RecursionError:
+            raise ValueError("STEPDBG_CONFIG is nested too deep to be a configuration") from None
         except ValueError as e:
             raise ValueError(f"STEPDBG_CONFIG is not JSON ({e})") from None
         known = {f.name: f for f in fields(cls)}
@@ -61,8 +70,28 @@ class AgentConfig:
                 raise ValueError(f"STEPDBG_CONFIG: {name} is {known[name].type}, not {value!r}")
         try:
             return cls(**data)
-        except (TypeError, ConditionError) as e:
+        except (TypeError, ValueError) as e:  # (a ConditionError is a ValueError)
             raise ValueError(f"STEPDBG_CONFIG: {e}") from None
+
+
+REWIND_KEYS = ("every", "keep", "lr_scale", "lr_steps", "max_rewinds")
+
+
+def check_rewind(**opts: Any) -> None:
+    """The rewind options (Rewinder.configure's), or ValueError naming the first bad one."""
+    unknown = sorted(set(opts) - set(REWIND_KEYS))
+    if unknown:
+        raise ValueError(f"rewind: unknown options {unknown}; known: {', '.join(REWIND_KEYS)}")
+    for name in ("every", "keep", "lr_steps", "max_rewinds"):
+        value = opts.get(name)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
+            raise ValueError(f"{name} must be a whole number >= 0, not {value!r}")
+    if opts.get("keep") is not None and opts["keep"] < 1:
+        raise ValueError("keep must be at least 1")
+    lr_scale = opts.get("lr_scale")
+    if lr_scale is not None and (isinstance(lr_scale, bool) or not isinstance(lr_scale, (int, float))
+                                 or not 0 < lr_scale <= 1e6):
+        raise ValueError(f"lr_scale must be a number > 0, not {lr_scale!r}")
 
 
 def _json_types(annotation: str) -> tuple[type, ...]:

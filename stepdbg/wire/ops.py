@@ -15,6 +15,7 @@ import inspect
 from dataclasses import dataclass
 from typing import Any
 
+from stepdbg.wire.conditions import MAX_SPEC
 from stepdbg.wire.schema import Choice, Flag, Int, Maybe, Num, SchemaError, Spec, Text
 
 # What one request may ask for (README, Security): each bounds what the job allocates to answer.
@@ -24,7 +25,7 @@ SOURCE_CONTEXT_LIMIT = 200  # lines either side of the paused line
 EVAL_SOURCE_LIMIT = 100_000  # characters of code to evaluate
 LR_LIMIT = 1e4  # a learning rate above this is a typo, and near 1e308 it overflows the update
 HYPERPARAM_LIMIT = 1e6
-SPEC, EXPR, LR = Text(500), Text(2_000), Num(0.0, LR_LIMIT)
+SPEC, EXPR, LR = Text(MAX_SPEC), Text(2_000), Num(0.0, LR_LIMIT)  # (SPEC: what --break takes, no more)
 STEP, GROUP = Int(0, 2**53), Int(0, 10_000)
 REQUIRED: Any = inspect.Parameter.empty
 

@@ -18,6 +18,8 @@ import tempfile
 from dataclasses import dataclass
 from typing import Any
 
+from . import files
+
 
 def node_name() -> str:
     """This machine's name as other machines reach it over ssh: STEPDBG_NODE, else the hostname."""
@@ -174,11 +176,9 @@ def listing(clean: bool = True) -> list[SessionInfo]:
         path = os.path.join(d, name)
         if not _own_file(path):
             continue
-        try:
-            with open(path) as f:
-                data = json.load(f)
-            info = SessionInfo.from_json(data)
-        except (OSError, ValueError):
+        try:  # (capped: a session file is a few hundred bytes, at most its argv's size)
+            info = SessionInfo.from_json(json.loads(files.read_capped(path, files.SESSION_LIMIT)))
+        except (OSError, ValueError, RecursionError):
             continue
         info.path = path
         if info.alive():

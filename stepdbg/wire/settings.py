@@ -63,8 +63,23 @@ def ssh_command() -> list[str]:
     return words
 
 
+def remote_command() -> list[str]:
+    """STEPDBG_REMOTE as words (default: stepdbg), or SettingError: the stepdbg command on
+    a remote host (empty, ssh would have run the bare `ls --json` there)."""
+    raw = os.environ.get("STEPDBG_REMOTE", "stepdbg")
+    try:
+        words = shlex.split(raw)
+    except ValueError as e:
+        raise SettingError(f"STEPDBG_REMOTE={raw!r} cannot be split into words ({e})") from None
+    if not words:
+        raise SettingError("STEPDBG_REMOTE is empty: set it to the stepdbg command on the remote host "
+                           "(e.g. '~/venv/bin/stepdbg') or unset it")
+    return words
+
+
 def check_environment() -> None:
     """Raise SettingError for the first variable set to a value stepdbg cannot use."""
     for name in SECONDS:
         seconds(name)
     ssh_command()
+    remote_command()

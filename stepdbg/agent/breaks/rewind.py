@@ -34,6 +34,7 @@ import torch
 from stepdbg.agent.measure import tensors
 from stepdbg.agent.step.optimizer_phase import opt_params
 from stepdbg.agent.step.step_model import StepModel
+from stepdbg.wire.agent_config import check_rewind
 
 KEEP = 2
 
@@ -78,13 +79,7 @@ class Rewinder:
 
     def configure(self, every: int | None = None, keep: int | None = None, lr_scale: float | None = None,
                   lr_steps: int | None = None, max_rewinds: int | None = None) -> None:
-        for name, value in (("every", every), ("keep", keep), ("lr_steps", lr_steps)):
-            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
-                raise ValueError(f"{name} must be a whole number >= 0, not {value!r}")
-        if keep is not None and keep < 1:
-            raise ValueError("keep must be at least 1")
-        if lr_scale is not None and not (isinstance(lr_scale, (int, float)) and 0 < lr_scale <= 1e6):
-            raise ValueError(f"lr_scale must be a number > 0, not {lr_scale!r}")
+        check_rewind(every=every, keep=keep, lr_scale=lr_scale, lr_steps=lr_steps, max_rewinds=max_rewinds)
         self.every = self.every if every is None else every
         self.keep = self.keep if keep is None else keep
         self.lr_scale = self.lr_scale if lr_scale is None else float(lr_scale)
