@@ -1,21 +1,29 @@
 """Running the app: on a job it launches (`stepdbg python train.py` at a terminal) or
-on one it attaches to (`stepdbg attach TARGET`)."""
+on one it attaches to (`stepdbg attach TARGET`).
+
+A launched job outlives its launcher: it runs in a session of its own (no terminal, so a
+closing window's SIGHUP and signals to this process group miss it), and its stdout and
+stderr reach this process through the keeper (stepdbg.launch.keeper), which writes them
+to a file once this process is gone. The terminal's Ctrl-C, which reached the job
+directly when both shared a process group, is passed on to the job's process group."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import signal
 import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Iterator
+from typing import IO, Any
 
 from stepdbg.client import Endpoint, TargetError
 from stepdbg.client.async_client import AsyncClient
 from stepdbg.client.job import EndedReport, TorchrunLog
+from stepdbg.launch import keeper
 from stepdbg.wire import sessions
 
 START_TIMEOUT = 120.0
@@ -93,8 +101,7 @@ def launch_tui(cmd: list[str], env: dict[str, str], ranks: int | None = None) ->
 
     The child's stdout/stderr go to the Log panel while the UI runs and to this terminal
     after it closes (nothing is lost); the child's exit code is returned."""
-    child = subprocess.Popen(cmd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                             stderr=subprocess.PIPE, text=True, errors="replace", bufsize=1)
+    child, kept, streams = _start(cmd, env)
     output: list[tuple[str, str]] = []
     hold: dict[str, Any] = {"app": None}
     lock = threading.Lock()
@@ -122,27 +129,29 @@ def launch_tui(cmd: list[str], env: dict[str, str], ranks: int | None = None) ->
             app.post_message(JobEvent("output", [{"stream": name, "lines": [line]}]))
             output.append((name, line))
 
-    readers = [threading.Thread(target=relay, args=(child.stdout, "stdout"), daemon=True),
-               threading.Thread(target=relay, args=(child.stderr, "stderr"), daemon=True)]
+    readers = [threading.Thread(target=relay, args=(streams[0], "stdout"), daemon=True),
+               threading.Thread(target=relay, args=(streams[1], "stderr"), daemon=True)]
     for r in readers:
         r.start()
     again = "stepdbg attach"  # what attaches to this job again
     left = None  # how the user left the TUI: "continue", "stay" (paused) or "end"
     try:
         if ranks:
-            job = _wait_for_ranks(child, ranks)
+            with _ctrl_c_to(child, signal.default_int_handler):
+                job = _wait_for_ranks(child, ranks)
             if job:
                 endpoints = [Endpoint(s.reach, s.token) for s in job]
                 left, _, _ = asyncio.run(_run(None, None, list(output), hold, lambda: endpoints, torchrun))
                 ended.ended = left == "end"
                 ended.auto = True  # left running or paused: a client may end it later (attach, q, e)
         else:
-            info = _wait_for_session(child)
+            with _ctrl_c_to(child, signal.default_int_handler):
+                info = _wait_for_session(child)
             if info is not None:
                 again = f"stepdbg attach {info.id}"
                 left, _, _ = asyncio.run(_run(str(info.pid), None, list(output), hold))
-    except KeyboardInterrupt:  # before the TUI is up: the terminal's Ctrl-C reached the job too
-        left = "ctrl-c"  # (one process group), which handles it as it would plain; stepdbg waits for it
+    except KeyboardInterrupt:  # before the TUI is up: the terminal's Ctrl-C went on to the job,
+        left = "ctrl-c"  # which handles it as it would plain; stepdbg waits for it
     except TargetError as e:
         print(f"stepdbg: {e}", file=sys.stderr)
     finally:
@@ -156,25 +165,83 @@ def launch_tui(cmd: list[str], env: dict[str, str], ranks: int | None = None) ->
         print(f"stepdbg: the job {now} without the TUI (pid {child.pid}): `{again}` attaches again; "
               "Ctrl-C interrupts it (its own Ctrl-C handling runs)", file=sys.stderr, flush=True)
     code = _wait_through_ctrl_c(child)
-    for r in readers:
-        r.join(timeout=5)
+    _drain(readers, kept)
     if ended.hid:  # torchrun's 1 for ranks that ended as asked: the job's own code
         return ended.code
     return code if code >= 0 else 128 - code  # killed by a signal: 128 + its number, as a shell says
 
 
-def _wait_through_ctrl_c(child: subprocess.Popen[str]) -> int:
-    """Wait for the job. Ctrl-C at the terminal reaches the job itself (it is in this
-    process group): stepdbg waits while it runs its own handling and writes its report's
-    end, and keeps relaying its output, instead of dying first with a traceback."""
-    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
-    try:
+def _drain(readers: list[threading.Thread], kept: subprocess.Popen[str] | None) -> None:
+    """The job's last lines, relayed. A keeper still running past that serves something the
+    job started that holds its output: once this process ends, that goes to the file."""
+    for r in readers:
+        r.join(timeout=5)
+    if kept is not None:
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            kept.wait(timeout=1)
+
+
+def _wait_through_ctrl_c(child: subprocess.Popen[Any]) -> int:
+    """Wait for the job. Ctrl-C at the terminal goes on to the job: stepdbg waits while it
+    runs its own handling and writes its report's end, and keeps relaying its output,
+    instead of dying first with a traceback."""
+    with _ctrl_c_to(child, None):
         return child.wait()
+
+
+@contextlib.contextmanager
+def _ctrl_c_to(child: subprocess.Popen[Any], then: Callable[[int, Any], Any] | None) -> Iterator[None]:
+    """While inside: SIGINT (the terminal's Ctrl-C) goes to the job's process group, as the
+    terminal sent it there before the job had a session of its own; then `then` runs here
+    (None: nothing more)."""
+    def forward(n: int, frame: Any) -> None:
+        with contextlib.suppress(OSError):
+            os.killpg(child.pid, n)
+        if then is not None:
+            then(n, frame)
+
+    previous = signal.signal(signal.SIGINT, forward)
+    try:
+        yield
     finally:
         signal.signal(signal.SIGINT, previous)
 
 
-def _wait_for_session(child: subprocess.Popen[str]) -> sessions.SessionInfo | None:
+Started = tuple[subprocess.Popen[Any], subprocess.Popen[str] | None, tuple[IO[str], IO[str]]]
+
+
+def _start(cmd: list[str], env: dict[str, str]) -> Started:
+    """The job, in a session of its own; the keeper; the streams the job's stdout and stderr
+    reach this process by: the keeper's, which outlive this process. The keeper's stdin
+    stays open while this process lives: its end tells the keeper that the launcher is
+    gone. (If the keeper cannot start, the job's own pipes: the job then depends on this
+    process again, as it did before.)"""
+    out_r, out_w = os.pipe()
+    err_r, err_w = os.pipe()
+    try:
+        child: subprocess.Popen[Any] = subprocess.Popen(cmd, env=env, stdin=subprocess.DEVNULL, stdout=out_w,
+                                                        stderr=err_w, start_new_session=True)
+    except BaseException:
+        os.close(out_r)
+        os.close(err_r)
+        raise
+    finally:
+        os.close(out_w)
+        os.close(err_w)
+    try:
+        kept = subprocess.Popen([sys.executable, "-I", "-S", keeper.__file__, str(out_r), str(err_r),
+                                 keeper.output_path(child.pid)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, pass_fds=(out_r, err_r), start_new_session=True,
+                                text=True, errors="replace", bufsize=1)
+    except OSError:
+        return child, None, (open(out_r, errors="replace"), open(err_r, errors="replace"))  # noqa: SIM115 - read to EOF by the relay threads
+    os.close(out_r)
+    os.close(err_r)
+    assert kept.stdout is not None and kept.stderr is not None
+    return child, kept, (kept.stdout, kept.stderr)
+
+
+def _wait_for_session(child: subprocess.Popen[Any]) -> sessions.SessionInfo | None:
     deadline = time.monotonic() + START_TIMEOUT
     while time.monotonic() < deadline:
         for s in sessions.listing():
@@ -186,7 +253,7 @@ def _wait_for_session(child: subprocess.Popen[str]) -> sessions.SessionInfo | No
     raise TargetError(f"the job (pid {child.pid}) did not start its agent in {START_TIMEOUT:g}s")
 
 
-def _wait_for_ranks(child: subprocess.Popen[str], ranks: int) -> list[sessions.SessionInfo] | None:
+def _wait_for_ranks(child: subprocess.Popen[Any], ranks: int) -> list[sessions.SessionInfo] | None:
     """The sessions of the job torchrun started (the ranks are its grandchildren)."""
     before = {s.pid for s in sessions.listing()}
     deadline = time.monotonic() + START_TIMEOUT

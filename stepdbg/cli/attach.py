@@ -10,7 +10,7 @@ from typing import Any
 from ..client import connect, connect_address
 from ..wire import files, sessions
 from .common import Parser, UsageError, at_terminal
-from .ls import with_status
+from .ls import launcher_gone_output, with_status
 
 ATTACH_DESCRIPTION = """\
 Attach to a running job: the TUI at a terminal, the line console otherwise (or with
@@ -58,6 +58,7 @@ def main(argv: list[str]) -> int:
         raise UsageError("--token would show the token to every local user (ps); use --token-file FILE or "
                          "STEPDBG_TOKEN")
     target, token, repl = ns.target, read_token(ns.token_file), ns.repl
+    _say_where_output_goes(target)
     if not repl and at_terminal():
         from stepdbg_tui.launch import attach_tui
 
@@ -83,6 +84,21 @@ def main(argv: list[str]) -> int:
         client.close()
         print("\nstepdbg: detached (the job goes on as it was)", file=sys.stderr)
         return 0
+
+
+def _say_where_output_goes(target: str | None) -> None:
+    """A job whose TUI launcher went away prints to a file now: said once, on stderr."""
+    from ..client.targets import TargetError, find_local
+
+    if target is not None and (target.startswith(("ssh://", "slurm:")) or ":" in target):
+        return
+    try:
+        info = find_local(target)
+    except (TargetError, OSError):
+        return  # (connecting says what is wrong)
+    output = launcher_gone_output(info)
+    if output is not None:
+        print(f"stepdbg: the job's launcher is gone; its output goes to {output}", file=sys.stderr)
 
 
 def read_token(path: str | None) -> str | None:

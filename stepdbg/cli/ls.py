@@ -1,11 +1,14 @@
-"""`stepdbg ls`: the jobs on this machine (or on an ssh host) that you can attach to."""
+"""`stepdbg ls`: the jobs on this machine (or on an ssh host) that you can attach to, and
+for one whose TUI launcher went away, the file its output goes to."""
 
 from __future__ import annotations
 
 import json
+import os
 
 from ..client import ClientError, TargetError, connect_address, format_listing
 from ..client.targets import job_lines
+from ..launch.keeper import output_path
 from ..wire import sessions
 from .common import Parser, UsageError
 
@@ -38,12 +41,18 @@ def main(argv: list[str]) -> int:
                                      ("STATE", [str(r.get("state", "?")) for r in rows])]))
         for line in job_lines(infos):  # a job's ranks, once, with its nodes
             print(line)
+        for r in rows:
+            if r.get("output"):
+                print(f"{r['id']}: its launcher is gone; its output goes to {r['output']}")
     return 0
 
 
 def with_status(info: sessions.SessionInfo, with_token: bool) -> dict:
     """A session's public row, with its step and state asked of the job (a probe, not an attach)."""
     row = info.public(with_token=with_token)
+    output = launcher_gone_output(info)
+    if output is not None:
+        row["output"] = output
     try:
         c = connect_address(info.reach, info.token, timeout=3, probe=True)
         try:
@@ -57,3 +66,13 @@ def with_status(info: sessions.SessionInfo, with_token: bool) -> dict:
     except (TargetError, ClientError, ConnectionError, TimeoutError, OSError) as e:
         row.update(state=f"unreachable: {e}")
     return row
+
+
+def launcher_gone_output(info: sessions.SessionInfo) -> str | None:
+    """The file a job's output goes to since its TUI launcher went away (killed, its
+    terminal closed), if it did: the keeper made it after the job started."""
+    path = output_path(info.pid)
+    try:
+        return path if os.stat(path).st_mtime >= info.started - 2 else None  # (2: a coarse clock)
+    except OSError:
+        return None

@@ -18,8 +18,9 @@ RUN_DESCRIPTION = """\
 Run a PyTorch training script under stepdbg: it breaks when a condition holds (a NaN,
 an exploding gradient, a stalled dataloader, an exception, ...) and reports, replays,
 skips, aborts or pauses there. At a terminal it opens the TUI (the job's output goes to
-its Log panel, and to the terminal when the TUI closes); elsewhere it runs headless.
-Every job is attachable from another shell (stepdbg attach).
+its Log panel, and to the terminal when the TUI closes; if stepdbg is killed or its
+terminal closes, the job goes on and `stepdbg ls` names the file its output goes to);
+elsewhere it runs headless. Every job is attachable from another shell (stepdbg attach).
 
 commands (each has its own --help):
   stepdbg [run] [OPTIONS] [python] SCRIPT.py [ARGS...]     run a script (this text)

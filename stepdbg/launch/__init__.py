@@ -1,6 +1,7 @@
 """How a script gets an agent before its first line, and where the agent's parts meet the
 in-process console: ``bootstrap`` (what ``stepdbg run`` starts in the job), ``autostart``
-(the .pth hook's agent for jobs nobody launched through stepdbg), ``session_for`` (a
+(the .pth hook's agent for jobs nobody launched through stepdbg), ``keeper`` (the process
+that holds a TUI-launched job's output, so the job outlives the TUI), ``session_for`` (a
 Session with the console at the job's terminal; ``stepdbg.watch()`` uses it too)."""
 
 from __future__ import annotations
