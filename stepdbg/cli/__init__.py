@@ -1,7 +1,7 @@
 """The `stepdbg` command line: one module per subcommand, each with its own parser.
 
     stepdbg [run] [OPTIONS] [python] SCRIPT.py ARGS...     (run.py; torchrun too)
-    stepdbg serve | doctor | overfit | attach | ls | hook | replay ...
+    stepdbg serve | doctor | overfit | diff | attach | ls | hook | replay ...
 
 Options are stepdbg's until the script (or the interpreter, or -m) is named; every
 argument after it goes to the script untouched. The commands that only talk to a job
@@ -17,7 +17,7 @@ from ..client import ClientError, TargetError
 from ..wire import settings
 from .common import EXIT_FAILED, EXIT_USAGE, UsageError
 
-SUBCOMMANDS = ("run", "serve", "doctor", "overfit", "attach", "ls", "hook", "replay")
+SUBCOMMANDS = ("run", "serve", "doctor", "overfit", "diff", "attach", "ls", "hook", "replay")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -48,6 +48,10 @@ def _dispatch(cmd: str, argv: list[str]) -> int:
         from . import doctor
 
         return doctor.main(argv, overfit=cmd == "overfit")
+    if cmd == "diff":
+        from . import diff
+
+        return diff.main(argv)
     if cmd == "attach":
         from . import attach
 

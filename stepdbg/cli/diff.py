@@ -1,0 +1,202 @@
+"""`stepdbg diff A B`: run two command lines under stepdbg and name where they first part.
+
+Each of A and B is a command line in one argument ("python train.py --lr 3e-4"). They
+run one after the other, here, each under the agent with a fingerprint recorder
+(``python -m stepdbg.launch.fingerprint_boot``, stopped after --steps steps as doctor
+stops), writing their records into a private temporary folder that is removed at the
+end. The records are compared in the order things happened (stepdbg/wire/step_diff.py)
+and the first divergence is printed: in words, or with --json as one JSON object.
+
+Exit codes: 0 the runs agree, 1 they differ, 2 a bad argument or a run that failed
+(one line says which and why).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+import tempfile
+import textwrap
+from typing import Any
+
+from ..wire.step_diff import Record, RecordError, first_divergence, read_record
+from .common import Parser, UsageError, add_run_options, run_config, steps
+
+EXIT_AGREE, EXIT_DIFFER, EXIT_BAD = 0, 1, 2
+MAX_CALLS = 4096  # module calls fingerprinted per step (each about 0.5 KB in the record)
+DESCRIPTION = ("Run two command lines (each in one argument) under stepdbg for N steps, recording a "
+               "fingerprint of the batch, the parameters, every module call's inputs and outputs, the loss, "
+               "the gradients and the update, and print where the runs first differ: the step, phase, module, "
+               "call and line. Bitwise by default; --atol/--rtol compare the fingerprints' numbers instead.")
+EPILOG = """\
+examples:
+  stepdbg diff "python train.py" "python train.py"            # is the run reproducible?
+  stepdbg diff "python train.py --eps 1e-5" "python train.py --eps 1e-3" --steps 2
+  stepdbg diff --json --atol 1e-6 --rtol 1e-5 "python a.py" "python b.py"
+
+exit codes: 0 the runs agree, 1 they differ, 2 a bad argument or a run that failed."""
+
+
+class RunFailed(Exception):
+    """A run did not give a record to compare: one line, exit code 2."""
+
+
+def _tolerance(flag: str) -> Any:
+    def parse(value: str) -> float:
+        try:
+            x = float(value)
+        except ValueError:
+            x = math.nan
+        if not 0 <= x < math.inf:
+            raise UsageError(f"{flag} needs a number >= 0 (e.g. 1e-6), not {value!r}")
+        return x
+
+    return parse
+
+
+def _max_calls(value: str) -> int:
+    try:
+        n = steps(value)
+    except UsageError:
+        raise UsageError(f"--max-calls needs a whole number >= 1, not {value!r}") from None
+    return n
+
+
+def parser() -> Parser:
+    p = Parser(prog="stepdbg diff", usage='%(prog)s [--steps N] [--json] [--atol X] [--rtol Y] "COMMAND A" "COMMAND B"',
+               description=textwrap.fill(DESCRIPTION, 88), epilog=EPILOG)
+    p.add_argument("a", metavar="A", help='the first command line, in one argument: "python train.py --lr 3e-4"')
+    p.add_argument("b", metavar="B", help="the second command line")
+    p.add_argument("--steps", type=steps, default=1, metavar="N", help="how many steps to compare (default 1)")
+    p.add_argument("--json", action="store_true", help="print the answer as one JSON object, alone on stdout")
+    p.add_argument("--atol", type=_tolerance("--atol"), default=0.0, metavar="X",
+                   help="absolute tolerance on the fingerprints' numbers (default 0: bitwise)")
+    p.add_argument("--rtol", type=_tolerance("--rtol"), default=0.0, metavar="Y",
+                   help="relative tolerance on the fingerprints' numbers (default 0: bitwise)")
+    p.add_argument("--max-calls", type=_max_calls, default=MAX_CALLS, metavar="N",
+                   help=f"module calls fingerprinted per step (default {MAX_CALLS}); later ones are left out, and said")
+    return p
+
+
+def job(label: str, line: str, folder: str, n: int, max_calls: int) -> tuple[list[str], dict[str, str], str]:
+    """The command, environment and record path of one run; UsageError naming A or B."""
+    if not line.strip():
+        raise UsageError(f'{label} is empty: give a command line in one argument, e.g. "python train.py"')
+    try:
+        words = shlex.split(line)
+    except ValueError as e:
+        raise UsageError(f"{label}: {e} in {line!r}") from None
+    p = Parser(prog=f"stepdbg diff ({label})")
+    add_run_options(p, tui=False)
+    try:
+        cfg = run_config(p.parse_args(words))
+    except UsageError as e:
+        raise UsageError(f"{label}: {e}") from None
+    if cfg.torchrun is not None:
+        raise UsageError(f"{label}: torchrun jobs are not compared yet (stepdbg diff runs one process per command)")
+    cfg.agent.breaks, cfg.agent.quiet, cfg.agent.stop_after = [], True, n
+    from .run import job_env
+
+    env = job_env(cfg)
+    record = os.path.join(folder, f"{label}.jsonl")
+    env["STEPDBG_FINGERPRINT"] = json.dumps({"path": record, "steps": n, "max_calls": max_calls})
+    target = ["-m", cfg.module] if cfg.module else [cfg.script or ""]
+    return [cfg.python, "-m", "stepdbg.launch.fingerprint_boot", *target, *cfg.args], env, record
+
+
+def run_one(label: str, line: str, cmd: list[str], env: dict[str, str], record: str, n: int,
+            folder: str) -> Record:
+    """Run one command to its end; its record, or RunFailed saying why there is none."""
+    print(f"running {label}: {line}", file=sys.stderr, flush=True)
+    log = os.path.join(folder, f"{label}.log")
+    with open(log, "wb") as out:
+        try:
+            code = subprocess.call(cmd, env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT)
+        except OSError as e:
+            raise RunFailed(f"{label} could not start ({cmd[0]}: {e.strerror or e})") from None
+    if code != 0:
+        how = f"was killed by signal {-code}" if code < 0 else f"failed (exit code {code})"
+        raise RunFailed(f"{label} {how}: {_last_line(log) or 'it printed nothing'}")
+    if not os.path.exists(record):
+        raise RunFailed(f"{label} ended before its script started under stepdbg: {_last_line(log) or 'no output'}")
+    try:
+        rec = read_record(record)
+    except (RecordError, OSError) as e:
+        raise RunFailed(f"{label}: its record cannot be read ({e})") from None
+    if rec.error:
+        raise RunFailed(f"{label}: the fingerprint recorder failed inside the job ({rec.error})")
+    done = len(rec.complete_steps())
+    if done == 0:
+        raise RunFailed(f"{label} ran no training step (no optimizer step after a forward and backward): "
+                        "stepdbg diff compares training steps")
+    if done < n:
+        raise RunFailed(f"{label} ran {done} training step{'s' if done != 1 else ''} of the {n} asked "
+                        f"(--steps {n}); ask for at most {done}")
+    capped = sum(int(s.get("capped") or 0) for s in rec.step_lines.values())
+    more = f"; {capped} module calls past --max-calls left out" if capped else ""
+    print(f"{label}: {n} step{'s' if n != 1 else ''} recorded ({rec.entries()} fingerprints{more})",
+          file=sys.stderr, flush=True)
+    return rec
+
+
+def _last_line(path: str) -> str:
+    with open(path, "rb") as f:
+        f.seek(max(0, os.path.getsize(path) - 65536))
+        lines = [ln.strip() for ln in f.read().decode(errors="replace").splitlines() if ln.strip()]
+    return lines[-1][:500] if lines else ""
+
+
+def answer(ns: Any, recs: dict[str, Record]) -> dict[str, Any]:
+    """The JSON answer: the first divergence (or null) and what was compared how."""
+    wanted = list(range(ns.steps))
+    found = first_divergence(recs["A"], recs["B"], wanted, ns.atol, ns.rtol)
+    bitwise = ns.atol == 0 and ns.rtol == 0
+    tolerance = {"mode": "bitwise" if bitwise else "tolerance", "atol": ns.atol, "rtol": ns.rtol}
+    capped = {k: sum(int(s.get("capped") or 0) for s in r.step_lines.values()) for k, r in recs.items()}
+    if found is not None:
+        found["tolerance"] = tolerance
+    return {"first_divergence": found, "steps": ns.steps, "tolerance": tolerance,
+            "fingerprints": {k: r.entries() for k, r in recs.items()}, "calls_left_out": capped,
+            "max_calls": ns.max_calls, "a": ns.a, "b": ns.b}
+
+
+def words(result: dict[str, Any]) -> str:
+    t = result["tolerance"]
+    tol = "bitwise (the fingerprints' hashes)" if t["mode"] == "bitwise" else f"atol {t['atol']:g}, rtol {t['rtol']:g}"
+    d = result["first_divergence"]
+    if d is None:
+        n = result["steps"]
+        first = (f"the runs agree: {n} step{'s' if n != 1 else ''}, "
+                 f"{result['fingerprints']['A']} fingerprints each, no difference")
+    else:
+        first = "first divergence: " + d["summary"]
+    left = [f"{k}: {v} module calls past --max-calls ({result['max_calls']}) left out"
+            for k, v in result["calls_left_out"].items() if v]
+    return "\n".join([first, f"tolerance: {tol}", *left, f"A: {result['a']}", f"B: {result['b']}"])
+
+
+def main(argv: list[str]) -> int:
+    ns = parser().parse_args(argv)
+    folder = tempfile.mkdtemp(prefix="stepdbg-diff-")  # 0700, ours alone
+    try:
+        jobs = {label: job(label, line, folder, ns.steps, ns.max_calls) for label, line in (("A", ns.a), ("B", ns.b))}
+        recs = {}
+        for label, line in (("A", ns.a), ("B", ns.b)):
+            cmd, env, record = jobs[label]
+            recs[label] = run_one(label, line, cmd, env, record, ns.steps, folder)
+    except RunFailed as e:
+        print(f"stepdbg diff: {e}", file=sys.stderr)
+        return EXIT_BAD
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+    result = answer(ns, recs)
+    if ns.json:
+        print(json.dumps(result, indent=2))
+    else:
+        print(words(result))
+    return EXIT_AGREE if result["first_divergence"] is None else EXIT_DIFFER

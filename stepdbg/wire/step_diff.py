@@ -1,0 +1,195 @@
+"""`stepdbg diff`'s record and its comparison (the standard library only).
+
+A record is JSON lines written by the job (stepdbg/agent/diff/recorder.py): a header
+line, then per step its entries in the order they happened and a ``step`` line, then an
+``end`` line. An entry is ``{step, phase, module, what, call, fp}`` (plus ``class``,
+``file``, ``line``, ``defined_at`` for a module's call); ``fp`` is a tensor's fingerprint:
+``shape``, ``dtype``, ``hash`` (of its bytes), ``nonfinite``, ``stats`` (mean, mean |x|,
+rms, max |x| of the finite values) and ``samples`` (values at evenly spaced positions).
+
+``first_divergence(a, b, atol, rtol)`` walks two records in order and returns the first
+entry that differs, as the JSON answer's ``first_divergence`` object, or None. Bitwise
+(atol = rtol = 0): the hashes differ. With a tolerance: a fingerprint number differs by
+more than ``atol + rtol * |B|`` (numpy's isclose), or the shapes, dtypes or counts of
+non-finite values differ.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+MAX_LINE = 1_000_000  # characters of one record line (a fingerprint is a few hundred)
+PHASES = ("input", "forward", "loss", "backward", "optimizer")
+
+
+class RecordError(ValueError):
+    """A record file that is not one stepdbg wrote."""
+
+
+@dataclass
+class Record:
+    """One run's fingerprints: entries by step, and what each step's line said."""
+
+    steps: dict[int, list[dict[str, Any]]] = field(default_factory=dict)
+    step_lines: dict[int, dict[str, Any]] = field(default_factory=dict)
+    error: str | None = None  # the recorder failed (the job went on without it)
+    ended: bool = False
+
+    def complete_steps(self) -> list[int]:
+        return sorted(self.step_lines)
+
+    def entries(self) -> int:
+        return sum(len(v) for s, v in self.steps.items() if s in self.step_lines)
+
+
+def read_record(path: str) -> Record:
+    """The record at `path`; RecordError for a file stepdbg did not write."""
+    rec = Record()
+    with open(path, encoding="utf-8", errors="replace") as f:
+        for n, line in enumerate(f):
+            if len(line) > MAX_LINE:
+                raise RecordError(f"line {n + 1} is {len(line):,} characters long")
+            try:
+                obj = json.loads(line)
+            except ValueError:
+                raise RecordError(f"line {n + 1} is not JSON") from None
+            if not isinstance(obj, dict) or (n == 0 and obj.get("kind") != "header"):
+                raise RecordError(f"line {n + 1} is not a record line")
+            kind = obj.get("kind")
+            if kind == "step":
+                rec.step_lines[int(obj["step"])] = obj
+            elif kind == "end":
+                rec.error, rec.ended = obj.get("error"), True
+            elif kind is None:
+                rec.steps.setdefault(int(obj["step"]), []).append(obj)
+    return rec
+
+
+def _numbers(fp: dict[str, Any]) -> list[float]:
+    if "value" in fp:
+        v = fp["value"]
+        return [float(v)] if isinstance(v, (int, float)) and not isinstance(v, bool) else []
+    return [float(x) for x in [*fp.get("stats", []), *fp.get("samples", [])]]
+
+
+def _same_special(x: float, y: float) -> bool:
+    return (math.isnan(x) and math.isnan(y)) or (math.isinf(x) and x == y)
+
+
+def compare(fa: dict[str, Any], fb: dict[str, Any], atol: float, rtol: float) -> dict[str, Any] | None:
+    """How two fingerprints differ ({reason, max_abs, max_rel, past}), or None if they agree.
+    `past`: how many times the tolerance the largest difference is (None when bitwise)."""
+    for key, words in (("none", "one is None"), ("shape", "shapes differ"), ("dtype", "dtypes differ"),
+                       ("unreadable", "one could not be read")):
+        if fa.get(key) != fb.get(key):
+            return {"reason": f"{words}: {fa.get(key)} vs {fb.get(key)}", "max_abs": None, "max_rel": None,
+                    "past": None}
+    xs, ys = _numbers(fa), _numbers(fb)
+    max_abs, max_rel, past = _distances(xs, ys, atol, rtol)
+    bitwise = atol == 0 and rtol == 0
+    if fa.get("nonfinite") != fb.get("nonfinite"):
+        return {"reason": f"non-finite values: {fa.get('nonfinite')} vs {fb.get('nonfinite')}",
+                "max_abs": _num(max_abs), "max_rel": _num(max_rel), "past": None}
+    if bitwise:
+        same_value = fa.get("value") == fb.get("value") or (xs and ys and _same_special(xs[0], ys[0]))
+        if fa.get("hash") != fb.get("hash") or not same_value:
+            return {"reason": "the bytes differ", "max_abs": _num(max_abs), "max_rel": _num(max_rel), "past": None}
+        return None
+    if past > 1:
+        return {"reason": "past the tolerance", "max_abs": _num(max_abs), "max_rel": _num(max_rel),
+                "past": _num(past)}
+    return None
+
+
+def _distances(xs: list[float], ys: list[float], atol: float, rtol: float) -> tuple[float, float, float]:
+    """The largest absolute and relative difference between two fingerprints' numbers, and
+    how many times its allowance (atol + rtol * |B|) the worst one is."""
+    max_abs = max_rel = past = 0.0
+    for x, y in zip(xs, ys, strict=False):
+        if _same_special(x, y):
+            continue
+        d = abs(x - y)
+        if math.isnan(d):  # a NaN against a number
+            return math.inf, math.inf, math.inf
+        max_abs = max(max_abs, d)
+        scale = max(abs(x), abs(y))
+        if scale > 0:
+            max_rel = max(max_rel, d / scale)
+        allowed = atol + rtol * abs(y)
+        past = max(past, d / allowed if allowed > 0 else (math.inf if d > 0 else 0.0))
+    return max_abs, max_rel, past
+
+
+def _num(x: float) -> float | None:
+    return None if math.isinf(x) or math.isnan(x) else float(f"{x:.4g}")
+
+
+def _key(e: dict[str, Any]) -> tuple[Any, ...]:
+    return (e.get("phase"), e.get("module"), e.get("what"), e.get("call"))
+
+
+def _label(e: dict[str, Any]) -> str:
+    module = e.get("module") or ""
+    what = e.get("what", "")
+    if e.get("phase") == "forward":
+        cls = f" ({e['class']}, call {e.get('call', 0)})" if e.get("class") else ""
+        return f"{what} of {module or 'the model'}{cls}"
+    if e.get("phase") == "loss":
+        return "the loss" + (f" (call {e['call']})" if e.get("call") else "")
+    return f"{module + '.' if module else ''}{what}"
+
+
+def first_divergence(a: Record, b: Record, steps: list[int], atol: float = 0.0,
+                     rtol: float = 0.0) -> dict[str, Any] | None:
+    """The first entry, in the order the steps ran, where `a` and `b` differ."""
+    for s in steps:
+        ea, eb = a.steps.get(s, []), b.steps.get(s, [])
+        for i in range(max(len(ea), len(eb))):
+            x = ea[i] if i < len(ea) else None
+            y = eb[i] if i < len(eb) else None
+            if x is None or y is None or _key(x) != _key(y):
+                return _structural(s, x, y)
+            diff = compare(x["fp"], y["fp"], atol, rtol)
+            if diff is not None:
+                return _answer(s, x, diff, atol, rtol)
+    return None
+
+
+def _where(e: dict[str, Any]) -> dict[str, Any]:
+    module = e.get("module") or ""
+    if e.get("phase") == "forward" and e.get("what", "").startswith("input"):
+        # A module's argument differs while every earlier output agreed: the difference was
+        # made by its caller's own code, between its calls (the call's line is in it).
+        module = module.rpartition(".")[0]
+    return {"module": module, "class": e.get("class") if module == e.get("module") else None,
+            "call": e.get("call", 0), "what": e.get("what"), "file": e.get("file"), "line": e.get("line"),
+            "defined_at": e.get("defined_at") if module == e.get("module") else None}
+
+
+def _answer(step: int, e: dict[str, Any], diff: dict[str, Any], atol: float, rtol: float) -> dict[str, Any]:
+    where = _where(e)
+    phase = e.get("phase")
+    at = f" (called at {where['file']}:{where['line']})" if where.get("file") else ""
+    summary = f"step {step}, {phase}: {_label(e)}{at} is the first to differ ({diff['reason']}"
+    if diff["max_abs"] is not None:
+        summary += f"; max |A-B| {diff['max_abs']:g}, max relative {diff['max_rel']:g} over its fingerprint"
+    if diff["past"] is not None:
+        summary += f", {diff['past']:g}x the tolerance"
+    summary += ")"
+    if where["module"] != (e.get("module") or ""):
+        summary += f"; its inputs were made in {where['module'] or 'the model'}'s own code, between module calls"
+    return {"step": step, "phase": phase, **where, "max_abs": diff["max_abs"], "max_rel": diff["max_rel"],
+            "past_tolerance": diff["past"], "reason": diff["reason"], "summary": summary}
+
+
+def _structural(step: int, x: dict[str, Any] | None, y: dict[str, Any] | None) -> dict[str, Any]:
+    first = x or y or {}
+    where = _where(first)
+    words = (f"A records {_label(x)} where B records {_label(y)}" if x and y else
+             f"only {'A' if x else 'B'} records {_label(first)}")
+    return {"step": step, "phase": first.get("phase"), **where, "max_abs": None, "max_rel": None,
+            "past_tolerance": None, "reason": "the runs took different paths",
+            "summary": f"step {step}: the runs took different paths: {words}"}
