@@ -276,3 +276,27 @@ def test_an_overflowing_loss_then_scaled_names_the_loss_function_not_the_scaling
     assert replay["summary"].startswith("mse_loss (MseLossBackward0) in the loss computation produced"), replay
     assert first["line"] == line_of(test_an_overflowing_loss_then_scaled_names_the_loss_function_not_the_scaling,
                                     "# @mse"), first
+
+
+class WritesNaN(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc, self.head = nn.Linear(4, 8), nn.Linear(8, 1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.fc(x)
+        h[0, 7] = float("nan")  # @setitem
+        return self.head(torch.relu(h))
+
+
+def test_an_in_place_write_of_a_nan_is_the_producer_at_its_line(session_factory):
+    """`h[0, 7] = nan` was blamed on the relu of the next line, whose input was already NaN:
+    the write made no output for the replay to look at."""
+    s = session_factory("nan", actions=("replay",))
+    model = WritesNaN()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    opt.zero_grad()
+    model(torch.randn(2, 4)).sum().backward()
+    first = s.views.replays[0]["first_nonfinite"]
+    assert (first["where"], first["op"], first["module_type"]) == ("forward", "__setitem__", "WritesNaN"), first
+    assert first["line"] == line_of(WritesNaN.forward, "# @setitem"), first

@@ -260,7 +260,9 @@ def test_nan_in_a_dataloader_batch_names_the_sample(replayer):
     loader = DataLoader(TensorDataset(x, torch.randn(64, 1)), batch_size=8)
     r = train(replayer, nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 1)), loader)
     first = r["first_nonfinite"]
-    assert (first["where"], first["tensor"], first["index"], first["count"]) == ("input", "batch[0]", [5, 2], 1)
+    # named as the loop names it (`for x, y in loader`), stepdbg's own name kept in "as"
+    assert (first["where"], first["tensor"], first["as"], first["index"], first["count"]) == (
+        "input", "x", "batch[0]", [5, 2], 1)
     assert first["sample"] == 37 and r["advice"]["cause"] == "data" and "37" in r["advice"]["text"]
 
 
@@ -274,7 +276,7 @@ def test_nan_in_a_get_batch_tensor(replayer):
 
     r = train(replayer, nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 1)), batches())
     first = r["first_nonfinite"]
-    assert (first["where"], first["tensor"], first["index"]) == ("input", "batch", [3, 1])
+    assert (first["where"], first["tensor"], first["as"], first["index"]) == ("input", "x", "batch", [3, 1])
     assert r["advice"]["cause"] == "data"
 
 

@@ -91,6 +91,7 @@ class Session:
 
             self.doctor = Doctor()
             self.doctor.notify, self.doctor.write = self.bus.finding, self.bus.write
+            self.bus.listeners.append(self.doctor.on_event)  # a NaN break is a finding too
         self.on_stop: list[Callable[[], None]] = []  # run before the server says "exited"
         self.server: Any = None
         self._watchdog: Any = None
@@ -163,6 +164,8 @@ class Session:
                 fn()
         if self.server is not None:
             self.server.stop(exit_code, error)
+        if self.doctor is not None:
+            self.guard("doctor", self.doctor.flush_nan_break)
         repeats, skipped = self.breaker.break_set.repeats, self.breaker.repeat_skips.skipped
         self.bus.write("end", exit_code=exit_code, error=error, steps=self.step, breaks=len(self.breaks),
                        repeats_not_reported=repeats, repeats_skipped=skipped)

@@ -36,6 +36,8 @@ def main(argv: list[str], overfit: bool = False) -> int:
     cfg = run_config(ns)
     cfg.tui = False
     cfg.agent.doctor, cfg.agent.stop_after, cfg.agent.overfit = True, ns.steps, overfit
+    if not ns.actions:  # a NaN break is a finding, with what the replay of its step finds
+        cfg.agent.actions, cfg.agent.actions_given = ["replay"], True
     from stepdbg_tui.doctor import run_doctor
 
     return run_doctor(command(cfg), job_env(cfg), cfg.agent.report,

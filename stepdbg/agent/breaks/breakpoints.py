@@ -65,11 +65,14 @@ class Breakpoints:
         if len(self.conditions) == before:
             raise KeyError(f"no breakpoint {spec!r}; set: {self.specs()}")
         self.disabled.discard(spec)  # added again later, it is on
+        self._fired.pop(spec, None)  # ... and starts fresh: its first hit is a break, not a repeat
         self._recount()
 
     def enable(self, spec: str, enabled: bool = True) -> None:
         if spec not in self.specs():
             raise KeyError(f"no breakpoint {spec!r}; set: {self.specs()}")
+        if enabled and spec in self.disabled:
+            self._fired.pop(spec, None)  # turned on again, it starts fresh (as one added again)
         (self.disabled.discard if enabled else self.disabled.add)(spec)
         self._recount()
 
@@ -234,6 +237,9 @@ def nonfinite(phase: str, model: StepModel) -> tuple[str, dict[str, Any]] | None
         elif (out is not None and not bool(torch.isfinite(out.detach()).all())) or st.output_finite is False:
             details["model_output"] = "nonfinite"
             why = "the model output is already non-finite: it was born in the forward"
+            if _data_nonfinite(model):  # `x = x * nan` before `model(x)`: the data, not the model
+                details["model_input"] = "nonfinite"
+                why = "the model's input is already non-finite: it came with the data (replay the step to name it)"
         elif out is None and st.output_finite is None:
             details["model_output"] = "released"
             why = "the model output was released in the backward (replay the step to see where it was born)"
@@ -312,3 +318,11 @@ def break_scalars(model: StepModel) -> dict[str, Any]:
     """The scalars a break reports."""
     scalars = step_scalars(model, ("loss", "grad_norm", "data_wait"))
     return {k: scalars[k] for k in ("loss", "grad_norm", "data_wait")} | {"lr": model.lrs()}
+
+
+def _data_nonfinite(model: StepModel) -> bool:
+    """Whether the inputs of the step's model call hold a non-finite value (read at a
+    break, where a read costs nothing more)."""
+    cap = model.capture
+    return any(t.is_floating_point() and not tensors.all_finite(t)
+               for t in tensors.tensors_in((cap.get("args"), cap.get("kwargs") or {})))

@@ -31,6 +31,7 @@ from stepdbg.agent.measure import census
 from stepdbg.agent.measure.census import top_holder
 from stepdbg.agent.measure.frames import user_frame
 from stepdbg.agent.measure.preempted import StepPreemption
+from stepdbg.agent.replay.verdict import NONFINITE_CONDITIONS
 from stepdbg.agent.step.optimizer_phase import opt_params
 from stepdbg.agent.step.step_model import StepModel
 from stepdbg.wire.conditions import format_size
@@ -56,6 +57,7 @@ RULES = {
     "slow_dataloader": "the step waits for data a large part of its time",
     "nondeterministic": "the same step from the same state gives different results",
     "cannot_overfit": "the model cannot fit one repeated batch",
+    "nonfinite": "the loss or the gradients went NaN or inf (a break), with what the replay of that step found",
 }
 
 
@@ -83,6 +85,7 @@ class Doctor:
         self._last_census: dict[str, Any] = {}
         self.preempted = StepPreemption()  # a busy machine's share of each step's gap and work
         # Set by the session: where findings and other events go (report, clients, stderr).
+        self._nan_break: dict[str, Any] | None = None  # a NaN break whose replay may still come
         self.notify: Callable[[Finding], None] = lambda f: None
         self.write: Callable[..., None] = lambda event, **fields: None
 
@@ -96,12 +99,41 @@ class Doctor:
         self.findings.append(f)
         self.notify(f)
 
+    def on_event(self, event: str, data: Any) -> None:
+        """A bus listener: a break on a non-finite value is a finding (a run NaN from step 1
+        has no finite steps for the other rules to measure), told with what the replay of
+        its step found when one runs (doctor replays such breaks) or at the next hook."""
+        if event == "break" and set(data.get("conditions") or [data.get("condition")]) & set(NONFINITE_CONDITIONS):
+            self.flush_nan_break()
+            self._nan_break = data
+        elif event == "replay" and self._nan_break is not None and data.get("step") == self._nan_break.get("step"):
+            self.flush_nan_break(data)
+
+    def flush_nan_break(self, replay: dict[str, Any] | None = None) -> None:
+        brk, self._nan_break = self._nan_break, None
+        if brk is None or "nonfinite" in self._fired:
+            return
+        self._fired.add("nonfinite")
+        where = brk.get("where") or {}
+        at = f" at {os.path.basename(where['file'])}:{where['line']}" if where.get("file") else ""
+        found = replay.get("summary") if replay else None
+        advice = (replay or {}).get("advice") or {}
+        f = Finding("nonfinite", "error", int(brk.get("step") or 0),
+                    f"the replay of step {brk.get('step')}: {found}" if found else f"{brk.get('reason')}{at}",
+                    advice.get("text") or "replay the step to find the op that made it: stepdbg --break nan "
+                                          "--on-break replay python SCRIPT (or r at a pause)",
+                    {"break": {k: brk.get(k) for k in ("step", "phase", "condition", "reason")},
+                     "replay": {k: replay.get(k) for k in ("summary", "verdict", "first_nonfinite")} if replay else None})
+        self.findings.append(f)
+        self.notify(f)
+
     def ranked(self) -> list[Finding]:
         return sorted(self.findings, key=lambda f: (SEVERITY_ORDER[f.severity], f.step))
 
     # ------------------------------------------------------------------ hooks from the session
 
     def on_batch(self, m: StepModel, root: torch.nn.Module, args: tuple[Any, ...]) -> None:
+        self.flush_nan_break()  # a NaN break of an earlier step that no replay followed
         self.preempted.first_forward(m.step)
         if root.training is False and has_kind(root, DROPOUT_BN):
             self.add(m, "eval_mode_training", "error",

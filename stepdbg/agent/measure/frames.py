@@ -150,6 +150,13 @@ def user_frame(start: FrameType | None) -> FrameType | None:
     return _innermost(start, is_user_file)
 
 
+def call_site() -> tuple[str, int, str] | None:
+    """(file, line, function) of the innermost user frame above the caller: where the
+    user's code called into the model. Names only: no frame is kept alive."""
+    f = user_frame(sys._getframe(1))
+    return (f.f_code.co_filename, f.f_lineno, f.f_code.co_name) if f is not None else None
+
+
 def where_of(frame: FrameType | None, lineno: int | None = None) -> dict[str, Any] | None:
     """File, line, function and code of a frame, as a break reports them."""
     if frame is None:

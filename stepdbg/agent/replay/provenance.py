@@ -29,6 +29,7 @@ import math
 import sys
 import weakref
 from collections.abc import Iterator
+from types import FrameType
 from typing import Any
 
 import torch
@@ -75,6 +76,17 @@ def first_bad(named: Iterator[tuple[str, torch.Tensor]]) -> dict[str, Any] | Non
                 count = int(bad.sum())
             kind = "nan" if flags_of(t) & NAN else "inf"
             return {"tensor": name, "index": index, "count": count, "kind": kind, "shape": list(t.shape)}
+    return None
+
+
+def variable_holding(t: torch.Tensor, frame: FrameType | None) -> str | None:
+    """The name of the paused frame's variable whose value is `t` itself (locals first)."""
+    if frame is None:
+        return None
+    for scope in (frame.f_locals, frame.f_globals):
+        for name, value in list(scope.items())[:10_000]:
+            if value is t and not name.startswith("_"):
+                return name
     return None
 
 
@@ -165,6 +177,9 @@ class Provenance(TorchFunctionMode):
         inputs = [self.state(t) for t in tensors_in((args, kwargs))]  # before the op: in-place ops change them
         out = func(*args, **kwargs)
         outs = [o for o in tensors_in(out)]
+        written = _written(func, args)  # an in-place write (h[0, 7] = nan) makes its target anew
+        if written is not None and all(o is not written for o in outs):
+            outs.append(written)
         if not outs:
             return out
         self.ops += 1
@@ -213,6 +228,18 @@ class Provenance(TorchFunctionMode):
             if f and origin is not None:
                 return self.origins[origin]
         return None
+
+
+_IN_PLACE = {"__setitem__", "__iadd__", "__isub__", "__imul__", "__itruediv__", "__ifloordiv__", "__ipow__",
+             "__imod__", "__imatmul__"}
+
+
+def _written(func: Any, args: tuple[Any, ...]) -> torch.Tensor | None:
+    """The tensor an in-place op writes into (its first argument): `h[i] = v`, `h += x`,
+    `h.fill_(v)`, `h.masked_fill_(m, v)`; None for any other op."""
+    name = getattr(func, "__name__", "") or ""
+    in_place = name in _IN_PLACE or (name.endswith("_") and not name.endswith("__"))
+    return args[0] if in_place and args and isinstance(args[0], torch.Tensor) else None
 
 
 def _op_name(func: Any) -> str:

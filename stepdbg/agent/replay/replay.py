@@ -25,7 +25,9 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import linecache
 import math
+import os
 import re
 import time
 import warnings
@@ -49,7 +51,13 @@ from stepdbg.agent.replay.autograd_graph import (
     search_loss_graph,
     user_trace,
 )
-from stepdbg.agent.replay.provenance import ModuleStack, Provenance, first_bad, named_tensors
+from stepdbg.agent.replay.provenance import (
+    ModuleStack,
+    Provenance,
+    first_bad,
+    named_tensors,
+    variable_holding,
+)
 from stepdbg.agent.replay.verdict import REPRODUCED, judge
 from stepdbg.agent.step.step_model import StepModel
 
@@ -184,15 +192,25 @@ def replay_words(result: dict[str, Any]) -> str:
 
 
 def _input_born(cap: dict[str, Any], args: Any, kwargs: Any, frame: FrameType | None) -> dict[str, Any] | None:
-    """A non-finite value already in the batch or the model's inputs: born in the data."""
-    bad = first_bad(itertools.chain(named_tensors(cap.get("batch"), "batch"), named_tensors(args, "args"),
-                                    named_tensors(kwargs, "kwargs")))
+    """A non-finite value already in the batch or the model's inputs: born in the data. It
+    is named by the user's variable that holds it (`x`, not stepdbg's `batch`), where the
+    paused frame has one, at the line that called the model with it."""
+    named = list(itertools.chain(named_tensors(cap.get("batch"), "batch"), named_tensors(args, "args"),
+                                 named_tensors(kwargs, "kwargs")))
+    bad = first_bad(iter(named))
     if bad is None:
         return None
+    held = dict(named)[bad["tensor"]]
+    own = variable_holding(held, frame)
+    if own is not None:
+        bad["tensor"], bad["as"] = own, bad["tensor"]
     indices = cap.get("sample_indices")
     if isinstance(indices, list) and bad["index"] and bad["shape"] and bad["shape"][0] == len(indices):
         bad["sample"] = indices[bad["index"][0]]  # the dataset index of the bad row (a map-style dataset)
-    return {"where": "input", "module": None, "module_type": None, "op": None, **bad, **(where_of(frame) or {})}
+    site = cap.get("called_from")
+    where = ({"file": os.path.abspath(site[0]), "line": site[1], "function": site[2],
+              "code": linecache.getline(site[0], site[1]).strip()} if site else where_of(frame))
+    return {"where": "input", "module": None, "module_type": None, "op": None, **bad, **(where or {})}
 
 
 def _replayed(model: StepModel, root: torch.nn.Module, args: Any, kwargs: Any, cap: dict[str, Any], brk: Any,  # noqa: C901 - the replay's stages in order (forward, loss, backward), each with its own way to find the producer

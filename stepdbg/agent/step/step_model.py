@@ -27,7 +27,7 @@ from typing import Any
 import torch
 
 from stepdbg.agent.measure import kernel_choice, tensors
-from stepdbg.agent.measure.frames import caller_kwargs
+from stepdbg.agent.measure.frames import call_site, caller_kwargs
 from stepdbg.agent.measure.memory import HOST_MEMORY_PERIOD, cuda_in_use, memory_in_use
 from stepdbg.agent.step import host_reads, micro_batches
 from stepdbg.agent.step.collectives import Collectives
@@ -239,8 +239,8 @@ class StepModel(ProgramObjects, Gate):
         cap["step"] = st.index
         cap["rng"] = tensors.rng_state()
         cap["kernels"] = kernel_choice.current()  # the replay runs the kernels this forward runs
-        cap["output"] = None
-        cap["grad_output"] = None
+        cap["output"] = cap["grad_output"] = None
+        cap["called_from"] = call_site()  # the user's line that called the model (a data NaN entered there)
         if self.armed:
             cap["buffers"] = {n: b.detach().clone() for n, b in module.named_buffers()}
         if self.saved is not None:
