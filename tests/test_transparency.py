@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT
+from tests.conftest import ROOT, WAIT
 
 pytestmark = pytest.mark.slow  # real processes end to end (see pyproject: slow)
 
@@ -59,3 +59,17 @@ def test_the_program_does_the_same_under_stepdbg(plain, tmp_path: Path, mode: tu
         assert (tmp_path / name).read_bytes() == (plain_out / name).read_bytes(), name
         assert b"stepdbg" not in (tmp_path / name).read_bytes()
     assert archive(tmp_path / "traced.pt") == archive(plain_out / "traced.pt")
+
+
+WARNS = Path(__file__).parent / "fixtures" / "warns_once.py"
+
+
+@pytest.mark.parametrize("args", [(), ("--no-tui", "--break", "nan", "--on-break", "replay"),
+                                  ("doctor", "--steps", "10")])
+def test_a_warning_python_shows_once_is_shown_once_under_stepdbg(args):
+    """catch_warnings() in a replay or a census reset every module's once-registry: the
+    job's own once-only warning was shown again after each (7 times under doctor)."""
+    cmd = [sys.executable, "-m", "stepdbg", *args, sys.executable, str(WARNS)] if args else \
+        [sys.executable, str(WARNS)]
+    got = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=WAIT, stdin=subprocess.DEVNULL)
+    assert "done" in got.stdout and got.stderr.count("UserWarning: shown once, as Python does") == 1, got.stderr

@@ -12,7 +12,6 @@ autograd graph holds it. Plain functions over torch objects: nothing here is kep
 from __future__ import annotations
 
 import gc
-import warnings
 import weakref
 from collections.abc import Iterable, Iterator
 from types import FrameType
@@ -20,6 +19,7 @@ from typing import Any
 
 import torch
 
+from stepdbg.agent.measure.warning_filters import silenced
 from stepdbg.wire.conditions import format_size
 
 CATEGORIES = ("parameters", "gradients", "optimizer_state", "batch", "activations", "other_tensors", "stepdbg")
@@ -252,8 +252,7 @@ def _graph_saved(t: torch.Tensor, seen: dict[int, Any]) -> Iterator[tuple[str, t
 
 def _live_tensors() -> list[torch.Tensor]:
     found = []
-    with warnings.catch_warnings():  # isinstance on a deprecated torch object warns
-        warnings.simplefilter("ignore")
+    with silenced():  # isinstance on a deprecated torch object warns
         for obj in gc.get_objects():
             try:
                 if isinstance(obj, torch.Tensor):

@@ -30,14 +30,13 @@ import math
 import os
 import re
 import time
-import warnings
 from collections.abc import Callable, Iterator
 from types import FrameType
 from typing import Any
 
 import torch
 
-from stepdbg.agent.measure import kernel_choice
+from stepdbg.agent.measure import kernel_choice, warning_filters
 from stepdbg.agent.measure.frames import where_of
 from stepdbg.agent.measure.tensors import first_tensor as _first_tensor
 from stepdbg.agent.measure.tensors import rng_state as _rng_state
@@ -223,8 +222,7 @@ def _replayed(model: StepModel, root: torch.nn.Module, args: Any, kwargs: Any, c
     modules = ModuleStack(root)
     prov = Provenance(modules, names)
     first = None
-    with preserved_state(model), warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
+    with preserved_state(model), warning_filters.recorded() as caught:
         restore_step_start(cap)
         out = None
         grad = torch.no_grad() if forward_only else torch.enable_grad()
@@ -351,8 +349,7 @@ def _replay_backward(out_t: torch.Tensor, grad_out: torch.Tensor, params: list[t
     nodes = graph_nodes(out_t.grad_fn)
     handles, found = hook_nodes(nodes)
     try:
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always")
+        with warning_filters.recorded() as caught:
             torch.autograd.grad(out_t, params, grad_out, allow_unused=True)
     except RuntimeError as e:
         result["error"] = str(e).splitlines()[0]

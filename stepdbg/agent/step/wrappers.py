@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import gc
 import time
-import warnings
 from collections.abc import Callable
 from typing import Any
 
@@ -15,6 +14,7 @@ import torch
 from torch.optim import lr_scheduler
 from torch.utils.data import dataloader
 
+from stepdbg.agent.measure.warning_filters import silenced
 from stepdbg.agent.step.collectives import patch_collectives
 from stepdbg.agent.step.hooks import HookSet
 
@@ -169,8 +169,7 @@ def patch_trainer_objects(model: Any, h: HookSet) -> None:  # noqa: C901 - one b
 def find_existing_optimizers(model: Any) -> None:
     """Optimizers built before the hooks were installed (``watch()`` in a script):
     without knowing them, a second micro-batch would look like a manual-SGD step."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # isinstance on deprecated module proxies warns
+    with silenced():  # isinstance on deprecated module proxies warns
         for obj in gc.get_objects():
             if isinstance(obj, torch.optim.Optimizer):
                 model.optimizers.add(obj)
