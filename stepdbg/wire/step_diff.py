@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -135,8 +136,8 @@ def _label(e: dict[str, Any]) -> str:
     module = e.get("module") or ""
     what = e.get("what", "")
     if e.get("phase") == "forward":
-        cls = f" ({e['class']}, call {e.get('call', 0)})" if e.get("class") else ""
-        return f"{what} of {module or 'the model'}{cls}"
+        cls = f" ({e['class']})" if e.get("class") else ""
+        return f"{module or 'the model'}{cls} {what}, call {e.get('call', 0)}"
     if e.get("phase") == "loss":
         return "the loss" + (f" (call {e['call']})" if e.get("call") else "")
     return f"{module + '.' if module else ''}{what}"
@@ -172,17 +173,25 @@ def _where(e: dict[str, Any]) -> dict[str, Any]:
 def _answer(step: int, e: dict[str, Any], diff: dict[str, Any], atol: float, rtol: float) -> dict[str, Any]:
     where = _where(e)
     phase = e.get("phase")
-    at = f" (called at {where['file']}:{where['line']})" if where.get("file") else ""
-    summary = f"step {step}, {phase}: {_label(e)}{at} is the first to differ ({diff['reason']}"
+    at = f", called at {_short(where['file'])}:{where['line']}," if where.get("file") else ""
+    summary = f"step {step}, {phase}: {_label(e)}{at} is the first to differ: {diff['reason']}"
     if diff["max_abs"] is not None:
         summary += f"; max |A-B| {diff['max_abs']:g}, max relative {diff['max_rel']:g} over its fingerprint"
     if diff["past"] is not None:
         summary += f", {diff['past']:g}x the tolerance"
-    summary += ")"
     if where["module"] != (e.get("module") or ""):
         summary += f"; its inputs were made in {where['module'] or 'the model'}'s own code, between module calls"
     return {"step": step, "phase": phase, **where, "max_abs": diff["max_abs"], "max_rel": diff["max_rel"],
             "past_tolerance": diff["past"], "reason": diff["reason"], "summary": summary}
+
+
+def _short(path: str) -> str:
+    """A path as the user would type it: relative to the current folder when inside it."""
+    try:
+        rel = os.path.relpath(path)
+    except ValueError:
+        return path
+    return path if rel.startswith("..") else rel
 
 
 def _structural(step: int, x: dict[str, Any] | None, y: dict[str, Any] | None) -> dict[str, Any]:
