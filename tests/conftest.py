@@ -185,6 +185,7 @@ class Tmux:
 
         self.name = f"stepdbg-{uuid.uuid4().hex[:8]}"
         self.exit_file = tmp_path / "exit"
+        self.runtime_dir = runtime_dir
         cmd = (f"cd {ROOT} && {env} STEPDBG_RUNTIME_DIR={runtime_dir} {sys.executable} -m stepdbg {args}; "
                f"echo $? > {self.exit_file}.new; mv {self.exit_file}.new {self.exit_file}; sleep 600")
         # Not the COLUMNS and LINES a picture test in this worker set: the terminal's own size counts.
@@ -216,8 +217,26 @@ class Tmux:
             time.sleep(0.2)
         return self.exit_file.read_text().strip() if self.exit_file.exists() else f"none; screen:\n{self.screen()}"
 
-    def close(self) -> None:
+    def hang_up(self) -> None:
+        """The terminal goes, as when its window closes (its processes get SIGHUP)."""
         subprocess.run(["tmux", "-L", self.name, "kill-server"], capture_output=True)
+
+    def close(self) -> None:
+        """The terminal goes, and with it any job it started that still runs: a launched job
+        outlives its terminal (a session of its own), so a test that failed midway would
+        leave it paused for ever. Its process group is killed: the job, its workers, and
+        under torchrun torchrun and the other ranks; never a job in this test's own session
+        (start_job's, which the test ends)."""
+        self.hang_up()
+        import signal
+
+        for f in self.runtime_dir.glob("*.json") if self.runtime_dir.is_dir() else []:
+            try:
+                pid = int(json.loads(f.read_text())["pid"])
+                if os.getsid(pid) != os.getsid(0):
+                    os.killpg(os.getpgid(pid), signal.SIGKILL)
+            except (OSError, ValueError, KeyError, TypeError):
+                pass
 
 
 def text_of(app: Any, selector: str) -> str:

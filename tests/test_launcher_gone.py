@@ -102,7 +102,7 @@ def test_the_job_outlives_its_tui_launcher(tmp_path, private_runtime_dir, monkey
         job = wait_until(sessions.listing, "no session").pop().pid
         launcher = parent_of(job)
         if how == "window":
-            term.close()  # the terminal goes: SIGHUP to its foreground process group
+            term.hang_up()  # the terminal goes: SIGHUP to its foreground process group
         else:
             os.kill(launcher, getattr(signal, how))
             assert term.exit_code() == str(128 + getattr(signal, how)), term.screen()
@@ -183,3 +183,24 @@ def test_the_file_keeps_the_newest_output_and_a_failed_write_harms_nothing(tmp_p
     assert (tmp_path / "j.out").read_bytes() == b"abcdef" and (tmp_path / "j.out.1").read_bytes() == b"0123456789"
     (tmp_path / "a-file").touch()
     keeper.Sink(str(tmp_path / "a-file" / "output" / "j.out")).write(b"dropped")  # no folder there: no raise
+
+
+def test_a_launcher_that_fails_says_the_job_goes_on(tmp_path, monkeypatch, capsys):
+    """An error in the launcher itself (not a signal) leaves the job going too, and says so."""
+    from stepdbg_tui import launch
+
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path))
+
+    def fails(*_args: object) -> int:
+        raise RuntimeError("a bug in the launcher")
+
+    monkeypatch.setattr(launch, "_launched", fails)
+    job = [sys.executable, "-c", "import time; time.sleep(600)"]
+    assert launch.launch_tui(job, dict(os.environ)) == 1
+    err = capsys.readouterr().err
+    assert "RuntimeError: a bug in the launcher" in err and "the job goes on without stepdbg (pid " in err, err
+    pid = int(err.split("(pid ")[1].split(";")[0])
+    try:
+        assert not gone(pid) and keeper.output_path(pid) in err
+    finally:
+        os.kill(pid, signal.SIGKILL)

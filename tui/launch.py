@@ -17,6 +17,7 @@ import subprocess
 import sys
 import threading
 import time
+import traceback
 from collections.abc import Callable, Iterator
 from typing import IO, Any
 
@@ -96,12 +97,26 @@ def attach_tui(target: str | None, token: str | None, ranks: Ranks | None = None
     return 0
 
 
-def launch_tui(cmd: list[str], env: dict[str, str], ranks: int | None = None) -> int:  # noqa: C901, PLR0915 - launch, relay the job's output, and end the job as the user chose: one sequence
+def launch_tui(cmd: list[str], env: dict[str, str], ranks: int | None = None) -> int:
     """Start the job as a child with the agent serving, show the TUI, relay its output.
 
     The child's stdout/stderr go to the Log panel while the UI runs and to this terminal
-    after it closes (nothing is lost); the child's exit code is returned."""
+    after it closes (nothing is lost); the child's exit code is returned. If this process
+    fails, the job goes on (as when it is killed), and the traceback is followed by where."""
     child, kept, streams = _start(cmd, env)
+    try:
+        return _launched(child, kept, streams, ranks)
+    except Exception:
+        if child.poll() is None:
+            traceback.print_exc()
+            print(f"stepdbg: the job goes on without stepdbg (pid {child.pid}; `stepdbg ls` lists it, `stepdbg "
+                  f"attach` reaches it); its output goes to {keeper.output_path(child.pid)}", file=sys.stderr, flush=True)
+            return 1
+        raise
+
+
+def _launched(child: subprocess.Popen[Any], kept: subprocess.Popen[str] | None,  # noqa: C901, PLR0915 - relay the job's output, and end the job as the user chose: one sequence
+              streams: tuple[IO[str], IO[str]], ranks: int | None) -> int:
     output: list[tuple[str, str]] = []
     hold: dict[str, Any] = {"app": None}
     lock = threading.Lock()

@@ -70,9 +70,21 @@ def with_status(info: sessions.SessionInfo, with_token: bool) -> dict:
 
 def launcher_gone_output(info: sessions.SessionInfo) -> str | None:
     """The file a job's output goes to since its TUI launcher went away (killed, its
-    terminal closed), if it did: the keeper made it after the job started."""
-    path = output_path(info.pid)
+    terminal closed), if it did: the keeper made it after the job started. It is named
+    by the launcher's child: the job, or under torchrun the rank's parent."""
+    for pid in (info.pid, _parent(info.pid)):
+        path = output_path(pid) if pid else ""
+        try:
+            if path and os.stat(path).st_mtime >= info.started - 2:  # (2: a coarse clock)
+                return path
+        except OSError:
+            continue
+    return None
+
+
+def _parent(pid: int) -> int | None:
     try:
-        return path if os.stat(path).st_mtime >= info.started - 2 else None  # (2: a coarse clock)
-    except OSError:
+        with open(f"/proc/{pid}/stat") as f:  # (Linux; elsewhere a torchrun rank's file is not named)
+            return int(f.read().rsplit(")", 1)[1].split()[1])
+    except (OSError, ValueError, IndexError):
         return None
