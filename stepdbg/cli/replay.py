@@ -8,7 +8,7 @@ import os
 import subprocess
 import sys
 
-from .common import Parser, UsageError
+from .common import Parser
 
 DESCRIPTION = """\
 Replay a saved step (an evidence bundle, stepdbg-stepN/, written by --on-break save) in a
@@ -42,9 +42,16 @@ def main(argv: list[str]) -> int:
                    help="a function (or class) that builds the model with no arguments: pkg.models:build or "
                         "train.py:build_model")
     ns = p.parse_args(argv)
-    if not os.path.isfile(os.path.join(ns.bundle, "meta.json")):
-        raise UsageError(f"{ns.bundle!r} is not an evidence bundle (a directory with meta.json and tensors.pt, "
-                         "written by --on-break save)")
-    cmd = [sys.executable, "-m", "stepdbg.agent.replay.offline", ns.bundle, *(["--json"] if ns.json else []),
+    if not os.path.isdir(ns.bundle) or not os.path.lexists(os.path.join(ns.bundle, "meta.json")):
+        print(f"stepdbg replay: {ns.bundle!r} is not an evidence bundle (a directory with meta.json and "
+              "tensors.pt, written by --on-break save)", file=sys.stderr)
+        return 1
+    # Not `python -m`, which puts the current directory first on sys.path: replayed from inside
+    # a bundle, a torch.py or json.py shipped in it would be imported before any check ran.
+    cmd = [sys.executable, "-c", OFFLINE, ns.bundle, *(["--json"] if ns.json else []),
            *(["--device", ns.device] if ns.device else []), *(["--model", ns.model] if ns.model else [])]
     return subprocess.call(cmd)
+
+
+OFFLINE = ("import sys; sys.path[:] = [p for p in sys.path if p not in ('', '.')]; "
+           "from stepdbg.agent.replay.offline import main; sys.exit(main(sys.argv[1:]))")

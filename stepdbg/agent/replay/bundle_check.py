@@ -59,6 +59,16 @@ def read_capped(path: Path, cap: int) -> bytes:
     return data
 
 
+def _printable(text: str) -> bool:
+    return text.isprintable()
+
+
+def shown(text: str) -> str:
+    """`text` as a terminal may show it: control characters (an escape sequence that hides
+    or rewrites the lines after it, a carriage return) written as escapes."""
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+
+
 def _bad(path: Path, field: str, want: str) -> BundleError:
     return BundleError(f"{path}: {field} is not {want} (a damaged or hand-made bundle)")
 
@@ -92,7 +102,7 @@ def meta(path: Path, raw: bytes) -> dict[str, Any]:
         raise BundleError(f"{path}: nested too deep to be a bundle's") from None
     except ValueError as e:
         raise BundleError(f"{path}: not JSON ({e})") from None
-    if not isinstance(obj, dict) or obj.get("format") != FORMAT:
+    if not isinstance(obj, dict) or type(obj.get("format")) is not int or obj.get("format") != FORMAT:
         raise BundleError(f"{path}: not a bundle of format {FORMAT} (stepdbg {__version__})")
     _need(path, obj, "step", int, "a step number", optional=False)
     _need(path, obj, "rank", (int, type(None)), "a rank")
@@ -106,14 +116,15 @@ def meta(path: Path, raw: bytes) -> dict[str, Any]:
     _break(path, _need(path, obj, "break", dict, "an object") or {})
     model = _need(path, obj, "model", dict, "an object") or {}
     for key in ("module", "qualname", "file", "code_sha256", "script"):
-        _need(path, model, key, _OPTIONAL_STR, "a string")
+        if not _printable(_need(path, model, key, _OPTIONAL_STR, "a string") or ""):
+            raise _bad(path, f"model.{key}", "printable text")
     obj["argv"] = _strings(path, "argv", obj.get("argv"))
-    obj["left_out"] = _strings(path, "left_out", obj.get("left_out"))
+    obj["left_out"] = [shown(t) for t in _strings(path, "left_out", obj.get("left_out"))]
     history = _need(path, obj, "history", list, "a list") or []
     if not all(isinstance(h, dict) for h in history):
         raise _bad(path, "history", "a list of objects")
     versions = _need(path, obj, "versions", dict, "an object") or {}
-    obj["versions"] = {k: str(versions.get(k, "?")) for k in ("torch", "stepdbg", "python")}
+    obj["versions"] = {k: shown(str(versions.get(k, "?"))[:64]) for k in ("torch", "stepdbg", "python")}
     obj["kernels"] = _kernels(path, obj.get("kernels"))
     return obj
 
@@ -156,13 +167,27 @@ def _tensor_dict(path: Path, field: str, value: Any) -> dict[str, Any]:
     return value
 
 
+def torch_tensors(value: Any, depth: int = 0) -> list[torch.Tensor]:
+    """Every tensor in the loaded object (dicts, lists and tuples, a bounded depth)."""
+    if isinstance(value, torch.Tensor):
+        return [value]
+    if depth > 32 or not isinstance(value, (dict, list, tuple)):
+        return []
+    items = value.values() if isinstance(value, dict) else value
+    return [t for v in items for t in torch_tensors(v, depth + 1)]
+
+
 def tensors(path: Path, data: Any) -> dict[str, Any]:
     """tensors.pt's object (already loaded with weights_only=True), its fields checked."""
     if not isinstance(data, dict):
         raise _bad(path, "its object", "a dict")
     params = _tensor_dict(path, "parameters", data.get("parameters"))
-    if not all(isinstance(t, torch.Tensor) for t in params.values()):
-        raise _bad(path, "parameters", "a dict of tensors")
+    if not all(isinstance(t, torch.Tensor) and t.is_floating_point() and t.layout == torch.strided
+               and not t.is_quantized for t in params.values()):
+        raise _bad(path, "parameters", "a dict of dense floating-point tensors")
+    for t in torch_tensors(data):
+        if t.layout == torch.strided and t.numel() * t.element_size() > t.untyped_storage().nbytes():
+            raise _bad(path, "a tensor", "backed by its data (an expanded view claims more than the file holds)")
     data["parameters"] = params
     data["buffers"] = _tensor_dict(path, "buffers", data.get("buffers"))
     if not isinstance(data.get("kwargs") or {}, dict):
@@ -182,4 +207,4 @@ def tensors(path: Path, data: Any) -> dict[str, Any]:
     return data
 
 
-__all__ = ["FORMAT", "BundleError", "meta", "read_capped", "regular", "tensors"]
+__all__ = ["FORMAT", "BundleError", "meta", "shown", "read_capped", "regular", "tensors"]

@@ -41,14 +41,16 @@ _DEFS = (ast.Import, ast.ImportFrom, ast.FunctionDef, ast.AsyncFunctionDef, ast.
 
 
 def _computes(node: ast.AST) -> bool:
-    """Whether evaluating `node` could run code: a call, an await, a walrus, a lambda's body
-    aside (a lambda is a definition), or a read of __name__ (the training's guard)."""
-    for n in ast.walk(node):
-        if isinstance(n, (ast.Call, ast.Await, ast.Yield, ast.YieldFrom, ast.NamedExpr)):
-            return True
-        if isinstance(n, ast.Name) and n.id == "__name__":
-            return True
-    return False
+    """Whether evaluating `node` could run code: a call, an await, a walrus, or a read of
+    __name__ (the training's guard). A lambda's body runs only when called: it is a
+    definition (its defaults are not)."""
+    if isinstance(node, ast.Lambda):
+        return any(_computes(d) for d in [*node.args.defaults, *node.args.kw_defaults] if d is not None)
+    if isinstance(node, (ast.Call, ast.Await, ast.Yield, ast.YieldFrom, ast.NamedExpr)):
+        return True
+    if isinstance(node, ast.Name) and node.id == "__name__":
+        return True
+    return any(_computes(child) for child in ast.iter_child_nodes(node))
 
 
 def _names_only(target: ast.AST) -> bool:
@@ -92,20 +94,31 @@ def definitions(file: str, name: str = "stepdbg_replay_model") -> types.ModuleTy
     module.__file__ = str(path)
     sys.modules[name] = module  # a dataclass looks its module up while it is defined
     try:
-        exec(compile(tree, str(path), "exec"), module.__dict__)
+        exec(compile(tree, str(path), "exec", dont_inherit=True), module.__dict__)
     except Exception as e:
         raise BundleError(f"{file}: its definitions did not load ({type(e).__name__}: {e})") from None
     return module
 
 
 def _walk(obj: Any, qualname: str, where: str) -> Any:
-    for part in qualname.split("."):
-        if not part.isidentifier():
+    """`qualname` in `obj`, attribute by attribute, never through a module (a class's
+    qualified name has none; a module's __getattr__ would import more)."""
+    for i, part in enumerate(qualname.split(".")):
+        if not part.isidentifier() or (i and isinstance(obj, types.ModuleType)):
             raise BundleError(f"{qualname!r} is not a name in {where}")
-        obj = getattr(obj, part, None) if not isinstance(obj, dict) else obj.get(part)
+        obj = obj.__dict__.get(part) if isinstance(obj, types.ModuleType) else getattr(obj, part, None)
         if obj is None:
             raise BundleError(f"{where} has no {qualname}")
     return obj
+
+
+def _owned(script: str) -> None:
+    """The recorded script must be the user's own: owned by them, in a folder no other user
+    can write into (where anyone could have put a file for a bundle to name)."""
+    st, folder = os.stat(script), os.stat(os.path.dirname(script))
+    if st.st_uid != os.getuid() or folder.st_mode & 0o002:
+        raise BundleError(f"the bundle names {script}, which is not yours or sits in a folder any user can write: "
+                          f"{FACTORY_HINT} (a file you name is read as definitions only)")
 
 
 def _inside(path: str, directory: Path) -> bool:
@@ -119,12 +132,17 @@ def keep_out(bundle_dir: Path) -> None:
     sys.path[:] = [p for p in sys.path if not _inside(p or os.getcwd(), bundle_dir)]
 
 
-def from_spec(spec: str) -> tuple[Callable[[], Any], str]:
-    """The factory the user named: MODULE:FACTORY (imported as named) or FILE.py:FACTORY
-    (definitions only)."""
+def from_spec(spec: str, bundle_dir: Path) -> tuple[Callable[[], Any], str]:
+    """The factory the user named: MODULE:FACTORY (imported as named, from the current
+    directory too) or FILE.py:FACTORY (definitions only); never a file of the bundle's."""
     target, _, name = spec.rpartition(":")
     if not target or not name.replace(".", "").isidentifier():
         raise BundleError(f"--model {spec!r}: expected MODULE:FACTORY or FILE.py:FACTORY")
+    if _inside(target if target.endswith(".py") else os.getcwd(), bundle_dir):
+        raise BundleError(f"--model {spec!r} names the bundle's own files: a bundle's files are data, never code; "
+                          "name your model's code outside it")
+    if not target.endswith(".py"):
+        sys.path.insert(0, os.getcwd())  # `python -m` would have: the user's own package here
     if target.endswith(".py"):
         print(f"stepdbg replay: the model's code: the definitions of {os.path.abspath(target)} "
               "(its top-level statements do not run)", file=sys.stderr, flush=True)
@@ -151,6 +169,9 @@ def recorded_class(model: dict[str, Any], bundle_dir: Path) -> tuple[Callable[[]
     if _inside(script, bundle_dir):
         raise BundleError(f"the bundle names a script inside itself ({script}); a bundle's files are data, "
                           f"never code: {FACTORY_HINT}")
+    if not os.path.isfile(script):
+        raise BundleError(f"{script}: no such file (the model's code is needed to rebuild it; {FACTORY_HINT})")
+    _owned(script)
     print(f"stepdbg replay: the model's code: the definitions of {script} (its imports, classes and "
           "functions; its top-level statements do not run)", file=sys.stderr, flush=True)
     sys.path.insert(0, os.path.dirname(script))  # its sibling modules, as the job found them
@@ -160,6 +181,8 @@ def recorded_class(model: dict[str, Any], bundle_dir: Path) -> tuple[Callable[[]
     if home is None:  # not imported by the script: the bundle's name alone is never imported
         raise BundleError(f"{script} does not import {module}, where the model's class {qualname} was: {FACTORY_HINT}")
     cls = _walk(home, qualname, script if module == "__main__" else module)
+    if isinstance(cls, type) and str(getattr(cls, "__module__", "")).startswith("torch."):
+        raise BundleError(f"the model is torch's {cls.__name__}, built in the script: {FACTORY_HINT}")
     if not (isinstance(cls, type) and issubclass(cls, torch.nn.Module)):
         raise BundleError(f"{qualname} in {script} is not a torch.nn.Module class: {FACTORY_HINT}")
     return cls, qualname

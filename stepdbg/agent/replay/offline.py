@@ -71,13 +71,14 @@ def build_model(meta: dict[str, Any], spec: str | None, bundle_dir: Path) -> tor
     the bundle records, found in the user's own script (model_code.py)."""
     with _as_the_job(meta):
         model_code.keep_out(bundle_dir)
-        factory, what = (model_code.from_spec(spec) if spec
+        factory, what = (model_code.from_spec(spec, bundle_dir) if spec
                          else model_code.recorded_class(meta.get("model") or {}, bundle_dir))
         try:
-            model = factory()
+            with contextlib.redirect_stdout(sys.stderr):  # what it prints never mixes with --json
+                model = factory()
         except TypeError as e:
             raise BundleError(f"{what}() needs arguments ({e}): {FACTORY_HINT}") from None
-        except Exception as e:
+        except (Exception, SystemExit) as e:  # argparse in a constructor exits: one line, never the replay's end
             raise BundleError(f"{what}() failed: {type(e).__name__}: {e}") from None
     if not isinstance(model, torch.nn.Module):
         raise BundleError(f"{what}() returned a {type(model).__name__}, not a torch.nn.Module")
