@@ -26,7 +26,7 @@ from .controls import ControlActions
 from .dialogs import HelpScreen
 from .messages import ConnectionLost, JobEvent, StepSummary
 from .panel_table import BY_ID, PANELS, keys_go_to, shown
-from .panels import LogPanel, TensorPanel, module_expression, render_header
+from .panels import LogPanel, ModelPanel, TensorPanel, module_expression, render_header
 from .plots import PlotsPanel
 from .repl_line import LineHistory, ReplActions
 from .source import Source
@@ -152,9 +152,12 @@ class StepdbgApp(ControlActions, ReplActions, App[str | None]):
         job_events.apply(self, msg.event, msg.data)
 
     def on_step_summary(self, msg: StepSummary) -> None:
-        d = msg.data
-        self.history = (self.history + [d])[-500:]
-        if self.status.get("state") != "paused":  # a late summary must not hide the pause
+        records = msg.records()
+        d = records[-1]
+        # Every step the job ran, as its own history has it (a rewind runs steps again: they replace theirs).
+        self.history = ([h for h in self.history if h.get("step", -1) < records[0]["step"]] + records)[-500:]
+        if self.status.get("state") != "paused" and not str(self.status.get("state", "")).startswith("exited"):
+            # (a late summary must not hide the pause, nor the end)
             self.status = {**self.status, "step": d["step"] + 1, "phase": "between steps"}
         if self.query_one(TabbedContent).active == "plots":
             self.query_one(PlotsPanel).show(self.history, None)
@@ -173,6 +176,11 @@ class StepdbgApp(ControlActions, ReplActions, App[str | None]):
             source = await self.reconnect()
         except Exception as e:
             self.notify(f"reconnect failed: {getattr(e, 'message', None) or e}", severity="error", timeout=8)
+            return
+        if not same_job(self.source.session, source.session):  # the only session left is another job's
+            await source.close(then="stay")
+            self.notify(f"the job (pid {self.source.session.get('pid')}) is gone: not attaching to another one "
+                        f"(pid {source.session.get('pid')}); `stepdbg attach` chooses", severity="error", timeout=10)
             return
         self.source = source
         self.connection = "connected"
@@ -212,14 +220,19 @@ class StepdbgApp(ControlActions, ReplActions, App[str | None]):
             frames = await self.ask("stack", self.source.frames())
             locals_ = await self.ask("locals", self.source.frame_locals())
         ended = self.status.get("state", "")
-        self.query_one(BreakPanel).show(brk, self.replay_result, src, self.findings,
-                                        ended=ended if ended.startswith("exited") else None,
-                                        frames=frames, locals_=locals_)
+        # On the main screen (a dialog may be on top), and none once the app closes (a quit
+        # while the answers were on their way ended the app with NoMatches).
+        main = self.screen_stack[0] if self.screen_stack else None
+        for panel in main.query(BreakPanel).results(BreakPanel) if main else []:
+            panel.show(brk, self.replay_result, src, self.findings, ended=ended if ended.startswith("exited") else None,
+                       frames=frames, locals_=locals_)
         if brk:
             names = await self.ask("names", self.source.evaluate("sorted(vars())"))
-            if names and names.get("value"):
+            main = self.screen_stack[0] if self.screen_stack else None
+            if names and names.get("value") and main:
                 words = [w.strip(" '[]") for w in names["value"].split(",")]
-                self.query_one("#repl", Input).suggester = SuggestFromList(words, case_sensitive=True)
+                for repl in main.query("#repl").results(Input):
+                    repl.suggester = SuggestFromList(words, case_sensitive=True)
 
     async def _refresh_panel(self, pid: str) -> None:
         """Panel `pid` asks the source for what it shows."""
@@ -233,6 +246,10 @@ class StepdbgApp(ControlActions, ReplActions, App[str | None]):
 
     @on(TabbedContent.TabActivated)
     def tab_changed(self, event: TabbedContent.TabActivated) -> None:
+        pane = next((n for n in self.focused.ancestors if isinstance(n, TabPane)), None) if self.focused else None
+        if pane is not None and pane is not event.pane:  # the focus was in the panel now hidden (a break came):
+            to = keys_go_to(self.query_one(BY_ID[event.pane.id or ""].cls))  # on the one shown, where keys are
+            self.set_focus(None if isinstance(to, Input) else to)  # keys (its number key: its field)
         self.load_panel(event.pane.id or "")
 
     @work(exclusive=True, group="panel")
@@ -271,10 +288,16 @@ class StepdbgApp(ControlActions, ReplActions, App[str | None]):
     def open_in_tensor_panel(self, event: DataTable.RowSelected) -> None:
         """A module's first parameter (Model panel), or one of the largest tensors (Memory)."""
         name = str(event.row_key.value)
-        self.query_one("#tensor-name", Input).value = (
-            module_expression(name) if event.data_table.id == "model-table" else name)
+        module = self.query_one(ModelPanel).rows.get(name) if event.data_table.id == "model-table" else None
+        self.query_one("#tensor-name", Input).value = module_expression(name) if module else name
         self.query_one(TabbedContent).active = "tensor"
-        self.tensor_submitted()
+        if module and not module.get("params"):
+            self.query_one(TensorPanel).say(f"{name} ({module['type']}) has no parameters: nothing to inspect "
+                                            "(its output is " + str(module.get("output_shape") or "-") + ")")
+            return
+        label = f"{name} ({module['type']}): its first parameter" if module else None
+        self.run_worker(self.query_one(TensorPanel).open(self.source, self.query_one("#tensor-name", Input).value,
+                                                         "", label), group="tensor", exclusive=True)
 
     @on(DataTable.RowSelected, "#ranks-table")
     def rank_selected(self, event: DataTable.RowSelected) -> None:
@@ -293,5 +316,12 @@ class StepdbgApp(ControlActions, ReplActions, App[str | None]):
             self.recall_line(-1 if event.key == "up" else 1)
             event.stop()
         elif isinstance(focused, Input) and event.key == "escape":
-            self.set_focus(None)
+            # keys are keys again; in the Breaks panel on its table (space, delete)
+            self.set_focus(self.query_one("#breaks-table") if focused.id == "break-input" else None)
             event.stop()
+
+
+def same_job(before: dict[str, Any], after: dict[str, Any]) -> bool:
+    """Whether a reconnect found the job it had lost (its session id and pid), not another."""
+    return (before.get("id"), before.get("pid"), before.get("host")) == (
+        after.get("id"), after.get("pid"), after.get("host"))

@@ -24,8 +24,9 @@ HELP = f"""\
   k       skip this step's update
   R       rewind to the newest snapshot before this step
           (--keep-every N; the Memory panel lists them)
-  b       breakpoints
+  b       breakpoints: the add box takes what is typed, Enter adds it
   e       the REPL line: Python in the paused frame (↑↓ history)
+  3       Tensor: its name field takes what is typed (Tab: the slice)
 {help_lines()}
   u d     select the frame out (toward main) / in: the source, the
           locals and the REPL line follow
@@ -39,7 +40,8 @@ HELP = f"""\
           with the time its timeout leaves, dead with its exit code)
   o       which ranks get stepping, LR, skip, breakpoints (0,2-3, all)
   ?       this help
-  escape  close a dialog, leave the REPL line"""
+  escape  close a dialog, leave a field (keys are keys again; in
+          Breaks its table: space turns one on/off, delete removes)"""
 
 
 class LrScreen(ModalScreen[tuple[float, bool] | None]):

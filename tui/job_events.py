@@ -62,7 +62,10 @@ def on_finding(app: Any, data: Any) -> None:
 def on_exited(app: Any, data: Any) -> None:
     code = data.get("exit_code")
     steps = data.get("steps")  # how many ran: the last one's number is one less (the status lags)
-    last = steps - 1 if isinstance(steps, int) and steps > 0 else app.status.get("step")
+    shown = app.status.get("step")
+    last = steps - 1 if isinstance(steps, int) and steps > 0 else shown
+    if isinstance(shown, int) and (last is None or shown > last):  # ended inside the step shown (an interrupt
+        last = shown  # at a pause): the step never goes back
     app.status = {**app.status, "state": f"exited ({code})", "paused": None, "phase": "ended", "step": last}
     app.connection = f"job ended, exit code {code}"
     app.log_line(f"the job ended with exit code {code}", "bold")

@@ -18,14 +18,23 @@ class JobEvent(Message):
 
 
 class StepSummary(Message, bubble=False):
-    """The latest step summary (handled by ``on_step_summary``); a newer one replaces an older one."""
+    """The latest step record, with the records before it in ``earlier`` (handled by
+    ``on_step_summary``); a newer one not yet handled takes in an older one's records."""
 
     def __init__(self, data: dict[str, Any]) -> None:
         super().__init__()
         self.data = data
 
+    def records(self) -> list[dict[str, Any]]:
+        """Every step record this message carries, oldest first."""
+        return [*(self.data.get("earlier") or []), {k: v for k, v in self.data.items() if k != "earlier"}]
+
     def can_replace(self, message: Message) -> bool:
-        return isinstance(message, StepSummary)
+        if not isinstance(message, StepSummary):
+            return False
+        older = message.records()  # (the plots must have every step: none is dropped with the message)
+        self.data = {**self.data, "earlier": [*older, *(self.data.get("earlier") or [])][-500:]}
+        return True
 
 
 class ConnectionLost(Message):

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from textual.containers import ScrollableContainer
 from textual.widget import Widget
-from textual.widgets import DataTable, RichLog
+from textual.widgets import DataTable, Input, RichLog
 
 from .asking import Loads
 from .break_panel import BreakPanel
@@ -61,14 +61,17 @@ def shown(many_ranks: bool) -> list[Panel]:
 
 def keys_go_to(panel: Widget) -> Widget | None:
     """What a panel's number key gives the focus, so that Down, PageDown and Enter act at once:
-    its table, else what scrolls (the Break panel's source and locals are below the fold at
+    its table, else its field (typing goes there at once), else what scrolls (the Break panel's source and locals are below the fold at
     80x24, and did not scroll until Tab found the panel)."""
     tables = list(panel.query(DataTable))
     if tables:
         return tables[0]
+    fields = list(panel.query(Input))
+    if fields:  # the Tensor panel: what is typed is a name (escape: keys again)
+        return fields[0]
     if isinstance(panel, ScrollableContainer):
         return panel
-    return next(iter(panel.query(RichLog)), None)  # (the Log's; a field of the Tensor panel would take keys)
+    return next(iter(panel.query(RichLog)), None)  # (the Log's)
 
 
 def help_lines() -> str:

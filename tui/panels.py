@@ -47,6 +47,8 @@ def grad_ratio(row: dict[str, Any]) -> float | None:
 
 
 class ModelPanel(Loads, Vertical):
+    rows: dict[str, dict[str, Any]] = {}  # the modules shown, by name (Enter opens one's first parameter)
+
     async def load(self, source: Any, status: dict[str, Any], history: list[dict[str, Any]]) -> None:
         if status.get("state") == "paused":
             rows = await ask(self, "module tree", source.module_tree())
@@ -64,7 +66,9 @@ class ModelPanel(Loads, Vertical):
 
     def show(self, rows: list[dict[str, Any]]) -> None:
         t = self.query_one(DataTable)
+        row = t.cursor_row  # the cursor stays where it was when the panel is shown again
         t.clear()
+        self.rows = {r["name"]: r for r in rows}
         for r in rows:
             ratio = grad_ratio(r)
             style = "red" if bad(r.get("grad_norm")) or bad(r.get("weight_norm")) else (
@@ -73,14 +77,20 @@ class ModelPanel(Loads, Vertical):
             cells = [name, r["type"], str(r.get("output_shape") or "-"), str(r["params"]), num(r.get("weight_norm"), 3),
                      num(r.get("grad_norm"), 3), num(ratio, 2), "train" if r["training"] else "eval"]
             t.add_row(*[Text(c, style=style) for c in cells], key=r["name"])
+        if rows:
+            t.move_cursor(row=min(row, len(rows) - 1))
 
 
 # ---------------------------------------------------------------------- tensor
 
 
 def render_summary(s: dict[str, Any]) -> Text:
+    if s.get("words"):
+        return Text(s["words"])
+    if s.get("type") == "NoneType":  # (the loss before the forward has run): said in words
+        return Text(f"{s.get('name')} is None here: no tensor to show yet")
     if s.get("type") != "Tensor":
-        return Text(f"{s.get('name')}: {s.get('type')} {s.get('repr', '')}")
+        return Text(f"{s.get('name')} is a {s.get('type')}, not a tensor: {s.get('repr', '')}")
     t = Text()
     t.append(f"{s['name']}", style="bold")
     t.append(f"  {s['dtype']} {s['shape']} on {s['device']}{'  requires_grad' if s.get('requires_grad') else ''}"
@@ -124,13 +134,17 @@ class TensorPanel(Loads, Vertical):
             self.query_one("#tensor-name", Input).value = "loss"
             await self.open(source, "loss", "")
 
-    async def open(self, source: Any, name: str, index: str) -> None:
-        """The summary of the expression `name`, and the values at `index` of a tensor."""
-        s = await ask(self, f"tensor {name}", source.summary(name))
+    async def open(self, source: Any, name: str, index: str, label: str | None = None) -> None:
+        """The summary of the expression `name` (shown as `label`), and the values at `index` of a tensor."""
+        s = await ask(self, f"tensor {label or name}", source.summary(name))
         if s is None:
             return
         values = await ask(self, "slice", source.slice(name, index, 64)) if s.get("type") == "Tensor" else None
-        self.show(s, values)
+        self.show({**s, "name": label or s.get("name")}, values)
+
+    def say(self, words: str) -> None:
+        """Words in the summary's place (a module without parameters has no tensor to show)."""
+        self.show({"type": None, "words": words}, None)
 
     def show(self, summary: dict[str, Any], values: list[Any] | None) -> None:
         self.query_one("#tensor-summary", Static).update(render_summary(summary))
@@ -201,7 +215,8 @@ class BreakpointsPanel(Loads, Vertical):
 
     def compose(self) -> ComposeResult:
         yield DataTable(id="breaks-table", cursor_type="row")
-        yield Label("space: on/off · delete: remove · b: type a spec below, Enter adds it", classes="hint")
+        yield Label("b: type a spec below, Enter adds it · escape: the table · space: on/off · delete: remove",
+                    classes="hint")
         yield Input(placeholder="add: nan, grad_norm>100, loss_spike>3, expr:loss > 4 and step > 100",
                     id="break-input")
         yield Label("", id="break-error")
@@ -237,8 +252,8 @@ class BreakpointsPanel(Loads, Vertical):
             return error
         self.query_one("#break-input", Input).value = ""
         await self.load(source, {}, [])
-        if self.screen.focused is self.query_one("#break-input", Input):  # keys are keys again: space toggles
-            self.screen.set_focus(self.query_one(DataTable))
+        # The focus stays in the box: what is typed next is the next spec, never a key that
+        # steps the job (escape goes to the table: space toggles, delete removes).
         return None
 
     def on_key(self, event: Key) -> None:

@@ -64,8 +64,11 @@ def caption(title: str, steps: list[int], values: list[float], log: bool, break_
     """The words above a plot: the range of steps and values, the scale, where the break is."""
     if not values:
         return f"{title}: no data yet"
-    text = (f"{title}: steps {steps[0]}–{steps[-1]}, {num(min(values))} … {num(max(values))}, "
-            f"last {num(values[-1])}")
+    if len(values) == 1:
+        text = f"{title}: step {steps[0]}, {num(values[0])}"
+    else:
+        text = (f"{title}: steps {steps[0]}–{steps[-1]}, {num(min(values))} … {num(max(values))}, "
+                f"last {num(values[-1])}")
     if log:
         text += " · log scale"
     if break_step is not None:
@@ -112,6 +115,7 @@ def drawing(steps: list[int], values: list[float], log: bool, break_step: int | 
             plt.vline(break_step, "red")
             plt.text("break", break_step, max(values), color="red", alignment="right")
             last += max(1, (last - steps[0]) // 20)
+        last = max(last, steps[0] + 1)  # one step: a frame around it (plotext divides by the span)
         plt.xlim(steps[0], last)
         plt.xticks(step_ticks(steps[0], last))
 

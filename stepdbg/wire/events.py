@@ -31,7 +31,8 @@ EVENTS: dict[str, Event] = {e.name: e for e in (
           "the training thread waits for a front end (the break it paused at)"),
     Event("resumed", "object", ("step",), "the job runs again"),
     Event("step", "object", ("step",),
-          "a step ended: its record (loss, grad_norm, lr, data_wait, step_time, ...); at most 10 a second"),
+          "a step ended: its record (loss, grad_norm, lr, data_wait, step_time, ...), and in `earlier` "
+          "the records of the steps since the last step event; at most 10 a second"),
     Event("change", "object", ("what", "step"), "a change made to the job (lr, skip, rewind, a breakpoint)"),
     Event("finding", "object", ("rule", "message", "advice"), "a diagnostic rule fired (doctor)"),
     Event("replay", "object", ("step", "summary"), "a replay's answer: the replay op's object"),

@@ -89,10 +89,10 @@ class Handlers:
 
     # inspection
     def op_summary(self, name: str) -> dict[str, Any]:
-        return self.s.views.evaluator.summary(name)
+        return self.s.views.summary(name)  # (a Memory row's name too)
 
     def op_slice(self, name: str, index: str = "", limit: int = 256) -> list[Any]:
-        return self.s.views.evaluator.slice(name, index, limit)
+        return self.s.views.slice(name, index, limit)
 
     def op_module_tree(self) -> list[dict[str, Any]]:
         return self.s.views.module_tree()

@@ -40,6 +40,7 @@ if TYPE_CHECKING:
     from stepdbg.agent.session import Session
 
 STEP_EVENTS_PER_SECOND = 10
+STEPS_KEPT = 500  # the step records one step event carries at most (a front end's plots keep 500)
 BACKLOG = 128
 MAX_UNAUTHENTICATED = 16  # connections waiting to say hello at once, per listener; more are closed at once
 PER_PEER = 4  # of those, from one TCP address
@@ -71,7 +72,8 @@ class Server:
         self._unauthenticated: dict[str, int] = {}  # per listener ("unix", "tcp") and per TCP address
         self._lock = threading.Lock()
         self._stopped = threading.Event()
-        self._latest_step: dict[str, Any] | None = None
+        self._steps: list[dict[str, Any]] = []  # step records not yet sent (STEPS_KEPT at most)
+        self._steps_lock = threading.Lock()  # one sender at a time: a batch never overtakes the event after it
         self._output: list[dict[str, Any]] = []
 
     # ------------------------------------------------------------------ lifecycle
@@ -119,6 +121,7 @@ class Server:
             return
         self._stopped.set()
         self._flush_output()
+        self._flush_steps()  # every step's record, then the end (the plots reach the last step)
         self.broadcast(protocol.event("exited", {"exit_code": exit_code, "steps": self.session.step, "error": error}))
         with self._lock:
             peers = list(self._peers)
@@ -143,8 +146,11 @@ class Server:
 
     def _on_session_event(self, name: str, data: Any) -> None:
         if name == "step":
-            self._latest_step = data  # coalesced: at most STEP_EVENTS_PER_SECOND go out
+            with self._lock:  # batched: at most STEP_EVENTS_PER_SECOND go out, each with the records before it
+                self._steps = [*self._steps[1 - STEPS_KEPT:], data]
             return
+        if name in ("break", "paused"):
+            self._flush_steps()  # the steps before the break come first
         if name == "output":
             with self._lock:
                 self._output.append(data)  # batched by the flusher
@@ -154,13 +160,18 @@ class Server:
         self.broadcast(protocol.event(name, data))
 
     def _step_flusher(self) -> None:
-        sent = None
         while not self._stopped.wait(1 / STEP_EVENTS_PER_SECOND):
             self._flush_output()
-            latest = self._latest_step
-            if latest is not None and latest is not sent and self._peers:
-                self.broadcast(protocol.event("step", latest))
-                sent = latest
+            self._flush_steps()
+
+    def _flush_steps(self) -> None:
+        """The step records since the last step event, as one: the latest record, with the
+        ones before it in `earlier` (a front end's history misses no step)."""
+        with self._steps_lock:
+            with self._lock:
+                batch, self._steps = self._steps, []
+            if batch and self._peers:
+                self.broadcast(protocol.event("step", {**batch[-1], "earlier": batch[:-1]}))
 
     def _flush_output(self) -> None:
         with self._lock:

@@ -46,16 +46,25 @@ class Views:
         self.bundles = 0  # written by this process (bundle.MAX_BUNDLES at most)
         self._census: tuple[Any, dict[str, Any], dict[str, Any]] | None = None  # (pause, census, refs)
 
+    def counted(self, name: str) -> Any:
+        """The tensor of one of this pause's memory census rows by its name ('head.0.weight',
+        "AddmmBackward0 in loss's graph", 'opt.state[head.0.weight].exp_avg'), else None."""
+        ref = self._census[2].get(name) if self._census and self._census[0] is self.controls.paused else None
+        return ref() if ref is not None else None
+
     def summary(self, name: str) -> dict[str, Any]:
         """A tensor's summary: one of the memory census's largest by its name (a parameter's
         optimizer state, a saved activation), else any expression in the paused frame."""
-        ref = self._census[2].get(name) if self._census and self._census[0] is self.controls.paused else None
-        t = ref() if ref is not None else None
+        t = self.counted(name)
         if t is not None:
             return self.controls.on_training_thread(lambda: tensors.summarize(t, name))
         return self.evaluator.summary(name)
 
     def slice(self, name: str, index: str = "", limit: int = 256) -> list[Any]:
+        """The values at `index` of a census row's tensor by its name, else of an expression."""
+        t = self.counted(name)
+        if t is not None:
+            return self.controls.on_training_thread(lambda: tensors.slice_of(t, index, limit))
         return self.evaluator.slice(name, index, limit)
 
     def evaluate(self, source: str) -> dict[str, Any]:

@@ -1,0 +1,280 @@
+"""The TUI's items of issue 45, each looked at where the person looks (the screen under
+Pilot), against the fake source or a real job; each failed before its fix."""
+
+from __future__ import annotations
+
+import pytest
+from conftest import DEMOS, WAIT, text_of
+from fake_source import HISTORY, FakeSource
+from test_tui_keys import started
+from textual.widgets import DataTable, Input, TabbedContent
+from tui_walk import EXCEPTION_WORDS, focus_is_visible, header_text, screen_text
+
+from stepdbg.client.async_client import AsyncClient
+from stepdbg_tui.app import StepdbgApp
+
+
+async def wait_for(pilot, predicate, what: str) -> None:
+    """Pilot's pauses until `predicate` holds (a guard against a hang, never a measure)."""
+    import time
+
+    deadline = time.monotonic() + WAIT
+    while not predicate():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        await pilot.pause(0.1)
+
+
+def no_exception_on_screen(app: StepdbgApp) -> None:
+    text = screen_text(app)
+    m = EXCEPTION_WORDS.search(text)
+    assert m is None, f"{m.group(0)!r} on screen:\n{text}"
+
+
+# ---------------------------------------------------------------------- item 5: stray keys
+
+
+@pytest.mark.timeout(60)
+async def test_keys_typed_after_adding_a_breakpoint_go_into_the_box_not_to_the_job():
+    """b, a spec, Enter: the focus stays in the add box, so the next spec typed (`nan`, with
+    its n) is a spec, never `n` stepping the job; escape puts the focus on the table."""
+    src, app, ctx = await started(size=(80, 24))
+    async with ctx as pilot:
+        await pilot.pause()
+        await pilot.press("b", *"data_wait>2", "enter")
+        await pilot.pause(0.2)
+        assert ("break_add", ("data_wait>2",)) in src.calls
+        await pilot.press(*"nan")
+        await pilot.pause(0.2)
+        assert app.query_one("#break-input", Input).value == "nan"
+        assert not [c for c in src.calls if c[0] in ("next_phase", "cont", "next_step")], src.calls
+        await pilot.press("escape")
+        assert app.focused is app.query_one("#breaks-table", DataTable)
+
+
+@pytest.mark.timeout(60)
+async def test_a_break_that_comes_while_a_spec_is_typed_takes_the_focus_to_what_is_shown():
+    """Typing in the Breaks panel's box when a break fires: the Break panel is shown and the
+    focus leaves the hidden box, so `c` continues (it went into the hidden box)."""
+    src, app, ctx = await started(size=(80, 24), paused=False)
+    async with ctx as pilot:
+        await pilot.pause()
+        await pilot.press("b", *"los")
+        await pilot.pause(0.2)
+        src.paused = dict(src.status_at_attach, **{"step": 30})
+        from fake_source import BREAK
+
+        src.push("break", dict(BREAK))
+        src.push("paused", dict(BREAK))
+        await wait_for(pilot, lambda: app.query_one(TabbedContent).active == "break", "the Break panel")
+        await pilot.pause(0.2)
+        assert focus_is_visible(app), app.focused
+        await pilot.press("c")
+        await pilot.pause(0.2)
+        assert ("cont", ()) in src.calls
+        assert app.query_one("#break-input", Input).value == "los"
+
+
+# ---------------------------------------------------------------------- item 6: Tensor and Model panels
+
+
+@pytest.mark.timeout(60)
+async def test_the_tensor_panel_takes_typing_and_the_model_panel_says_a_module_has_no_parameters():
+    """3: what is typed is a name (it went nowhere). Model → Enter on head.1 (ReLU) says it
+    has no parameters (it showed `next(...): NoneType None`); on (root) the summary is
+    labelled with the module, not the expression; back on Model, the cursor is where it was."""
+    src, app, ctx = await started(size=(80, 24))
+    async with ctx as pilot:
+        await pilot.pause()
+        await pilot.press("3", *"x")
+        await pilot.pause(0.2)
+        assert app.focused is app.query_one("#tensor-name", Input) and app.focused.value.endswith("x")
+        await pilot.press("escape", "2")
+        await wait_for(pilot, lambda: app.query_one("#model-table", DataTable).row_count == 6, "the modules")
+        app.query_one("#model-table", DataTable).move_cursor(row=4)  # head.1 ReLU
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: "head.1" in text_of(app, "#tensor-summary"), "the summary")
+        assert "head.1 (ReLU) has no parameters" in text_of(app, "#tensor-summary")
+        no_exception_on_screen(app)
+        assert "None" not in text_of(app, "#tensor-summary")
+        assert app.focused is None  # keys are keys: 2 goes back to the Model panel
+        await pilot.press("2")
+        await pilot.pause(0.3)
+        assert app.query_one("#model-table", DataTable).cursor_row == 4
+        app.query_one("#model-table", DataTable).move_cursor(row=0)
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: "(root)" in text_of(app, "#tensor-summary"), "the root's summary")
+        assert "(root) (Net): its first parameter" in text_of(app, "#tensor-summary")
+        assert "next((" not in text_of(app, "#tensor-summary")
+
+
+@pytest.mark.timeout(60)
+async def test_a_loss_not_yet_computed_is_said_in_words(monkeypatch):
+    """Paused before the forward, the loss is None: 3 says `loss is None here` (the walk's
+    seeds 7 and 8 found `loss: NoneType None` on screen)."""
+    import fake_source
+
+    monkeypatch.setitem(fake_source.ANSWERS, "summary", lambda src, name: {"name": name, "type": "NoneType",
+                                                                           "repr": "None"})
+    src, app, ctx = await started(size=(80, 24))
+    async with ctx as pilot:
+        await pilot.pause()
+        await pilot.press("3")
+        await wait_for(pilot, lambda: "loss" in text_of(app, "#tensor-summary"), "the loss")
+        assert "loss is None here: no tensor to show yet" in text_of(app, "#tensor-summary")
+        no_exception_on_screen(app)
+
+
+# ---------------------------------------------------------------------- item 7: the step never goes back
+
+
+@pytest.mark.timeout(60)
+async def test_a_job_interrupted_at_a_pause_ends_at_the_step_it_was_paused_at():
+    """Paused at step 30, then interrupted (the agent's end counts 30 steps: 0 to 29 ran to
+    their end): the header says step 30 · ended (it said step 29)."""
+    src, app, ctx = await started(size=(80, 24))
+    async with ctx as pilot:
+        await pilot.pause()
+        src.push("exited", {"exit_code": 130, "steps": 30})
+        await wait_for(pilot, lambda: "ended" in header_text(app), "the end")
+        assert "step 30 · ended" in header_text(app), header_text(app)
+
+
+# ---------------------------------------------------------------------- item 2: plots equal the history
+
+
+@pytest.mark.timeout(60)
+async def test_a_series_of_one_point_is_drawn_not_an_error():
+    """A grad norm read at one step only: the plot draws it (it said `ZeroDivisionError`)."""
+    src, app, ctx = await started(size=(80, 24), paused=False)
+    async with ctx as pilot:
+        await pilot.pause()
+        src.push("step", {**HISTORY[0], "earlier": []})
+        await pilot.pause(0.2)
+        app.history = [{"step": 0, "grad_norm": 1.5}]
+        await pilot.press("6")
+        await pilot.pause(0.5)
+        assert "grad norm: step 0, 1.5" in text_of(app, "#plot-grad_norm-label")
+        no_exception_on_screen(app)
+
+
+@pytest.mark.timeout(60)
+async def test_step_events_carry_every_step_and_a_late_one_does_not_hide_the_end():
+    """Step events that come together (each with the records since the one before) leave
+    every step in the history, in order, and the Plots say steps 0–29."""
+    src, app, ctx = await started(size=(80, 24), paused=False)
+    async with ctx as pilot:
+        await pilot.pause()
+        for first in range(0, 30, 10):
+            chunk = HISTORY[first:first + 10]
+            src.push("step", {**chunk[-1], "earlier": chunk[:-1]})
+        await pilot.pause(0.3)
+        assert [h["step"] for h in app.history] == list(range(30))
+        await pilot.press("6")
+        await pilot.pause(0.3)
+        assert text_of(app, "#plot-loss-label").startswith("loss: steps 0–29")
+
+
+# ---------------------------------------------------------------------- item 1: reconnect
+
+
+@pytest.mark.timeout(60)
+async def test_ctrl_r_never_attaches_another_job():
+    """The job is gone and the only session left is another job's: ctrl+r says the job is
+    gone and stays off the other one (it said `reconnected` to it)."""
+    src, other = FakeSource(), FakeSource()
+    other.session = {**other.session, "id": "5151", "pid": 5151}
+
+    async def reconnect():
+        return other
+
+    app = StepdbgApp(src, clock=lambda: 1754.0, reconnect=reconnect)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        src.push("lost", "the connection to the job closed")
+        await pilot.pause(0.2)
+        await pilot.press("ctrl+r")
+        await pilot.pause(0.3)
+        said = [n.message for n in app._notifications]
+        assert app.source is src and app.connection.startswith("connection lost")
+        assert any("the job (pid 4242) is gone: not attaching to another one (pid 5151)" in m for m in said), said
+        assert ("close", ("stay",)) in other.calls and not [c for c in other.calls if c[0] != "close"]
+
+
+# ---------------------------------------------------------------------- real jobs: items 3, 4, 2
+
+def real(test):
+    """A test against a real job: in its own session directory, slow (a job starts)."""
+    for mark in (pytest.mark.slow, pytest.mark.usefixtures("private_runtime_dir"), pytest.mark.timeout(WAIT * 2)):
+        test = mark(test)
+    return test
+
+
+@pytest.mark.parametrize("row", ["head.0.weight", "opt.state[head.0.weight].exp_avg", "in loss's graph"])
+@real
+async def test_enter_on_a_memory_row_opens_its_summary(start_job, row):
+    """nan_log at its break, Memory (5), Enter on a parameter, an optimizer state, a tensor
+    saved in loss's graph: the Tensor panel shows it with its dtype and shape (it said
+    `LookupError: cannot evaluate 'head.0.weight': SyntaxError`)."""
+    job = start_job("--break", "nan", script=DEMOS / "nan_log.py")
+    job.info()
+    client = await AsyncClient.connect()
+    app = StepdbgApp(client)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await wait_for(pilot, lambda: app.status.get("state") == "paused", "the break")
+        await pilot.press("5")
+        table = app.query_one("#mem-largest", DataTable)
+        await wait_for(pilot, lambda: table.row_count > 0, "the largest tensors")
+        names = [str(k.value) for k in table.rows]
+        name = next(n for n in names if row in n)
+        table.move_cursor(row=names.index(name))
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: name in text_of(app, "#tensor-summary"), "the summary")
+        await pilot.pause(0.3)
+        assert "float32 [" in text_of(app, "#tensor-summary")
+        assert "values: " in text_of(app, "#tensor-slice")
+        no_exception_on_screen(app)
+        app.exit(None)
+    await client.close(then="end")
+
+
+@real
+async def test_a_breakpoint_removed_and_added_again_fires_again(start_job):
+    """loss>0 holds at every step: paused at step 0, removed (delete on its row), added again
+    (b, the spec, Enter), c: the job pauses at step 1 (it ran to its end: a repeat)."""
+    job = start_job("--break", "loss>0", script_args=("--steps", "20"))
+    job.info()
+    client = await AsyncClient.connect()
+    app = StepdbgApp(client)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await wait_for(pilot, lambda: (app.status.get("paused") or {}).get("step") == 0, "the break at step 0")
+        await pilot.press("7")
+        table = app.query_one("#breaks-table", DataTable)
+        await wait_for(pilot, lambda: table.row_count == 1, "the breakpoint")
+        await pilot.press("delete")
+        await wait_for(pilot, lambda: table.row_count == 0, "the breakpoint removed")
+        await pilot.press("b", *"loss>0", "enter")
+        await wait_for(pilot, lambda: table.row_count == 1, "the breakpoint added again")
+        await pilot.press("escape", "c")
+        await wait_for(pilot, lambda: "step 1 · " in header_text(app) or "ended" in header_text(app), "a pause")
+        assert "PAUSED [loss>0]" in header_text(app), header_text(app)
+        app.exit(None)
+    await client.close(then="end")
+
+
+@real
+async def test_after_c_to_the_end_the_plots_cover_every_step(start_job):
+    """Paused at step 5 of 60, Plots (6), c: after the end the loss plot covers steps 0–59
+    (the plots were built from step events at most 10 a second: they stopped short)."""
+    job = start_job("--break", "step==5", script_args=("--steps", "60"))
+    job.info()
+    client = await AsyncClient.connect()
+    app = StepdbgApp(client)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await wait_for(pilot, lambda: app.status.get("state") == "paused", "the break")
+        await pilot.press("6", "c")
+        await wait_for(pilot, lambda: "ended" in header_text(app), "the end")
+        await pilot.pause(0.3)
+        assert text_of(app, "#plot-loss-label").startswith("loss: steps 0–59"), text_of(app, "#plot-loss-label")
+        assert [h["step"] for h in app.history] == list(range(60))
+        no_exception_on_screen(app)
+        app.exit(None)

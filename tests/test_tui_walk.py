@@ -1,0 +1,48 @@
+"""The randomized walk (tests/tui_walk.py): seeded keys over the real TUI attached to a
+real job, the invariants checked after every key, at 80x24 and 160x48 (issue 45). The
+seeds a walk failed on stay here as regression tests, each with what it found."""
+
+from __future__ import annotations
+
+import pytest
+from conftest import WAIT
+from tui_walk import walk_keys
+
+pytestmark = [pytest.mark.usefixtures("private_runtime_dir")]
+
+# A break every 5 steps, so that the job is paused often and runs between; it outlives the walk.
+JOB = ("--break", "expr:step % 5 == 0")
+SIZES = [pytest.param((80, 24), id="80x24"), pytest.param((160, 48), id="160x48")]
+
+
+@pytest.mark.timeout(WAIT * 3)
+@pytest.mark.parametrize("size", SIZES)
+async def test_a_short_walk_of_keys_holds_the_invariants(start_job, size):
+    """About 130 keys (100 moves: keys and words typed a key at a time)."""
+    job = start_job(*JOB, script_args=("--steps", "100000"))
+    job.info()
+    await walk_keys(seed=1, n=100, size=size)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(3600)
+@pytest.mark.parametrize("size", SIZES)
+async def test_a_long_walk_of_keys_holds_the_invariants(start_job, size):
+    """About 2000 keys (1500 moves)."""
+    job = start_job(*JOB, script_args=("--steps", "100000"))
+    job.info()
+    await walk_keys(seed=2, n=1500, size=size)
+
+
+# Seed 8 at 160x48, key 14, and seed 7 at 80x24, key 101: paused before the forward, 3
+# showed `loss: NoneType None` (the loss is None there); now "loss is None here"
+# (test_tui_fixes holds it directly: at HEAD before this change the walk's keys took
+# another path, as 3 did not yet put the focus in the Tensor panel's field).
+@pytest.mark.timeout(WAIT * 3)
+@pytest.mark.parametrize(("seed", "moves", "size"), [pytest.param(8, 10, (160, 48), id="seed8"),
+                                                     pytest.param(7, 42, (80, 24), id="seed7",
+                                                                  marks=pytest.mark.slow)])
+async def test_the_seeds_that_failed(start_job, seed, moves, size):
+    job = start_job(*JOB, script_args=("--steps", "100000"))
+    job.info()
+    await walk_keys(seed=seed, n=moves, size=size)

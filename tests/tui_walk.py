@@ -1,0 +1,196 @@
+"""A seeded random walk of keys over the real TUI attached to a real job, with the
+invariants a person relies on checked after every key (issue 45):
+
+(a) a key typed while a text field has the focus never reaches the job: the job's step,
+    phase and state (read by a second, separate client) do not change unless a stepping
+    key was pressed while no field had the focus;
+(b) nothing on screen is a Python exception's text (outside the REPL line's answer, which
+    shows the user's own Python);
+(c) the header's step equals the job's own step once the TUI has caught up, and never
+    goes backwards;
+(d) the focus is on a widget that is on screen.
+
+Used by test_tui_walk (a short walk in the quick tier, a long one marked slow) and by the
+regression tests of the seeds it found.
+"""
+
+from __future__ import annotations
+
+import io
+import random
+import re
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from rich.console import Console
+from textual.pilot import Pilot
+from textual.widget import Widget
+from textual.widgets import Input, Static
+
+from stepdbg.client.async_client import AsyncClient
+from stepdbg_tui.app import StepdbgApp
+
+WAIT = 240  # a guard against a hang, never a measure (the suite runs beside other work)
+
+STEPPING = {"c", "n", "s", "p", "R"}  # the keys that may move the job (outside a field)
+KEYS = ["c", "n", "s", "p", "r", "l", "k", "R", "u", "d", "b", "e", "question_mark", "t", "o",
+        *"1234567890", "tab", "shift+tab", "enter", "enter", "escape", "escape", "space", "delete",
+        "up", "down", "pageup", "pagedown", "backspace", "home"]
+# Words typed into whatever has the focus: names of the paused frame, specs, LRs, stray text
+# (no q: outside a field it quits, which ends the walk).
+WORDS = ["loss", "x", "model", "nan", "data_wait>2", "grad_norm>1e9", "0.001", "step", "lr 0.01",
+         "model[0].weight", "cnx", "xyz"]
+# A Python exception's words: said by the user's own Python on the REPL line, never elsewhere.
+EXCEPTION_WORDS = re.compile(r"SyntaxError|LookupError|ZeroDivisionError|Traceback|NoneType|"
+                             r"\b[A-Z][A-Za-z]*(Error|Exception):")
+
+
+def screen_text(app: StepdbgApp, skip: tuple[str, ...] = ("#repl-out",)) -> str:
+    """The words on the terminal, as the person sees them (the modal on top and the screen
+    under it), with the rows of the widgets in `skip` blanked."""
+    width, height = app.size
+    console = Console(width=width, height=height, file=io.StringIO(), record=True, legacy_windows=False,
+                      force_terminal=True, color_system=None)
+    console.print(app.screen._compositor.render_update(full=True, screen_stack=app._background_screens))
+    lines = console.export_text(styles=False).splitlines()
+    base = app.screen_stack[0]
+    for selector in skip:
+        for w in base.query(selector):
+            r = w.region
+            for y in range(r.y, min(r.y + r.height, len(lines))):
+                lines[y] = ""
+    return "\n".join(lines)
+
+
+def header_text(app: StepdbgApp) -> str:
+    content = app.screen_stack[0].query_one("#header", Static).content
+    console = Console(width=200, record=True, file=io.StringIO())
+    console.print(content)
+    return console.export_text()
+
+
+def header_step(app: StepdbgApp) -> int | None:
+    m = re.search(r"step (\d+) · ", header_text(app))
+    return int(m.group(1)) if m else None
+
+
+def focus_is_visible(app: StepdbgApp) -> bool:
+    """The focused widget (if any) is on screen: displayed, and with some of it in view."""
+    w: Widget | None = app.focused
+    if w is None:
+        return True
+    node: Any = w
+    while node is not None:
+        if getattr(node, "display", True) is False or getattr(node, "visible", True) is False:
+            return False
+        node = node.parent
+    try:
+        geometry = app.screen.find_widget(w)
+    except Exception:  # not in the screen's map: not drawn
+        return False
+    return geometry.visible_region.area > 0
+
+
+async def settled(pilot: Pilot, app: StepdbgApp) -> None:
+    """The key's work is done: every worker but the event pump has finished."""
+    deadline = time.monotonic() + WAIT
+    await pilot.pause()
+    while any(not w.is_finished for w in app.workers if w.group not in ("events",)):
+        assert time.monotonic() < deadline, f"a worker never finished: {list(app.workers)}"
+        await pilot.pause(0.02)
+
+
+async def job_state(probe: AsyncClient) -> tuple[str, int | None, str | None]:
+    """The job's own state, step and phase, as a separate client reads them."""
+    if probe.exited is not None:
+        return "ended", None, "ended"
+    try:
+        st = await probe.status()
+    except ConnectionError:
+        return "ended", None, "ended"
+    return str(st.get("state")), st.get("step"), st.get("phase")
+
+
+@dataclass
+class Walk:
+    """One walk: what was pressed, for the message of a failure."""
+
+    seed: int
+    size: tuple[int, int]
+    pressed: list[str] = field(default_factory=list)
+    highest: int = -1  # the highest step the header has shown
+    job: tuple[str, int | None, str | None] = ("?", None, None)  # the job's state, step and phase, last read
+
+    def where(self) -> str:
+        return f"seed {self.seed} at {self.size}, after {len(self.pressed)} keys; the last: {self.pressed[-12:]}"
+
+
+def choices(rng: random.Random, n: int) -> list[str | tuple[str, str]]:
+    """`n` moves: a key, or ("type", word) for a word typed a key at a time."""
+    out: list[str | tuple[str, str]] = []
+    for _ in range(n):
+        out.append(("type", rng.choice(WORDS)) if rng.random() < 0.12 else rng.choice(KEYS))
+    return out
+
+
+async def press(pilot: Pilot, app: StepdbgApp, probe: AsyncClient, walk: Walk, key: str) -> None:
+    before = walk.job  # as the last check left it: paused, it stays so until a key moves it
+    in_field = isinstance(app.focused, Input) or len(app.screen_stack) > 1
+    submits_python = key == "enter" and isinstance(app.focused, Input) and app.focused.id in (
+        "repl", "tensor-name", "tensor-index")
+    walk.pressed.append(key)
+    await pilot.press(key)
+    await settled(pilot, app)
+    after = walk.job = await job_state(probe)
+    if before[0] == "paused" and (in_field or key not in STEPPING):
+        assert after == before, f"the job moved without a stepping key: {before} → {after}; {walk.where()}"
+    if submits_python:  # its answer is the user's own Python: read, and put away
+        app.clear_notifications()
+        await pilot.pause()
+    await check_screen(pilot, app, probe, walk)
+
+
+async def check_screen(pilot: Pilot, app: StepdbgApp, probe: AsyncClient, walk: Walk) -> None:
+    state, step, phase = walk.job = await job_state(probe)
+    deadline = time.monotonic() + WAIT
+    if state == "paused":  # (c) the header catches up with the job
+        while f"step {step} · {phase}" not in header_text(app):
+            assert time.monotonic() < deadline, (f"the header says {header_text(app)!r}, the job step {step} "
+                                                 f"{phase}; {walk.where()}")
+            await pilot.pause(0.05)
+    elif state == "ended":
+        while "ended" not in header_text(app):
+            assert time.monotonic() < deadline, f"the header says {header_text(app)!r} after the end; {walk.where()}"
+            await pilot.pause(0.05)
+    shown = header_step(app)
+    if shown is not None:
+        assert shown >= walk.highest, f"the header's step went back from {walk.highest} to {shown}; {walk.where()}"
+        walk.highest = shown
+    assert focus_is_visible(app), f"the focus is on {app.focused!r}, not on screen; {walk.where()}"  # (d)
+    text = screen_text(app)
+    m = EXCEPTION_WORDS.search(text)
+    assert m is None, f"{m.group(0)!r} on screen; {walk.where()}:\n{text}"  # (b)
+
+
+async def walk_keys(seed: int, n: int, size: tuple[int, int]) -> Walk:
+    """Attach the TUI and a probe to the served job, and walk `n` seeded moves."""
+    probe = await AsyncClient.connect(probe=True)
+    client = await AsyncClient.connect()
+    app = StepdbgApp(client)
+    walk = Walk(seed, size)
+    try:
+        async with app.run_test(size=size) as pilot:
+            await settled(pilot, app)
+            await check_screen(pilot, app, probe, walk)
+            for move in choices(random.Random(seed), n):
+                if isinstance(move, tuple):
+                    for ch in move[1]:
+                        await press(pilot, app, probe, walk, ch)
+                else:
+                    await press(pilot, app, probe, walk, move)
+            app.exit(None)
+    finally:
+        await client.close(then="continue")
+        await probe.close()
+    return walk
