@@ -139,6 +139,33 @@ async def test_a_job_interrupted_at_a_pause_ends_at_the_step_it_was_paused_at():
         assert "step 30 · ended" in header_text(app), header_text(app)
 
 
+# ---------------------------------------------------------------------- item 10: words
+
+
+@pytest.mark.timeout(60)
+async def test_an_lr_change_and_c_after_the_end_are_said_in_words():
+    """The Log says an LR change as the REPL line does (it said `lr lr=0.001, pinned=True,
+    groups=[{'group': 0, ...}]`); c after the end says the job ended (it said `the job is
+    not paused`)."""
+    src, app, ctx = await started(size=(80, 24))
+    async with ctx as pilot:
+        await pilot.pause()
+        src.push("change", {"what": "lr", "step": 30, "lr": 0.001, "pinned": True,
+                            "groups": [{"group": 0, "lr": 0.001, "initial_lr": 0.01}]})
+        src.push("exited", {"exit_code": 0, "steps": 60})
+        await wait_for(pilot, lambda: "ended" in header_text(app), "the end")
+        await pilot.press("9")
+        await pilot.pause(0.3)
+        log = "\n".join(str(line.text) for line in app.query_one("LogPanel RichLog").lines)
+        assert "change at step 30: LR set to 0.001 and pinned (param groups 0)" in log, log
+        assert "groups=[" not in log
+        await pilot.press("c")
+        await pilot.pause(0.2)
+        said = [n.message for n in app._notifications]
+        assert "the job has ended (exit code 0): nothing to continue" in said, said
+        assert ("cont", ()) not in src.calls
+
+
 # ---------------------------------------------------------------------- item 2: plots equal the history
 
 

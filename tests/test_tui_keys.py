@@ -235,7 +235,7 @@ async def test_pushed_events_update_the_screen():
         await pilot.press("9")  # the Log draws its lines once shown
         await pilot.pause(0.2)
         log = "\n".join(str(line.text) for line in app.query_one("LogPanel RichLog").lines)
-        assert log.count("lr=0.001") == 1 and "change at step 30: lr lr=0.001, pinned=False" in log
+        assert log.count("LR set to 0.001") == 1 and "change at step 30: LR set to 0.001\n" in log
         assert log.count("loss is nan") == 1 and "paused at step 30 (before_backward)\n" in log, log  # once
         await pilot.press("e", *"x.shape", "enter")  # said plainly, not "eval: Connection lost"
         await pilot.pause(0.2)

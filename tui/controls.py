@@ -38,7 +38,13 @@ class ControlActions(_AppBase):
         def refresh_all(self) -> None: ...
 
     def _resume(self, what: str, coro: Any) -> None:
-        if self.status.get("state") != "paused":
+        state = str(self.status.get("state", ""))
+        if state.startswith("exited"):  # (not "the job is not paused": it is gone)
+            self.notify(f"the job has {state.replace('exited (', 'ended (exit code ')}: nothing to {what}",
+                        severity="warning")
+            coro.close()
+            return
+        if state != "paused":
             self.notify("the job is not paused", severity="warning")
             coro.close()
             return

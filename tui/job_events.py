@@ -13,7 +13,12 @@ SAID_AS_EVENTS = re.compile(r"stepdbg(\[rank \d+\])?: (change: |break at step )"
 
 
 def change_words(data: dict[str, Any]) -> str:
-    """A change as one line: 'change at step 41: rewind to_step=40, batches_skipped=2'."""
+    """A change as one line: 'change at step 41: rewind to_step=40, batches_skipped=2'; an
+    LR as the REPL line says it: 'change at step 30: LR set to 0.001 and pinned (param groups 0)'."""
+    if data.get("what") == "lr" and isinstance(data.get("lr"), (int, float)):
+        groups = ", ".join(str(g.get("group")) for g in data.get("groups") or [] if isinstance(g, dict))
+        return (f"change at step {data.get('step')}: LR set to {data['lr']:g}{' and pinned' if data.get('pinned') else ''}"
+                + (f" (param groups {groups})" if groups else ""))
     fields = ", ".join(f"{k}={v}" for k, v in data.items() if k not in ("what", "step"))
     return f"change at step {data.get('step')}: {data.get('what')} {fields}".rstrip()
 
