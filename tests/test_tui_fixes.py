@@ -139,6 +139,24 @@ async def test_a_job_interrupted_at_a_pause_ends_at_the_step_it_was_paused_at():
         assert "step 30 · ended" in header_text(app), header_text(app)
 
 
+# ---------------------------------------------------------------------- item 9: 80x24
+
+
+@pytest.mark.timeout(60)
+async def test_a_spec_error_is_read_whole_at_80x24():
+    """A bad spec typed in the Breaks panel at 80x24: its error wraps and is on screen to its
+    last word (it was cut at `known: nan, inf, no`)."""
+    from stepdbg_tui.panels import check_spec
+
+    src, app, ctx = await started(size=(80, 24))
+    async with ctx as pilot:
+        await pilot.pause()
+        await pilot.press("b", *"foo>1")
+        await pilot.pause(0.3)
+        words = " ".join(screen_text(app).split())
+        assert " ".join(check_spec("foo>1").split()) in words.replace("- ", "-"), words
+
+
 # ---------------------------------------------------------------------- item 10: words
 
 
