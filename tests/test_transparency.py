@@ -8,6 +8,7 @@ prints, its exit code and the files it writes must be the same."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import zipfile
@@ -73,3 +74,19 @@ def test_a_warning_python_shows_once_is_shown_once_under_stepdbg(args):
         [sys.executable, str(WARNS)]
     got = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=WAIT, stdin=subprocess.DEVNULL)
     assert "done" in got.stdout and got.stderr.count("UserWarning: shown once, as Python does") == 1, got.stderr
+
+
+@pytest.mark.parametrize("typed", ["./names.py", "names.py"])
+def test_argv0_and_file_are_what_python_makes_them(tmp_path, typed):
+    """runpy.run_path(abspath) made sys.argv[0] absolute (minGPT writes argv to args.txt) and
+    normalised __file__ ('./x.py'); the traceback names the file as Python does too."""
+    (tmp_path / "names.py").write_text("import sys\nprint(sys.argv[0], __file__, __name__, __spec__)\n"
+                                       "raise SystemExit(sys.argv[1:] == ['--k', 'v'] and 7)\n")
+
+    def out(*prefix: str) -> tuple[int, str]:
+        got = subprocess.run([*prefix, sys.executable, typed, "--k", "v"], capture_output=True, text=True,
+                             cwd=tmp_path, timeout=WAIT, stdin=subprocess.DEVNULL)
+        return got.returncode, got.stdout
+
+    assert out(sys.executable, "-m", "stepdbg", "--no-tui", "-q") == out() == (
+        7, f"{typed} {os.path.join(str(tmp_path), typed)} __main__ None\n")

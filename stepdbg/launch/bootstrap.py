@@ -17,6 +17,7 @@ import traceback
 from typing import TYPE_CHECKING
 
 import stepdbg
+from stepdbg.launch.script import run_script
 from stepdbg.wire.agent_config import AgentConfig
 
 if TYPE_CHECKING:
@@ -145,9 +146,8 @@ def main() -> int:  # noqa: C901, PLR0912, PLR0915 - the launcher's steps in ord
         if module:
             runpy.run_module(module, run_name="__main__", alter_sys=True)
         else:
-            # Python names a script's code by its absolute path (tracebacks, TorchScript's
-            # debug info); so does stepdbg, and the program sees the same names.
-            runpy.run_path(os.path.abspath(argv[0]), run_name="__main__")
+            # As `python script.py` runs it: argv[0] as typed, __file__ as Python names it (script.py).
+            run_script(argv[0])
     except SystemExit as e:
         code = _exit_code(e)
     except KeyboardInterrupt as e:
