@@ -247,3 +247,39 @@ def test_the_cli_refuses_a_bad_model_spec_in_one_line(saved, tmp_path):
                              capture_output=True, text=True, cwd=tmp_path, timeout=120, stdin=subprocess.DEVNULL)
         assert got.returncode == 1 and "Traceback" not in got.stderr, (spec, got.stderr)
         assert got.stderr.splitlines()[-1].startswith("stepdbg replay: "), (spec, got.stderr)
+
+
+SIBLING_MODEL = '''\
+import torch
+from torch import nn
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(4, 1)
+
+    def forward(self, x):
+        return self.fc(x)
+'''
+
+
+def test_a_model_in_a_sibling_module_of_a_top_level_script_replays_from_anywhere(tmp_path, capsys, monkeypatch):
+    """The bundle recorded the interpreter as the script, and the sibling module was found
+    only from the script's folder ('No module named models' elsewhere)."""
+    job = tmp_path / "job"
+    job.mkdir()
+    (job / "models.py").write_text(SIBLING_MODEL)
+    (job / "train.py").write_text("import torch\nfrom models import Net\n\ntorch.manual_seed(0)\nmodel = Net()\n"
+                                  "opt = torch.optim.SGD(model.parameters(), lr=0.1)\nfor step in range(3):\n"
+                                  "    x = torch.randn(8, 4)\n    if step == 1:\n        x[0, 0] = float('nan')\n"
+                                  "    opt.zero_grad()\n    model(x).sum().backward()\n    opt.step()\n")
+    run = run_stepdbg(tmp_path, "--no-tui", "--break", "nan", "--on-break", "save", "--on-break", "skip",
+                      "--bundle-dir", str(job), script_args=(str(job / "train.py"),))
+    assert run.returncode == 0, run.stderr[-2000:]
+    path = Path(run.of("bundle")[0]["path"])
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    code, out, err = replay_here(path, capsys, "--json")
+    assert code == 0 and json.loads(out)["first_nonfinite"]["where"] == "input", err
