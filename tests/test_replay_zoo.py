@@ -368,3 +368,15 @@ def test_the_replay_runs_under_the_steps_autocast(session_factory):
     out.float().sum().backward()
     first = s.views.replays[0]["first_nonfinite"]
     assert (first["where"], first["module"], first["op"]) == ("forward", "0", "linear"), s.views.replays[0]["summary"]
+    advice = s.views.replays[0]["advice"]["text"]  # the dtype it overflowed, and float32 said only where it helps
+    assert "overflowed the float16 range" in advice and advice.endswith("compute it in float32 (keep it out of autocast)")
+
+
+def test_an_overflow_in_float32_does_not_advise_float32(session_factory):
+    s = session_factory("nan", actions=("replay",))
+    model = nn.Sequential(nn.Linear(4, 4), nn.Linear(4, 1))
+    with torch.no_grad():
+        model[0].weight.fill_(1.0)
+    model(torch.full((2, 4), 1e38)).sum().backward()  # finite inputs; four of them summed pass 3.4e38
+    advice = s.views.replays[0]["advice"]["text"]
+    assert "overflowed the float32 range" in advice and "compute it in float32" not in advice, advice

@@ -85,6 +85,9 @@ def advise(first: dict[str, Any] | None, history: Iterable[dict[str, Any]],
     op = base_op(first.get("op"))
     if op in GUARDS:
         return {"cause": "domain", "text": f"{op} met a value outside its domain: {GUARDS[op]}"}
+    dtype = first.get("dtype")
+    low = dtype in ("float16", "bfloat16")  # in float32 already, "compute it in float32" said nothing
     return {"cause": "overflow",
-            "text": f"{first.get('op')} overflowed the float range from finite inputs: scale its inputs down "
-                    "(normalization, a smaller init), or compute it in float32"}
+            "text": f"{first.get('op')} overflowed the {dtype or 'float'} range from finite inputs: scale its inputs "
+                    "down (normalization, a smaller init)"
+                    + (", or compute it in float32 (keep it out of autocast)" if low else "")}

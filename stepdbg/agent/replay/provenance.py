@@ -201,7 +201,7 @@ class Provenance(TorchFunctionMode):
                     origin = self._origin({
                         "where": "forward", "module": module[0], "module_type": module[1], "op": _op_name(func),
                         "node": o.grad_fn.name() if o.grad_fn is not None else None,  # the kernel's autograd node
-                        "kind": "nan" if f & NAN else "inf",
+                        "kind": "nan" if f & NAN else "inf", "dtype": str(o.dtype).removeprefix("torch."),
                         "intended": not f & NAN and _explicit_inf((args, kwargs)), **(where_of(frame) or {}),
                     })
             self._remember(o, f, origin)
