@@ -119,3 +119,48 @@ def test_no_verdict_where_the_break_held_no_nonfinite_value(session_factory):
     step(nn.Sequential(nn.Linear(4, 1)), torch.randn(8, 4))
     replay = s.views.replays[0]
     assert replay["reproduced"] is None and replay["verdict"] is None and replay["exact"] is True
+
+
+class NaNGradOfOneSample(torch.autograd.Function):
+    """The identity on `h`; its backward is NaN when `bad` (a bad sample whose forward and
+    loss are finite): persistent, in the data."""
+
+    @staticmethod
+    def forward(ctx, h, bad):  # noqa: ANN001, ANN205
+        ctx.bad = bool(bad)
+        return h.clone()
+
+    @staticmethod
+    def backward(ctx, g):  # noqa: ANN001, ANN205
+        return (g * float("nan") if ctx.bad else g), None
+
+
+class BadGradOnSeven(nn.Module):
+    """A Linear whose gradient is NaN for a batch holding a sample whose first value is 7."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.Linear(4, 8)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return NaNGradOfOneSample.apply(self.fc(x), (x[:, 0] == 7.0).any())
+
+
+def test_a_nan_only_in_an_earlier_micro_batchs_backward_is_not_called_transient(session_factory):
+    """Gradient accumulation, 4 micro-batches; micro-batch 2's backward alone makes the NaN.
+    The replay runs the last micro-batch, which stays finite: it said 'a transient fault,
+    skip the step' of a fault that comes back. It cannot tell, and says so."""
+    s = session_factory("nan", actions=("replay",))
+    s.model.armed = True
+    model = nn.Sequential(BadGradOnSeven(), nn.Linear(8, 1))
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    opt.zero_grad()
+    for micro in range(4):
+        x = torch.randn(8, 4)
+        if micro == 1:
+            x[3, 0] = 7.0
+        (nn.functional.mse_loss(model(x), torch.zeros(8, 1)) / 4).backward()
+    opt.step()
+    (replay,) = s.views.replays
+    assert replay["reproduced"] is None and replay["micro_batches"] == 4, replay
+    assert replay["verdict"].startswith("could not tell: the step ran 4 micro-batches"), replay

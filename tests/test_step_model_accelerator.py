@@ -64,8 +64,9 @@ def test_on_an_accelerator_the_loss_and_the_grad_norm_come_back_in_one_read(sess
     step(x)
     (brk,) = s.breaks
     assert (brk.step, brk.phase) == (5, "before_optimizer_step") and brk.reason.startswith("loss is nan"), brk
-    # The output was released before the backward; its sum, read with the loss, still tells.
-    assert "the model output is already non-finite" in brk.reason, brk.reason
+    # The output was released before the backward; its sum, read with the loss, still tells
+    # (and the input, read at the break, says the data brought it).
+    assert brk.details["model_output"] == "nonfinite" and "input is already non-finite" in brk.reason, brk
     recorded = [h["loss"] for h in s.model.history]
     assert recorded[:5] == losses[1:6] and math.isnan(recorded[5])
 

@@ -161,7 +161,7 @@ def replay_step(model: StepModel, brk: Any = None, frame: FrameType | None = Non
     if first is None:
         first = _replayed(model, root, args, kwargs, cap, brk, frame, result, notes, original_finite,
                           forward_only=shards is not None)
-    result["first_nonfinite"] = first
+    result["first_nonfinite"], result["micro_batches"] = first, getattr(getattr(model, "current", None), "forwards", 1)
     judge(result, brk, list(model.history), list(root.parameters()), original_finite)
     result["advice"] = advise(first, model.history, list(root.parameters()))
     result["seconds"] = round(time.perf_counter() - t0, 4)

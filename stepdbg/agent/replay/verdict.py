@@ -58,6 +58,13 @@ def judge(result: dict[str, Any], brk: Any, history: list[dict[str, Any]], param
                              "replay says where the value is born")
         return
     replayed_finite = result.get("replayed_output_finite")
+    micro = result.get("micro_batches") or 1
+    if micro > 1 and not (getattr(brk, "details", None) or {}).get("forward"):  # gradient accumulation
+        result["reproduced"] = None
+        result["verdict"] = (f"could not tell: the step ran {micro} micro-batches and the replay ran the last, "
+                             "which stays finite; the value may come from an earlier one's forward or backward "
+                             "(not called transient: it may come back)")
+        return
     if original_output_finite is False and replayed_finite:
         result["reproduced"], result["verdict"] = False, TRANSIENT  # the step's output was not, the replay's is
     elif result.get("backward_replayed") and replayed_finite and _many_ranks():
