@@ -157,6 +157,26 @@ async def test_a_spec_error_is_read_whole_at_80x24():
         assert " ".join(check_spec("foo>1").split()) in words.replace("- ", "-"), words
 
 
+@pytest.mark.timeout(60)
+async def test_brackets_typed_in_a_field_are_shown_not_read_as_markup():
+    """A spec, a REPL line and an LR with `[` and `=` in them: each answer shows what was
+    typed (the walk's seeds 10 and 13: a spec `model[0].weight`… raised MarkupError in the
+    Breaks panel and ended the TUI)."""
+    src, app, ctx = await started(size=(80, 24))
+    async with ctx as pilot:
+        await pilot.pause()
+        await pilot.press("b", *"model[0].weight>2")
+        await pilot.pause(0.3)
+        assert "model[0].weight>2" in text_of(app, "#break-error")
+        await pilot.press("escape", "e", *"lr[a=1]", "enter")
+        await pilot.pause(0.3)
+        assert "» lr[a=1]" in text_of(app, "#repl-out")
+        await pilot.press("escape", "l", *"[b=2", "enter")
+        await pilot.pause(0.3)
+        assert "[b=2" in str(app.screen.query_one("#lr-error").render())
+        assert app.is_running
+
+
 # ---------------------------------------------------------------------- item 10: words
 
 

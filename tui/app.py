@@ -100,7 +100,7 @@ class StepdbgApp(ControlActions, ReplActions, App[str | None]):
             for p in shown(self.is_job):
                 with TabPane(f"{p.key} {p.title}", id=p.id):
                     yield p.widget()
-        yield Static(id="repl-out")
+        yield Static(id="repl-out", markup=False)  # what was typed, as typed ([ is not markup)
         yield Input(placeholder="e: Python in the paused frame (p EXPR, lr X pin, break add SPEC, ...)", id="repl")
         yield Footer()
 

@@ -66,7 +66,7 @@ class LrScreen(ModalScreen[tuple[float, bool] | None]):
             yield Label(f"learning rate for {g} (now {self.current})")
             yield Input(placeholder="e.g. 1e-4", id="lr-value")
             yield Checkbox("pin it (re-applied before every step; schedulers scaled)", True, id="lr-pin")
-            yield Label("", id="lr-error")
+            yield Label("", id="lr-error", markup=False)  # it quotes what was typed
             yield Button("set", variant="primary", id="lr-ok")
 
     @on(Input.Submitted)

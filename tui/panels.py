@@ -223,7 +223,7 @@ class BreakpointsPanel(Loads, Vertical):
                     classes="hint")
         yield Input(placeholder="add: nan, grad_norm>100, loss_spike>3, expr:loss > 4 and step > 100",
                     id="break-input")
-        yield Label("", id="break-error")
+        yield Label("", id="break-error", markup=False)
 
     def on_mount(self) -> None:
         self.query_one(DataTable).add_columns("on", "spec", "kind", "checked at")
@@ -239,7 +239,8 @@ class BreakpointsPanel(Loads, Vertical):
 
     def on_input_changed(self, event: Input.Changed) -> None:
         if event.input.id == "break-input":
-            self.query_one("#break-error", Label).update(check_spec(event.value) or "")
+            # Text, not markup: a spec with [ in it (model[0]) raised MarkupError and ended the TUI
+            self.query_one("#break-error", Label).update(Text(check_spec(event.value) or ""))
 
     @on(Input.Submitted, "#break-input")
     def submitted(self, event: Input.Submitted) -> None:
@@ -252,7 +253,7 @@ class BreakpointsPanel(Loads, Vertical):
         try:
             await source.add_break(spec)
         except Exception as e:
-            self.query_one("#break-error", Label).update(error := getattr(e, "message", None) or str(e))
+            self.query_one("#break-error", Label).update(Text(error := getattr(e, "message", None) or str(e)))
             return error
         self.query_one("#break-input", Input).value = ""
         await self.load(source, {}, [])
