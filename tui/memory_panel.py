@@ -65,6 +65,8 @@ class MemoryPanel(Loads, VerticalScroll):
             t.add_row(*(Text(v) for v in (format_size(r["bytes"]), r["name"], LABELS.get(r["category"], r["category"]),
                                            r["dtype"], str(r["shape"]), r["device"])), key=r["name"])
         self.show_plot(mem, history)
+        if self.screen.focused is t:  # (5 gave it the focus): the lines above it pushed it below the fold at 80x24
+            self.call_after_refresh(t.scroll_visible, animate=False)
 
     def show_plot(self, mem: dict[str, Any], history: list[dict[str, Any]]) -> None:
         steps, values = points(history, "mem")
