@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,8 +33,17 @@ def pytest_configure(config: pytest.Config) -> None:
 
     d = config._tmp_path_factory.getbasetemp() / "tmp"  # each xdist worker has its own base
     d.mkdir(exist_ok=True)
+    if len(str(d)) > SHORT:  # a deep TMPDIR: tmux's and multiprocessing's sockets would not fit there
+        d = Path(tempfile.mkdtemp(prefix="sdbg-", dir="/tmp"))
+        config.add_cleanup(lambda: shutil.rmtree(d, ignore_errors=True))
     os.environ["TMPDIR"] = os.environ["TMUX_TMPDIR"] = str(d)
     tempfile.tempdir = None  # asked again, from TMPDIR
+
+
+# The deepest temp folder the suite's processes are given: a Unix socket's path holds about
+# 104 bytes, and tmux (tmux-0/NAME) and DataLoader workers' fd passing (pymp-X/listener-Y),
+# which are not stepdbg's and cannot go deeper, put theirs in the temp folder.
+SHORT = 60
 
 
 @dataclass
@@ -127,6 +138,8 @@ WAIT = 240
 def private_runtime_dir(tmp_path, monkeypatch):
     """Each test has its own session directory, so tests never see each other's jobs."""
     d = tmp_path / "run"
+    if len(str(d)) > SHORT:  # sshd forwards to the socket's own path, which must fit (test_long_paths: ours)
+        d = Path(tempfile.mkdtemp(prefix="run-")) / "run"
     monkeypatch.setenv("STEPDBG_RUNTIME_DIR", str(d))
     monkeypatch.setenv("STEPDBG_AUTH_TIMEOUT", "1")
     return d

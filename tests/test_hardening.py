@@ -21,6 +21,7 @@ from hypothesis import strategies as st
 from stepdbg import client
 from stepdbg.client import ClientError, TargetError
 from stepdbg.wire import protocol, sessions
+from stepdbg.wire.address import unix_name
 
 pytestmark = pytest.mark.usefixtures("private_runtime_dir")
 
@@ -28,7 +29,8 @@ pytestmark = pytest.mark.usefixtures("private_runtime_dir")
 def raw_hello(info: sessions.SessionInfo) -> socket.socket:
     """A client of our own that authenticates and then does what the test says."""
     s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    s.connect(info.address)
+    with unix_name(info.address) as name:  # a socket path of any length
+        s.connect(name)
     s.sendall(protocol.encode(protocol.hello(info.token)))
     return s
 
@@ -84,7 +86,8 @@ def test_an_unauthenticated_flood_costs_the_job_little_and_a_real_client_still_g
     flood = []
     for _ in range(60):  # each claims a 16 MiB frame, then trickles
         s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        s.connect(info.address)
+        with unix_name(info.address) as name:  # a socket path of any length
+            s.connect(name)
         s.sendall(struct.pack(">I", protocol.MAX_FRAME) + b"{")
         flood.append(s)
     for _ in range(10):
@@ -333,7 +336,8 @@ def test_deep_nesting_and_a_surrogate_token_get_an_answer(start_job):
     info = job.info()
     for body in (b'{"type": "hello", "version": 1, "token": "\\ud800"}', b"[" * 3000):
         s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        s.connect(info.address)
+        with unix_name(info.address) as name:  # a socket path of any length
+            s.connect(name)
         s.sendall(struct.pack(">I", len(body)) + body)
         s.settimeout(WAIT)
         n = struct.unpack(">I", s.recv(4))[0]

@@ -119,7 +119,7 @@ def test_fsdp2_pauses_as_one_at_a_nan_in_one_ranks_data_and_its_grad_norm_is_the
         replay = r1.call("replay", timeout=30)  # the NaN is in its batch: named with no forward
         first = replay["first_nonfinite"]
         assert (first["where"], first["index"], replay["reproduced"]) == ("input", [0, 0], True), replay
-        assert first["tensor"] in ("batch", "args[0]") and first["count"] == 1, first
+        assert first.get("as", first["tensor"]) in ("batch", "args[0]") and first["count"] == 1, first  # (x: the loop's name)
         saved = r1.call("save", timeout=60)  # the inputs, not the shards: offline, the input is named too
         assert saved["path"] == str(tmp_path / "stepdbg-step3-rank1"), saved
         offline = json.loads(subprocess.run([sys.executable, "-m", "stepdbg", "replay", "--json", saved["path"]],

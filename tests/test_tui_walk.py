@@ -28,10 +28,11 @@ async def test_a_short_walk_of_keys_holds_the_invariants(start_job, size):
 @pytest.mark.timeout(3600)
 @pytest.mark.parametrize("size", SIZES)
 async def test_a_long_walk_of_keys_holds_the_invariants(start_job, size):
-    """About 2000 keys (1500 moves)."""
+    """About 650 keys a size (500 moves; 1500 took 10 minutes a size on 2 busy cores, and
+    the suite runs in one CI budget). Longer walks: raise n here and run it alone."""
     job = start_job(*JOB, script_args=("--steps", "100000"))
     job.info()
-    await walk_keys(seed=2, n=1500, size=size)
+    await walk_keys(seed=2, n=500, size=size)
 
 
 # Seed 8 at 160x48, key 14, and seed 7 at 80x24, key 101: paused before the forward, 3
