@@ -11,10 +11,12 @@ import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import time
+from pathlib import Path
 
 import pytest
-from conftest import ROOT, WAIT
+from conftest import ROOT, SHORT, WAIT
 
 from stepdbg import client
 from stepdbg.client import TargetError
@@ -287,7 +289,9 @@ def test_a_job_on_two_nodes_is_attached_through_ssh_to_each_node(sshd, tmp_path,
 
     from stepdbg.cli.attach import open_job
 
-    port, dirs = free_port(), {n: tmp_path / n for n in ("nodeA", "nodeB")}
+    # Each node's runtime folder is where sshd forwards to: a socket path sshd must fit (a deep tmp_path)
+    base = tmp_path if len(str(tmp_path)) < SHORT else Path(tempfile.mkdtemp(prefix="nodes-"))
+    port, dirs = free_port(), {n: base / n for n in ("nodeA", "nodeB")}
     for d in dirs.values():
         d.mkdir(mode=0o700)
     cfg = tmp_path / "two_nodes_ssh_config"
