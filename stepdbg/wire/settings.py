@@ -51,30 +51,28 @@ def seconds_or_default(name: str) -> float | None:
         return SECONDS[name][0]
 
 
-def ssh_command() -> list[str]:
-    """STEPDBG_SSH as words (default: ssh), or SettingError."""
-    raw = os.environ.get("STEPDBG_SSH", "ssh")
+def _command(name: str, default: str, example: str) -> list[str]:
+    """The environment variable `name` as a command's words (default: `default`), or
+    SettingError: unbalanced quotes, or empty (set to nothing, not unset)."""
+    raw = os.environ.get(name, default)
     try:
         words = shlex.split(raw)
     except ValueError as e:
-        raise SettingError(f"STEPDBG_SSH={raw!r} cannot be split into words ({e})") from None
+        raise SettingError(f"{name}={raw!r} cannot be split into words ({e})") from None
     if not words:
-        raise SettingError("STEPDBG_SSH is empty: set it to the ssh command (e.g. 'ssh -F my_config') or unset it")
+        raise SettingError(f"{name} is empty: set it to {example} or unset it")
     return words
+
+
+def ssh_command() -> list[str]:
+    """STEPDBG_SSH as words (default: ssh), or SettingError."""
+    return _command("STEPDBG_SSH", "ssh", "the ssh command (e.g. 'ssh -F my_config')")
 
 
 def remote_command() -> list[str]:
     """STEPDBG_REMOTE as words (default: stepdbg), or SettingError: the stepdbg command on
     a remote host (empty, ssh would have run the bare `ls --json` there)."""
-    raw = os.environ.get("STEPDBG_REMOTE", "stepdbg")
-    try:
-        words = shlex.split(raw)
-    except ValueError as e:
-        raise SettingError(f"STEPDBG_REMOTE={raw!r} cannot be split into words ({e})") from None
-    if not words:
-        raise SettingError("STEPDBG_REMOTE is empty: set it to the stepdbg command on the remote host "
-                           "(e.g. '~/venv/bin/stepdbg') or unset it")
-    return words
+    return _command("STEPDBG_REMOTE", "stepdbg", "the stepdbg command on the remote host (e.g. '~/venv/bin/stepdbg')")
 
 
 def check_environment() -> None:
