@@ -87,3 +87,27 @@ def test_a_signal_during_a_save_reaches_the_job_as_itself_and_leaves_nothing(tmp
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, old)
     assert fired and list(tmp_path.iterdir()) == []
+
+
+class FullyShardedDataParallel(nn.Module):  # named as FSDP's wrapper is: its parameters count as sharded
+    def __init__(self) -> None:
+        super().__init__()
+        self.inner = nn.Linear(4, 1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.inner(x)
+
+
+def test_a_sharded_models_bundle_reads_back_and_replays_its_inputs(tmp_path):
+    """What the writer says of a sharded model (why no parameters were saved) is what the
+    reader accepts: a CI run of FSDP2 on 2 ranks found the reader wanting a boolean."""
+    from stepdbg.agent.replay import offline
+
+    x = torch.randn(2, 4)
+    x[1, 2] = float("nan")
+    cap = {"step": 3, "args": (x,), "kwargs": {}, "batch": x, "rng": {"cpu": torch.get_rng_state()}}
+    path = bundle.write(tmp_path, "stepdbg-step3", FullyShardedDataParallel(), cap, {"phase": "after_backward"}, {})
+    meta, _ = bundle.read(path)
+    assert meta["parameters"] == "sharded" and meta["sharded"] == "its parameters are sharded by FSDP"
+    result = offline.replay_bundle(path)
+    assert result["first_nonfinite"] and result["reproduced"] is True, result

@@ -92,22 +92,28 @@ def _strings(path: Path, field: str, value: Any, cap: int = 10_000) -> list[str]
     return value
 
 
-def meta(path: Path, raw: bytes) -> dict[str, Any]:
-    """meta.json's object, every field the replay reads checked."""
+def _parsed(path: Path, raw: bytes) -> Any:
     try:
-        obj = json.loads(raw.decode("utf-8"))
+        return json.loads(raw.decode("utf-8"))
     except UnicodeDecodeError:
         raise BundleError(f"{path}: not UTF-8 text") from None
     except RecursionError:
         raise BundleError(f"{path}: nested too deep to be a bundle's") from None
     except ValueError as e:
         raise BundleError(f"{path}: not JSON ({e})") from None
+
+
+def meta(path: Path, raw: bytes) -> dict[str, Any]:
+    """meta.json's object, every field the replay reads checked."""
+    obj = _parsed(path, raw)
     if not isinstance(obj, dict) or type(obj.get("format")) is not int or obj.get("format") != FORMAT:
         raise BundleError(f"{path}: not a bundle of format {FORMAT} (stepdbg {__version__})")
     _need(path, obj, "step", int, "a step number", optional=False)
     _need(path, obj, "rank", (int, type(None)), "a rank")
     _need(path, obj, "output_finite", (bool, type(None)), "true, false or null")
-    _need(path, obj, "sharded", (bool, type(None)), "true, false or null")
+    sharded = _need(path, obj, "sharded", _OPTIONAL_STR, "why the parameters were not saved, or null")
+    if sharded is not None:
+        obj["sharded"] = shown(sharded[:200])
     if obj.get("parameters", "step_start") not in _PARAMETERS:
         raise _bad(path, "parameters", " or ".join(_PARAMETERS))
     device = _need(path, obj, "device", str, "a device") or "cpu"
