@@ -11,6 +11,7 @@ import os
 import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -105,3 +106,35 @@ def test_format_must_be_the_integer_one(saved, tmp_path, capsys):  # noqa: F811
     path = copy_of(saved, tmp_path, format=1.0)
     assert replay_here(path, capsys)[0] == 1
     shutil.rmtree(path)
+
+
+
+def test_a_tensors_file_swapped_for_a_link_after_the_check_is_never_followed(tmp_path, monkeypatch):
+    """The attacker's race: tensors.pt is a plain file when it is checked and a link to
+    another file (here: another bundle's weights) by the time torch.load opens it."""
+    from stepdbg.agent.replay import bundle, bundle_check
+
+    def written(name: str, fill: float) -> Path:
+        model = torch.nn.Linear(4, 1)
+        torch.nn.init.constant_(model.weight, fill)
+        x = torch.randn(2, 4)
+        cap = {"step": 1, "args": (x,), "kwargs": {}, "batch": x, "rng": {"cpu": torch.get_rng_state()}}
+        return bundle.write(tmp_path, name, model, cap, {}, {})
+
+    mine, other = written("mine", 1.0), written("other", 7.0)
+    real = bundle_check.regular
+
+    def check_then_swap(p: Path) -> os.stat_result:
+        st = real(p)
+        if p.name == "tensors.pt" and not p.is_symlink():
+            p.unlink()
+            p.symlink_to(other / "tensors.pt")
+        return st
+
+    monkeypatch.setattr(bundle_check, "regular", check_then_swap)
+    try:
+        _, data = bundle.read(mine)
+    except bundle.BundleError as e:
+        assert "symbolic link" in str(e)
+    else:
+        assert data["parameters"]["weight"].eq(1.0).all(), "the link's target was loaded"

@@ -242,9 +242,11 @@ def read(path: Path) -> tuple[dict[str, Any], dict[str, Any]]:
     if not path.is_dir() or not os.path.lexists(meta_path) or not os.path.lexists(tensors_path):
         raise BundleError(f"{path} is not an evidence bundle (it needs meta.json and tensors.pt)")
     meta = bundle_check.meta(meta_path, bundle_check.read_capped(meta_path, META_CAP))
-    bundle_check.regular(tensors_path)
     try:
-        data = torch.load(tensors_path, map_location="cpu", weights_only=True, mmap=True)
+        with bundle_check.pinned(tensors_path) as name:
+            data = torch.load(name, map_location="cpu", weights_only=True, mmap=True)
+    except BundleError:
+        raise
     except Exception as e:  # a damaged or foreign file: torch's own reason, in one line
         first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         raise BundleError(f"{tensors_path}: not a bundle's tensors ({first[:300]})") from None

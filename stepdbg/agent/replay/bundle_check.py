@@ -9,10 +9,13 @@ opened for reading, so /dev/zero is never read), meta.json up to a cap.
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import json
 import os
 import re
 import stat
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +45,26 @@ def regular(path: Path) -> os.stat_result:
         kind = "a symbolic link" if stat.S_ISLNK(st.st_mode) else "not a regular file"
         raise BundleError(f"{path} is {kind}: a bundle holds plain files only")
     return st
+
+
+@contextlib.contextmanager
+def pinned(path: Path) -> Iterator[str]:
+    """A name for the regular file `path` as it is opened now, for a reader that opens by
+    name (torch.load with mmap): on Linux /proc/self/fd/N of a descriptor opened without
+    following links, so a link swapped in after any check is never followed."""
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
+    except OSError as e:
+        if e.errno == errno.ELOOP:
+            raise BundleError(f"{path} is a symbolic link: a bundle holds plain files only") from None
+        raise BundleError(f"{path}: {e.strerror}") from None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise BundleError(f"{path} is not a regular file: a bundle holds plain files only")
+        via = f"/proc/self/fd/{fd}"
+        yield via if os.path.exists(via) else str(path)
+    finally:
+        os.close(fd)
 
 
 def read_capped(path: Path, cap: int) -> bytes:
