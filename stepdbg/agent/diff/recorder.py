@@ -25,17 +25,15 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 import threading
 from typing import Any
 
 import torch
 
-from stepdbg.agent.diff.fingerprint import fingerprint, tensors_in
+from stepdbg.agent.diff.calls import CallLog
+from stepdbg.agent.diff.fingerprint import tensors_in
 
 FORMAT_VERSION = 1
-_OWN_DIR = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # stepdbg/
-_TORCH_MODULE_FILE = os.path.abspath(torch.nn.modules.module.__file__)
 
 
 class ListenerTap:
@@ -78,14 +76,10 @@ class Recorder:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         self.file: Any = os.fdopen(fd, "w", encoding="utf-8")
         self._write({"kind": "header", "version": FORMAT_VERSION, "steps": steps, "max_calls": max_calls})
-        self.entries: list[dict[str, Any]] = []
+        self.log = CallLog(max_calls, self._name_of)  # the step's entries
         self.open = False  # between a step's first forward and its end
         self.step = 0
-        self.calls = 0
-        self.capped = 0
         self.updated = False
-        self._in_count: dict[str, int] = {}
-        self._out_count: dict[str, int] = {}
         self._names: dict[int, tuple[str, torch.nn.Module]] = {}
         self._roots_named: list[int] = []
         self._hooks: list[Any] = []
@@ -121,20 +115,19 @@ class Recorder:
         if self.step >= self.steps:
             return
         self.open, self.updated = True, False
-        self.entries, self.calls, self.capped = [], 0, 0
-        self._in_count, self._out_count = {}, {}
+        self.log.reset(self.step)
         self._name_roots()
         kwargs = self.model.capture.get("kwargs") or {}
         for i, t in enumerate(tensors_in([list(args), kwargs])):
-            self._add("input", "", f"batch[{i}]", 0, t)
+            self.log.add("input", "", f"batch[{i}]", 0, t)
         for name, t in self._model_tensors():
             owner, _, leaf = name.rpartition(".")
-            self._add("input", owner, leaf, 0, t)
+            self.log.add("input", owner, leaf, 0, t)
 
     def on_loss(self, loss: torch.Tensor | None) -> None:
         if self.open:
-            n = sum(1 for e in self.entries if e["phase"] == "loss")
-            self._add("loss", "", "loss", n, loss)
+            n = sum(1 for e in self.log.entries if e["phase"] == "loss")
+            self.log.add("loss", "", "loss", n, loss)
 
     def before_update(self, opt: torch.optim.Optimizer) -> None:
         if self.open:
@@ -147,11 +140,11 @@ class Recorder:
         names = self.model.param_names()
         for i, p in enumerate(self._opt_params(opt)):
             owner, _, leaf = names.get(id(p), f"param_groups.param{i}").rpartition(".")
-            self._add("optimizer", owner, leaf, 0, p)
+            self.log.add("optimizer", owner, leaf, 0, p)
             state = opt.state.get(p) or {}
             for key in sorted(k for k in state if isinstance(k, str)):
                 if isinstance(state[key], torch.Tensor):
-                    self._add("optimizer", owner, f"{leaf}.{key}", 0, state[key])
+                    self.log.add("optimizer", owner, f"{leaf}.{key}", 0, state[key])
 
     def on_step_end(self, record: dict[str, Any]) -> None:
         if not self.open:
@@ -159,11 +152,11 @@ class Recorder:
         if not self.updated:  # no optimizer object (a manual update): the gradients as they are now
             self._grads(self.model.model_params())
         self.open = False
-        for e in self.entries:
+        for e in self.log.entries:
             self._write(e)
-        self._write({"kind": "step", "step": self.step, "calls": self.calls, "capped": self.capped,
+        self._write({"kind": "step", "step": self.step, "calls": self.log.calls, "capped": self.log.capped,
                      "loss": record.get("loss")})
-        self.entries = []
+        self.log.reset(self.step)
         if self.step + 1 >= self.steps:
             self.close()
 
@@ -181,42 +174,17 @@ class Recorder:
 
     def _pre(self, module: torch.nn.Module, args: tuple[Any, ...]) -> None:
         if self._records(module):
-            self.guarded(self._call_input, module, args)
+            self.guarded(self.log.call_input, module, args)
 
     def _post(self, module: torch.nn.Module, args: tuple[Any, ...], output: Any) -> None:
         if self._records(module):
-            self.guarded(self._call_output, module, output)
+            self.guarded(self.log.call_output, module, output)
 
     def _records(self, module: torch.nn.Module) -> bool:
         if not self.open or torch.compiler.is_compiling():
             return False
         thread = self.model.thread
         return thread is None or thread == threading.get_ident()
-
-    def _call_input(self, module: torch.nn.Module, args: tuple[Any, ...]) -> None:
-        name = self._name_of(module)
-        if name is None or name == "":  # (the root's arguments are the batch)
-            return
-        if self.calls >= self.max_calls:
-            return
-        call = self._in_count.get(name, 0)
-        self._in_count[name] = call + 1
-        for i, t in enumerate(tensors_in(list(args))):
-            self._add("forward", name, f"input[{i}]", call, t, module)
-
-    def _call_output(self, module: torch.nn.Module, output: Any) -> None:
-        name = self._name_of(module)
-        if name is None:
-            return
-        if self.calls >= self.max_calls:
-            self.capped += 1
-            return
-        self.calls += 1
-        call = self._out_count.get(name, 0)
-        self._out_count[name] = call + 1
-        found = tensors_in(output)
-        for i, t in enumerate(found or [output]):
-            self._add("forward", name, "output" if len(found) <= 1 else f"output[{i}]", call, t, module)
 
     # ------------------------------------------------------------------ helpers
 
@@ -253,33 +221,10 @@ class Recorder:
         names = self.model.param_names()
         for i, p in enumerate(params):
             owner, _, leaf = names.get(id(p), f"param_groups.param{i}").rpartition(".")
-            self._add("backward", owner, f"{leaf}.grad", 0, p.grad)
-
-    def _add(self, phase: str, module: str, what: str, call: int, value: Any,
-             mod: torch.nn.Module | None = None) -> None:
-        e: dict[str, Any] = {"step": self.step, "phase": phase, "module": module, "what": what, "call": call,
-                             "fp": fingerprint(value)}
-        if mod is not None:
-            e["class"] = type(mod).__name__
-            e["file"], e["line"] = _call_site()
-            code = getattr(getattr(type(mod), "forward", None), "__code__", None)
-            if code is not None:
-                e["defined_at"] = f"{code.co_filename}:{code.co_firstlineno}"
-        self.entries.append(e)
+            self.log.add("backward", owner, f"{leaf}.grad", 0, p.grad)
 
     def _write(self, obj: dict[str, Any]) -> None:
         self.file.write(json.dumps(obj) + "\n")
         if obj.get("kind") in ("header", "step", "end"):
             self.file.flush()
 
-
-def _call_site() -> tuple[str | None, int | None]:
-    """The file and line that called the module: the first frame outside torch's
-    Module.__call__ machinery and stepdbg."""
-    f = sys._getframe(2)
-    while f is not None:
-        name = f.f_code.co_filename
-        if name != _TORCH_MODULE_FILE and not name.startswith(_OWN_DIR):
-            return name, f.f_lineno
-        f = f.f_back
-    return None, None
