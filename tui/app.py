@@ -24,7 +24,7 @@ from .asking import ask
 from .break_panel import BreakPanel
 from .controls import ControlActions
 from .dialogs import HelpScreen
-from .messages import ConnectionLost, JobEvent, StepSummary
+from .messages import HISTORY_KEPT, ConnectionLost, JobEvent, StepSummary, with_records
 from .panel_table import BY_ID, PANELS, keys_go_to, shown
 from .panels import LogPanel, ModelPanel, TensorPanel, module_expression, render_header
 from .plots import PlotsPanel
@@ -85,6 +85,7 @@ class StepdbgApp(ControlActions, ReplActions, App[str | None]):
         self.replay_result: dict[str, Any] | None = None
         self.findings: list[dict[str, Any]] = []  # rule-based findings pushed by the agent
         self.history: list[dict[str, Any]] = []
+        self.arrived: list[dict[str, Any]] | None = None  # step records handled while the history is asked for
         self.repl_history = LineHistory()
         self.evaluating = False  # a REPL line runs in the job (ctrl+c interrupts it)
         self.quit_choice: str | None = None
@@ -154,8 +155,9 @@ class StepdbgApp(ControlActions, ReplActions, App[str | None]):
     def on_step_summary(self, msg: StepSummary) -> None:
         records = msg.records()
         d = records[-1]
-        # Every step the job ran, as its own history has it (a rewind runs steps again: they replace theirs).
-        self.history = ([h for h in self.history if h.get("step", -1) < records[0]["step"]] + records)[-500:]
+        self.history = with_records(self.history, records)  # every step the job ran, as its own history has it
+        if self.arrived is not None:
+            self.arrived.extend(records)
         if self.status.get("state") != "paused" and not str(self.status.get("state", "")).startswith("exited"):
             # (a late summary must not hide the pause, nor the end)
             self.status = {**self.status, "step": d["step"] + 1, "phase": "between steps"}
@@ -202,9 +204,15 @@ class StepdbgApp(ControlActions, ReplActions, App[str | None]):
         st = await self.ask("status", self.source.status())
         if st:
             self.status = st
-        hist = await self.ask("history", self.source.get_history(200))
-        if hist is not None:
-            self.history = hist
+        # The answer is the history when the job read it: steps sent after that may be handled
+        # before the answer is, and go on top of it.
+        self.arrived = []
+        try:
+            hist = await self.ask("history", self.source.get_history(HISTORY_KEPT))
+            if hist is not None:
+                self.history = with_records(hist, self.arrived)
+        finally:
+            self.arrived = None
         await self._refresh_break()
         await self._refresh_panel(self.query_one(TabbedContent).active)
 

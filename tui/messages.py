@@ -17,9 +17,21 @@ class JobEvent(Message):
         self.data = data
 
 
+HISTORY_KEPT = 500  # step records the app keeps (the plots' width; the agent's step event carries as many)
+
+
+def with_records(history: list[dict[str, Any]], records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """`history` with `records` (oldest first) in place of the ones from their first step on
+    (a rewind runs steps again: they replace theirs)."""
+    if not records:
+        return history
+    return ([h for h in history if h.get("step", -1) < records[0]["step"]] + records)[-HISTORY_KEPT:]
+
+
 class StepSummary(Message, bubble=False):
     """The latest step record, with the records before it in ``earlier`` (handled by
-    ``on_step_summary``); a newer one not yet handled takes in an older one's records."""
+    ``on_step_summary``); an older one not yet handled gives its records to the newer one
+    that replaces it."""
 
     def __init__(self, data: dict[str, Any]) -> None:
         super().__init__()
@@ -30,10 +42,12 @@ class StepSummary(Message, bubble=False):
         return [*(self.data.get("earlier") or []), {k: v for k, v in self.data.items() if k != "earlier"}]
 
     def can_replace(self, message: Message) -> bool:
+        # Textual 8 asks the message it is about to handle (`self`, the older) whether the
+        # next one queued (`message`, the newer) may take its place, then drops `self`: its
+        # records go into the newer one, or the plots lose those steps.
         if not isinstance(message, StepSummary):
             return False
-        older = message.records()  # (the plots must have every step: none is dropped with the message)
-        self.data = {**self.data, "earlier": [*older, *(self.data.get("earlier") or [])][-500:]}
+        message.data = {**message.data, "earlier": [*self.records(), *(message.data.get("earlier") or [])][-HISTORY_KEPT:]}
         return True
 
 
