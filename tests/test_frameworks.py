@@ -5,10 +5,12 @@ steps, data made here, nothing downloaded."""
 from __future__ import annotations
 
 import math
+from pathlib import Path
 from typing import Any
 
 import pytest
 import torch
+from conftest import marked_line, run_stepdbg
 from torch import nn
 
 pytestmark = pytest.mark.slow  # real trainers and torchrun end to end (see pyproject: slow)
@@ -295,3 +297,21 @@ def test_a_compiled_step_is_replayed_eagerly_and_names_what_made_the_nan(session
     (brk,) = s.breaks
     first = s.views.replays[0]["first_nonfinite"]
     assert brk.step == 2 and (first["where"], first["tensor"]) == ("parameter", "2.weight"), first
+
+
+def test_a_lightning_break_is_placed_where_training_step_made_the_loss(tmp_path):
+    """Lightning's closure calls backward and steps the optimizer, not the user's file: a break
+    there (a NaN loss before the backward, a gradient norm before the update) is placed at the
+    training_step line that returned the loss, not at the script's `trainer.fit(...)`."""
+    pytest.importorskip("lightning")
+    script = Path(__file__).parent / "fixtures" / "lightning_top_level.py"
+    run = run_stepdbg(tmp_path, "--break", "nan", "--break", "grad_norm>1e4", script_args=(str(script),))
+    assert run.returncode == 0, run.stderr
+    norm, nan = run.of("break")
+    assert (norm["step"], norm["phase"], nan["step"], nan["phase"]) == (2, "before_optimizer_step", 3, "before_backward")
+    line = marked_line(script, "returns-loss")
+    for brk in (norm, nan):
+        assert (brk["where"]["file"], brk["where"]["line"], brk["where"]["function"]) == (str(script), line, "training_step")
+        assert "lightning" in brk["where"]["framework"]["file"]
+    assert run.stderr.count(f"at {script}:{line}  return loss") == 2, run.stderr
+    assert f":{marked_line(script, 'fit')}" not in run.stderr

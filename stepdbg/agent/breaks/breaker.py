@@ -304,10 +304,9 @@ class Breaker:
             # nothing, and the break shows the loss (not after an error: CUDA's may stick).
             self.guard("break_read", host_reads.read_pending, st)
         framework = framework_frame(sys._getframe(1)) if frame is None else None
-        stack = stack or PausedStack.from_frame(frame or sys._getframe(1))
-        frame = frame or stack.innermost()
+        stack, where = self.model.caller.place(sys._getframe(1), frame, stack)  # (under a trainer: its frames)
         brk = Break(step=st.index if st else self.model.step, phase=phase or (st.phase if st else "none"),
-                    condition=condition, reason=reason, scalars=break_scalars(self.model), where=where_of(frame),
+                    condition=condition, reason=reason, scalars=break_scalars(self.model), where=where,
                     details=details or {}, conditions=conditions or [condition])
         if self.record_memory:
             path, why_not = memory.dump_snapshot(f"memory-{brk.step}", self.snapshots)

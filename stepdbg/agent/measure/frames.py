@@ -150,13 +150,6 @@ def user_frame(start: FrameType | None) -> FrameType | None:
     return _innermost(start, is_user_file)
 
 
-def call_site() -> tuple[str, int, str] | None:
-    """(file, line, function) of the innermost user frame above the caller: where the
-    user's code called into the model. Names only: no frame is kept alive."""
-    f = user_frame(sys._getframe(1))
-    return (f.f_code.co_filename, f.f_lineno, f.f_code.co_name) if f is not None else None
-
-
 def where_of(frame: FrameType | None, lineno: int | None = None) -> dict[str, Any] | None:
     """File, line, function and code of a frame, as a break reports them."""
     if frame is None:
@@ -187,6 +180,67 @@ def caller_kwargs() -> dict[str, Any]:
             return dict(kw) if isinstance(kw, dict) else {}
         f = f.f_back
     return {}
+
+
+def _called_by_framework(start: FrameType) -> bool:
+    """The innermost frame outside torch, stepdbg and the standard library is a trainer's:
+    the framework, not the user's code, called what runs (Lightning's closure, its backward)."""
+    f: FrameType | None = start
+    while f is not None:
+        path = f.f_code.co_filename
+        if is_framework_file(path) or is_user_file(path):
+            return is_framework_file(path)
+        f = f.f_back
+    return False
+
+
+def _on_stack(frame: FrameType, start: FrameType | None) -> bool:
+    while start is not None and start is not frame:
+        start = start.f_back
+    return start is not None
+
+
+class ModelCaller:
+    """The user's frame that called the model this step. A trainer calls the user's function
+    (Lightning's training_step), which makes the loss and returns; the trainer's own code then
+    calls backward and steps the optimizer. A break there is placed where that function
+    returned the loss, not at the script's `trainer.fit(...)`. The frame is held only until the
+    backward starts (a returned frame keeps its locals, a model's logits among them, alive);
+    from there on its place is kept."""
+
+    def __init__(self) -> None:
+        self.frame: FrameType | None = None
+        self.returned: dict[str, Any] | None = None  # where the released frame had returned
+
+    def called(self) -> tuple[str, int, str] | None:
+        """A root forward begins: (file, line, function) of the user's line that called the
+        model; the frame is kept while gradients are on."""
+        f = user_frame(sys._getframe(1))
+        self.frame, self.returned = (f if torch.is_grad_enabled() else None), None
+        return (f.f_code.co_filename, f.f_lineno, f.f_code.co_name) if f is not None else None
+
+    def release(self) -> None:
+        """The backward is next: the frame is let go, its place kept if it had returned."""
+        f, self.frame = self.frame, None
+        if f is not None and not _on_stack(f, sys._getframe(1)):
+            self.returned = where_of(f)
+
+    def place(self, start: FrameType, frame: FrameType | None = None,
+              stack: PausedStack | None = None) -> tuple[PausedStack, dict[str, Any] | None]:
+        """The user's frames at a break taken at `start` (or in `frame`, or on a traceback's
+        `stack`), and where the break is."""
+        if frame is not None or stack is not None:
+            stack = stack or PausedStack.from_frame(frame)
+            return stack, where_of(frame or stack.innermost())
+        stack = PausedStack.from_frame(start)
+        if not _called_by_framework(start):
+            return stack, where_of(stack.innermost())
+        f = self.frame
+        if f is not None and not _on_stack(f, start):
+            stack.frames.append((f, f.f_lineno))
+            stack.index = len(stack.frames) - 1
+            return stack, where_of(f)
+        return stack, self.returned or where_of(stack.innermost())
 
 
 class PausedStack:

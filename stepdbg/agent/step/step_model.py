@@ -27,7 +27,7 @@ from typing import Any
 import torch
 
 from stepdbg.agent.measure import kernel_choice, tensors
-from stepdbg.agent.measure.frames import call_site, caller_kwargs
+from stepdbg.agent.measure.frames import ModelCaller, caller_kwargs
 from stepdbg.agent.measure.memory import HOST_MEMORY_PERIOD, cuda_in_use, memory_in_use
 from stepdbg.agent.step import host_reads, micro_batches
 from stepdbg.agent.step.collectives import Collectives
@@ -58,8 +58,8 @@ class StepModel(ProgramObjects, Gate):
         self.step = 0
         self.current: StepState | None = None
         self.history: deque[dict[str, Any]] = deque(maxlen=HISTORY_LEN)
-        # What a replay needs, captured at the model's forward: root, args, kwargs, rng,
-        # buffers (when armed), output, grad_output (when armed), loss, batch, loader.
+        # What a replay needs, captured at the model's forward: root, args, kwargs, rng, buffers
+        # (when armed), output, grad_output (when armed), loss, batch, loader, called_from.
         self.capture: dict[str, Any] = {}
         self.armed = False  # keep what a replay of the backward needs (costs one output-sized tensor)
         self.saved: SavedActivations | None = None  # saved activations by module (--record-memory)
@@ -83,6 +83,7 @@ class StepModel(ProgramObjects, Gate):
         self.data = DataWait()
         self.collectives = Collectives()  # this rank's collectives (a hang across ranks)
         self.device_skip = DeviceSkip()  # --skip-on-device
+        self.caller = ModelCaller()  # the user's frame that called the model: a break under a trainer
         self._indices: weakref.WeakKeyDictionary[Any, deque[list[Any]]] = weakref.WeakKeyDictionary()
 
     # ------------------------------------------------------------------ installing
@@ -131,10 +132,9 @@ class StepModel(ProgramObjects, Gate):
         self._hooks.remove_all()
 
     def guarded(self, name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
-        def hook(*args: Any) -> Any:
+        def hook(*args: Any) -> None:
             if not _compiling():
                 self.act(name, fn, *args)
-            return None
 
         return hook
 
@@ -179,8 +179,7 @@ class StepModel(ProgramObjects, Gate):
 
     def reset_depths(self) -> None:
         """An exception unwound the forward/backward: the next call starts at depth 0."""
-        self._bwd_depth = 0
-        self._depth = 0
+        self._bwd_depth = self._depth = 0
 
     # ------------------------------------------------------------------ phases
 
@@ -240,7 +239,7 @@ class StepModel(ProgramObjects, Gate):
         cap["rng"] = tensors.rng_state()
         cap["kernels"] = kernel_choice.current()  # the replay runs the kernels this forward runs
         cap["output"] = cap["grad_output"] = None
-        cap["called_from"] = call_site()  # the user's line that called the model (a data NaN entered there)
+        cap["called_from"] = self.caller.called()  # the user's line that called the model (a data NaN entered there)
         if self.armed:
             cap["buffers"] = {n: b.detach().clone() for n, b in module.named_buffers()}
         if self.saved is not None:
@@ -298,6 +297,7 @@ class StepModel(ProgramObjects, Gate):
         update, the peak of the step's memory). A loss kept on the device is read before
         the update: the output's sum goes with it (one reduction, no read of its own), so a
         NaN loss can still say whether the output was finite."""
+        self.caller.release()
         out = self.capture.get("output")
         st = self.current
         if st is not None and st.pending_losses and len(st.pending_outputs) + st.outputs_read < st.forwards \
