@@ -300,3 +300,23 @@ def test_an_in_place_write_of_a_nan_is_the_producer_at_its_line(session_factory)
     first = s.views.replays[0]["first_nonfinite"]
     assert (first["where"], first["op"], first["module_type"]) == ("forward", "__setitem__", "WritesNaN"), first
     assert first["line"] == line_of(WritesNaN.forward, "# @setitem"), first
+
+
+@pytest.mark.parametrize("nan", ['float("nan")', "torch.nan", "math.inf - math.inf"])
+def test_a_nan_written_between_the_model_and_the_loss_is_that_op_at_its_line(session_factory, nan):
+    """`out = out * float("nan")` after the model (how a NaN is planted, in a training_step
+    or a loop): it was named mse_loss, an overflow 'from finite inputs', then the data. The
+    number, saved by autograd as a 0-d tensor, summed from garbage (torch 2.13)."""
+    import math
+
+    s = session_factory("nan", actions=("replay",))
+    model = nn.Linear(4, 1)
+    out = model(torch.randn(8, 4))
+    out = out * eval(nan, {"torch": torch, "math": math})  # @planted
+    nn.functional.mse_loss(out, torch.zeros(8, 1)).backward()
+    (replay,) = s.views.replays
+    first = replay["first_nonfinite"]
+    assert (first["where"], first["op"], first["constant"]) == ("loss", "MulBackward0", "nan"), first
+    assert first["line"] == line_of(test_a_nan_written_between_the_model_and_the_loss_is_that_op_at_its_line,
+                                    "# @planted"), first
+    assert replay["advice"]["cause"] == "constant" and replay["reproduced"] is True, replay

@@ -307,6 +307,8 @@ def all_finite(t: torch.Tensor) -> bool:
     if not t.is_floating_point() or t.numel() == 0:
         return not t.is_complex() or bool(torch.isfinite(t.detach()).all())
     d = t.detach()
+    if d.dim() == 0:  # (also a Python number autograd saved: torch 2.13 sums one from garbage)
+        return math.isfinite(d.item())
     total = d.sum(dtype=torch.float32) if d.dtype in HALF else d.sum()
     return math.isfinite(total.item()) or bool(torch.isfinite(d).all())
 

@@ -4,6 +4,7 @@
 - divergence (the weights, the gradient norm or the loss had already exploded in the
   steps before, or a parameter is already non-finite): the learning rate, not the op
   that finally overflowed;
+- a non-finite number the code wrote or computed outside autograd (`out * float("nan")`);
 - a domain error (log, sqrt, div, pow, acos... met a value outside its domain): its guard;
 - otherwise a numeric overflow in the op named.
 """
@@ -67,7 +68,7 @@ def diverging(history: Iterable[dict[str, Any]], params: list[torch.Tensor]) -> 
 
 def advise(first: dict[str, Any] | None, history: Iterable[dict[str, Any]],
            params: list[torch.Tensor]) -> dict[str, str] | None:
-    """{"cause": data | divergence | domain | overflow, "text": what to do}."""
+    """{"cause": data | divergence | constant | domain | overflow, "text": what to do}."""
     if first is None:
         return None
     if first.get("where") == "input":
@@ -83,6 +84,10 @@ def advise(first: dict[str, Any] | None, history: Iterable[dict[str, Any]],
                         "rate (lr X pin), add warmup and gradient clipping; the damage was done by an earlier "
                         "update, so go back to a checkpoint from before it"}
     op = base_op(first.get("op"))
+    if first.get("constant"):
+        return {"cause": "constant",
+                "text": f"{first.get('op')} was given a {first['constant']} number that the code wrote or computed "
+                        "(float('nan'), math.inf, a division by zero outside autograd): remove or guard it"}
     if op in GUARDS:
         return {"cause": "domain", "text": f"{op} met a value outside its domain: {GUARDS[op]}"}
     dtype = first.get("dtype")

@@ -108,13 +108,15 @@ def search_loss_graph(loss: torch.Tensor, output: Any, frame: FrameType | None) 
     out_t = first_tensor(output)
     stop = {id(out_t.grad_fn)} if out_t is not None and out_t.grad_fn is not None else set()
     nodes = [n for n in graph_nodes(loss.grad_fn, stop) if id(n) not in stop]
-    producer = None
-    # Forward evidence: a node whose saved inputs are finite and saved result is not.
+    producer, constant = None, None
+    # Forward evidence: a node whose saved inputs are finite and saved result is not; or one
+    # given a non-finite number (`out * float("nan")`: autograd saves it as a 0-d constant).
     for n in reversed(nodes):  # from the leaves towards the loss
         saved = {a: getattr(n, a, None) for a in dir(n) if a.startswith("_saved_")}
         tensors = {k: v for k, v in saved.items() if isinstance(v, torch.Tensor)}
         res = tensors.pop("_saved_result", None)
-        if res is not None and not finite(res) and finite(list(tensors.values())):
+        constant = next((v for v in tensors.values() if v.dim() == 0 and not v.requires_grad and not finite(v)), None)
+        if constant is not None or (res is not None and not finite(res) and finite(list(tensors.values()))):
             producer = n
             break
     if producer is None and out_t is not None:
@@ -139,8 +141,12 @@ def search_loss_graph(loss: torch.Tensor, output: Any, frame: FrameType | None) 
         return None
     op = producer.name()
     loss_fn, names = loss_names(op, frame)
-    where = guess_line(names, frame)
-    return {"where": "loss", "module": None, "module_type": None, "op": op, "loss_fn": loss_fn, **where}
+    if constant is not None:  # the line that wrote it: float("nan"), math.inf, torch.nan
+        value = "nan" if bool(torch.isnan(constant)) else "inf"
+        return {"where": "loss", "module": None, "module_type": None, "op": op, "loss_fn": loss_fn,
+                "constant": value, **guess_line({"nan", "inf"}, frame, called=False)}
+    return {"where": "loss", "module": None, "module_type": None, "op": op, "loss_fn": loss_fn,
+            **guess_line(names, frame)}
 
 
 _SHAPE_ONLY = ("MeanBackward", "CloneBackward", "ViewBackward", "ReshapeAliasBackward", "SqueezeBackward",
@@ -189,15 +195,15 @@ def loss_names(op: str, frame: FrameType | None) -> tuple[str, set[str]]:
     return snake, names
 
 
-def guess_line(names: set[str], frame: FrameType | None) -> dict[str, Any]:
-    """The user line that most likely ran the op called by one of `names`: the
-    backward-calling function is searched."""
+def guess_line(names: set[str], frame: FrameType | None, called: bool = True) -> dict[str, Any]:
+    """The user line that most likely ran the op called by one of `names` (or, not
+    `called`, that holds one of them as a word): the backward-calling function is searched."""
     if frame is None:
         return {}
     code = frame.f_code
     first = code.co_firstlineno
     alts = "|".join(re.escape(n) for n in sorted(names, key=len, reverse=True))
-    pattern = re.compile(rf"\b(?:{alts})\w*\s*\(", re.I)
+    pattern = re.compile(rf"\b(?:{alts})\w*\s*\(" if called else rf"\b(?:{alts})\b", re.I)
     hits = [n for n in range(first, frame.f_lineno + 1)
             if pattern.search(linecache.getline(code.co_filename, n))]
     if not hits:

@@ -310,7 +310,7 @@ def _nonfinite_target(loss: torch.Tensor, out_t: torch.Tensor) -> dict[str, Any]
                 v = getattr(node, attr)
             except RuntimeError:  # freed
                 continue
-            if isinstance(v, torch.Tensor) and not v.requires_grad:
+            if isinstance(v, torch.Tensor) and not v.requires_grad and v.dim():  # (a 0-d one: a number written)
                 bad = first_bad(iter([(f"the {attr.removeprefix('_saved_')} of {node.name()}", v)]))
                 if bad is not None:
                     return bad
