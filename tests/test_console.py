@@ -94,6 +94,28 @@ def test_detaching_says_what_happens_to_the_job(start_job):
         assert watcher.wait_exited(WAIT)["exit_code"] == 0
 
 
+def test_the_attached_console_says_a_job_killed_by_kill_9_is_gone(start_job):
+    """`stepdbg attach` (the line console), the job killed with kill -9 at a pause: the
+    console says the job is gone, its exit code unknown, and exits 1 (issue 45, item 1)."""
+    job = start_job("--break", "step==2", script_args=("--steps", "6"))
+    info = job.info()
+    attach = subprocess.Popen([sys.executable, "-m", "stepdbg", "attach", info.id], cwd=ROOT, stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        with client.connect() as watcher:
+            watcher.wait_paused(WAIT)
+            deadline = time.monotonic() + WAIT
+            while watcher.status()["frontends"] < 2 and time.monotonic() < deadline:
+                time.sleep(0.05)
+            job.proc.kill()
+            job.proc.wait()
+        assert attach.wait(timeout=WAIT) == 1  # (its stdin still open: it noticed the loss itself)
+    finally:
+        if attach.poll() is None:
+            attach.kill()
+        err = attach.communicate()[1]
+    assert f"the job (pid {info.pid}) is gone, its exit code unknown" in err, err
+
 def test_breakpoint_in_a_served_job_waits_for_a_client_without_a_terminal(tmp_path):
     """watch(serve=True): stepdbg.breakpoint() pauses and waits, stdin not a terminal."""
     script = tmp_path / "train.py"

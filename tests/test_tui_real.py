@@ -154,6 +154,31 @@ def test_leaving_the_attached_tui_says_what_became_of_the_job_and_ending_it_exit
     assert job.finish()[0] == 3
 
 
+
+@pytest.mark.skipif(shutil.which("tmux") is None, reason="needs tmux")
+def test_attached_to_a_job_killed_by_kill_9_the_tui_says_it_is_gone_and_exits_1(
+        tmp_path, private_runtime_dir, start_job):  # noqa: F811
+    """`stepdbg attach` at 80x24, the job killed with kill -9: ctrl+r says it is gone, q
+    leaves, and the attach says the job is gone, its exit code unknown, and exits 1 (issue
+    45, item 1: after a reconnect to another job it printed that one's exit code 0 and
+    exited 0; then it said only that the connection closed)."""
+    job = start_job("--break", "step==3", script_args=("--steps", "6"))
+    info = job.info()
+    term = Tmux(tmp_path, private_runtime_dir, "attach", size=(80, 24))
+    try:
+        term.wait_screen("PAUSED")
+        job.proc.kill()
+        job.proc.wait()
+        term.wait_screen("lost the connection")
+        term.keys("C-r")
+        term.wait_screen("reconnect failed")
+        term.keys("q")
+        assert term.exit_code() == "1", term.screen()
+        said = " ".join(term.wait_screen("exit code unknown").split())  # (the line wraps at 80 columns)
+        assert f"the job (pid {info.pid}) is gone, its exit code unknown" in said, said
+    finally:
+        term.close()
+
 SCRIPT = ("import time\nimport torch\nfrom torch import nn\n"
           "model = nn.Linear(2, 1)\nopt = torch.optim.SGD(model.parameters(), lr=0.1)\n"
           "try:\n"

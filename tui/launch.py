@@ -23,6 +23,7 @@ from typing import IO, Any
 
 from stepdbg.client import Endpoint, TargetError
 from stepdbg.client.async_client import AsyncClient
+from stepdbg.client.connection import lost_words
 from stepdbg.client.job import EndedReport, TorchrunLog
 from stepdbg.launch import keeper
 from stepdbg.wire import sessions
@@ -89,7 +90,7 @@ def attach_tui(target: str | None, token: str | None, ranks: Ranks | None = None
         print(f"the job ended with exit code {ended.get('exit_code')}", file=sys.stderr)
         return int(ended.get("exit_code") or 0)
     if ended is not None:
-        print(f"stepdbg: {ended['lost']}", file=sys.stderr)
+        print(f"stepdbg: {lost_words(source.session, ended['lost'])}", file=sys.stderr)
         return 1
     again = again or f"stepdbg attach {source.session.get('id')}"
     now = "stays paused" if choice == "stay" and source.paused is not None else "goes on"

@@ -8,6 +8,7 @@ TARGET forms: a session id or pid, a socket path, HOST:PORT (TCP), or
 from __future__ import annotations
 
 import itertools
+import os
 import queue
 import socket
 import threading
@@ -15,7 +16,7 @@ from collections import deque
 from concurrent.futures import Future
 from typing import Any
 
-from ..wire import events, protocol
+from ..wire import events, protocol, sessions
 from ..wire.address import looks_like_hostport, unix_name
 from ..wire.address import parse as address_of
 from ..wire.ops import OpCalls
@@ -53,6 +54,35 @@ def settle(waiting: dict[Any, Any], msg: dict[str, Any]) -> ClientError | None:
 
 
 OUTPUT_TAIL = 20  # lines of a job's forwarded output kept per client (a dead rank's last words)
+
+
+def _gone(pid: int) -> bool:
+    """Whether process `pid` of this machine has ended (a zombie has: only its parent's wait is left)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[-1].split()[0] == "Z"
+    except FileNotFoundError:
+        return True
+    except OSError:  # no /proc (macOS): ask the kernel
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return True
+        except PermissionError:
+            return False
+        return False
+
+
+def lost_words(session: dict[str, Any], lost: str) -> str:
+    """What a client says when its connection ended without the job's end: `lost`, and on
+    this machine whether the job is gone (its exit code cannot be known: it was no child of
+    ours, and a kill -9 or a crash let its agent say nothing) or still runs."""
+    pid = session.get("pid")
+    if not isinstance(pid, int) or session.get("host") not in (None, sessions.node_name()):
+        return lost
+    if _gone(pid):
+        return f"{lost}; the job (pid {pid}) is gone, its exit code unknown (killed by a signal, os._exit or a crash)"
+    return f"{lost}; the job (pid {pid}) still runs: `stepdbg attach {session.get('id', pid)}` tries again"
 
 
 class Ops(OpCalls):

@@ -17,6 +17,7 @@ from typing import Any
 
 from ..wire.conditions import ConditionError
 from .commands import RESUMES, execute, last_stepping, out, show_source
+from .connection import lost_words
 
 
 def can_prompt() -> bool:
@@ -135,7 +136,7 @@ def attach_console(client: Any) -> int:  # noqa: C901, PLR0912 - the console's l
         if client.exited is not None:
             ex = client.exited
             if "lost" in ex:
-                out(f"stepdbg: {ex['lost']}")
+                out(f"stepdbg: {lost_words(client.session, ex['lost'])}")
                 return 1
             out(f"the job ended with exit code {ex.get('exit_code')} after {ex.get('steps')} steps")
             return int(ex.get("exit_code") or 0)
@@ -145,7 +146,7 @@ def attach_console(client: Any) -> int:  # noqa: C901, PLR0912 - the console's l
             out(f"paused at step {brk['step']} ({brk['phase']}) [{brk['condition']}]: {brk['reason']}")
             try:
                 show_source(client)
-            except _errors():
+            except (*_errors(), ConnectionError):  # the job gone meanwhile: said at the loop's next turn
                 pass
             print("(stepdbg) ", end="", file=sys.stderr, flush=True)
         try:
