@@ -1,6 +1,12 @@
 """8. Clients polling cost the job nothing much: the step time of a served job while N
 clients call `status` (or `stacks`, every thread's stack: a costly answer) as fast as
-they can, against no client, in interleaved phases."""
+they can, against no client, in interleaved phases.
+
+The step times are the job's own (it writes each step's start and length, by the
+system-wide monotonic clock); a flooded phase is the window in which every flooding
+client is connected and asking (each says "ready" once connected, then all start and stop together), so ten Python
+start-ups are never counted as the server's cost, and no measuring client asks anything
+of the job while it runs."""
 
 from __future__ import annotations
 
@@ -24,19 +30,24 @@ JOB = textwrap.dedent("""
     model = nn.Sequential(nn.Linear(64, 64), nn.ReLU(), nn.Linear(64, 1))
     opt = torch.optim.SGD(model.parameters(), lr=1e-3)
     x, y = torch.randn(32, 64), torch.randn(32, 1)
+    times = open(sys.argv[1], "w", buffering=1)
     while True:
+        t = time.monotonic()
         opt.zero_grad()
         nn.functional.mse_loss(model(x), y).backward()
         opt.step()
+        times.write(f"{t} {time.monotonic() - t}\\n")
 """)
 
 FLOOD = textwrap.dedent("""
     import sys, time
     from stepdbg import client
     c = client.connect(sys.argv[1])
-    end = time.monotonic() + float(sys.argv[2])
-    n = 0
     ask = getattr(c, sys.argv[3])
+    ask()
+    print("ready", flush=True)
+    end = float(sys.stdin.readline())  # the same end for every client, by the system's monotonic clock
+    n = 0
     while time.monotonic() < end:
         ask()
         n += 1
@@ -44,18 +55,24 @@ FLOOD = textwrap.dedent("""
 """)
 
 
-def _steps_per_phase(c: Any, seconds: float, at_least: int = 3) -> list[float]:
-    """The step times of the steps that ended in the next `seconds`, and until at least
-    `at_least` steps have (a busy machine may run none in a short phase)."""
-    first = c.status()["step"]
-    time.sleep(seconds)
-    deadline = time.monotonic() + 120
-    while (last := c.status()["step"]) < first + at_least and time.monotonic() < deadline:
+def _steps_in(times: Path, windows: list[tuple[float, float]]) -> list[float]:
+    """The lengths of the job's steps that started and ended inside one of `windows`."""
+    found = []
+    for line in times.read_text().splitlines():
+        parts = line.split()
+        if len(parts) != 2:
+            continue  # the line being written
+        start, length = float(parts[0]), float(parts[1])
+        if any(a <= start and start + length <= b for a, b in windows):
+            found.append(length)
+    return found
+
+
+def _wait_for_steps(times: Path, proc: subprocess.Popen[bytes]) -> None:
+    while not times.exists() or times.stat().st_size < 4096:
+        if proc.poll() is not None:
+            raise RuntimeError(f"the benchmark's job ended before it ran (exit code {proc.returncode})")
         time.sleep(0.05)
-    # The job goes on between the status and this call: ask for all it keeps, then pick the
-    # phase's steps (asking for last - first records got none when that many more had run).
-    hist = c.get_history(10_000)
-    return [h["step_time"] for h in hist if first < h["step"] <= last]
 
 
 def run(quick: bool, clients: int = 10, op: str = "status") -> dict[str, Any]:
@@ -64,35 +81,41 @@ def run(quick: bool, clients: int = 10, op: str = "status") -> dict[str, Any]:
 
     d = tempfile.mkdtemp(prefix="stepdbg-bench-")
     os.environ["STEPDBG_RUNTIME_DIR"] = d
-    script = Path(d) / "job.py"
+    script, times = Path(d) / "job.py", Path(d) / "times.txt"
     script.write_text(JOB)
     root = Path(__file__).resolve().parent.parent
-    proc = subprocess.Popen([sys.executable, "-m", "stepdbg", "serve", "-q", sys.executable, str(script)],
+    proc = subprocess.Popen([sys.executable, "-m", "stepdbg", "serve", "-q", sys.executable, str(script), str(times)],
                             cwd=root, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     phase = 0.5 if quick else 3.0  # quick: the suite only checks that it runs
     rounds = 1 if quick else 4
     try:
-        while not sessions.listing():
-            if proc.poll() is not None:
-                raise RuntimeError(f"the benchmark's job ended before it served (exit code {proc.returncode})")
-            time.sleep(0.02)
+        _wait_for_steps(times, proc)
         sid = sessions.listing()[0].id
-        c = client.connect(sid)
-        time.sleep(1.0 if quick else phase)  # warm-up: the job is running steps
-        quiet: list[float] = []
-        loaded: list[float] = []
+        quiet: list[tuple[float, float]] = []
+        flooded: list[tuple[float, float]] = []
         requests = 0
         for _ in range(rounds):
-            quiet += _steps_per_phase(c, phase)
-            flood = [subprocess.Popen([sys.executable, "-c", FLOOD, sid, str(phase + 1), op], cwd=root,
+            start = time.monotonic()
+            time.sleep(phase)
+            quiet.append((start, time.monotonic()))
+            flood = [subprocess.Popen([sys.executable, "-c", FLOOD, sid, "", op], cwd=root, stdin=subprocess.PIPE,
                                       stdout=subprocess.PIPE, text=True) for _ in range(clients)]
-            time.sleep(0.2 if quick else 0.5)  # every flooding client connected
-            loaded += _steps_per_phase(c, phase)
-            requests += sum(int(p.communicate()[0] or 0) for p in flood)
-        c.close(then="end")
-        q, ld = statistics.median(quiet), statistics.median(loaded)
+            for p in flood:  # every flooding client connected
+                if p.stdout is None or p.stdout.readline().strip() != "ready":
+                    raise RuntimeError(f"a flooding client did not connect (exit code {p.wait()})")
+            start = time.monotonic()
+            end = start + phase
+            for p in flood:
+                assert p.stdin is not None
+                p.stdin.write(f"{end}\n")
+                p.stdin.close()
+            requests += sum(int(p.stdout.read() or 0) for p in flood if p.stdout is not None and p.wait() == 0)
+            flooded.append((start, end))
+        with client.connect(sid) as c:
+            c.close(then="end")
+        q, ld = statistics.median(_steps_in(times, quiet)), statistics.median(_steps_in(times, flooded))
         return {"clients": clients, "op": op, "plain_step_ms": round(q * 1e3, 3), "flooded_step_ms": round(ld * 1e3, 3),
-                "ratio": round(ld / q, 3), "requests_per_s": round(requests / (rounds * (phase + 1)), 1)}
+                "ratio": round(ld / q, 3), "requests_per_s": round(requests / (rounds * phase), 1)}
     finally:
         proc.wait(30) if proc.poll() is None and not proc.kill() else None
         shutil.rmtree(d, ignore_errors=True)
