@@ -125,6 +125,25 @@ def test_ls_and_attach_over_ssh_from_the_cli(sshd, start_job):  # noqa: F811
     assert job.finish()[0] == 0
 
 
+def test_a_job_whose_socket_path_is_too_long_for_sshd_is_attached_over_ssh(sshd, start_job, monkeypatch):  # noqa: F811
+    """sshd forwards to a socket by its own path, which a socket address cannot hold past
+    about 104 bytes: the remote `ls` gives it a short alias (issue 47)."""
+    base = str(sshd["dir"].parent / "r")
+    deep = base + "/" + "d" * (200 - len(base) - 1)
+    os.makedirs(os.path.dirname(deep), exist_ok=True)
+    monkeypatch.setenv("STEPDBG_RUNTIME_DIR", deep)
+    monkeypatch.setenv("STEPDBG_REMOTE", f"env STEPDBG_RUNTIME_DIR={deep} {sys.executable} -m stepdbg")
+    job = start_job("--break", "step==2", script_args=("--steps", "4"))
+    info = job.info()
+    assert len(os.fsencode(info.local)) > 104, info.local
+    with client.connect(f"ssh://testnode/{info.id}") as c:
+        assert c.wait_paused(WAIT)["step"] == 2
+        assert c.evaluate("step")["value"] == "2"
+        c.cont()
+        assert c.wait_exited(WAIT)["exit_code"] == 0
+    assert job.finish()[0] == 0
+
+
 def test_ssh_failures_say_what_went_wrong(sshd, monkeypatch, tmp_path):
     with pytest.raises(TargetError, match="no stepdbg session is running on testnode"):
         client.connect("ssh://testnode")

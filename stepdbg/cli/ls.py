@@ -50,6 +50,9 @@ def main(argv: list[str]) -> int:
 def with_status(info: sessions.SessionInfo, with_token: bool) -> dict:
     """A session's public row, with its step and state asked of the job (a probe, not an attach)."""
     row = info.public(with_token=with_token)
+    alias = sessions.short_alias(info.local) if with_token and info.local else None
+    if alias is not None:  # what ssh forwards to when the socket's own path is too long for it
+        row["alias"] = alias
     output = launcher_gone_output(info)
     if output is not None:
         row["output"] = output

@@ -196,8 +196,9 @@ def job_endpoints(first: SshTarget | None, rows: list[dict[str, Any]]) -> list[E
 
 
 def _where(row: dict[str, Any]) -> Any:
-    """A session row's Unix socket (every session has one; older ones named it address)."""
-    return row.get("local") or row.get("address")
+    """A session row's Unix socket (every session has one; older ones named it address), by
+    its short alias where its path is too long for sshd to connect to."""
+    return row.get("alias") or row.get("local") or row.get("address")
 
 
 def _forward(t: SshTarget, rows: list[dict[str, Any]]) -> list[Endpoint]:

@@ -10,6 +10,8 @@ Standard library only (the front end uses it too).
 from __future__ import annotations
 
 import contextlib
+import hashlib
+import itertools
 import json
 import os
 import socket
@@ -19,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from . import files
+from .address import SUN_PATH_MAX
 
 
 def node_name() -> str:
@@ -186,3 +189,32 @@ def listing(clean: bool = True) -> list[SessionInfo]:
         elif clean:
             remove(info)
     return out
+
+
+def short_alias(path: str) -> str | None:
+    """A short name for the Unix socket `path` when `path` is too long for a socket's
+    address: a link in a private folder of this user's under /tmp. sshd forwards to a
+    socket by its path itself (`ssh -L local:PATH`), so a remote job in a deep runtime
+    directory is reached through this. None when `path` is short, or when no private
+    folder can be had (another user made it first)."""
+    if len(os.fsencode(path)) < SUN_PATH_MAX:
+        return None
+    base = "/tmp" if os.path.isdir("/tmp") else tempfile.gettempdir()
+    folder = os.path.join(base, f"stepdbg-{os.getuid()}-links")
+    link = os.path.join(folder, hashlib.sha256(os.fsencode(path)).hexdigest()[:16])
+    if len(os.fsencode(link)) >= SUN_PATH_MAX:
+        return None
+    try:
+        ensure_private_dir(folder)
+        for entry in itertools.islice(os.scandir(folder), 1000):  # links to sockets gone
+            if not os.path.exists(entry.path):
+                with contextlib.suppress(OSError):
+                    os.unlink(entry.path)
+        new = f"{link}.{os.getpid()}"
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(new)
+        os.symlink(path, new)
+        os.replace(new, link)
+    except OSError:
+        return None
+    return link
