@@ -210,6 +210,17 @@ def test_serve_that_cannot_listen_says_why_and_exits_at_once(tmp_path):
     assert "finished" not in out.stdout
 
 
+def test_a_runtime_dir_that_cannot_be_made_is_named_with_its_variable(tmp_path):
+    missing = tmp_path / "no" / "such" / "run"
+    env = {**os.environ, "STEPDBG_RUNTIME_DIR": str(missing)}
+    out = subprocess.run([sys.executable, "-m", "stepdbg", "serve", sys.executable, str(FIXTURE)], capture_output=True,
+                         text=True, cwd=ROOT, timeout=WAIT, stdin=subprocess.DEVNULL, env=env)
+    assert out.returncode == 2
+    assert [line for line in out.stderr.splitlines() if line.startswith("stepdbg")] == [
+        f"stepdbg: cannot listen on a socket in STEPDBG_RUNTIME_DIR={missing}: No such file or directory "
+        "(set STEPDBG_RUNTIME_DIR to a folder of yours)"]
+
+
 @pytest.mark.parametrize("args", [
     ["ls", "ssh://[-oProxyCommand=touch {mark}]"],
     ["attach", "--repl", "ssh://-oProxyCommand=touch {mark}@localhost"],

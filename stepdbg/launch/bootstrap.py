@@ -27,6 +27,18 @@ EXIT_CANNOT_LISTEN = 2  # like a bad stepdbg option: the script never started
 EXIT_NO_TORCH = 2
 
 
+def _cannot_listen(e: OSError, listen: str | None) -> str:
+    """Why the agent has no socket, in one line that names where and what to set."""
+    if listen:
+        return f"cannot listen on {listen}: {e.strerror or e}"
+    from stepdbg.wire.sessions import runtime_dir
+
+    why = e.strerror if e.strerror else str(e)
+    named = "STEPDBG_RUNTIME_DIR=" if os.environ.get("STEPDBG_RUNTIME_DIR") else "the runtime directory "
+    advice = "" if "STEPDBG_RUNTIME_DIR" in why else " (set STEPDBG_RUNTIME_DIR to a folder of yours)"
+    return f"cannot listen on a socket in {named}{runtime_dir()}: {why}{advice}"
+
+
 def _new_session(config: AgentConfig) -> Session:
     """The agent's Session; an interpreter without torch is told in one line what to do."""
     try:
@@ -128,12 +140,12 @@ def main() -> int:  # noqa: C901, PLR0912, PLR0915 - the launcher's steps in ord
     try:
         serve(session, config.listen, announce=bool(config.serve or config.listen))
     except OSError as e:
-        where = config.listen or "its socket"
+        why = _cannot_listen(e, config.listen)
         if config.serve or config.listen:  # attaching was the point: say why and stop now
-            print(f"stepdbg: cannot listen on {where}: {e.strerror or e}", file=sys.stderr, flush=True)
-            session.stop(exit_code=EXIT_CANNOT_LISTEN, error=f"cannot listen: {e}")
+            print(f"stepdbg: {why}", file=sys.stderr, flush=True)
+            session.stop(exit_code=EXIT_CANNOT_LISTEN, error=why)
             return EXIT_CANNOT_LISTEN
-        print(f"stepdbg: cannot listen ({e}); the job runs without attach", file=sys.stderr)
+        print(f"stepdbg: {why}; the job runs without attach", file=sys.stderr)
     tee = None
     if config.forward_output:
         from stepdbg.agent.serve.output_tee import OutputTee
