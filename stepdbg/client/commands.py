@@ -27,6 +27,7 @@ stepdbg console:
   pause           pause at the next pause point
   r               replay the step under anomaly detection
   save            write the step's evidence bundle (for stepdbg replay PATH)
+  diff            run the step twice from the same state: where the runs part
   p EXPR          a tensor's summary (loss, batch, model.fc.weight.grad, ...)
   lr X [pin]      set the learning rate (pin: keep it against schedulers)
   skip            do not apply this step's update
@@ -134,6 +135,12 @@ def _replay(target: Any, word: str, rest: str) -> str | None:
     return None
 
 
+def _diff(target: Any, word: str, rest: str) -> str | None:
+    r = target.diff_step()  # (in process the job says it: stepdbg: diff: ...)
+    _confirm(target, f"diff: {r['summary']}")
+    return None
+
+
 def _save(target: Any, word: str, rest: str) -> str | None:
     r = target.save()
     _confirm(target, f"evidence bundle: {r['path']}" if r.get("saved") else f"not saved: {r.get('error')}")
@@ -217,7 +224,7 @@ def _break(target: Any, word: str, rest: str) -> str | None:
 # The commands in the order the help lists them (c, n, s and q are RESUMES).
 HANDLERS: dict[str, Callable[[Any, str, str], str | None]] = {
     "h": _help, "help": _help, "?": _help, "detach": _detach, "until": _until, "pause": _pause,
-    "r": _replay, "replay": _replay, "save": _save, "p": _print, "lr": _lr, "skip": _skip, "rewind": _rewind,
+    "r": _replay, "replay": _replay, "save": _save, "diff": _diff, "p": _print, "lr": _lr, "skip": _skip, "rewind": _rewind,
     "interrupt": _interrupt, "info": _info, "w": _where, "where": _where, "bt": _where,
     "u": _up_down, "up": _up_down, "d": _up_down, "down": _up_down, "locals": _locals, "break": _break,
 }

@@ -99,6 +99,8 @@ OPS: dict[str, Op] = {op.name: op for op in (
     _op("stacks", "every thread's stack, the training thread first", "list of objects"),
     _op("replay", "replay the step under anomaly detection; the producer of the first non-finite value",
         "object"),
+    _op("diff", "run the step twice from the same state: the first module, op and line that differ, and "
+        "the randomness that moved", "object", method="diff_step"),
     _op("save", "write the step's evidence bundle (stepdbg-stepN/) for `stepdbg replay PATH`; its path", "object"),
     _op("eval", "run Python in the paused frame; its output, value or error", "object",
         Arg("source", Text(EVAL_SOURCE_LIMIT)), method="evaluate"),

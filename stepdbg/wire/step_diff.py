@@ -165,7 +165,9 @@ def _where(e: dict[str, Any]) -> dict[str, Any]:
         # A module's argument differs while every earlier output agreed: the difference was
         # made by its caller's own code, between its calls (the call's line is in it).
         module = module.rpartition(".")[0]
-    return {"module": module, "class": e.get("class") if module == e.get("module") else None,
+    moved_up = module != (e.get("module") or "")
+    return {"module": module, "class": e.get("class") if not moved_up else None,
+            **({"input_of": e.get("module")} if moved_up else {}),
             "call": e.get("call", 0), "what": e.get("what"), "file": e.get("file"), "line": e.get("line"),
             "defined_at": e.get("defined_at") if module == e.get("module") else None}
 

@@ -21,14 +21,16 @@ import torch
 from stepdbg.agent.diff.fingerprint import fingerprint, tensors_in
 
 _OWN_DIR = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # stepdbg/
-_TORCH_MODULE_FILE = os.path.abspath(torch.nn.modules.module.__file__)
+_TORCH_DIR = os.path.dirname(os.path.abspath(torch.__file__)) + os.sep
 
 
 class CallLog:
     """One step's entries; `name_of(module)` is its qualified name (None: not the model's)."""
 
-    def __init__(self, max_calls: int, name_of: Callable[[torch.nn.Module], str | None]) -> None:
+    def __init__(self, max_calls: int, name_of: Callable[[torch.nn.Module], str | None],
+                 model_called_at: tuple[str, int] | None = None) -> None:
         self.max_calls, self.name_of = max_calls, name_of
+        self.model_called_at = model_called_at  # a replay's: the line that called the model in the step
         self.reset(0)
 
     def reset(self, step: int) -> None:
@@ -70,20 +72,27 @@ class CallLog:
                              "fp": fingerprint(value)}
         if mod is not None:
             e["class"] = type(mod).__name__
-            e["file"], e["line"] = call_site()
+            e["file"], e["line"] = call_site() or self.model_called_at or (None, None)
             code = getattr(getattr(type(mod), "forward", None), "__code__", None)
             if code is not None:
                 e["defined_at"] = f"{code.co_filename}:{code.co_firstlineno}"
         self.entries.append(e)
 
 
-def call_site() -> tuple[str | None, int | None]:
-    """The file and line that called the module: the first frame outside torch's
-    Module.__call__ machinery and stepdbg."""
+def call_site() -> tuple[str, int] | None:
+    """The file and line that called the module: the first frame outside torch (its
+    Module.__call__ machinery, nn.Sequential's loop) and stepdbg; None when stepdbg called
+    the model (a replay), whose caller is not the step's."""
     f = sys._getframe(2)
+    model_seen = False
     while f is not None:
         name = f.f_code.co_filename
-        if name != _TORCH_MODULE_FILE and not name.startswith(_OWN_DIR):
+        if name.startswith(_TORCH_DIR):
+            model_seen = True
+        elif name.startswith(_OWN_DIR):
+            if model_seen:
+                return None
+        else:
             return name, f.f_lineno
         f = f.f_back
-    return None, None
+    return None

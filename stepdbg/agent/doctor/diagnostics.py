@@ -214,9 +214,14 @@ class Doctor:
             r = determinism_check(m)
             self.write("determinism", step=m.step, **r)
             if r.get("checked") and not r["reproducible"]:
+                from stepdbg.agent.diff.twice import parting_words, step_twice
+
+                parts = step_twice(m)  # where the two runs part: the module, op, line and randomness
+                where = f"; {parting_words(parts)}" if parts.get("first_divergence") else ""
+                r["first_divergence"], r["randomness"] = parts.get("first_divergence"), parts.get("randomness")
                 self.add(m, "nondeterministic", "warning",
                          f"replaying step {m.step} twice from the same state differs by up to "
-                         f"{max(r['max_output_diff'], r['max_grad_diff']):.3g}: {r['cause']}",
+                         f"{max(r['max_output_diff'], r['max_grad_diff']):.3g}: {r['cause']}{where}",
                          "seed every RNG the step uses (random, numpy, torch) and "
                          "torch.use_deterministic_algorithms(True)", **r)
 

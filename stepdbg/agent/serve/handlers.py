@@ -131,6 +131,9 @@ class Handlers:
     def op_replay(self) -> dict[str, Any]:
         return self.s.views.replay()
 
+    def op_diff(self) -> dict[str, Any]:
+        return self.s.views.diff()
+
     def op_save(self) -> dict[str, Any]:
         return self.s.views.save()
 

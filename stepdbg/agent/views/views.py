@@ -181,6 +181,18 @@ class Views:
 
         return self.controls.on_training_thread(run)
 
+    def diff(self) -> dict[str, Any]:
+        """The paused step run twice from the same state: where the runs part (diff/twice.py)."""
+        from stepdbg.agent.diff.twice import step_twice
+
+        def run() -> dict[str, Any]:
+            result = step_twice(self.model)
+            self.bus.write("diff", **result)
+            self.bus.say(f"diff: {result['summary']}")
+            return result
+
+        return self.controls.on_training_thread(run)
+
     def save(self) -> dict[str, Any]:
         """Write the paused step's evidence bundle (bundle.py) under --bundle-dir: its path,
         or why it was not written. The job goes on whatever happens here."""
