@@ -150,6 +150,28 @@ def user_frame(start: FrameType | None) -> FrameType | None:
     return _innermost(start, is_user_file)
 
 
+def variable_holding(obj: Any, frame: FrameType | None) -> str | None:
+    """The name of `frame`'s variable whose value is `obj` itself (locals first)."""
+    if frame is None:
+        return None
+    for scope in (frame.f_locals, frame.f_globals):
+        for name, value in list(scope.items())[:10_000]:
+            if value is obj and not name.startswith("_"):
+                return name
+    return None
+
+
+def held_as(obj: Any, start: FrameType | None) -> str | None:
+    """The name of the innermost user frame's variable (from `start` out) that holds `obj`."""
+    f = start
+    while f is not None:
+        name = variable_holding(obj, f) if is_user_file(f.f_code.co_filename) else None
+        if name is not None:
+            return name
+        f = f.f_back
+    return None
+
+
 def where_of(frame: FrameType | None, lineno: int | None = None) -> dict[str, Any] | None:
     """File, line, function and code of a frame, as a break reports them."""
     if frame is None:

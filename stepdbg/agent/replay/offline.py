@@ -32,6 +32,7 @@ from typing import Any
 
 import torch
 
+from stepdbg.agent.measure.frames import ModelCaller
 from stepdbg.agent.replay import bundle, model_code
 from stepdbg.agent.replay.bundle import BundleError
 from stepdbg.agent.replay.model_code import FACTORY_HINT
@@ -46,9 +47,13 @@ class BundleModel:
         self._root, self.capture = root, capture
         self.history = deque(history)
         self.step, self.busy = capture.get("step", 0), False
+        self.caller = ModelCaller()  # (no frame: the job's code does not run here)
 
     def root(self) -> torch.nn.Module:
         return self._root
+
+    def root_name(self, root: torch.nn.Module, frame: Any = None) -> str:
+        return ""  # (a bundle holds one model; a GAN's module is named from its own root)
 
     def output(self) -> None:
         return None  # not in a bundle (a GPT's logits); whether it was finite is (capture["output_finite"])

@@ -29,7 +29,6 @@ import math
 import sys
 import weakref
 from collections.abc import Iterator
-from types import FrameType
 from typing import Any
 
 import torch
@@ -79,17 +78,6 @@ def first_bad(named: Iterator[tuple[str, torch.Tensor]]) -> dict[str, Any] | Non
     return None
 
 
-def variable_holding(t: torch.Tensor, frame: FrameType | None) -> str | None:
-    """The name of the paused frame's variable whose value is `t` itself (locals first)."""
-    if frame is None:
-        return None
-    for scope in (frame.f_locals, frame.f_globals):
-        for name, value in list(scope.items())[:10_000]:
-            if value is t and not name.startswith("_"):
-                return name
-    return None
-
-
 def _explicit_inf(x: Any, depth: int = 0) -> bool:
     """An infinite Python number among an op's arguments: an inf written on purpose."""
     if isinstance(x, float):
@@ -104,8 +92,10 @@ def _explicit_inf(x: Any, depth: int = 0) -> bool:
 class ModuleStack:
     """Which module instance is running, from forward hooks that live only during the replay."""
 
-    def __init__(self, root: torch.nn.Module) -> None:
-        self.names = {id(m): (n or type(root).__name__, type(m).__name__) for n, m in root.named_modules()}
+    def __init__(self, root: torch.nn.Module, prefix: str = "") -> None:
+        """`prefix`: the model's name where the program has several (a GAN's netG, netD)."""
+        self.names = {id(m): (".".join(filter(None, (prefix, n))) or type(root).__name__, type(m).__name__)
+                      for n, m in root.named_modules()}
         self.root = self.names[id(root)]
         self.stack: list[torch.nn.Module] = []
         self.handles: list[Any] = []

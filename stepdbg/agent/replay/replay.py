@@ -37,7 +37,7 @@ from typing import Any
 import torch
 
 from stepdbg.agent.measure import kernel_choice, warning_filters
-from stepdbg.agent.measure.frames import where_of
+from stepdbg.agent.measure.frames import variable_holding, where_of
 from stepdbg.agent.measure.tensors import first_tensor as _first_tensor
 from stepdbg.agent.measure.tensors import rng_state as _rng_state
 from stepdbg.agent.measure.tensors import set_rng_state, sharded_across_ranks
@@ -55,7 +55,6 @@ from stepdbg.agent.replay.provenance import (
     Provenance,
     first_bad,
     named_tensors,
-    variable_holding,
 )
 from stepdbg.agent.replay.verdict import REPRODUCED, judge
 from stepdbg.agent.step.step_model import StepModel
@@ -143,7 +142,7 @@ def replay_step(model: StepModel, brk: Any = None, frame: FrameType | None = Non
         return result
     t0 = time.perf_counter()
     kwargs = cap.get("kwargs", {})
-    first = _input_born(cap, args, kwargs, frame)  # (no forward: on a sharded model too)
+    first = _input_born(cap, args, kwargs, model.caller.frame or frame)  # (no forward: a sharded model too)
     shards = sharded_across_ranks(root) if first is None else None
     if shards is not None:
         why = together() if together is not None else "this rank would replay alone"
@@ -218,8 +217,10 @@ def _replayed(model: StepModel, root: torch.nn.Module, args: Any, kwargs: Any, c
     """Forward under Provenance; then the targets, the backward, the loss graph. A forward
     that fails blames nothing; the loss graph is searched only when the step's own output
     was finite (a non-finite output the replay does not make again is not the loss's)."""
-    names = {id(t): n for n, t in itertools.chain(root.named_parameters(), root.named_buffers())}
-    modules = ModuleStack(root)
+    prefix = model.root_name(root, frame)  # (a GAN's netG: two models' modules are told apart)
+    names = {id(t): ".".join(filter(None, (prefix, n)))
+             for n, t in itertools.chain(root.named_parameters(), root.named_buffers())}
+    modules = ModuleStack(root, prefix)
     prov = Provenance(modules, names)
     first = None
     with preserved_state(model), warning_filters.recorded() as caught:

@@ -3,7 +3,9 @@ the same state: the first thing a person on a big run asks (Megatron-core re-run
 to tell a transient, hardware fault from a persistent one).
 
 - ``reproduced: true``: the replay named where the value is born (the data, a parameter,
-  an op): it comes from the model, the data or the state, and will come back.
+  an op): it comes from the model, the data or the state, and will come back. So too at a
+  break for an exception that a non-finite value caused (a NaN that binary_cross_entropy
+  refuses), where the break itself holds no non-finite scalar.
 - ``reproduced: false``: the replay ran the stage where the value appeared (the forward,
   or the backward from the captured output gradient) from the step's starting state and
   everything stayed finite: a transient fault (a flaky device, a race, non-determinism).
@@ -41,15 +43,15 @@ def judge(result: dict[str, Any], brk: Any, history: list[dict[str, Any]], param
     result["exact"], why = _exact(params)
     if why:
         result["not_exact"] = why
+    if result.get("first_nonfinite") is not None:  # (an exception's break too: BCE refuses a NaN input)
+        result["reproduced"], result["verdict"] = True, REPRODUCED
+        return
     if not _fault_seen(brk, history):
         result["reproduced"], result["verdict"] = None, None
         return
     if result.get("forward_error"):
         result["reproduced"] = None
         result["verdict"] = "could not tell: the replay's own forward failed, so nothing is blamed"
-        return
-    if result.get("first_nonfinite") is not None:
-        result["reproduced"], result["verdict"] = True, REPRODUCED
         return
     other = _other_ranks_break(brk)
     if other is not None:  # its gradients took the value in from that rank (an all-reduce): no fault here

@@ -4,13 +4,16 @@ and the learning rates. Held weakly: the program alone keeps its objects alive."
 
 from __future__ import annotations
 
+import sys
 import weakref
 from collections.abc import Callable
+from types import FrameType
 from typing import Any
 
 import torch
 
 from stepdbg.agent.measure import tensors
+from stepdbg.agent.measure.frames import held_as
 from stepdbg.agent.step.optimizer_phase import opt_params
 
 
@@ -26,6 +29,7 @@ class ProgramObjects:
         self.schedulers: weakref.WeakSet[Any] = weakref.WeakSet()
         self.scalers: weakref.WeakSet[Any] = weakref.WeakSet()  # GradScalers (a rewind restores their scale)
         self._is_model: weakref.WeakKeyDictionary[torch.nn.Module, bool] = weakref.WeakKeyDictionary()
+        self._root_names: weakref.WeakKeyDictionary[torch.nn.Module, str] = weakref.WeakKeyDictionary()
 
     def _is_root(self, module: Any) -> bool:
         ref = self._root_refs.get(id(module))
@@ -53,9 +57,22 @@ class ProgramObjects:
     def param_names(self) -> dict[int, str]:
         names: dict[int, str] = {}
         for root in list(self.roots.values()):
+            prefix = self.root_name(root)
             for n, p in root.named_parameters():
-                names.setdefault(id(p), n)
+                names.setdefault(id(p), ".".join(filter(None, (prefix, n))))
         return names
+
+    def root_name(self, root: torch.nn.Module, frame: FrameType | None = None) -> str:
+        """'' in a program of one model; else the model's name, which tells two models' modules
+        apart (a GAN's netG.main.0 and netD.main.0, not main.0 twice): the user's variable that
+        holds it, in `frame` or the frames around it (kept once found), else its class's name."""
+        if len(self.roots) < 2:
+            return ""
+        name = self._root_names.get(root) or held_as(root, frame or sys._getframe(1))
+        if name is None:
+            return type(root).__name__
+        self._root_names[root] = name
+        return name
 
     def named(self, params: list[torch.nn.Parameter], grads: bool) -> list[tuple[str, torch.Tensor]]:
         """(name, tensor) of each parameter, or of its gradient."""

@@ -1,0 +1,41 @@
+"""The replay on the shapes of public scripts (issue 44 item 10): pytorch/examples' VAE and
+DCGAN end in an exception (binary_cross_entropy refuses a NaN input), not a NaN loss; the
+replay found the value but gave no verdict. A GAN's two models both keep their layers in
+`main`: a module is named from its model (`netD.main.0`), not `main.0`, which both have."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from conftest import marked_line, run_stepdbg
+
+from stepdbg.agent.replay.verdict import REPRODUCED
+
+FIXTURES = Path(__file__).parent / "fixtures"
+
+
+def test_a_vae_whose_loss_refuses_a_nan_names_the_data_with_a_verdict(tmp_path):
+    script = FIXTURES / "vae_shape.py"
+    run = run_stepdbg(tmp_path, "--no-tui", "--break", "nan", "--break", "exception", "--on-break", "replay",
+                      script_args=(str(script),))
+    assert run.returncode == 1 and "all elements of input should be between 0 and 1" in run.stderr, run.stderr[-2000:]
+    (brk,) = run.of("break")
+    (replay,) = run.of("replay")
+    first = replay["first_nonfinite"]
+    assert brk["phase"] == "exception" and (first["where"], first["sample"]) == ("input", 37), first
+    # named by the variable of train(), which called the model with it (not loss_function's x)
+    assert (first["tensor"], first["line"]) == ("data", marked_line(script, "enters")), first
+    assert (replay["reproduced"], replay["verdict"]) == (True, REPRODUCED), replay
+    assert f"\n  {REPRODUCED}" in run.stderr
+
+
+def test_a_gans_module_is_named_from_its_model(tmp_path):
+    script = FIXTURES / "gan_shape.py"
+    run = run_stepdbg(tmp_path, "--no-tui", "--break", "exception", "--on-break", "replay",
+                      script_args=(str(script),))
+    assert run.returncode == 1 and "all elements of input should be between 0 and 1" in run.stderr, run.stderr[-2000:]
+    (replay,) = run.of("replay")
+    first = replay["first_nonfinite"]
+    assert (first["where"], first["tensor"]) == ("parameter", "netD.main.0.weight"), first
+    assert (replay["reproduced"], replay["advice"]["cause"]) == (True, "divergence"), replay
+    assert "netD.main.0.weight" in run.stderr
