@@ -55,6 +55,18 @@ REPLAY = {
                                           "minimum (x.clamp_min(1e-12)), or use log_softmax / log1p"},
 }
 
+DIFF = {
+    "step": 30, "checked": True, "runs": 4, "moved": ["numpy"], "fingerprints": 12,
+    "first_divergence": {"step": 30, "phase": "forward", "module": "features", "class": "LogFeatures", "call": 0,
+                         "what": "output", "file": DEMO_FILE, "line": 51, "max_abs": 0.002,
+                         "op": {"name": "add", "file": DEMO_FILE, "line": 21, "code": "x = x + noise",
+                                "same_inputs": False}},
+    "randomness": [{"source": "numpy", "call": "numpy's global RNG (np.random.*)", "file": DEMO_FILE, "line": 21}],
+    "summary": "step 30 run twice from the same state differs first in module features (LogFeatures), output: "
+               f"add at {DEMO_FILE}:21 (max |A-B| 0.002); randomness: numpy: numpy's global RNG (np.random.*) "
+               f"at {DEMO_FILE}:21",
+}
+
 SOURCE_LINES = [
     (48, "    for step in range(args.steps):"),
     (49, "        x, y = get_batch(step, args.bad_step, g)"),
@@ -252,7 +264,7 @@ def _nothing(src: FakeSource, **args: Any) -> None:
 # Each op's canned answer: a function of the fake and the op's arguments (by their wire names).
 ANSWERS: dict[str, Callable[..., Any]] = {
     "status": _status, "cont": _nothing, "pause": _nothing, "next_phase": _nothing, "next_step": _nothing,
-    "end": _nothing, "replay": _replay, "set_lr": _set_lr, "skip": lambda src: {"what": "skip", "target_step": 30},
+    "end": _nothing, "replay": _replay, "diff": lambda src: DIFF, "set_lr": _set_lr, "skip": lambda src: {"what": "skip", "target_step": 30},
     "rewind": _rewind, "summary": lambda src, name: {**SUMMARY, "name": name},
     "slice": lambda src, name, index, limit: [0.2153, 0.9712, 0.0, 0.5521, 0.3317, 0.8021, 0.1198, 0.6614],
     "module_tree": lambda src: MODULES, "optimizer": lambda src: OPTIMIZER, "memory": _memory,

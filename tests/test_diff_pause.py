@@ -136,3 +136,28 @@ def test_doctor_names_the_first_module_and_line_of_a_nondeterministic_step():
     d = f["data"]["first_divergence"]  # called by nn.Sequential: at the line that called the model
     assert (d["module"], d["op"]["line"], f["data"]["randomness"][0]["source"]) == ("0", line, "python random")
     assert d["file"] == str(demo) and "model(x)" in demo.read_text().splitlines()[d["line"] - 1]
+
+
+async def test_the_tuis_D_runs_the_diff_and_says_where_the_runs_part():
+    from fake_source import DIFF, FakeSource
+    from textual.widgets import RichLog
+
+    from stepdbg_tui.app import StepdbgApp
+
+    for paused in (False, True):
+        src = FakeSource(paused=paused)
+        app = StepdbgApp(src, clock=lambda: 1754.0)
+        async with app.run_test(size=(120, 40)) as pilot:
+            await pilot.pause()
+            await pilot.press("D")
+            await pilot.pause(0.2)
+            toasts = [str(n.message) for n in app._notifications]
+            if not paused:
+                assert ("diff", ()) not in src.calls and "diff needs a paused step" in toasts
+                continue
+            assert ("diff", ()) in src.calls
+            assert DIFF["summary"] in toasts  # and in the Log, to read again after the toast
+            await pilot.press("9")  # the Log draws its lines once shown
+            await pilot.pause(0.2)
+            log = " ".join(strip.text for strip in app.query_one("LogPanel RichLog", RichLog).lines)
+            assert "diff: step 30 run twice from the same state differs first in module features" in log

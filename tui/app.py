@@ -56,6 +56,7 @@ class StepdbgApp(ControlActions, ReplActions, App[str | None]):
         Binding("n", "next_phase", "phase"),
         Binding("s", "next_step", "step"),
         Binding("r", "replay", "replay"),
+        Binding("D", "diff", "diff", show=False),
         Binding("l", "set_lr", "LR"),
         Binding("k", "skip", "skip"),
         Binding("R", "rewind", "rewind", show=False),

@@ -20,7 +20,7 @@ else:
 
 
 class ControlActions(_AppBase):
-    """The actions behind c n s p r l k R u d q t o and ctrl+c."""
+    """The actions behind c n s p r D l k R u d q t o and ctrl+c."""
 
     source: Any
     status: dict[str, Any]
@@ -35,6 +35,7 @@ class ControlActions(_AppBase):
         async def _refresh_break(self) -> None: ...
         async def _refresh_panel(self, pid: str) -> None: ...
         def action_panel(self, pid: str) -> None: ...
+        def log_line(self, line: str, style: str = "") -> None: ...
         def refresh_all(self) -> None: ...
 
     def _resume(self, what: str, coro: Any) -> None:
@@ -82,6 +83,20 @@ class ControlActions(_AppBase):
             self.replay_result = result
             self.query_one(TabbedContent).active = "break"
             await self._refresh_break()
+
+    def action_diff(self) -> None:
+        if self.status.get("state") != "paused":
+            self.notify("diff needs a paused step", severity="warning")
+            return
+        self.do_diff()
+
+    @work(exclusive=True, group="diff")
+    async def do_diff(self) -> None:
+        self.notify("running the step twice from the same state…")
+        result = await self.ask("diff", self.source.diff_step())
+        if result is not None:
+            self.log_line(f"diff: {result['summary']}")
+            self.notify(result["summary"], title="diff", timeout=30)
 
     def action_set_lr(self) -> None:
         group = None

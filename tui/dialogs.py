@@ -20,6 +20,8 @@ HELP = f"""\
   c       continue                 p   pause at the next pause point
   n       next phase               s   next step
   r       replay the step under anomaly detection: the op, module, line
+  D       diff: the step twice from the same state; where the runs part
+          (module, op, line) and the randomness that moved (the Log)
   l       set the learning rate (once or pinned)
   k       skip this step's update
   R       rewind to the newest snapshot before this step
