@@ -18,7 +18,6 @@ from __future__ import annotations
 import os
 import threading
 import time
-import warnings
 import weakref
 from collections import deque
 from collections.abc import Callable, Iterable
@@ -29,6 +28,7 @@ import torch
 from stepdbg.agent.measure import kernel_choice, tensors
 from stepdbg.agent.measure.frames import ModelCaller, caller_kwargs
 from stepdbg.agent.measure.memory import HOST_MEMORY_PERIOD, cuda_in_use, memory_in_use
+from stepdbg.agent.measure.warning_filters import Ignored
 from stepdbg.agent.step import host_reads, micro_batches
 from stepdbg.agent.step.collectives import Collectives
 from stepdbg.agent.step.data_wait import DataWait
@@ -95,12 +95,13 @@ class StepModel(ProgramObjects, Gate):
 
         self.active = True
         h = self._hooks
-        # torch.compile warns that global module hooks fire once more for the OptimizedModule
-        # wrapper; ours take the wrapper as the root and return at once inside the trace.
-        warnings.filterwarnings("ignore", message=r"Using `torch.compile\(module\)` when there are global hooks")
         # Global module hooks only until the roots are known (the first step); then hooks on
         # the roots alone, so the steady-state cost does not grow with the number of modules.
-        self._discovery = [h.add(nn_module.register_module_forward_pre_hook(self._fwd_pre)),
+        # While they are there, torch.compile warns that they fire once more for the
+        # OptimizedModule wrapper (ours take the wrapper as the root and return at once inside
+        # the trace): that warning is ignored as long as they are, the job's filters untouched after.
+        self._discovery = [h.add(Ignored(r"Using `torch.compile\(module\)` when there are global hooks")),
+                           h.add(nn_module.register_module_forward_pre_hook(self._fwd_pre)),
                            h.add(nn_module.register_module_forward_hook(self._fwd_post, always_call=True))]
         h.add(optim_mod.register_optimizer_step_pre_hook(self.optimizer_phase.pre_hook))
         h.add(optim_mod.register_optimizer_step_post_hook(self.guarded("optimizer", self.optimizer_phase.post_hook)))
