@@ -48,3 +48,28 @@ def test_the_tuis_handlers_are_declared_events():
     routed_by_the_app = {"step", "lost"}  # (the plots; the end of the connection)
     answered_by_requests = {"replay"}
     assert set(HANDLERS) | routed_by_the_app | answered_by_requests == set(events.EVENTS)
+
+
+@pytest.mark.usefixtures("private_runtime_dir")
+def test_the_jobs_lines_read_before_an_event_go_out_before_it():
+    """Output lines the agent has read (batched ten times a second) go to a client before
+    the next event, so the Log shows them in the job's order (issue 45, item 8: a break
+    overtook the lines printed before it)."""
+    from stepdbg import client
+    from stepdbg.agent.serve.server import serve
+    from stepdbg.agent.session import Session
+    from stepdbg.wire.agent_config import AgentConfig
+
+    session = Session(AgentConfig(quiet=True))
+    server = serve(session, announce=False)
+    try:
+        with client.connect(server.info.id) as c:
+            assert c.status()["frontends"] == 1  # (answered once this client gets every event)
+            session.bus.emit("output", {"stream": "stdout", "lines": ["printed before the change"]})
+            session.bus.emit("change", {"what": "lr", "step": 0})
+            got = []
+            while not got or got[-1] != "change":
+                got.append(c.events.get(timeout=60)["event"])
+            assert got == ["output", "change"], got
+    finally:
+        server.stop()

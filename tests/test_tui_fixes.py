@@ -204,6 +204,37 @@ async def test_an_lr_change_and_c_after_the_end_are_said_in_words():
         assert ("cont", ()) not in src.calls
 
 
+# ---------------------------------------------------------------------- item 8: the Log's order
+
+
+@pytest.mark.timeout(60)
+async def test_the_log_shows_a_break_once_with_its_place_under_it():
+    """The job's stderr says a break in two lines (`stepdbg: break at step 30 ...` and `  at
+    FILE:52  loss.backward()`): the Log shows it from the break event, after the job's lines
+    before it, its place under it once (the `at` line stood alone before the break's own)."""
+    from fake_source import BREAK, DEMO_FILE
+
+    src, app, ctx = await started(size=(80, 24), paused=False)
+    async with ctx as pilot:
+        await pilot.pause()
+        said = [f"stepdbg: break at step 30 (before_backward) [nan]: {BREAK['reason']}",
+                f"  at {DEMO_FILE}:52  loss.backward()"]
+        src.push("output", [{"stream": "stdout", "lines": ["step 20 loss 0.7733"]},
+                            {"stream": "stderr", "lines": said}])
+        src.paused = dict(BREAK)
+        src.push("break", dict(BREAK))
+        src.push("paused", dict(BREAK))
+        await wait_for(pilot, lambda: app.query_one(TabbedContent).active == "break", "the Break panel")
+        await pilot.press("9")
+        await wait_for(pilot, lambda: "paused at step 30" in screen_text(app), "the Log")
+        lines = [ln.strip() for ln in screen_text(app).splitlines()]
+        at = f"at {DEMO_FILE}:52  loss.backward()"
+        first = next(i for i, ln in enumerate(lines) if ln.startswith("break at step 30 [nan]"))
+        assert lines.index("step 20 loss 0.7733") < first < lines.index(at), lines
+        assert lines.count(at) == 1 and not [ln for ln in lines if ln.startswith("stepdbg: break")], lines
+        no_exception_on_screen(app)
+
+
 # ---------------------------------------------------------------------- item 2: plots equal the history
 
 
@@ -294,9 +325,8 @@ async def test_enter_on_a_memory_row_opens_its_summary(start_job, row):
         table.move_cursor(row=names.index(name))
         await pilot.press("enter")
         await wait_for(pilot, lambda: name in text_of(app, "#tensor-summary"), "the summary")
-        await pilot.pause(0.3)
+        await wait_for(pilot, lambda: "values: " in text_of(app, "#tensor-slice"), "the values")
         assert "float32 [" in text_of(app, "#tensor-summary")
-        assert "values: " in text_of(app, "#tensor-slice")
         no_exception_on_screen(app)
         app.exit(None)
     await client.close(then="end")

@@ -237,3 +237,37 @@ def test_ctrl_c_in_the_tui_can_interrupt_the_paused_job(tmp_path, private_runtim
         assert '"event": "end"' in (tmp_path / 'r.jsonl').read_text()
     finally:
         term.close()
+
+
+BUFFERED = ("import torch\nfrom torch import nn\n"
+            "model = nn.Linear(2, 1)\nopt = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+            "for step in range(6):\n"
+            "    model(torch.randn(4, 2)).sum().backward()\n"
+            "    opt.step()\n    opt.zero_grad()\n"
+            "    print(f'printed at step {step}')\n")  # no flush: a pipe's stdout holds it
+
+
+@pytest.mark.skipif(shutil.which("tmux") is None, reason="needs tmux")
+def test_the_log_at_a_pause_has_what_the_job_printed_before_it(tmp_path, private_runtime_dir):
+    """`stepdbg --break step==3 python train.py` at 80x24, the script printing without flush
+    (PYTHONUNBUFFERED unset): at the pause the Log (9) shows the lines printed at steps 0-2
+    (issue 45, item 8: the job's stdout, a pipe, held them until the job ended, so they came
+    after the break and every line after it). (The order of a stdout line and a stderr line
+    written a moment apart is the order two pipes deliver them in: not asserted.)"""
+    script = tmp_path / "train.py"
+    script.write_text(BUFFERED)
+    term = Tmux(tmp_path, private_runtime_dir, f"--break step==3 {sys.executable} {script}", size=(80, 24),
+                env="env -u PYTHONUNBUFFERED")
+    try:
+        term.wait_screen("PAUSED")
+        term.keys("9")
+        term.wait_screen("printed at step 2")  # (before the fix: only once the job ended)
+        assert "printed at step 3" not in term.screen()
+        term.keys("c")
+        term.wait_screen("job ended, exit code 0")
+        term.keys("q")
+        assert term.exit_code() == "0", term.screen()
+        after = [ln.strip() for ln in term.screen().splitlines()]
+        assert after.index("printed at step 2") < after.index("printed at step 3"), after
+    finally:
+        term.close()

@@ -92,6 +92,7 @@ class StepdbgApp(ControlActions, ReplActions, App[str | None]):
         self.quit_choice: str | None = None
         self.set_reactive(StepdbgApp.status, dict(source.status_at_attach or {}))
         self.log_buffer: list[tuple[str, str]] = []  # (stream, line) printed before the UI came up
+        self.said_as_event: set[str] = set()  # streams whose last line the Log shows from its event
         self._mounted = False
 
     # ------------------------------------------------------------------ layout

@@ -8,6 +8,8 @@ from typing import Any
 
 from textual.widgets import TabbedContent
 
+from stepdbg.wire import stall_text
+
 # The agent says these on stderr too; with --forward-output the Log would show each twice.
 SAID_AS_EVENTS = re.compile(r"stepdbg(\[rank \d+\])?: (change: |break at step )")
 
@@ -41,9 +43,13 @@ def on_resumed(app: Any, data: Any) -> None:
 
 def on_output(app: Any, data: Any) -> None:
     for batch in data or []:
+        stream = batch["stream"]
         for line in batch["lines"]:
-            if not SAID_AS_EVENTS.match(line):
-                app.log_line(line, "red" if batch["stream"] == "stderr" else "")
+            if SAID_AS_EVENTS.match(line):
+                app.said_as_event.add(stream)  # and the lines that go on from it ("  at FILE:LINE")
+            elif not (stream in app.said_as_event and line.startswith("  ")):
+                app.said_as_event.discard(stream)
+                app.log_line(line, "red" if stream == "stderr" else "")
 
 
 def on_change(app: Any, data: Any) -> None:
@@ -55,7 +61,12 @@ def on_change(app: Any, data: Any) -> None:
 
 
 def on_break(app: Any, data: Any) -> None:
-    app.log_line(f"break at step {data['step']} [{data['condition']}]: {data['reason']}", "magenta")
+    """The break as the job's stderr says it, where it is and a stall's ranks included."""
+    where = data.get("where") or {}
+    at = [f"  at {where.get('file')}:{where.get('line')}  {where.get('code') or ''}".rstrip()] if where else []
+    for line in [f"break at step {data['step']} [{data['condition']}]: {data['reason']}", *at,
+                 *(f"  {ln}" for ln in stall_text.report_lines(data.get("details") or {}))]:
+        app.log_line(line, "magenta")
 
 
 def on_finding(app: Any, data: Any) -> None:

@@ -7,6 +7,7 @@ torchrun). A listener that fails is said and skipped; nothing here raises into t
 
 from __future__ import annotations
 
+import contextlib
 import sys
 import traceback
 from collections.abc import Callable
@@ -41,7 +42,13 @@ class Bus:
         self.changes: list[dict[str, Any]] = []
 
     def emit(self, event: str, data: Any) -> None:
-        """Tell every listener."""
+        """Tell every listener. A break is told after what the job printed before it is out
+        of its buffers (a pipe's stdout holds 8 KB: the lines before a pause came after it)."""
+        if event == "break":
+            for stream in (sys.stdout, sys.stderr):
+                with contextlib.suppress(Exception):  # a script's own stream object may refuse
+                    if stream is not None:
+                        stream.flush()
         for listener in list(self.listeners):
             try:
                 listener(event, data)

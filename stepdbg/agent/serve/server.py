@@ -73,7 +73,7 @@ class Server:
         self._lock = threading.Lock()
         self._stopped = threading.Event()
         self._steps: list[dict[str, Any]] = []  # step records not yet sent (STEPS_KEPT at most)
-        self._steps_lock = threading.Lock()  # one sender at a time: a batch never overtakes the event after it
+        self._batch_lock = threading.Lock()  # one sender of batches at a time: one never overtakes the event after it
         self._output: list[dict[str, Any]] = []
 
     # ------------------------------------------------------------------ lifecycle
@@ -149,12 +149,13 @@ class Server:
             with self._lock:  # batched: at most STEP_EVENTS_PER_SECOND go out, each with the records before it
                 self._steps = [*self._steps[1 - STEPS_KEPT:], data]
             return
-        if name in ("break", "paused"):
-            self._flush_steps()  # the steps before the break come first
         if name == "output":
             with self._lock:
                 self._output.append(data)  # batched by the flusher
             return
+        self._flush_output()  # the job's lines before this event come first
+        if name in ("break", "paused"):
+            self._flush_steps()  # the steps before the break come first
         if name == "paused":
             data = asdict(data)
         self.broadcast(protocol.event(name, data))
@@ -167,17 +168,18 @@ class Server:
     def _flush_steps(self) -> None:
         """The step records since the last step event, as one: the latest record, with the
         ones before it in `earlier` (a front end's history misses no step)."""
-        with self._steps_lock:
+        with self._batch_lock:
             with self._lock:
                 batch, self._steps = self._steps, []
             if batch and self._peers:
                 self.broadcast(protocol.event("step", {**batch[-1], "earlier": batch[:-1]}))
 
     def _flush_output(self) -> None:
-        with self._lock:
-            batch, self._output = self._output, []
-        if batch and self._peers:
-            self.broadcast(protocol.event("output", batch))
+        with self._batch_lock:
+            with self._lock:
+                batch, self._output = self._output, []
+            if batch and self._peers:
+                self.broadcast(protocol.event("output", batch))
 
     def broadcast(self, message: dict[str, Any]) -> None:
         """Queue `message` for every client; never waits (see Outbox)."""
