@@ -161,3 +161,44 @@ async def test_the_tuis_D_runs_the_diff_and_says_where_the_runs_part():
             await pilot.pause(0.2)
             log = " ".join(strip.text for strip in app.query_one("LogPanel RichLog", RichLog).lines)
             assert "diff: step 30 run twice from the same state differs first in module features" in log
+
+
+@pytest.mark.slow
+def test_diff_compile_names_the_module_that_takes_another_path_under_compile():
+    """blocks' RMSNorm takes another eps under torch.compile in one block (Sequential index
+    2): `diff compile` at the console names that module, its forward's line, and how far
+    past the tolerance; progress is said; a bad backend is one line; the same model
+    without the other path agrees (dropout draws as eagerly: not a difference)."""
+    script = FIX / "diff_compile.py"
+    r = subprocess.run([sys.executable, str(script)], input="diff compile\ndiff compile nope\nc\n",
+                       capture_output=True, text=True, cwd=ROOT, timeout=WAIT,
+                       env={**os.environ, "STEPDBG_CONSOLE": "1", "PYTHONPATH": str(ROOT)})
+    assert r.returncode == 0 and r.stdout.count("loss") == 3, r.stderr
+    (words,) = [x.split("stepdbg: diff compile: ", 1)[1] for x in r.stderr.splitlines()
+                if "stepdbg: diff compile: step" in x]
+    line = marker_line(script, "# @other-path") - 1  # the forward's def
+    assert words.startswith("step 1's forward under torch.compile (backend inductor) differs first in module "
+                            f"2.norm (RMSNorm, forward at tests/fixtures/diff_compile.py:{line}): in its own code"), words
+    assert "x the tolerance" in words
+    assert "stepdbg: diff compile: compiling 2 (Block, compile 4)" in r.stderr
+    assert "error: backend must be one of inductor, aot_eager, eager, not 'nope'" in r.stderr
+    r = subprocess.run([sys.executable, str(script), "--same"], input="diff compile aot_eager\nc\n",
+                       capture_output=True, text=True, cwd=ROOT, timeout=WAIT,
+                       env={**os.environ, "STEPDBG_CONSOLE": "1", "PYTHONPATH": str(ROOT)})
+    assert "(backend aot_eager) agrees with eager within atol 1e-05, rtol 0.0001" in r.stderr, r.stderr
+
+
+def test_diff_compile_leaves_buffers_rng_and_the_users_compiled_model_as_they_were(session_factory):
+    from stepdbg.agent.diff.compiled import compile_diff
+
+    s = session_factory("nan")
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(4, 8), nn.BatchNorm1d(8), nn.Dropout(0.3), nn.Linear(8, 1))
+    compiled = torch.compile(model, backend="eager")
+    compiled(torch.randn(16, 4)).sum().backward()
+    before = ([b.clone() for b in model.buffers()], torch.get_rng_state(), [m.training for m in model.modules()])
+    r = compile_diff(s.model, "eager")
+    assert r["checked"] and r["first_divergence"] is None and r["compiles"] == 1, r  # the root agrees: done
+    assert all(torch.equal(a, b) for a, b in zip(before[0], model.buffers(), strict=True))
+    assert torch.equal(before[1], torch.get_rng_state()) and before[2] == [m.training for m in model.modules()]
+    json.dumps(r)

@@ -28,6 +28,8 @@ stepdbg console:
   r               replay the step under anomaly detection
   save            write the step's evidence bundle (for stepdbg replay PATH)
   diff            run the step twice from the same state: where the runs part
+  diff compile [BACKEND]  the forward eagerly and under torch.compile
+                  (inductor; aot_eager, eager): the first module that differs
   p EXPR          a tensor's summary (loss, batch, model.fc.weight.grad, ...)
   lr X [pin]      set the learning rate (pin: keep it against schedulers)
   skip            do not apply this step's update
@@ -136,8 +138,15 @@ def _replay(target: Any, word: str, rest: str) -> str | None:
 
 
 def _diff(target: Any, word: str, rest: str) -> str | None:
-    r = target.diff_step()  # (in process the job says it: stepdbg: diff: ...)
-    _confirm(target, f"diff: {r['summary']}")
+    mode, _, backend = rest.partition(" ")
+    if mode == "compile":
+        r = target.diff_compile(backend.strip() or "inductor")
+        _confirm(target, f"diff compile: {r['summary']}")
+    elif mode:
+        out(f"diff {mode}? diff (the step twice from the same state) or diff compile [inductor|aot_eager|eager]")
+    else:
+        r = target.diff_step()  # (in process the job says it: stepdbg: diff: ...)
+        _confirm(target, f"diff: {r['summary']}")
     return None
 
 

@@ -101,6 +101,8 @@ OPS: dict[str, Op] = {op.name: op for op in (
         "object"),
     _op("diff", "run the step twice from the same state: the first module, op and line that differ, and "
         "the randomness that moved", "object", method="diff_step"),
+    _op("diff_compile", "the step's forward eagerly and under torch.compile: the first module whose output differs",
+        "object", Arg("backend", Choice(("inductor", "aot_eager", "eager")), "inductor"), timeout=1800),
     _op("save", "write the step's evidence bundle (stepdbg-stepN/) for `stepdbg replay PATH`; its path", "object"),
     _op("eval", "run Python in the paused frame; its output, value or error", "object",
         Arg("source", Text(EVAL_SOURCE_LIMIT)), method="evaluate"),

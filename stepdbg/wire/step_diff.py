@@ -175,7 +175,7 @@ def _where(e: dict[str, Any]) -> dict[str, Any]:
 def _answer(step: int, e: dict[str, Any], diff: dict[str, Any], atol: float, rtol: float) -> dict[str, Any]:
     where = _where(e)
     phase = e.get("phase")
-    at = f", called at {_short(where['file'])}:{where['line']}," if where.get("file") else ""
+    at = f", called at {short_path(where['file'])}:{where['line']}," if where.get("file") else ""
     summary = f"step {step}, {phase}: {_label(e)}{at} is the first to differ: {diff['reason']}"
     if diff["max_abs"] is not None:
         summary += f"; max |A-B| {diff['max_abs']:g}, max relative {diff['max_rel']:g} over its fingerprint"
@@ -187,8 +187,10 @@ def _answer(step: int, e: dict[str, Any], diff: dict[str, Any], atol: float, rto
             "past_tolerance": diff["past"], "reason": diff["reason"], "summary": summary}
 
 
-def _short(path: str) -> str:
+def short_path(path: str | None) -> str:
     """A path as the user would type it: relative to the current folder when inside it."""
+    if not path:
+        return "?"
     try:
         rel = os.path.relpath(path)
     except ValueError:

@@ -20,7 +20,6 @@ parameters, gradients, buffers, modes and every RNG found are as they were after
 
 from __future__ import annotations
 
-import os
 import sys
 import time
 from typing import Any
@@ -36,7 +35,7 @@ from stepdbg.agent.measure.tensors import first_tensor, sharded_across_ranks
 from stepdbg.agent.replay.replay import eager_root, preserved_state, restore_step_start, run_root
 from stepdbg.agent.step.hooks import own_id
 from stepdbg.agent.step.step_model import StepModel
-from stepdbg.wire.step_diff import Record, first_divergence
+from stepdbg.wire.step_diff import Record, first_divergence, short_path
 
 MAX_CALLS = 4096  # module calls fingerprinted per run
 MAX_OPS = 20_000  # ops fingerprinted inside the module that differs, per run
@@ -225,13 +224,6 @@ def _cause(found: dict[str, Any] | None, draws: list[dict[str, Any]], moved: lis
     return [{"source": m, "call": "drawn from during the step"} for m in moved]
 
 
-def _short(path: str | None) -> str:
-    if not path:
-        return "?"
-    rel = os.path.relpath(path) if os.path.isabs(path) else path
-    return path if rel.startswith("..") else rel
-
-
 def _summary(r: dict[str, Any]) -> str:
     if r["first_divergence"] is None:
         return (f"step {r['step']} run twice from the same state gives the same module outputs"
@@ -249,11 +241,11 @@ def parting_words(r: dict[str, Any]) -> str:
     text = f"differs first in {'module ' + d['module'] if d['module'] else 'the model'}{what}"
     op = d.get("op")
     if op is not None:
-        text += f": {op['name']} at {_short(op['file'])}:{op['line']}"
+        text += f": {op['name']} at {short_path(op['file'])}:{op['line']}"
     elif d.get("file"):
-        text += f", called at {_short(d['file'])}:{d['line']}"
+        text += f", called at {short_path(d['file'])}:{d['line']}"
     if d.get("max_abs") is not None:
         text += f" (max |A-B| {d['max_abs']:g})"
-    causes = [f"{c['source']}: {c['call']}" + (f" at {_short(c.get('file'))}:{c['line']}" if c.get("line") else "")
+    causes = [f"{c['source']}: {c['call']}" + (f" at {short_path(c.get('file'))}:{c['line']}" if c.get("line") else "")
               for c in r["randomness"]]
     return text + ("; randomness: " + "; ".join(causes) if causes else "; no randomness found that moved")

@@ -134,6 +134,9 @@ class Handlers:
     def op_diff(self) -> dict[str, Any]:
         return self.s.views.diff()
 
+    def op_diff_compile(self, backend: str = "inductor") -> dict[str, Any]:
+        return self.s.views.diff_compile(backend)
+
     def op_save(self) -> dict[str, Any]:
         return self.s.views.save()
 

@@ -193,6 +193,18 @@ class Views:
 
         return self.controls.on_training_thread(run)
 
+    def diff_compile(self, backend: str) -> dict[str, Any]:
+        """The paused step's forward eagerly and compiled: the first module that differs (diff/compiled.py)."""
+        from stepdbg.agent.diff.compiled import compile_diff
+
+        def run() -> dict[str, Any]:
+            result = compile_diff(self.model, backend, say=self.bus.say)
+            self.bus.write("diff_compile", **result)
+            self.bus.say(f"diff compile: {result['summary']}")
+            return result
+
+        return self.controls.on_training_thread(run, timeout=1800)
+
     def save(self) -> dict[str, Any]:
         """Write the paused step's evidence bundle (bundle.py) under --bundle-dir: its path,
         or why it was not written. The job goes on whatever happens here."""
