@@ -32,3 +32,14 @@ def test_a_nan_planted_in_the_data_at_step_3_is_a_finding_at_step_3():
     code, out = doctor_json("--steps", "6", sys.executable, str(FIXTURE), "--nan-at", "3", "--steps", "6")
     (nan,) = [f for f in out["findings"] if f["rule"] == "nonfinite"]
     assert (code, nan["step"], nan["data"]["replay"]["first_nonfinite"]["where"]) == (1, 3, "input"), nan
+
+
+def test_a_script_that_never_reaches_the_agent_is_said_in_one_line(tmp_path):
+    """An interpreter that cannot run the job (no torch there) said "0 findings in None steps"."""
+    python = tmp_path / "python"
+    python.write_text("#!/bin/sh\necho 'no torch here' >&2\nexit 2\n")
+    python.chmod(0o755)
+    got = subprocess.run([sys.executable, "-m", "stepdbg", "doctor", str(python), str(FIXTURE)], capture_output=True,
+                         text=True, cwd=ROOT, timeout=WAIT, stdin=subprocess.DEVNULL)
+    assert (got.returncode, got.stdout) == (2, "stepdbg doctor: no step was watched (the script exited with 2)\n")
+    assert "no torch here" in got.stderr

@@ -15,6 +15,8 @@ from rich.padding import Padding
 from rich.panel import Panel
 from rich.table import Table
 
+from stepdbg.wire import files
+
 NARROW = 100  # columns under which the findings are blocks, not a table
 SEVERITY_STYLE = {"error": "bold red", "warning": "bold yellow", "info": "cyan"}
 
@@ -30,7 +32,7 @@ def run_doctor(cmd: list[str], env: dict[str, str], report: str | None, opts: di
         env = {**env, "STEPDBG_CONFIG": json.dumps(config)}
     # With --json, stdout holds the JSON alone: the script's own stdout goes to stderr.
     code = subprocess.call(cmd, env=env, stdout=sys.stderr if opts.get("json") else None)
-    events = [json.loads(line) for line in open(path, encoding="utf-8") if line.strip()]
+    events = report_events(path)
     if report is None:
         os.unlink(path)
     findings = sorted((e for e in events if e["event"] == "finding"),
@@ -46,9 +48,31 @@ def run_doctor(cmd: list[str], env: dict[str, str], report: str | None, opts: di
     return 1 if findings else 0
 
 
+def report_events(path: str) -> list[dict[str, Any]]:
+    """The report's events, read up to its cap; a line that is not an event (a write cut
+    short when the job was killed) is left out."""
+    try:
+        raw = files.read_capped(path, files.REPORT_LIMIT)
+    except (OSError, ValueError) as e:
+        print(f"stepdbg: cannot read the report {path}: {e}", file=sys.stderr)
+        return []
+    events = []
+    for line in raw.decode("utf-8", "replace").splitlines():
+        try:
+            event = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(event, dict) and isinstance(event.get("event"), str):
+            events.append(event)
+    return events
+
+
 def show(findings: list[dict[str, Any]], steps: int | None, code: int, overfit: dict[str, Any] | None) -> None:
     console = Console(file=sys.stdout)
     command = "stepdbg overfit" if overfit is not None else "stepdbg doctor"
+    if steps is None and overfit is None:  # the agent never reported its end: nothing was watched
+        console.print(f"[bold]{command}[/]: no step was watched (the script exited with {code})")
+        return
     title = f"{command}: {len(findings)} finding{'s' if len(findings) != 1 else ''} in {steps} steps"
     if overfit is not None:
         fits = overfit["reached_near_zero"]
