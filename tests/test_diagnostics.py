@@ -337,3 +337,22 @@ def test_findings_at_80_columns_are_blocks_with_whole_words(capsys, monkeypatch)
     out = capsys.readouterr().out
     assert "error mse_on_class_targets (step 0)" in out and "try: use cross_entropy on logits" in out, out
     assert max(len(line) for line in out.splitlines()) <= 80
+
+
+def test_lr_too_high_in_a_loop_without_an_optimizer_says_so(session_factory):
+    """pytorch/examples' word_language_model updates its weights by hand (p.data.add_(p.grad,
+    alpha=-lr)): at --lr 1e30 the finding said 'at lr ?' and advised `lr X pin`, which has no
+    optimizer to act on."""
+    s = session_factory("nan")
+    s.doctor = Doctor()
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(4, 16), nn.Tanh(), nn.Linear(16, 1))
+    x, y = torch.randn(32, 4), torch.randn(32, 1)
+    for _ in range(6):
+        model.zero_grad()
+        nn.functional.mse_loss(model(x), y).backward()
+        for p in model.parameters():
+            p.data.add_(p.grad, alpha=-3.0)
+    (finding,) = [f for f in s.doctor.findings if f.rule == "lr_too_high"]
+    assert "lr ?" not in finding.message and "with no optimizer" in finding.message, finding
+    assert "lr X pin" not in finding.advice, finding

@@ -312,11 +312,13 @@ class Doctor:
         blew_up = (len(finite) < len(pts) and math.isfinite(losses[0]) and len(finite) >= 3
                    and finite[-1][1] > 10 * finite[0][1])
         if rising or blew_up:
-            lrs = hist[-1]["lr"]
+            lrs = hist[-1]["lr"]  # none where the loop updates the weights by hand (word_language_model)
             self.add(m, "lr_too_high", "error",
                      f"the loss went from {losses[0]:.3g} to {losses[-1]:.3g} and the gradient norm from "
-                     f"{norms[0]:.3g} to {norms[-1]:.3g} in {len(pts)} steps at lr {lrs[0] if lrs else '?'}",
-                     "lower the learning rate 10x (pin it live with 'lr X pin'), add warmup and clipping")
+                     f"{norms[0]:.3g} to {norms[-1]:.3g} in {len(pts)} steps "
+                     + (f"at lr {lrs[0]}" if lrs else "(the loop updates the weights by hand, with no optimizer)"),
+                     "lower the learning rate 10x " + ("(pin it live with 'lr X pin')" if lrs else "(the script's own)")
+                     + ", add warmup and clipping")
 
     def _memory_growth(self, m: StepModel) -> None:
         """Like with like: the bytes of live tensors (each storage once, saved activations
