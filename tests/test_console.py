@@ -63,6 +63,14 @@ def test_a_name_the_paused_frame_holds_is_python_not_a_command(tmp_path):
     assert err.count("stepdbg paused") == 2  # `s` stepped once, `continue` ran to the end
 
 
+def test_a_line_over_the_limit_is_dropped_and_said_and_the_next_line_runs(tmp_path):
+    """The console reads in the job's process: a pipe's 3 MB line is not held whole."""
+    proc = start_script(tmp_path, LOOP)
+    out, err = proc.communicate("x" * (3 << 20) + "\nstep\ncontinue\n", timeout=WAIT)
+    assert proc.returncode == 0 and out.strip() == "done", err[-2000:]
+    assert "(stepdbg) error: a line of over 1,048,576 characters was ignored\n1\n" in err, err[-2000:]
+
+
 def test_ctrl_c_at_an_idle_prompt_does_nothing_to_the_job(tmp_path):
     proc = start_script(tmp_path, LOOP)
     try:

@@ -19,6 +19,23 @@ from ..wire.conditions import ConditionError
 from .commands import RESUMES, execute, last_stepping, out, show_source
 from .connection import lost_words
 
+LINE_LIMIT = 1 << 20  # characters of one typed or piped line: a command, or code to evaluate
+
+
+def read_line(stream: Any) -> str | None:
+    """The next line of `stream`, read at most LINE_LIMIT at a time (a pipe that never sends
+    a newline must not fill the job's memory); a longer line is read to its end, dropped and
+    said, and the line after it is returned. None at the end of input."""
+    while True:
+        line = stream.readline(LINE_LIMIT + 1)
+        if not line:
+            return None
+        if len(line) <= LINE_LIMIT or line.endswith("\n"):
+            return line
+        while (rest := stream.readline(LINE_LIMIT)) and not rest.endswith("\n"):
+            pass
+        out(f"error: a line of over {LINE_LIMIT:,} characters was ignored")
+
 
 def can_prompt() -> bool:
     if os.environ.get("STEPDBG_CONSOLE") == "1":
@@ -93,8 +110,8 @@ def run_console(session: Any) -> None:
     while True:
         try:  # Ctrl-C anywhere here (the prompt being written, too) is the console's, not the job's
             print("(stepdbg) ", end="", file=sys.stderr, flush=True)
-            line = sys.stdin.readline()
-            if not line:  # EOF: nobody is there to answer, so go on
+            line = read_line(sys.stdin)
+            if line is None:  # EOF: nobody is there to answer, so go on
                 session.cont()
                 return
             done = execute(session, line)
@@ -120,7 +137,7 @@ def attach_console(client: Any) -> int:  # noqa: C901, PLR0912 - the console's l
     lines: queue.Queue[str | None] = queue.Queue()
 
     def read_stdin() -> None:
-        for line in sys.stdin:
+        while (line := read_line(sys.stdin)) is not None:
             lines.put(line)
         lines.put(None)
 
