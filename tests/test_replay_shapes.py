@@ -39,3 +39,30 @@ def test_a_gans_module_is_named_from_its_model(tmp_path):
     assert (first["where"], first["tensor"]) == ("parameter", "netD.main.0.weight"), first
     assert (replay["reproduced"], replay["advice"]["cause"]) == (True, "divergence"), replay
     assert "netD.main.0.weight" in run.stderr
+
+
+def test_a_nanogpt_shaped_script_under_doctor_names_the_op_of_its_poisoned_micro_batch(tmp_path):
+    """nanoGPT's shape (top level, get_batch from a memmap, `loss / accum`, the next batch
+    fetched between forward and backward, GradScaler, clipping): iteration 5's second
+    micro-batch makes a NaN in the model. doctor reports the break as a finding with what the
+    replay of that micro-batch found: the log, at its line, reproduced."""
+    import json
+    import subprocess
+    import sys
+
+    import numpy as np
+    from conftest import ROOT, WAIT
+
+    rng = np.random.default_rng(0)
+    rng.integers(0, 63, size=4000, dtype=np.uint16).tofile(tmp_path / "train.bin")
+    rng.integers(0, 63, size=1000, dtype=np.uint16).tofile(tmp_path / "val.bin")
+    script = FIXTURES / "nanogpt_shape.py"
+    got = subprocess.run([sys.executable, "-m", "stepdbg", "doctor", "--json", "--steps", "8", "--report",
+                          str(tmp_path / "report.jsonl"), sys.executable, str(script), str(tmp_path), "0", "5"],
+                         capture_output=True, text=True, cwd=ROOT, timeout=WAIT, stdin=subprocess.DEVNULL)
+    out = json.loads(got.stdout)
+    (nan,) = [f for f in out["findings"] if f["rule"] == "nonfinite"]
+    assert got.returncode == 1 and nan["step"] == 5, out
+    first = nan["data"]["replay"]["first_nonfinite"]
+    assert (first["where"], first["op"], first["line"]) == ("forward", "log", marked_line(script, "nan-op")), first
+    assert nan["data"]["replay"]["verdict"] == REPRODUCED and "log met a value outside its domain" in nan["advice"], nan
