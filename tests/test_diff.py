@@ -192,3 +192,85 @@ def test_recording_leaves_the_jobs_numbers_as_they_are(tmp_path):
     assert os.stat(record).st_mode & 0o777 == 0o600
     kinds = [json.loads(x).get("kind") for x in record.read_text().splitlines()]
     assert kinds[0] == "header" and kinds.count("step") == 2 and kinds[-1] == "end"
+
+
+# ---------------------------------------------------------------------- bundles as A and B
+
+BUNDLE_SCRIPT = """
+import torch, stepdbg
+from torch import nn
+stepdbg.watch("step==0", on_break="save")
+
+
+class Block(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.ln = nn.LayerNorm(16)
+        self.fc = nn.Linear(16, 16)
+        self.drop = nn.Dropout(0.1)
+
+    def forward(self, x):
+        h = self.fc(self.ln(x))
+        return x + self.drop(h{change})  # @change
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.blocks = nn.ModuleList([Block() for _ in range(3)])
+        self.head = nn.Linear(16, 1)
+
+    def forward(self, x):
+        for b in self.blocks:
+            x = b(x)
+        return self.head(x)
+
+
+def main():
+    torch.manual_seed(0)
+    model = Net()
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    for step in range(3):
+        x, y = torch.randn(8, 16), torch.randn(8, 1)
+        loss = nn.functional.mse_loss(model(x), y)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+
+
+if __name__ == "__main__":
+    main()
+"""
+
+
+@pytest.mark.slow
+def test_two_bundles_of_two_checkouts_compare_from_a_third_folder(tmp_path):
+    """Two checkouts of a training script, the second with one change in Block.forward (a
+    later commit); each run saves the bundle of step 0; from a third folder `stepdbg diff`
+    names the first module call that differs: the first block's dropout's argument, made in
+    the block's own code at the changed line. The same bundle twice agrees (dropout
+    restored); a bundle and a command, or a folder that is no bundle, are one line."""
+    bundles = []
+    for name, change in (("a", ""), ("b", " * 1.001")):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "train.py").write_text(BUNDLE_SCRIPT.replace("{change}", change))
+        r = subprocess.run([sys.executable, "train.py"], cwd=tmp_path / name, capture_output=True, text=True,
+                           env=dict(os.environ, PYTHONPATH=str(ROOT)), timeout=600)
+        assert r.returncode == 0, r.stderr
+        bundles.append(str(tmp_path / name / "stepdbg-step0"))
+    (tmp_path / "c").mkdir()
+    r = diff("--json", *bundles, cwd=tmp_path / "c", tmp=tmp_path / "c")
+    assert r.returncode == 1, r.stderr
+    d = answer(r)["first_divergence"]
+    assert (d["step"], d["phase"], d["module"], d["what"], d["input_of"]) == \
+        (0, "forward", "blocks.0", "input[0]", "blocks.0.drop"), d
+    assert d["file"] == str(tmp_path / "a" / "train.py") and d["line"] == BUNDLE_SCRIPT.splitlines().index(
+        next(x for x in BUNDLE_SCRIPT.splitlines() if "# @change" in x)) + 1
+    assert ours(tmp_path / "c") == []
+    r = diff("--json", bundles[0], bundles[0], cwd=tmp_path / "c")
+    assert r.returncode == 0 and answer(r)["first_divergence"] is None, r.stderr
+    assert answer(r)["fingerprints"]["A"] > 20
+    r = diff(bundles[0], "python train.py", cwd=tmp_path / "a")
+    assert r.returncode == 2 and "compare a bundle with a bundle" in r.stderr
+    r = diff(str(tmp_path / "c"), str(tmp_path / "c"), cwd=tmp_path)
+    assert r.returncode == 2 and "is a folder, not an evidence bundle" in r.stderr

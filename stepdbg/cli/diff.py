@@ -83,8 +83,21 @@ def parser() -> Parser:
     return p
 
 
+def is_bundle(line: str) -> bool:
+    """An argument that names a folder is an evidence bundle (or a mistake, said by job)."""
+    return os.path.isdir(line)
+
+
 def job(label: str, line: str, folder: str, n: int, max_calls: int) -> tuple[list[str], dict[str, str], str]:
     """The command, environment and record path of one run; UsageError naming A or B."""
+    record = os.path.join(folder, f"{label}.jsonl")
+    if is_bundle(line):
+        if not (os.path.isfile(os.path.join(line, "meta.json")) and os.path.isfile(os.path.join(line, "tensors.pt"))):
+            raise UsageError(f"{label}: {line} is a folder, not an evidence bundle (it needs meta.json and tensors.pt)")
+        if n != 1:
+            raise UsageError(f"{label}: a bundle holds one step: compare it with --steps 1")
+        return ([sys.executable, "-m", "stepdbg.agent.diff.bundle_record", os.path.abspath(line), record,
+                 str(max_calls)], dict(os.environ), record)
     if not line.strip():
         raise UsageError(f'{label} is empty: give a command line in one argument, e.g. "python train.py"')
     try:
@@ -103,7 +116,6 @@ def job(label: str, line: str, folder: str, n: int, max_calls: int) -> tuple[lis
     from .run import job_env
 
     env = job_env(cfg)
-    record = os.path.join(folder, f"{label}.jsonl")
     env["STEPDBG_FINGERPRINT"] = json.dumps({"path": record, "steps": n, "max_calls": max_calls})
     target = ["-m", cfg.module] if cfg.module else [cfg.script or ""]
     return [cfg.python, "-m", "stepdbg.launch.fingerprint_boot", *target, *cfg.args], env, record
@@ -184,6 +196,9 @@ def main(argv: list[str]) -> int:
     ns = parser().parse_args(argv)
     folder = tempfile.mkdtemp(prefix="stepdbg-diff-")  # 0700, ours alone
     try:
+        if is_bundle(ns.a) != is_bundle(ns.b):
+            raise UsageError("compare a bundle with a bundle, or a command line with a command line "
+                             "(a bundle's record holds no loss nor update)")
         jobs = {label: job(label, line, folder, ns.steps, ns.max_calls) for label, line in (("A", ns.a), ("B", ns.b))}
         recs = {}
         for label, line in (("A", ns.a), ("B", ns.b)):

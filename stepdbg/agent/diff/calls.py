@@ -41,6 +41,14 @@ class CallLog:
         self._in_count: dict[str, int] = {}
         self._out_count: dict[str, int] = {}
 
+    def step_start(self, args: Any, kwargs: Any, named: list[tuple[str, torch.Tensor]]) -> None:
+        """The step's inputs: the batch (the model's arguments) and its parameters and buffers."""
+        for i, t in enumerate(tensors_in([list(args), kwargs or {}])):
+            self.add("input", "", f"batch[{i}]", 0, t)
+        for name, t in named:
+            owner, _, leaf = name.rpartition(".")
+            self.add("input", owner, leaf, 0, t)
+
     def call_input(self, module: torch.nn.Module, args: tuple[Any, ...]) -> None:
         name = self.name_of(module)
         if name is None or name == "":  # (the root's arguments are the batch)

@@ -31,7 +31,6 @@ from typing import Any
 import torch
 
 from stepdbg.agent.diff.calls import CallLog
-from stepdbg.agent.diff.fingerprint import tensors_in
 
 FORMAT_VERSION = 1
 
@@ -117,12 +116,7 @@ class Recorder:
         self.open, self.updated = True, False
         self.log.reset(self.step)
         self._name_roots()
-        kwargs = self.model.capture.get("kwargs") or {}
-        for i, t in enumerate(tensors_in([list(args), kwargs])):
-            self.log.add("input", "", f"batch[{i}]", 0, t)
-        for name, t in self._model_tensors():
-            owner, _, leaf = name.rpartition(".")
-            self.log.add("input", owner, leaf, 0, t)
+        self.log.step_start(args, self.model.capture.get("kwargs"), self._model_tensors())
 
     def on_loss(self, loss: torch.Tensor | None) -> None:
         if self.open:

@@ -100,14 +100,14 @@ def step_twice(model: StepModel, max_calls: int = MAX_CALLS, max_ops: int = MAX_
     watch = OpWatch(others, max_ops)
     try:
         with preserved_state(model):
-            first = _run(root, cap, step, names, max_calls, watch)
+            first = run_recorded(root, cap, step, names, max_calls, watch)
             result["moved"] = others.moved()
-            second = _run(root, cap, step, names, max_calls, watch)
+            second = run_recorded(root, cap, step, names, max_calls, watch)
             result["runs"] = 2
             found = first_divergence(_record(step, first), _record(step, second), [step])
             if found is not None and found["phase"] == "forward":
                 target = _module(root, found["module"])
-                runs = [_run(root, cap, step, names, max_calls, watch, target) for _ in range(2)]
+                runs = [run_recorded(root, cap, step, names, max_calls, watch, target) for _ in range(2)]
                 result["runs"] = 4
                 found["op"] = _first_op(runs[0][1], runs[1][1])
                 result["randomness"] = runs[0][2] or runs[1][2]
@@ -126,7 +126,7 @@ def step_twice(model: StepModel, max_calls: int = MAX_CALLS, max_ops: int = MAX_
     return result
 
 
-def _run(root: torch.nn.Module, cap: dict[str, Any], step: int, names: dict[int, str], max_calls: int,
+def run_recorded(root: torch.nn.Module, cap: dict[str, Any], step: int, names: dict[int, str], max_calls: int,
          watch: OpWatch, target: torch.nn.Module | None = None
          ) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]:
     """One run from the step's start: its module-call entries (then its gradients), and,

@@ -115,13 +115,10 @@ def _to(value: Any, device: torch.device) -> Any:
     return value
 
 
-def replay_bundle(path: Path, spec: str | None = None, device: str | None = None) -> dict[str, Any]:
-    """Replay the bundle at `path`: the replay op's object, with "bundle" notes."""
-    meta, data = bundle.read(path)
-    brk_record = meta.get("break") or {}
-    # The break as the replay reads it (phase, condition(s), scalars): breaks.Break's fields.
-    brk = SimpleNamespace(**{"conditions": [], "scalars": {}, "phase": None, "condition": "", **brk_record}) \
-        if brk_record else None
+def captured(meta: dict[str, Any], data: dict[str, Any], device: str | None
+             ) -> tuple[dict[str, Any], torch.device, torch.device]:
+    """The bundle's step as a live capture reads it (args, kwargs, RNG, buffers, ...) on the
+    device it replays on; (capture, the device it ran on, the device here)."""
     ran_on = torch.device(meta.get("device") or "cpu")
     here = ran_on.type == "cuda" and torch.cuda.is_available()
     dev = torch.device(device or (ran_on.type if here else "cpu"))
@@ -132,13 +129,30 @@ def replay_bundle(path: Path, spec: str | None = None, device: str | None = None
            "batch": _to(data["batch"], dev), "grad_output": _to(data["grad_output"], dev), "rng": rng,
            "buffers": _to(data["buffers"], dev), "sample_indices": data.get("sample_indices"),
            "kernels": bundle.kernels_from_json(meta.get("kernels")), "output_finite": meta.get("output_finite")}
+    return cap, ran_on, dev
+
+
+def rebuilt(meta: dict[str, Any], data: dict[str, Any], spec: str | None, path: Path,
+            dev: torch.device) -> torch.nn.Module:
+    """The model built from its code (build_model) with the bundle's parameters and buffers."""
+    model = build_model(meta, spec, path)
+    _load_state(model, data["parameters"], data["buffers"])
+    return model.to(dev)
+
+
+def replay_bundle(path: Path, spec: str | None = None, device: str | None = None) -> dict[str, Any]:
+    """Replay the bundle at `path`: the replay op's object, with "bundle" notes."""
+    meta, data = bundle.read(path)
+    brk_record = meta.get("break") or {}
+    # The break as the replay reads it (phase, condition(s), scalars): breaks.Break's fields.
+    brk = SimpleNamespace(**{"conditions": [], "scalars": {}, "phase": None, "condition": "", **brk_record}) \
+        if brk_record else None
+    cap, ran_on, dev = captured(meta, data, device)
     notes = [f"the inputs held what a bundle does not keep: {', '.join(meta['left_out'][:3])}"] if meta.get("left_out") else []
     if meta.get("parameters") == "sharded":
         result = replay_inputs(cap, brk)
     else:
-        model = build_model(meta, spec, path)
-        _load_state(model, data["parameters"], data["buffers"])
-        model.to(dev)
+        model = rebuilt(meta, data, spec, path, dev)
         result = replay_step(BundleModel(model, cap, meta.get("history") or []), brk, None)
         if meta.get("parameters") == "after_update":
             notes.append("the bundle holds the parameters after the update (no snapshot of the step's start)")
