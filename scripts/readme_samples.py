@@ -13,6 +13,7 @@ import argparse
 import difflib
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -45,6 +46,10 @@ SAMPLES = {
                        shown=True, then="stepdbg replay stepdbg-step30", cleanup="stepdbg-step30*"),
     "transient": Sample("stepdbg --no-tui --break nan --on-break replay --on-break skip python demos/transient_fault.py",
                         shown=True),
+    "diff": Sample('stepdbg diff "python tests/fixtures/diff_blocks.py --eps2 1e-5" '
+                   '"python tests/fixtures/diff_blocks.py --eps2 1e-1"', shown=True,
+                   then='stepdbg diff --steps 2 "python tests/fixtures/diff_dropout.py" '
+                        '"python tests/fixtures/diff_dropout.py"'),
 }
 
 
@@ -62,10 +67,11 @@ def run(sample: Sample) -> str:
 
 def run_one(sample: Sample) -> str:
     """What a person sees: stdout and stderr as they come, this checkout's path left out."""
-    argv = sample.command.split()
+    argv = shlex.split(sample.command)  # (stepdbg diff takes each command line in one argument)
     argv = [sys.executable, "-m", "stepdbg", *argv[1:]]
     argv = [sys.executable if a == "python" else a for a in argv]
-    env = {**os.environ, "PYTHONUNBUFFERED": "1", "COLUMNS": "100", "STEPDBG_CONSOLE": "1" if sample.stdin else "0"}
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", "COLUMNS": "100", "STEPDBG_CONSOLE": "1" if sample.stdin else "0",
+           "PATH": os.pathsep.join([os.path.dirname(sys.executable), os.environ.get("PATH", "")])}  # `python` in them
     env.pop("STEPDBG_DEFER_READS", None)
     out = subprocess.run(argv, input=sample.stdin, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                          cwd=ROOT, env=env, timeout=300).stdout
