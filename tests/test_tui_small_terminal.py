@@ -44,3 +44,35 @@ async def test_at_80x24_nothing_is_cut_or_squeezed():
         assert box.region.width >= len(str(box.label)) + 4  # the label and its box on one line, uncut
         await pilot.press("escape")
         assert app.query_one("LogPanel RichLog", RichLog).wrap  # long job lines wrap in the Log
+
+
+async def test_at_80x24_every_panel_shows_its_words_whole():
+    """Each panel (1-9) at 80x24 passes the walk's check (e): no word cut at the right edge.
+    Found by it: the Memory panel's largest tensors' table was 92 columns wide in 78 (its
+    `device` column out of sight); a long name now folds onto a second line of its row."""
+    from test_tui_fixes import wait_for
+    from tui_walk import cut_words
+
+    src, app, ctx = await started(size=(80, 24))
+    async with ctx as pilot:
+        for key in "123456789":
+            await pilot.press(key)
+            await pilot.press("escape")  # (3 puts the focus in the Tensor panel's field)
+            if key == "5":
+                await wait_for(pilot, lambda: app.query_one("#mem-largest", DataTable).row_count > 0, "the table")
+            await pilot.pause()
+            assert not cut_words(app), (key, cut_words(app))
+
+
+async def test_at_80x24_the_header_keeps_the_script_whole_beside_a_long_condition():
+    """Paused on `expr:step % 5 == 0`, the header at 80 columns names the script whole and
+    cuts the condition, which the Break panel says whole (it showed `t…` for the script)."""
+    src, app, ctx = await started(size=(80, 24))
+    async with ctx as pilot:
+        app.status = {**app.status, "paused": {**app.status["paused"], "condition": "expr:step % 5 == 0"}}
+        app.refresh_header()
+        await pilot.pause()
+        from tui_walk import screen_text
+
+        first = screen_text(app).splitlines()[0]
+        assert "pid 4242  nan_log.py" in first and first.rstrip().endswith("…"), first

@@ -76,7 +76,9 @@ def test_optimizer_panel(snap_compare, size):
 def test_memory_panel(snap_compare, size):
     """Memory panel: host RSS 331MB, the note that no CUDA is in use, and memory over 30
     steps as a rising sparkline; at 80x24 the largest tensors' table, which 5 gives the
-    focus, scrolled into view (the lines above it had pushed it below the fold)."""
+    focus, scrolled into view (the lines above it had pushed it below the fold) and as
+    wide as its view, every column shown (it was cut at `devic`): a long name folds onto a
+    second line of its row."""
     assert picture(snap_compare, size, "5")
 
 

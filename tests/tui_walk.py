@@ -8,7 +8,10 @@ invariants a person relies on checked after every key (issue 45):
     shows the user's own Python);
 (c) the header's step equals the job's own step once the TUI has caught up, and never
     goes backwards;
-(d) the focus is on a widget that is on screen.
+(d) the focus is on a widget that is on screen;
+(e) no word is cut at the right edge: every word a text widget holds is in what it draws
+    (unless it draws an ellipsis that says so), nothing it draws lies past the edge of
+    what shows it, no table is wider than its view, and the header names the script whole.
 
 Used by test_tui_walk (a short walk in the quick tier, a long one marked slow) and by the
 regression tests of the seeds it found.
@@ -24,9 +27,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rich.console import Console
+from textual.content import Content
+from textual.geometry import Region
 from textual.pilot import Pilot
 from textual.widget import Widget
-from textual.widgets import Input, Static
+from textual.widgets import DataTable, Input, Static
 
 from stepdbg.client.async_client import AsyncClient
 from stepdbg_tui.app import StepdbgApp
@@ -90,6 +95,53 @@ def focus_is_visible(app: StepdbgApp) -> bool:
     except Exception:  # not in the screen's map: not drawn
         return False
     return geometry.visible_region.area > 0
+
+
+def plain(w: Static) -> str:
+    """A text widget's words, unwrapped (300 columns), its markup read as it reads it."""
+    content = w.visual if isinstance(w.content, str) else w.content
+    if isinstance(content, Content):
+        return content.plain
+    console = Console(width=300, record=True, file=io.StringIO(), color_system=None)
+    console.print(content)
+    return console.export_text(styles=False)
+
+
+def cut_words(app: StepdbgApp) -> list[str]:
+    """(e): what is cut at the right edge on the screen shown, as 'where: what' lines."""
+    cuts = []
+    for w in app.screen.query("*"):
+        if not w.display or not w.region.area or not drawn(app, w):
+            continue
+        name = f"#{w.id}" if w.id else type(w).__name__
+        if isinstance(w, DataTable) and w.virtual_size.width > w.scrollable_content_region.width:
+            cuts.append(f"{name}: {w.virtual_size.width} columns wide in {w.scrollable_content_region.width}")
+        if not isinstance(w, Static):
+            continue
+        rows = [strip.text for strip in w.render_lines(Region(0, 0, w.region.width, w.region.height))]
+        ink = "".join("".join(r.split()) for r in rows)
+        words = plain(w)
+        missing = [word for word in words.split() if word not in ink]
+        if missing and ink.count("…") <= words.count("…"):  # (an ellipsis it added says it cut them)
+            cuts.append(f"{name}: {' '.join(missing[:6])} not drawn (drawn: {rows[:3]})")
+        seen = app.screen.find_widget(w).visible_region
+        edge = seen.right - w.region.x  # the first column of w past what shows it
+        past = [r[edge:] for r in rows[seen.y - w.region.y:seen.bottom - w.region.y] if r[edge:].strip()]
+        if past:
+            cuts.append(f"{name}: {past[:2]} lies past the right edge")
+    argv = app.source.session.get("argv") or []
+    script = argv[1].rsplit("/", 1)[-1] if len(argv) > 1 else ""
+    if script and len(app.screen_stack) == 1 and script not in screen_text(app).split("\n", 1)[0]:
+        cuts.append(f"the header misses the script {script!r}")
+    return cuts
+
+
+def drawn(app: StepdbgApp, w: Widget) -> bool:
+    """`w` is drawn on the screen shown (some of it in view)."""
+    try:
+        return app.screen.find_widget(w).visible_region.area > 0
+    except Exception:  # not in the screen's map
+        return False
 
 
 async def settled(pilot: Pilot, app: StepdbgApp) -> None:
@@ -171,6 +223,8 @@ async def check_screen(pilot: Pilot, app: StepdbgApp, probe: AsyncClient, walk: 
     text = screen_text(app)
     m = EXCEPTION_WORDS.search(text)
     assert m is None, f"{m.group(0)!r} on screen; {walk.where()}:\n{text}"  # (b)
+    cuts = cut_words(app)
+    assert not cuts, f"cut at the right edge: {cuts}; {walk.where()}:\n{text}"  # (e)
 
 
 async def walk_keys(seed: int, n: int, size: tuple[int, int]) -> Walk:

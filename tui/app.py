@@ -124,7 +124,8 @@ class StepdbgApp(ControlActions, ReplActions, App[str | None]):
         elapsed = max(0.0, self.clock() - (self.source.session.get("started") or self.clock()))
         # On the main screen (App.query_one would search a dialog on top); none while starting or closing.
         for header in self.screen_stack[0].query("#header").results(Static) if self.screen_stack else []:
-            header.update(render_header(self.source.session, self.status, elapsed, self.connection))
+            header.update(render_header(self.source.session, self.status, elapsed, self.connection,
+                                        header.content_region.width or None))
 
     def watch_status(self) -> None:
         if self._mounted:

@@ -319,7 +319,11 @@ class LogPanel(Loads, Vertical):
         self.query_one(RichLog).write(Text(line, style=style))
 
 
-def render_header(session: dict[str, Any], status: dict[str, Any], elapsed: float, connection: str) -> Table:
+def render_header(session: dict[str, Any], status: dict[str, Any], elapsed: float, connection: str,
+                  width: int | None = None) -> Table:
+    """pid, script and host on the left, the clock, step and state on the right. In `width`
+    columns the script's name stays whole: the host gives way, then the right side's end
+    (a long break condition, which the Break panel says whole)."""
     t = Table.grid(expand=True, padding=(0, 1))  # a cut host name never runs into the clock
     t.add_column(ratio=1, no_wrap=True, overflow="ellipsis")
     t.add_column(justify="right", no_wrap=True)
@@ -340,6 +344,11 @@ def render_header(session: dict[str, Any], status: dict[str, Any], elapsed: floa
         right.append(f"PAUSED [{paused.get('condition')}]", style="bold black on yellow")
     else:
         right.append(state.upper(), style="bold green")
+    if width is not None:
+        name = argv[1].rsplit("/", 1)[-1] if len(argv) > 1 else "?"
+        keep = len(f"pid {session.get('pid')}{rank}  {name}") + 1  # and the ellipsis of what follows it
+        if right.cell_len > width - keep - 1:
+            right.truncate(max(width - keep - 1, 1), overflow="ellipsis")
     t.add_row(left, right)
     return t
 
