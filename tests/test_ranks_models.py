@@ -182,3 +182,18 @@ def test_a_nan_born_in_an_fsdp2_forward_is_named_by_a_replay_every_rank_runs_tog
             assert c.wait_exited(WAIT)["exit_code"] == 0
     code, _, err = finish(proc)
     assert code == 0, err[-2000:]
+
+
+def test_a_headless_fsdp2_replay_is_run_by_every_rank_together_and_names_the_op(tmp_path, private_runtime_dir):
+    """torchrun gives every rank `--on-break replay`; the rank that broke had said "not
+    replayed: its parameters are sharded" (no console to ask every rank at once). It asks
+    them through the job's store, as a pause does: each rank runs its step's forward."""
+    cmd = [sys.executable, "-m", "stepdbg", "--break", "nan", "--on-break", "replay", "torchrun", "--standalone",
+           "--nproc_per_node=2", str(FSDP), "--nan-at", "3", "--steps", "6", "--log-input"]
+    proc = subprocess.Popen(cmd, cwd=ROOT, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    code, _, err = finish(proc)
+    assert code == 0 and "not replayed: its parameters are sharded" not in err, err[-3000:]
+    assert (f"stepdbg[rank 1]: replay of step 3: log in 0 (Log) produced the first non-finite value (forward), "
+            f"at {FSDP}:{marked_line(FSDP, 'log-here')}") in err, err[-3000:]
+    assert "stepdbg[rank 0]: replay of step 3: the replay produced no non-finite value" in err, err[-3000:]

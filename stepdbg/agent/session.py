@@ -74,7 +74,7 @@ class Session:
         self.views = Views(self.model, self.controls, self.changer, self.rewinder, self.ranks, self.breaker,
                            self.bus, self.guard, self.argv)
         self.breaker.hooks = ActionHooks(
-            replay=lambda: self.views.replay(alone=True), save=self.views.save, skip=self.changer.skip_step, rewind=self.rewinds.at_break,
+            replay=lambda alone: self.views.replay(alone=alone), sharded=self.views.sharded, save=self.views.save, skip=self.changer.skip_step, rewind=self.rewinds.at_break,
             console=(lambda: console(self)) if console else None, can_prompt=can_prompt,
             attach_command=lambda: self.server.attach_command if self.server else "", stop=self.stop)
         self.model.armed = bool({"replay", "save"} & set(actions)) or config.doctor
@@ -249,7 +249,7 @@ class Session:
             req = self.guard("ranks", self.ranks.due, self.step)
             if req is not None and req.get("kind") == "rewind":
                 self.rewinds.for_rank(req)
-            elif req is not None:
+            elif req is not None:  # a pause or a replay, every rank together
                 self.breaker.pause_for_rank(req)
 
     def update_starts(self, opt: torch.optim.Optimizer) -> None:

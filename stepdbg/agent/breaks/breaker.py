@@ -21,6 +21,7 @@ from dataclasses import asdict
 from types import FrameType
 from typing import Any
 
+from stepdbg.agent.breaks import as_one_job
 from stepdbg.agent.breaks.breakpoints import Breakpoints, break_scalars
 from stepdbg.agent.breaks.controls import EXIT_ABORT, Abort, ActionHooks, Break, Controls
 from stepdbg.agent.breaks.job_stall import StallExchange
@@ -225,20 +226,8 @@ class Breaker:
         return oom.explain(exc, census.of_step(m, user), list(m.history), batch, memory.memory()["cuda"])
 
     def pause_for_rank(self, req: dict[str, Any]) -> None:
-        """Every rank, the one that broke included, pauses here for a rank's break."""
-        mine = req["rank"] == self.ranks.rank
-        step = self.model.step
-        self.break_set.mark_fired(req["condition"], step)  # the job broke once, not once per rank
-        self.model.ensure_step().phase = "before_optimizer_step"
-        if not mine:
-            reason = f"paused for rank {req['rank']}'s break at step {req['broke_at']}: {req['reason']}"
-        elif step == req["broke_at"]:
-            reason = f"this rank broke: {req['reason']}"
-        else:
-            reason = f"paused at step {step} for this rank's break at step {req['broke_at']}: {req['reason']}"
-        self.take(req["condition"] if mine else f"rank {req['rank']}", reason, phase="before_optimizer_step",
-                  actions=["pause"], details={"for_rank": req["rank"], "broke_at": req["broke_at"]},
-                  coordinated=True)
+        """Every rank pauses (or replays) here for a rank's break (as_one_job.py)."""
+        as_one_job.for_rank(self, req)
 
     def stalled(self, spec: str, reason: str, details: dict[str, Any]) -> Break:
         """The watchdog's break (its own thread: the stuck main thread cannot pause itself).
@@ -335,16 +324,11 @@ class Breaker:
         if actions == ["report"] and self.actions_defaulted and len(self.breaks) == 1:  # (a newcomer waits for a prompt)
             self.bus.say("the job goes on: report is the default action; --on-break pause stops at a break "
                          "(a console at this terminal), and stepdbg serve waits for stepdbg attach")
-        if ("pause" in actions and not coordinated and brk.condition != "pause" and brk.phase != "exception"
-                and self.ranks.active()):
-            # Pause the whole job together, outside any collective (see ranks.py).
-            target = self.guard("ranks", self.ranks.request_pause, brk.step, brk.phase, brk.reason, brk.condition)
-            if target is not None:  # else (the store is gone) this rank pauses alone
-                brk.details["pause_at_step"] = target
-                actions = [a for a in actions if a != "pause"]
+        actions = as_one_job.coordinate(self, brk, actions, coordinated)  # a pause, a sharded replay: every rank
         hooks = self.hooks
         run: dict[str, Callable[[], Any]] = {  # ("report": the break is told already)
-            "replay": hooks.replay, "skip": hooks.skip, "abort": lambda: self._abort(brk), "pause": lambda: self.pause(brk),
+            "replay": lambda: hooks.replay(True), as_one_job.REPLAY_TOGETHER: lambda: hooks.replay(False),
+            "skip": hooks.skip, "abort": lambda: self._abort(brk), "pause": lambda: self.pause(brk),
             "save": lambda: self.guard("bundle", hooks.save),  # a failure to save never ends the job
             "rewind": lambda: self.guard("rewind", hooks.rewind, brk),  # a bug of the rewind's turns off the rewind only
         }

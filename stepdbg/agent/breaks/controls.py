@@ -48,7 +48,8 @@ EXIT_ABORT = 3
 class ActionHooks:
     """What the actions call outside the breaks: set by the Session when it wires the parts."""
 
-    replay: Callable[[], Any]
+    replay: Callable[[bool], Any]  # alone: True, the rank that broke alone; False, every rank together
+    sharded: Callable[[], bool]  # the model's parameters are sharded across ranks (its forward gathers them)
     save: Callable[[], Any]  # the evidence bundle
     skip: Callable[[], Any]
     rewind: Callable[[Break], None]

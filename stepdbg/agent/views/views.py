@@ -181,6 +181,13 @@ class Views:
 
         return self.controls.on_training_thread(run)
 
+    def sharded(self) -> bool:
+        """The model's parameters are sharded across ranks: its forward gathers them from every rank."""
+        from stepdbg.agent.replay.replay import eager_root
+
+        root = eager_root(self.model)
+        return root is not None and tensors.sharded_across_ranks(root) is not None
+
     def diff(self) -> dict[str, Any]:
         """The paused step run twice from the same state: where the runs part (diff/twice.py)."""
         from stepdbg.agent.diff.twice import step_twice
