@@ -9,7 +9,7 @@ import runpy
 import sys
 import traceback
 from collections.abc import Callable, Iterable
-from types import FrameType
+from types import CodeType, FrameType
 from typing import Any, TypeVar
 
 import torch
@@ -174,15 +174,12 @@ def held_as(obj: Any, start: FrameType | None) -> str | None:
 
 def where_of(frame: FrameType | None, lineno: int | None = None) -> dict[str, Any] | None:
     """File, line, function and code of a frame, as a break reports them."""
-    if frame is None:
-        return None
-    line = lineno or frame.f_lineno
-    return {
-        "file": os.path.abspath(frame.f_code.co_filename),
-        "line": line,
-        "function": frame.f_code.co_name,
-        "code": linecache.getline(frame.f_code.co_filename, line).strip(),
-    }
+    return None if frame is None else _where(frame.f_code, lineno or frame.f_lineno)
+
+
+def _where(code: CodeType, line: int) -> dict[str, Any]:
+    return {"file": os.path.abspath(code.co_filename), "line": line, "function": code.co_name,
+            "code": linecache.getline(code.co_filename, line).strip()}
 
 
 def caller_kwargs() -> dict[str, Any]:
@@ -216,10 +213,11 @@ def _called_by_framework(start: FrameType) -> bool:
     return False
 
 
-def _on_stack(frame: FrameType, start: FrameType | None) -> bool:
-    while start is not None and start is not frame:
+def _runs(code: CodeType, start: FrameType | None) -> FrameType | None:
+    """The frame on the stack from `start` out that runs `code`, if one does."""
+    while start is not None and start.f_code is not code:
         start = start.f_back
-    return start is not None
+    return start
 
 
 class ModelCaller:
@@ -232,20 +230,21 @@ class ModelCaller:
 
     def __init__(self) -> None:
         self.frame: FrameType | None = None
-        self.returned: dict[str, Any] | None = None  # where the released frame had returned
+        self.left: tuple[CodeType, int] | None = None  # the released frame's code and line (no locals)
 
     def called(self) -> tuple[str, int, str] | None:
         """A root forward begins: (file, line, function) of the user's line that called the
         model; the frame is kept while gradients are on."""
         f = user_frame(sys._getframe(1))
-        self.frame, self.returned = (f if torch.is_grad_enabled() else None), None
+        self.frame, self.left = (f if torch.is_grad_enabled() else None), None
         return (f.f_code.co_filename, f.f_lineno, f.f_code.co_name) if f is not None else None
 
     def release(self) -> None:
-        """The backward is next: the frame is let go, its place kept if it had returned."""
+        """The backward is next: the frame is let go, its code and line kept (every step: no
+        walk of the stack here, a break asks whether it had returned)."""
         f, self.frame = self.frame, None
-        if f is not None and not _on_stack(f, sys._getframe(1)):
-            self.returned = where_of(f)
+        if f is not None:
+            self.left = (f.f_code, f.f_lineno)
 
     def place(self, start: FrameType, frame: FrameType | None = None,
               stack: PausedStack | None = None) -> tuple[PausedStack, dict[str, Any] | None]:
@@ -258,11 +257,13 @@ class ModelCaller:
         if not _called_by_framework(start):
             return stack, where_of(stack.innermost())
         f = self.frame
-        if f is not None and not _on_stack(f, start):
+        if f is not None and _runs(f.f_code, start) is not f:  # (it returned the loss to the trainer)
             stack.frames.append((f, f.f_lineno))
             stack.index = len(stack.frames) - 1
             return stack, where_of(f)
-        return stack, self.returned or where_of(stack.innermost())
+        if self.left is not None and _runs(self.left[0], start) is None:
+            return stack, _where(*self.left)
+        return stack, where_of(stack.innermost())
 
 
 class PausedStack:
