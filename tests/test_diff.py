@@ -128,7 +128,11 @@ def test_one_blocks_layernorm_eps_is_named_at_step_0_forward(tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize(("script", "args", "steps"), [("diff_dropout.py", [], "3"), ("diff_loader.py", [], "3")])
+@pytest.mark.parametrize(("script", "args", "steps"), [
+    ("diff_dropout.py", [], "3"), ("diff_loader.py", [], "3"),
+    ("diff_hf.py", [], "3"),  # HF GPT-2 from a config: dropout, DataLoader workers, AdamW, clipping
+    ("diff_lightning.py", [], "3"),  # Lightning's Trainer: the optimizer step's closure runs the forward
+])
 def test_two_identical_seeded_runs_agree(script, args, steps):
     r = diff("--json", "--steps", steps, line(script, *args), line(script, *args))
     assert r.returncode == 0, r.stderr
