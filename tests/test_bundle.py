@@ -118,3 +118,20 @@ def test_replay_of_what_is_not_a_bundle_is_one_line(tmp_path, what):
     got = replay_cli(str(path), cwd=tmp_path)
     assert got.returncode in (1, 2) and got.stderr.count("\n") == 1 and "Traceback" not in got.stderr, got.stderr
     assert got.stderr.startswith("stepdbg"), got.stderr
+
+
+def test_a_nan_born_after_the_model_replayed_offline_says_so(tmp_path):
+    """Live, the replay searches the loss's graph and names the op; a bundle holds the model,
+    not the loss's code, and its replay said 'no gradient was captured at the model output',
+    true but beside the point: the break had found the model's output finite."""
+    script = ROOT / "tests" / "fixtures" / "nan_after_model.py"
+    saved = tmp_path / "bundles"
+    saved.mkdir()
+    run = run_stepdbg(tmp_path, "--no-tui", "--break", "nan", "--on-break", "replay", "--on-break", "save",
+                      "--bundle-dir", str(saved), script_args=(str(script),))
+    (live,), (event,) = run.of("replay"), run.of("bundle")
+    assert live["first_nonfinite"]["line"] == marked_line(script, "planted"), live
+    got = replay_cli(event["path"], cwd=tmp_path)
+    assert got.returncode == 0, got.stderr
+    assert "born in the loss computation, after the model" in got.stdout, got.stdout
+    assert "no gradient was captured" not in got.stdout, got.stdout

@@ -59,24 +59,27 @@ def judge(result: dict[str, Any], brk: Any, history: list[dict[str, Any]], param
         result["verdict"] = (f"this rank's own step made no non-finite value: the break is rank {other}'s, whose "
                              "replay says where the value is born")
         return
+    result["reproduced"], result["verdict"] = _replayed_finite(result, brk, original_output_finite)
+
+
+def _replayed_finite(result: dict[str, Any], brk: Any, original_output_finite: bool | None) -> tuple[bool | None, str]:
+    """(reproduced, verdict) of a replay that stayed finite where the step did not."""
     replayed_finite = result.get("replayed_output_finite")
     micro = result.get("micro_batches") or 1
     if micro > 1 and not (getattr(brk, "details", None) or {}).get("forward"):  # gradient accumulation
-        result["reproduced"] = None
-        result["verdict"] = (f"could not tell: the step ran {micro} micro-batches and the replay ran the last, "
-                             "which stays finite; the value may come from an earlier one's forward or backward "
-                             "(not called transient: it may come back)")
-        return
+        return None, (f"could not tell: the step ran {micro} micro-batches and the replay ran the last, which stays "
+                      "finite; the value may come from an earlier one's forward or backward (not called transient: "
+                      "it may come back)")
     if original_output_finite is False and replayed_finite:
-        result["reproduced"], result["verdict"] = False, TRANSIENT  # the step's output was not, the replay's is
-    elif result.get("backward_replayed") and replayed_finite and _many_ranks():
-        result["reproduced"], result["verdict"] = None, FROM_ANOTHER_RANK
-    elif result.get("backward_replayed") and replayed_finite:
-        result["reproduced"], result["verdict"] = False, TRANSIENT
-    else:
-        result["reproduced"] = None
-        result["verdict"] = ("could not tell: the replay did not run the stage where the value appeared "
-                             "(no gradient was captured at the model output for its backward)")
+        return False, TRANSIENT  # the step's output was not, the replay's is
+    if original_output_finite and replayed_finite and getattr(brk, "phase", None) == "before_backward":
+        return None, ("could not tell: the model's output was finite, in the step as in the replay; the value was born "
+                      "in the loss computation, after the model, whose graph only a live replay searches "
+                      "(--on-break replay: a bundle holds the model, not the loss's graph)")
+    if result.get("backward_replayed") and replayed_finite:
+        return (None, FROM_ANOTHER_RANK) if _many_ranks() else (False, TRANSIENT)
+    return None, ("could not tell: the replay did not run the stage where the value appeared (no gradient was "
+                  "captured at the model output for its backward)")
 
 
 def _many_ranks() -> bool:
