@@ -252,3 +252,12 @@ def test_torchrun_given_by_path_gives_every_rank_an_agent(tmp_path):
     assert (cfg.torchrun, cfg.python, cfg.script) == (["--standalone", "--nproc_per_node=2"], sys.executable,
                                                       "demos/ddp_nan.py")
     assert command(cfg)[1:3] == ["-m", "torch.distributed.run"]
+
+
+def test_stepdbg_python_without_a_script_says_what_is_missing():
+    """`stepdbg python` alone names what to add (it said `got 'nothing'`; issue 45, item 10)."""
+    out = stepdbg("python")
+    assert out.returncode == 2
+    assert "stepdbg: no script after python: stepdbg python train.py [ARGS], or stepdbg python -m MODULE [ARGS]" \
+        in out.stderr, out.stderr
+    assert "nothing" not in out.stderr

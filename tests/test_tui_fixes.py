@@ -204,6 +204,47 @@ async def test_an_lr_change_and_c_after_the_end_are_said_in_words():
         assert ("cont", ()) not in src.calls
 
 
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("output", [False, True])
+async def test_the_end_says_where_the_jobs_output_is(output):
+    """At the end the Break panel says the Log has the job's output when it came there, else
+    where it went (it said `(attached to a job, only with --forward-output)` to a job the
+    TUI had launched, whose output the Log had)."""
+    src, app, ctx = await started(size=(80, 24), paused=False)
+    async with ctx as pilot:
+        await pilot.pause()
+        if output:
+            src.push("output", [{"stream": "stdout", "lines": ["step 0 loss 1.0"]}])
+        src.push("exited", {"exit_code": 0, "steps": 60})
+        await wait_for(pilot, lambda: "ended" in header_text(app), "the end")
+        await pilot.press("1")
+        said = "The Log (9) has what it printed" if output else "Its output went where it runs"
+        await wait_for(pilot, lambda: said in " ".join(screen_text(app).split()), "the end's words")
+        assert "attached to a job" not in screen_text(app)
+
+
+@pytest.mark.timeout(60)
+async def test_the_memory_plots_axis_tells_its_ticks_apart(monkeypatch):
+    """Memory that moved by under 1MB (323.0MB to 323.9MB): the value axis reads 323MB,
+    323.2MB, ... (it read `323MB 323MB 323MB`)."""
+    import re
+
+    import fake_source
+
+    memory = fake_source.ANSWERS["memory"]
+    monkeypatch.setitem(fake_source.ANSWERS, "memory", lambda src: {**memory(src), "now": 323_900_000})
+    src, app, ctx = await started(size=(160, 48))
+    async with ctx as pilot:
+        await wait_for(pilot, lambda: len(app.history) == 30, "the history")
+        app.history = [{**h, "mem": 323_000_000 + 30_000 * h["step"]} for h in HISTORY]
+        await pilot.press("5")
+        plot = app.query_one("#mem-plot")
+        await wait_for(pilot, lambda: "MB" in screen_text(app), "the plot")
+        rows = screen_text(app).splitlines()[plot.region.y:plot.region.bottom]
+        ticks = re.findall(r"\d+(?:\.\d+)?MB", "\n".join(rows))
+        assert len(ticks) >= 3 and len(set(ticks)) == len(ticks), ticks
+
+
 # ---------------------------------------------------------------------- item 8: the Log's order
 
 

@@ -93,6 +93,7 @@ class StepdbgApp(ControlActions, ReplActions, App[str | None]):
         self.set_reactive(StepdbgApp.status, dict(source.status_at_attach or {}))
         self.log_buffer: list[tuple[str, str]] = []  # (stream, line) printed before the UI came up
         self.said_as_event: set[str] = set()  # streams whose last line the Log shows from its event
+        self.output_shown = False  # the job's output reaches the Log (launched here, or --forward-output)
         self._mounted = False
 
     # ------------------------------------------------------------------ layout
@@ -236,7 +237,7 @@ class StepdbgApp(ControlActions, ReplActions, App[str | None]):
         main = self.screen_stack[0] if self.screen_stack else None
         for panel in main.query(BreakPanel).results(BreakPanel) if main else []:
             panel.show(brk, self.replay_result, src, self.findings, ended=ended if ended.startswith("exited") else None,
-                       frames=frames, locals_=locals_)
+                       frames=frames, locals_=locals_, output_shown=self.output_shown)
         if brk:
             names = await self.ask("names", self.source.evaluate("sorted(vars())"))
             main = self.screen_stack[0] if self.screen_stack else None

@@ -184,11 +184,15 @@ class BreakPanel(Loads, VerticalScroll):
 
     def show(self, brk: dict[str, Any] | None, replay: dict[str, Any] | None, src: dict[str, Any] | None,
              findings: list[dict[str, Any]] | None = None, ended: str | None = None,
-             frames: list[dict[str, Any]] | None = None, locals_: list[dict[str, str]] | None = None) -> None:
+             frames: list[dict[str, Any]] | None = None, locals_: list[dict[str, str]] | None = None,
+             output_shown: bool = False) -> None:
+        """`output_shown`: the job's output reaches the Log (a job this window started, or
+        one started with --forward-output)."""
         record = render_break(brk, replay, findings)
         if brk is None and ended:
-            record = Text(f"the job {ended_words(ended)}. The Log (9) has what it printed while this window was "
-                          "open (attached to a job, only with --forward-output); q closes this window.", style="bold")
+            log = ("The Log (9) has what it printed while this window was open" if output_shown else
+                   "Its output went where it runs (started with --forward-output, the Log (9) shows it)")
+            record = Text(f"the job {ended_words(ended)}. {log}; q closes this window.", style="bold")
         self.query_one("#break-record", Static).update(record)
         self.query_one("#break-source", Static).update(render_source(src) if brk else "")
         self.query_one("#break-frames", Static).update(render_frames(frames) if brk else "")

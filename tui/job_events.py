@@ -42,6 +42,7 @@ def on_resumed(app: Any, data: Any) -> None:
 
 
 def on_output(app: Any, data: Any) -> None:
+    app.output_shown = True
     for batch in data or []:
         stream = batch["stream"]
         for line in batch["lines"]:

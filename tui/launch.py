@@ -66,6 +66,7 @@ async def _run(target: str | None, token: str | None, output: list[tuple[str, st
     app = StepdbgApp(client, reconnect=lambda: _open(target, token, ranks, torchrun))
     hold["app"] = app
     app.log_buffer.extend(output or [])  # what the job printed before the UI came up
+    app.output_shown = output is not None  # a job started here: its output comes to the Log
     try:
         choice = await app.run_async()
     finally:

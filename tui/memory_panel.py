@@ -96,8 +96,21 @@ class MemoryPanel(Loads, VerticalScroll):
                 text += " · log scale"
         self.query_one("#mem-plot-label", Label).update(text)
         plot = self.query_one(StepPlot)
-        plot.draw = drawing(steps, values, log, marked, format_size)
+        plot.draw = drawing(steps, values, log, marked, size_labels)
         plot.refresh()
+
+
+def size_labels(ticks: list[float]) -> list[str]:
+    """Sizes in bytes for an axis, as few digits as keep them apart: 323MB, 323.2MB, ...
+    (three digits each read `323MB 323MB 323MB` where memory moved by 1MB)."""
+    big = max((abs(t) for t in ticks), default=0.0)
+    scale, unit = next(((10.0 ** (3 * k), u) for k, u in reversed(list(enumerate(("B", "KB", "MB", "GB", "TB"))))
+                        if big >= 10.0 ** (3 * k)), (1.0, "B"))
+    for digits in range(3, 10):
+        labels = [f"{t / scale:.{digits}g}{unit}" for t in ticks]
+        if len(set(labels)) == len(set(ticks)):
+            return labels
+    return labels
 
 
 def category_table(mem: dict[str, Any]) -> Any:

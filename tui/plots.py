@@ -95,9 +95,9 @@ class StepPlot(PlotextPlot):
 
 
 def drawing(steps: list[int], values: list[float], log: bool, break_step: int | None,
-            label: Callable[[float], str] | None = None) -> Callable[[Plot], None]:
+            label: Callable[[list[float]], list[str]] | None = None) -> Callable[[Plot], None]:
     """The plotext calls that draw one series, to run on a cleared figure; `label` writes
-    the value axis's numbers (sizes in bytes, for memory)."""
+    the value axis's numbers (sizes in bytes, for memory), each tick's apart."""
 
     def draw(plt: Plot) -> None:
         if not values:
@@ -109,7 +109,7 @@ def drawing(steps: list[int], values: list[float], log: bool, break_step: int | 
         elif label is not None:
             lo, hi = min(values), max(values)
             ticks = [lo + (hi - lo) * k / 4 for k in range(5)] if hi > lo else [lo]
-            plt.yticks(ticks, [label(t) for t in ticks])
+            plt.yticks(ticks, label(ticks))
         last = steps[-1] if break_step is None else max(break_step, steps[-1])
         if break_step is not None:  # inside the frame, not on its edge
             plt.vline(break_step, "red")

@@ -257,7 +257,9 @@ def run_config(ns: argparse.Namespace, serve: bool = False) -> Launch:
         if not os.path.isfile(cfg.script):
             raise UsageError(f"script {cfg.script!r} not found")
     else:
-        raise UsageError(f"expected a script or -m MODULE, got {' '.join(rest) or 'nothing'!r}")
+        raise UsageError(f"expected a script or -m MODULE, got {' '.join(rest)!r}" if rest else
+                         f"no script after {os.path.basename(cfg.python)}: stepdbg python train.py [ARGS], "
+                         "or stepdbg python -m MODULE [ARGS]")
     if agent.report:
         check_report_path(agent.report)
     return cfg
