@@ -187,9 +187,9 @@ def test_recording_leaves_the_jobs_numbers_as_they_are(tmp_path):
     script = str(FIX / "diff_dropout.py")
     plain = subprocess.run([sys.executable, script, "4"], capture_output=True, text=True, timeout=300)
     record = tmp_path / "r.jsonl"
-    env = dict(os.environ, PYTHONPATH=str(ROOT), STEPDBG_CONFIG=json.dumps({"breaks": [], "quiet": True}),
-               STEPDBG_FINGERPRINT=json.dumps({"path": str(record), "steps": 2, "max_calls": 100}))
-    recorded = subprocess.run([sys.executable, "-m", "stepdbg.launch.fingerprint_boot", script, "4"],
+    env = dict(os.environ, PYTHONPATH=str(ROOT), STEPDBG_CONFIG=json.dumps(
+        {"breaks": [], "quiet": True, "fingerprint": {"path": str(record), "steps": 2, "max_calls": 100}}))
+    recorded = subprocess.run([sys.executable, "-m", "stepdbg.launch.bootstrap", script, "4"],
                               capture_output=True, text=True, env=env, timeout=300)
     assert recorded.returncode == 0, recorded.stderr
     assert recorded.stdout == plain.stdout and plain.stdout.count("\n") == 4
@@ -278,3 +278,18 @@ def test_two_bundles_of_two_checkouts_compare_from_a_third_folder(tmp_path):
     assert r.returncode == 2 and "compare a bundle with a bundle" in r.stderr
     r = diff(str(tmp_path / "c"), str(tmp_path / "c"), cwd=tmp_path)
     assert r.returncode == 2 and "is a folder, not an evidence bundle" in r.stderr
+
+
+@pytest.mark.parametrize(("spec", "said"), [
+    ({"path": "r", "steps": 0, "max_calls": 1}, "steps must be a whole number from 1"),
+    ({"path": "r", "steps": True, "max_calls": 1}, "steps must be a whole number from 1"),
+    ({"path": "", "steps": 1, "max_calls": 1}, "path must be a file's path"),
+    ({"path": "r", "steps": 1, "max_calls": 10**9}, "max_calls must be a whole number from 1 to 1,000,000"),
+    ({"path": "r", "steps": 1}, "fingerprint needs path, steps and max_calls"),
+    ("r", "fingerprint is dict[str, Any] | None"),
+])
+def test_the_recorders_configuration_is_checked_before_the_job_starts(spec, said):
+    from stepdbg.wire.agent_config import AgentConfig
+
+    with pytest.raises(ValueError, match=said.replace("|", r"\|").replace("[", r"\[")):
+        AgentConfig.from_json(json.dumps({"fingerprint": spec}))

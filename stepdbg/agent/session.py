@@ -93,6 +93,10 @@ class Session:
             self.doctor.notify, self.doctor.write = self.bus.finding, self.bus.write
             self.bus.listeners.append(self.doctor.on_event)  # a NaN break is a finding too
         self.on_stop: list[Callable[[], None]] = []  # run before the server says "exited"
+        if config.fingerprint is not None:  # stepdbg diff: a recorder between the step model and us
+            from stepdbg.agent.diff.recorder import Recorder
+
+            Recorder.attach(self, **config.fingerprint)
         self.server: Any = None
         self._watchdog: Any = None
         self._started = False

@@ -2,8 +2,8 @@
 
 Each of A and B is a command line in one argument ("python train.py --lr 3e-4"). They
 run one after the other, here, each under the agent with a fingerprint recorder
-(``python -m stepdbg.launch.fingerprint_boot``, stopped after --steps steps as doctor
-stops), writing their records into a private temporary folder that is removed at the
+(AgentConfig.fingerprint: the agent attaches stepdbg/agent/diff/recorder.py; stopped
+after --steps steps as doctor stops), writing their records into a private temporary folder that is removed at the
 end. The records are compared in the order things happened (stepdbg/wire/step_diff.py)
 and the first divergence is printed: in words, or with --json as one JSON object.
 
@@ -113,12 +113,10 @@ def job(label: str, line: str, folder: str, n: int, max_calls: int) -> tuple[lis
     if cfg.torchrun is not None:
         raise UsageError(f"{label}: torchrun jobs are not compared yet (stepdbg diff runs one process per command)")
     cfg.agent.breaks, cfg.agent.quiet, cfg.agent.stop_after = [], True, n
-    from .run import job_env
+    cfg.agent.fingerprint = {"path": record, "steps": n, "max_calls": max_calls}
+    from .run import command, job_env
 
-    env = job_env(cfg)
-    env["STEPDBG_FINGERPRINT"] = json.dumps({"path": record, "steps": n, "max_calls": max_calls})
-    target = ["-m", cfg.module] if cfg.module else [cfg.script or ""]
-    return [cfg.python, "-m", "stepdbg.launch.fingerprint_boot", *target, *cfg.args], env, record
+    return command(cfg), job_env(cfg), record
 
 
 def run_one(label: str, line: str, cmd: list[str], env: dict[str, str], record: str, n: int,

@@ -36,6 +36,7 @@ class AgentConfig:
     overfit: bool = False  # repeat the first batch (stepdbg overfit)
     bundle_dir: str | None = None  # where --on-break save writes (None: the job's working directory)
     argv: list[str] = field(default_factory=list)  # the job's command line, for status and the report
+    fingerprint: dict[str, Any] | None = None  # stepdbg diff's recorder: {path, steps, max_calls}
 
     def __post_init__(self) -> None:
         for spec in self.breaks:
@@ -46,6 +47,8 @@ class AgentConfig:
         check_rewind(**self.rewind)  # (what the Session would refuse, refused before it starts)
         if self.listen is not None:
             address.parse(self.listen)
+        if self.fingerprint is not None:
+            check_fingerprint(**self.fingerprint)
 
     def to_json(self) -> str:
         return json.dumps(asdict(self))
@@ -75,6 +78,20 @@ class AgentConfig:
 
 
 REWIND_KEYS = ("every", "keep", "lr_scale", "lr_steps", "max_rewinds")
+FINGERPRINT_LIMIT = 1_000_000  # steps or module calls a step: more is a typo
+
+
+def check_fingerprint(**spec: Any) -> None:
+    """stepdbg diff's recorder's options: a path, and whole numbers of steps and module calls."""
+    if set(spec) != {"path", "steps", "max_calls"}:
+        raise ValueError(f"fingerprint needs path, steps and max_calls, not {sorted(spec)}")
+    if not isinstance(spec["path"], str) or not spec["path"]:
+        raise ValueError(f"fingerprint: path must be a file's path, not {spec['path']!r}")
+    for name in ("steps", "max_calls"):
+        value = spec[name]
+        if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= FINGERPRINT_LIMIT:
+            raise ValueError(f"fingerprint: {name} must be a whole number from 1 to {FINGERPRINT_LIMIT:,}, "
+                             f"not {value!r}")
 
 
 def check_rewind(**opts: Any) -> None:

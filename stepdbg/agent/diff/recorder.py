@@ -85,7 +85,7 @@ class Recorder:
         self.error: str | None = None
 
     @classmethod
-    def attach(cls, session: Any, path: str, steps: int, max_calls: int) -> Recorder:
+    def attach(cls, session: Any, path: str, steps: int, max_calls: int) -> Recorder:  # (AgentConfig.fingerprint)
         """A recorder on `session`'s step model (before or after session.start())."""
         rec = cls(session.model, path, steps, max_calls)
         session.model.listener = ListenerTap(session.model.listener, rec)
