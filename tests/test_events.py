@@ -46,8 +46,7 @@ def test_the_tuis_handlers_are_declared_events():
     from stepdbg_tui.job_events import HANDLERS
 
     routed_by_the_app = {"step", "lost"}  # (the plots; the end of the connection)
-    answered_by_requests = {"replay"}
-    assert set(HANDLERS) | routed_by_the_app | answered_by_requests == set(events.EVENTS)
+    assert set(HANDLERS) | routed_by_the_app == set(events.EVENTS)
 
 
 @pytest.mark.usefixtures("private_runtime_dir")

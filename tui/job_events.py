@@ -89,11 +89,20 @@ def on_exited(app: Any, data: Any) -> None:
     app.refresh_break()
 
 
+def on_replay(app: Any, data: Any) -> None:
+    """A replay of the paused step, whoever asked for it (another client's too: this one
+    said `press r to replay` beside it). A job's ranks each send theirs: the rank in view's
+    comes here (JobSource)."""
+    brk = app.status.get("paused")
+    if brk and data.get("step") == brk.get("step") and app.replay_result != data:
+        app.replay_result = data
+        app.refresh_break()
+
+
 # Every event of wire/events.py the TUI shows (`step` goes to the plots, `lost` ends the
-# connection: app.py routes both; a `replay` answers the request that asked for it, and a
-# job's ranks each send theirs); a test checks this table against the declaration.
+# connection: app.py routes both); a test checks this table against the declaration.
 HANDLERS = {"paused": on_paused, "resumed": on_resumed, "output": on_output, "change": on_change, "break": on_break,
-            "finding": on_finding, "exited": on_exited}
+            "finding": on_finding, "exited": on_exited, "replay": on_replay}
 
 
 def apply(app: Any, event: str, data: Any) -> None:

@@ -1,0 +1,125 @@
+"""What the TUI says, in words, and the Log's order (issue 45, items 10 and 8), each looked
+at where the person looks (the screen under Pilot), against the fake source; each failed
+before its fix."""
+
+from __future__ import annotations
+
+import pytest
+from fake_source import HISTORY
+from test_tui_fixes import no_exception_on_screen, wait_for
+from test_tui_keys import started
+from textual.widgets import TabbedContent
+from tui_walk import header_text, screen_text
+
+# ---------------------------------------------------------------------- item 10: words
+
+
+@pytest.mark.timeout(60)
+async def test_an_lr_change_and_c_after_the_end_are_said_in_words():
+    """The Log says an LR change as the REPL line does (it said `lr lr=0.001, pinned=True,
+    groups=[{'group': 0, ...}]`); c after the end says the job ended (it said `the job is
+    not paused`)."""
+    src, app, ctx = await started(size=(80, 24))
+    async with ctx as pilot:
+        await pilot.pause()
+        src.push("change", {"what": "lr", "step": 30, "lr": 0.001, "pinned": True,
+                            "groups": [{"group": 0, "lr": 0.001, "initial_lr": 0.01}]})
+        src.push("exited", {"exit_code": 0, "steps": 60})
+        await wait_for(pilot, lambda: "ended" in header_text(app), "the end")
+        await pilot.press("9")
+        await pilot.pause(0.3)
+        log = "\n".join(str(line.text) for line in app.query_one("LogPanel RichLog").lines)
+        assert "change at step 30: LR set to 0.001 and pinned (param groups 0)" in log, log
+        assert "groups=[" not in log
+        await pilot.press("c")
+        await pilot.pause(0.2)
+        said = [n.message for n in app._notifications]
+        assert "the job has ended (exit code 0): nothing to continue" in said, said
+        assert ("cont", ()) not in src.calls
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("output", [False, True])
+async def test_the_end_says_where_the_jobs_output_is(output):
+    """At the end the Break panel says the Log has the job's output when it came there, else
+    where it went (it said `(attached to a job, only with --forward-output)` to a job the
+    TUI had launched, whose output the Log had)."""
+    src, app, ctx = await started(size=(80, 24), paused=False)
+    async with ctx as pilot:
+        await pilot.pause()
+        if output:
+            src.push("output", [{"stream": "stdout", "lines": ["step 0 loss 1.0"]}])
+        src.push("exited", {"exit_code": 0, "steps": 60})
+        await wait_for(pilot, lambda: "ended" in header_text(app), "the end")
+        await pilot.press("1")
+        said = "The Log (9) has what it printed" if output else "Its output went where it runs"
+        await wait_for(pilot, lambda: said in " ".join(screen_text(app).split()), "the end's words")
+        assert "attached to a job" not in screen_text(app)
+
+
+@pytest.mark.timeout(60)
+async def test_the_memory_plots_axis_tells_its_ticks_apart(monkeypatch):
+    """Memory that moved by under 1MB (323.0MB to 323.9MB): the value axis reads 323MB,
+    323.2MB, ... (it read `323MB 323MB 323MB`)."""
+    import re
+
+    import fake_source
+
+    memory = fake_source.ANSWERS["memory"]
+    monkeypatch.setitem(fake_source.ANSWERS, "memory", lambda src: {**memory(src), "now": 323_900_000})
+    src, app, ctx = await started(size=(160, 48))
+    async with ctx as pilot:
+        await wait_for(pilot, lambda: len(app.history) == 30, "the history")
+        app.history = [{**h, "mem": 323_000_000 + 30_000 * h["step"]} for h in HISTORY]
+        await pilot.press("5")
+        plot = app.query_one("#mem-plot")
+        await wait_for(pilot, lambda: "MB" in screen_text(app), "the plot")
+        rows = screen_text(app).splitlines()[plot.region.y:plot.region.bottom]
+        ticks = re.findall(r"\d+(?:\.\d+)?MB", "\n".join(rows))
+        assert len(ticks) >= 3 and len(set(ticks)) == len(ticks), ticks
+
+
+@pytest.mark.timeout(60)
+async def test_a_replay_another_client_ran_is_shown():
+    """Another client replays the paused step: its answer (the replay event) shows in the
+    Break panel, which said `press r to replay` beside it."""
+    from fake_source import REPLAY
+
+    src, app, ctx = await started(size=(80, 24))
+    async with ctx as pilot:
+        await wait_for(pilot, lambda: "press r to replay" in " ".join(screen_text(app).split()), "the hint")
+        src.push("replay", dict(REPLAY))
+        await wait_for(pilot, lambda: "press r to replay" not in " ".join(screen_text(app).split()), "the replay")
+        assert "log in features (LogFeatures) produced the first non-finite value" in " ".join(screen_text(app).split())
+        assert ("replay", ()) not in src.calls
+
+
+# ---------------------------------------------------------------------- item 8: the Log's order
+
+
+@pytest.mark.timeout(60)
+async def test_the_log_shows_a_break_once_with_its_place_under_it():
+    """The job's stderr says a break in two lines (`stepdbg: break at step 30 ...` and `  at
+    FILE:52  loss.backward()`): the Log shows it from the break event, after the job's lines
+    before it, its place under it once (the `at` line stood alone before the break's own)."""
+    from fake_source import BREAK, DEMO_FILE
+
+    src, app, ctx = await started(size=(80, 24), paused=False)
+    async with ctx as pilot:
+        await pilot.pause()
+        said = [f"stepdbg: break at step 30 (before_backward) [nan]: {BREAK['reason']}",
+                f"  at {DEMO_FILE}:52  loss.backward()"]
+        src.push("output", [{"stream": "stdout", "lines": ["step 20 loss 0.7733"]},
+                            {"stream": "stderr", "lines": said}])
+        src.paused = dict(BREAK)
+        src.push("break", dict(BREAK))
+        src.push("paused", dict(BREAK))
+        await wait_for(pilot, lambda: app.query_one(TabbedContent).active == "break", "the Break panel")
+        await pilot.press("9")
+        await wait_for(pilot, lambda: "paused at step 30" in screen_text(app), "the Log")
+        lines = [ln.strip() for ln in screen_text(app).splitlines()]
+        at = f"at {DEMO_FILE}:52  loss.backward()"
+        first = next(i for i, ln in enumerate(lines) if ln.startswith("break at step 30 [nan]"))
+        assert lines.index("step 20 loss 0.7733") < first < lines.index(at), lines
+        assert lines.count(at) == 1 and not [ln for ln in lines if ln.startswith("stepdbg: break")], lines
+        no_exception_on_screen(app)
