@@ -9,7 +9,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import FIXTURE, ROOT, WAIT
+from conftest import FIXTURE, ROOT, WAIT, marked_line
 
 pytestmark = pytest.mark.slow  # doctor runs (see pyproject: slow)
 
@@ -43,3 +43,15 @@ def test_a_script_that_never_reaches_the_agent_is_said_in_one_line(tmp_path):
                          text=True, cwd=ROOT, timeout=WAIT, stdin=subprocess.DEVNULL)
     assert (got.returncode, got.stdout) == (2, "stepdbg doctor: no step was watched (the script exited with 2)\n")
     assert "no torch here" in got.stderr
+
+
+def test_an_exception_a_nan_caused_is_a_finding_naming_the_nan():
+    """pytorch/examples' VAE: a NaN sample reaches binary_cross_entropy, which raises. The
+    replay named the sample, but doctor said '0 findings ... nothing to report'."""
+    script = ROOT / "tests" / "fixtures" / "vae_shape.py"
+    code, out = doctor_json("--steps", "12", sys.executable, str(script))
+    (nan,) = [f for f in out["findings"] if f["rule"] == "nonfinite"]
+    assert code == 1 and nan["data"]["replay"]["first_nonfinite"]["sample"] == 37, out
+    assert nan["message"].endswith("then RuntimeError: all elements of input should be between 0 and 1 "
+                                   f"at vae_shape.py:{marked_line(script, 'raises')}"), nan
+    assert "find that record" in nan["advice"], nan

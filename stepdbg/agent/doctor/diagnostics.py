@@ -103,7 +103,8 @@ class Doctor:
         """A bus listener: a break on a non-finite value is a finding (a run NaN from step 1
         has no finite steps for the other rules to measure), told with what the replay of
         its step found when one runs (doctor replays such breaks) or at the next hook."""
-        if event == "break" and set(data.get("conditions") or [data.get("condition")]) & set(NONFINITE_CONDITIONS):
+        conditions = set(data.get("conditions") or [data.get("condition")]) if event == "break" else set()
+        if conditions & {*NONFINITE_CONDITIONS, "exception"}:  # (an exception a NaN caused: BCE refuses one)
             self.flush_nan_break()
             self._nan_break = data
         elif event == "replay" and self._nan_break is not None and data.get("step") == self._nan_break.get("step"):
@@ -113,13 +114,17 @@ class Doctor:
         brk, self._nan_break = self._nan_break, None
         if brk is None or "nonfinite" in self._fired:
             return
+        raised = brk.get("condition") == "exception"
+        if raised and not (replay or {}).get("first_nonfinite"):
+            return  # an exception no non-finite value is known to have caused: the run's exit says it
         self._fired.add("nonfinite")
         where = brk.get("where") or {}
         at = f" at {os.path.basename(where['file'])}:{where['line']}" if where.get("file") else ""
         found = replay.get("summary") if replay else None
         advice = (replay or {}).get("advice") or {}
         f = Finding("nonfinite", "error", int(brk.get("step") or 0),
-                    f"the replay of step {brk.get('step')}: {found}" if found else f"{brk.get('reason')}{at}",
+                    (f"the replay of step {brk.get('step')}: {found}" if found else f"{brk.get('reason')}{at}")
+                    + (f"; then {brk.get('reason')}{at}" if raised else ""),
                     advice.get("text") or "replay the step to find the op that made it: stepdbg --break nan "
                                           "--on-break replay python SCRIPT (or r at a pause)",
                     {"break": {k: brk.get(k) for k in ("step", "phase", "condition", "reason")},
