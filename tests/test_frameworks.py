@@ -315,3 +315,29 @@ def test_a_lightning_break_is_placed_where_training_step_made_the_loss(tmp_path)
         assert "lightning" in brk["where"]["framework"]["file"]
     assert run.stderr.count(f"at {script}:{line}  return loss") == 2, run.stderr
     assert f":{marked_line(script, 'fit')}" not in run.stderr
+
+
+def test_a_lightning_module_run_as_a_wrappers_forward_is_not_replayed_and_says_why(session_factory):
+    """Lightning's DDP and FSDP strategies run training_step as the wrapper's forward (its
+    _ForwardRedirection); the module has no forward of its own. The replay said
+    'NotImplementedError: Module [Module] is missing the required "forward" function'."""
+    lightning = pytest.importorskip("lightning")
+    from lightning.pytorch.strategies.strategy import _ForwardRedirection
+
+    s = session_factory("nan", actions=("replay",))
+
+    class Module(lightning.LightningModule):
+        def __init__(self) -> None:
+            super().__init__()
+            self.net = nn.Linear(4, 1)
+
+        def training_step(self, batch, batch_idx):
+            x, y = batch
+            return nn.functional.mse_loss(self.net(x) * float("nan"), y)
+
+    module = Module()
+    wrapper = nn.DataParallel(module)  # DDP's place, in one CPU process: its forward calls the module
+    _ForwardRedirection()(wrapper, module, "training_step", (torch.randn(8, 4), torch.randn(8, 1)), 0).backward()
+    (replay,) = s.views.replays
+    assert "Module has no forward of its own: Lightning's DDP or FSDP strategy ran its training_step" in \
+        replay["summary"], replay

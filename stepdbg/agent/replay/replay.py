@@ -132,11 +132,8 @@ def replay_step(model: StepModel, brk: Any = None, frame: FrameType | None = Non
     gradients (its backward would reduce-scatter into the real gradients)."""
     cap = model.capture
     root, args = eager_root(model), cap.get("args")
-    result: dict[str, Any] = {
-        "step": cap.get("step", model.step),
-        "phase": brk.phase if brk else None,
-        "first_nonfinite": None,
-    }
+    result: dict[str, Any] = {"step": cap.get("step", model.step), "phase": brk.phase if brk else None,
+                              "first_nonfinite": None}
     if root is None or args is None:
         result["summary"] = "nothing to replay: no model forward was seen in this step"
         return result
@@ -232,7 +229,7 @@ def _replayed(model: StepModel, root: torch.nn.Module, args: Any, kwargs: Any, c
                 with modules, prov:
                     out = run_root(root, cap)
             except Exception as e:
-                result["forward_error"] = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
+                result["forward_error"] = _forward_error(e, root)
             result["ops_seen"] = prov.ops
             if "forward_error" in result:
                 return None  # (what it saw before failing is not the step's: nothing is blamed)
@@ -268,10 +265,16 @@ def _replayed(model: StepModel, root: torch.nn.Module, args: Any, kwargs: Any, c
     return first
 
 
+def _forward_error(e: Exception, root: torch.nn.Module) -> str:  # (what the replay's own forward raised)
+    if isinstance(e, NotImplementedError) and hasattr(root, "training_step"):  # a LightningModule, no forward
+        return (f"{type(root).__name__} has no forward of its own: Lightning's DDP or FSDP strategy ran its "
+                "training_step as the wrapper's forward, which a replay cannot run again")
+    return f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
+
+
 def _in_loss_graph(model: StepModel, cap: dict[str, Any], brk: Any, frame: FrameType | None,
                    notes: list[str]) -> dict[str, Any] | None:
-    """The op of the loss computation that made the loss non-finite (the loss graph is
-    alive before the backward)."""
+    """The op of the loss computation that made the loss non-finite (its graph lives until the backward)."""
     loss = cap.get("loss")
     if loss is not None and loss.grad_fn is not None and brk is not None and brk.phase == "before_backward":
         try:
