@@ -11,6 +11,7 @@ import subprocess
 import sys
 
 import pytest
+import torch
 from conftest import ROOT
 
 from stepdbg.wire.step_diff import Record, compare, first_divergence
@@ -293,3 +294,16 @@ def test_the_recorders_configuration_is_checked_before_the_job_starts(spec, said
 
     with pytest.raises(ValueError, match=said.replace("|", r"\|").replace("[", r"\[")):
         AgentConfig.from_json(json.dumps({"fingerprint": spec}))
+
+
+def test_a_tensor_past_two_to_the_24_values_is_fingerprinted_to_its_last_value():
+    """The sample positions were a float32 linspace: past 2**24 values the last rounded to
+    one past the end, and the recorder failed on any tensor that large (an LLM's embedding)."""
+    from stepdbg.agent.diff.fingerprint import SAMPLES, fingerprint
+
+    x = torch.arange(2**24 + 3, dtype=torch.float32)
+    f = fingerprint(x)
+    assert len(f["samples"]) == SAMPLES and f["samples"][0] == 0 and f["samples"][-1] == float(x[-1])
+    assert f["nonfinite"] == 0 and f["stats"][3] == float(x[-1])
+    x[5] = float("inf")
+    assert fingerprint(x)["nonfinite"] == 1

@@ -41,19 +41,29 @@ def fingerprint(t: Any) -> dict[str, Any]:
         flat = x.contiguous().reshape(-1)
         digest = hashlib.blake2b(flat.view(torch.uint8).numpy(), digest_size=8).hexdigest() \
             if flat.numel() else "empty"
-        f = flat.to(torch.float64)
-        n = f.numel()
-        finite = torch.isfinite(f)
-        good = f[finite]
-        nonfinite = n - good.numel()
-        if good.numel():
-            a = good.abs()
-            stats = [float(good.mean()), float(a.mean()), float(good.square().mean().sqrt()), float(a.max())]
-        else:
-            stats = [0.0, 0.0, 0.0, 0.0]
-        picks = torch.linspace(0, n - 1, min(n, SAMPLES)).round().long() if n else torch.zeros(0, dtype=torch.long)
-        samples = f[picks].tolist()
+        n = flat.numel()
+        k = min(n, SAMPLES)
+        # Evenly spaced positions in whole numbers (a float linspace rounds past the end above 2**24).
+        picks = torch.arange(k, dtype=torch.long) * (n - 1) // max(k - 1, 1)
+        samples = flat[picks].to(torch.float64).tolist()
+        nonfinite, stats = _stats(flat) if flat.is_floating_point() else (0, _stats(flat.to(torch.float64))[1])
     return {**head, "hash": digest, "nonfinite": nonfinite, "stats": stats, "samples": samples}
+
+
+def _stats(flat: torch.Tensor) -> tuple[int, list[float]]:
+    """(count of non-finite values, [mean, mean |x|, rms, max |x|] of the finite ones), summed
+    in float64 without a float64 copy of the tensor where every value is finite."""
+    n = flat.numel()
+    finite = torch.isfinite(flat)
+    good_n = int(finite.sum())
+    good = flat if good_n == n else flat[finite]
+    if not good_n:
+        return n, [0.0, 0.0, 0.0, 0.0]
+    f64 = torch.float64
+    stats = [float(good.sum(dtype=f64)) / good_n, float(torch.linalg.vector_norm(good, 1, dtype=f64)) / good_n,
+             float(torch.linalg.vector_norm(good, 2, dtype=f64)) / good_n ** 0.5,
+             float(torch.linalg.vector_norm(good, float("inf"), dtype=f64))]
+    return n - good_n, stats
 
 
 def tensors_in(obj: Any, depth: int = 0, out: list[Any] | None = None) -> list[Any]:
