@@ -307,3 +307,5 @@ def test_a_tensor_past_two_to_the_24_values_is_fingerprinted_to_its_last_value()
     assert f["nonfinite"] == 0 and f["stats"][3] == float(x[-1])
     x[5] = float("inf")
     assert fingerprint(x)["nonfinite"] == 1
+    big = fingerprint(torch.tensor([3e38, 3e38, float("nan")]))  # finite values whose float32 sum overflows
+    assert big["nonfinite"] == 1 and big["stats"][0] == pytest.approx(3e38) and all(v < float("inf") for v in big["stats"])
