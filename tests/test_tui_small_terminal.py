@@ -76,3 +76,20 @@ async def test_at_80x24_the_header_keeps_the_script_whole_beside_a_long_conditio
 
         first = screen_text(app).splitlines()[0]
         assert "pid 4242  nan_log.py" in first and first.rstrip().endswith("…"), first
+
+
+async def test_at_80x24_a_repl_answer_stays_with_its_panel_and_an_error_goes_under_the_line():
+    """A REPL line's error is said under the line, where its answer goes (a toast covered the
+    answers there); the answer goes when another panel is shown (it took 3 lines of every
+    panel at 80x24; the line under the panel stays, as before any answer)."""
+    from test_tui_fixes import wait_for
+
+    src, app, ctx = await started(size=(80, 24))
+    src.snapshots = []  # rewind refuses: no snapshots are kept
+    async with ctx as pilot:
+        await pilot.press("e", *"rewind", "enter")
+        out = app.query_one("#repl-out", Static)
+        await wait_for(pilot, lambda: "no snapshots are kept" in str(out.render()), "the answer")
+        assert not app._notifications, [n.message for n in app._notifications]
+        await pilot.press("escape", "6")
+        await wait_for(pilot, lambda: out.region.height == 1 and not str(out.render()), "the answer gone")

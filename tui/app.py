@@ -262,6 +262,7 @@ class StepdbgApp(ControlActions, ReplActions, App[str | None]):
         if pane is not None and pane is not event.pane:  # the focus was in the panel now hidden (a break came):
             to = keys_go_to(self.query_one(BY_ID[event.pane.id or ""].cls))  # on the one shown, where keys are
             self.set_focus(None if isinstance(to, Input) else to)  # keys (its number key: its field)
+        self.query_one("#repl-out", Static).update("")  # the last answer was the panel left's (at 80x24 it took 3 lines of every panel)
         self.load_panel(event.pane.id or "")
 
     @work(exclusive=True, group="panel")

@@ -10,6 +10,7 @@ from textual.widgets import Input, Static
 
 from stepdbg.wire.ops import lr_typed
 
+from .asking import ask
 from .break_panel import ended_words
 from .panels import BreakpointsPanel, check_spec, render_summary
 
@@ -68,6 +69,17 @@ class ReplActions(_AppBase):
             self.evaluating = False
 
 
+class UnderTheLine:
+    """Where a REPL line's request says its error: under the line, where its answer goes (a
+    toast there covered the answers)."""
+
+    def __init__(self, out: Static, line: str) -> None:
+        self.out, self.line = out, line
+
+    def notify(self, message: str, *, severity: Any = None, timeout: float | None = None) -> None:
+        self.out.update(f"» {self.line}\n{message}")
+
+
 async def run_line(app: Any, line: str) -> None:
     """Run one REPL line against the app's source; the answer goes under the line. A word
     that is a command with what it needs after it runs as the command, else the line is Python."""
@@ -96,7 +108,7 @@ async def _lr(app: Any, out: Static, line: str, word: str, rest: str) -> bool:
         out.update(f"» {line}\n{e}")
         return True
     pin = "pin" in parts[1:]
-    r = await app.ask("set LR", app.source.set_lr(lr, pin=pin))
+    r = await ask(UnderTheLine(out, line), "set LR", app.source.set_lr(lr, pin=pin))
     if r:
         groups = ", ".join(str(g["group"]) for g in r.get("groups", []))
         out.update(f"» {line}\nLR set to {lr:g}{' and pinned' if pin else ''} (param groups {groups})")
@@ -111,7 +123,7 @@ async def _break(app: Any, out: Static, line: str, word: str, rest: str) -> bool
         out.update(f"» {line}\n{error or f'breakpoint {spec} added'}")
     elif rest.startswith(("rm ", "remove ")):
         spec = rest.partition(" ")[2].strip()
-        if await app.ask("breakpoint", app.source.remove_break(spec)) is not None:
+        if await ask(UnderTheLine(out, line), "breakpoint", app.source.remove_break(spec)) is not None:
             out.update(f"» {line}\nremoved breakpoint {spec}")
             await panel.load(app.source, app.status, app.history)
     else:
@@ -120,7 +132,7 @@ async def _break(app: Any, out: Static, line: str, word: str, rest: str) -> bool
 
 
 async def _rewind(app: Any, out: Static, line: str, word: str, rest: str) -> bool:
-    r = await app.ask("rewind", app.source.rewind(int(rest) if rest.isdigit() else None))
+    r = await ask(UnderTheLine(out, line), "rewind", app.source.rewind(int(rest) if rest.isdigit() else None))
     if r is not None:
         out.update(f"» {line}\nrewinding to the snapshot of step {r['to_step']} where step {r['step']} ends")
     return True
@@ -130,7 +142,7 @@ async def _frames(app: Any, out: Static, line: str, word: str, rest: str) -> boo
     if rest and (word in ("w", "where") or not rest.isdigit()):
         return False
     move = (int(rest) if rest else 1) * {"u": 1, "d": -1}.get(word, 0)
-    frames = await app.ask("stack", app.source.frames(move))
+    frames = await ask(UnderTheLine(out, line), "stack", app.source.frames(move))
     if frames is not None:
         sel = next((i for i, f in enumerate(frames) if f["selected"]), 0)
         start = max(0, min(sel - 1, len(frames) - 4))  # four lines fit: the selected one among them
@@ -144,14 +156,14 @@ async def _frames(app: Any, out: Static, line: str, word: str, rest: str) -> boo
 async def _print(app: Any, out: Static, line: str, word: str, rest: str) -> bool:
     if not rest:
         return False
-    s = await app.ask(f"tensor {rest}", app.source.summary(rest))
+    s = await ask(UnderTheLine(out, line), f"tensor {rest}", app.source.summary(rest))
     if s is not None:
         out.update(render_summary(s))
     return True
 
 
 async def _evaluate(app: Any, out: Static, line: str) -> None:
-    r = await app.ask("eval", app.source.evaluate(line))
+    r = await ask(UnderTheLine(out, line), "eval", app.source.evaluate(line))
     if r is not None:
         text = (r.get("output") or "") + (r.get("error") or "") + (r.get("value") or "")
         out.update(f"» {line}\n{last_lines(text)}")
