@@ -93,3 +93,24 @@ async def test_at_80x24_a_repl_answer_stays_with_its_panel_and_an_error_goes_und
         assert not app._notifications, [n.message for n in app._notifications]
         await pilot.press("escape", "6")
         await wait_for(pilot, lambda: out.region.height == 1 and not str(out.render()), "the answer gone")
+
+
+async def test_at_80x24_a_long_source_line_wraps_whole(monkeypatch):
+    """The Break panel's source at 80x24 with nan_log.py's line 52 (76 characters): it wraps,
+    whole (its end, `fused=args.fused)`, was cut at the scrollbar)."""
+    import fake_source
+    from test_tui_fixes import wait_for
+    from tui_walk import cut_words, screen_text
+
+    long = "    opt = torch.optim.AdamW(model.parameters(), lr=1e-2, fused=args.fused)"
+    source = fake_source.ANSWERS["source"]
+
+    def with_long_line(src, context):
+        answer = source(src, context)
+        return {**answer, "lines": [{"line": 47, "text": long}, *answer["lines"]]}
+
+    monkeypatch.setitem(fake_source.ANSWERS, "source", with_long_line)
+    src, app, ctx = await started(size=(80, 24))
+    async with ctx as pilot:
+        await wait_for(pilot, lambda: "AdamW" in screen_text(app), "the source")
+        assert not cut_words(app), cut_words(app)

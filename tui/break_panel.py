@@ -142,7 +142,7 @@ def render_source(src: dict[str, Any] | None) -> Syntax | Text:
     code = "\n".join(ln["text"] for ln in src["lines"])
     first = src["lines"][0]["line"]
     return Syntax(code, "python", line_numbers=True, start_line=first, highlight_lines={src["line"]},
-                  theme="ansi_dark", word_wrap=False)
+                  theme="ansi_dark", word_wrap=True)  # a long line wraps: cut, its end was out of sight
 
 
 def render_frames(frames: list[dict[str, Any]] | None) -> Text:
