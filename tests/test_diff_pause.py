@@ -202,3 +202,25 @@ def test_diff_compile_leaves_buffers_rng_and_the_users_compiled_model_as_they_we
     assert all(torch.equal(a, b) for a, b in zip(before[0], model.buffers(), strict=True))
     assert torch.equal(before[1], torch.get_rng_state()) and before[2] == [m.training for m in model.modules()]
     json.dumps(r)
+
+
+def test_the_doctors_determinism_check_leaves_pythons_and_numpys_rng_as_they_were(session_factory):
+    """It replays the step four times, each drawing from numpy's and Python's RNGs, which
+    the replay does not restore: the job's later draws were moved by the doctor."""
+    from stepdbg.agent.doctor.measurements import determinism_check
+
+    s = session_factory("nan")
+    s.model.armed = True
+    np.random.seed(3)
+    random.seed(3)
+
+    class Noisy(nn.Linear):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return super().forward(x) + float(np.random.rand()) + random.random()
+
+    model = Noisy(4, 1)
+    model(torch.randn(8, 4)).sum().backward()
+    before = (repr(np.random.get_state()), random.getstate())
+    r = determinism_check(s.model)
+    assert r["checked"] and not r["reproducible"] and "Python's or numpy's RNG" in r["cause"]
+    assert (repr(np.random.get_state()), random.getstate()) == before

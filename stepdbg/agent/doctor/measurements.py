@@ -58,7 +58,21 @@ def layer_norms(m: StepModel, params: list[torch.nn.Parameter], grads: bool) -> 
 
 
 def determinism_check(m: StepModel) -> dict[str, Any]:
-    """Replay the captured step twice from the same state; compare outputs and gradients."""
+    """Replay the captured step twice from the same state; compare outputs and gradients.
+    Python's and numpy's RNGs, and generators the model holds, are as they were after."""
+    from stepdbg.agent.diff.randomness import Others
+    from stepdbg.agent.replay.replay import eager_root
+
+    root = eager_root(m)
+    others = Others(root) if root is not None else None
+    try:
+        return _determinism_check(m)
+    finally:
+        if others is not None:
+            others.rewind()  # (the replays drew from them: the job draws what it would have drawn)
+
+
+def _determinism_check(m: StepModel) -> dict[str, Any]:
     import random
 
     from stepdbg.agent.replay.replay import replay_twice
