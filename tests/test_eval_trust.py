@@ -167,6 +167,84 @@ def test_in_a_functions_frame_its_own_names_win_and_a_read_changes_none():
     assert answers[0]["value"] == "2" and answers[1]["value"] == "({'x': 1}, 'text', \"the step's loss\")", answers
 
 
+# Python 3.11: a function's local is deleted through f_locals; 3.12 would set it to None and
+# 3.13's write-through f_locals refuses, and the answer says it was not deleted.
+DELETES = sys.version_info < (3, 12)
+
+
+def test_in_a_functions_frame_an_assignment_and_a_del_reach_the_function():
+    """In a function's frame, `a = 5`, a closure's variable assigned and `del secret` went into
+    a copy of its locals only (f_locals, Python < 3.13): each answer said no error and the
+    function went on with a == 1, its closure reading 'c' and secret still bound."""
+    def pause() -> list[dict[str, Any]]:
+        ev = evaluator_at(sys._getframe(1))
+        return [ev.evaluate(s) for s in ("a = 5", "cell = 'changed'", "del secret", "a, cell", "1+1")]
+
+    def train() -> tuple[Any, ...]:
+        a, secret, cell, same = 1, "keep", "c", "same"
+        read = lambda: cell  # noqa: E731 - a closure: `cell` lives in a cell
+        answers = pause()
+        return a, read(), "secret" in locals(), secret if "secret" in locals() else None, same, answers
+
+    a, cell, bound, secret, same, answers = train()
+    assert (a, cell, same) == (5, "changed", "same"), answers
+    assert answers[0]["error"] is None and answers[1]["error"] is None, answers
+    assert answers[3]["value"] == "(5, 'changed')" and answers[4]["value"] == "2", answers
+    if DELETES:
+        assert answers[2]["error"] is None and not bound, answers
+    else:
+        assert bound and secret == "keep" and "not deleted: secret" in answers[2]["error"], answers
+
+
+FUNCTION = """\
+import torch
+from torch import nn
+
+
+def train():
+    torch.manual_seed(0)
+    model = nn.Linear(4, 1)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    scale, secret, other = 1.0, "keep", "same"
+    for step in range(3):
+        opt.zero_grad()
+        loss = model(torch.randn(8, 4)).pow(2).mean() * scale
+        loss.backward()
+        opt.step()
+        print(f"step {step} scale={scale} secret={'secret' in locals()} other={other}", flush=True)
+
+
+train()
+"""
+
+
+def test_an_eval_at_a_pause_in_a_function_assigns_and_deletes_its_locals(start_job, tmp_path):
+    """A job paused in train(): `scale = 5.0` answered no error, then `scale` read 1.0 and the
+    job's next line used 1.0; `del secret` answered no error and secret stayed 'keep'."""
+    job = start_job("--break", "step==1", script=write_script(tmp_path, FUNCTION))
+    job.info()
+    with client.connect() as c:
+        c.wait_paused(WAIT)
+        assert [f["function"] for f in c.frames() if f["selected"]] == ["train"], c.frames()
+        assert c.evaluate("scale = 5.0")["error"] is None
+        assert c.evaluate("scale")["value"] == "5.0"
+        deleted = c.evaluate("del secret")
+        assert c.evaluate("other, 1+1")["value"] == "('same', 2)"
+        if DELETES:
+            assert deleted["error"] is None, deleted
+            assert "NameError" in c.evaluate("secret")["error"]
+        else:
+            assert "not deleted: secret" in deleted["error"], deleted
+            assert c.evaluate("secret")["value"] == "'keep'"
+        c.cont()
+        assert c.wait_exited(WAIT)["exit_code"] == 0
+    code, out, err = job.finish()
+    assert code == 0 and "Traceback" not in err, err
+    assert out.splitlines()[-3:] == ["step 0 scale=1.0 secret=True other=same",
+                                     f"step 1 scale=5.0 secret={not DELETES} other=same",
+                                     f"step 2 scale=5.0 secret={not DELETES} other=same"], out
+
+
 # ---------------------------------------------------------------------- sys.stdout during an eval
 
 CHATTY = """\

@@ -161,29 +161,56 @@ class Evaluator:
             finally:
                 self.model.busy = busy
             if f is not None:
-                _write_back(f, before, loc)
+                refused = _write_back(f, before, loc)
+                if refused:
+                    error = f"{error}{refused}" if error else refused
             return {"output": buf.getvalue(), "value": None if result is None else tensors.short_repr(result, 2000),
                     "error": error}
 
         return self.controls.on_training_thread(run)
 
 
-def _write_back(f: FrameType, before: dict[str, Any], after: dict[str, Any]) -> None:
+_CO_OPTIMIZED = 0x1  # inspect.CO_OPTIMIZED: a function's frame, its locals in fast slots
+_SNAPSHOT = sys.version_info < (3, 13)  # before PEP 667, a function's f_locals is a copy of its fast locals
+_FAST_DELETE = sys.version_info < (3, 12)  # 3.12 sets a local cleared through f_locals to None instead
+
+
+def _write_back(f: FrameType, before: dict[str, Any], after: dict[str, Any]) -> str | None:
     """Into the paused frame, what the code assigned (a name new, or bound to another
     object) and deleted; nothing else. Read once: in a function's frame (Python < 3.13)
-    each read of f_locals copies the fast locals over it again."""
+    each read of f_locals copies the fast locals over it again, and what is written into
+    that copy reaches the function only through PyFrame_LocalsToFast. The function's
+    locals that could not be deleted are said in one line; None where all went."""
     try:
         frame_ns = f.f_locals
     except Exception:
-        return
+        return None
+    code = f.f_code
+    fast = (set(code.co_varnames) | set(code.co_cellvars) | set(code.co_freevars)
+            if code.co_flags & _CO_OPTIMIZED else set())
     for k, v in after.items():
         if k not in before or before[k] is not v:
             with contextlib.suppress(Exception):
                 frame_ns[k] = v
-    for k in before.keys() - after.keys():
-        if k in frame_ns:
-            with contextlib.suppress(Exception):
-                del frame_ns[k]
+    kept = []
+    for k in sorted(before.keys() - after.keys()):
+        if k not in frame_ns:
+            continue
+        if k in fast and not _FAST_DELETE and _SNAPSHOT:
+            kept.append(k)
+            continue
+        try:
+            del frame_ns[k]
+        except Exception:
+            kept.append(k)
+    if fast and _SNAPSHOT:
+        ctypes.pythonapi.PyFrame_LocalsToFast(ctypes.py_object(f), ctypes.c_int(1 if _FAST_DELETE else 0))
+    if not kept:
+        return None
+    names = ", ".join(kept)
+    version = f"{sys.version_info[0]}.{sys.version_info[1]}"
+    return (f"not deleted: {names}: in Python {version} a local variable of {code.co_name}() cannot be deleted "
+            f"from a pause; it is unchanged (assign it instead, as {kept[0]} = None)")
 
 
 class _Router:
