@@ -86,3 +86,18 @@ async def test_after_c_to_the_end_the_plots_cover_every_step(start_job):
         no_exception_on_screen(app)
         app.exit(None)
     await client.close(then="end")
+
+
+@pytest.mark.timeout(60)
+async def test_steps_whose_loss_is_not_finite_are_said_above_the_plot():
+    """After a NaN at step 30 the job runs to 59 with a NaN loss: the Plots say those steps
+    are not finite (they said `loss: steps 0–29`, as if the job had stopped there)."""
+    src, app, ctx = await started(size=(80, 24), paused=False)
+    async with ctx as pilot:
+        await wait_for(pilot, lambda: len(app.history) == 30, "the history")
+        await pilot.press("6")
+        nan = [{**h, "loss": "nan"} for h in LATER]  # (the wire's strict JSON says a NaN so)
+        app.post_message(StepSummary({**nan[-1], "earlier": nan[:-1]}))
+        await wait_for(pilot, lambda: "not finite" in loss_label(app), "the words")
+        assert loss_label(app).startswith("loss: steps 0–29") and loss_label(app).endswith(
+            "not finite at steps 30–59 (not drawn)"), loss_label(app)

@@ -35,6 +35,28 @@ def points(history: list[dict[str, Any]], key: str) -> tuple[list[int], list[flo
     return steps, values
 
 
+def not_finite(history: list[dict[str, Any]], key: str) -> list[int]:
+    """The steps whose value of `key` is nan or inf (not drawn: the caption says them). The
+    wire carries them as the strings "nan", "inf", "-inf" (strict JSON)."""
+    out = []
+    for h in history:
+        v = h.get(key)
+        v = (v[0] if v else None) if isinstance(v, list) else v
+        bad = v in ("nan", "inf", "-inf") or isinstance(v, float) and not math.isfinite(v)
+        if bad and isinstance(h.get("step"), int):
+            out.append(h["step"])
+    return out
+
+
+def steps_words(steps: list[int]) -> str:
+    """'step 30', 'steps 30–59' (a run), or '12 steps, 30 to 59'."""
+    if len(steps) == 1:
+        return f"step {steps[0]}"
+    if steps[-1] - steps[0] == len(steps) - 1:
+        return f"steps {steps[0]}–{steps[-1]}"
+    return f"{len(steps)} steps, {steps[0]} to {steps[-1]}"
+
+
 def log_scale(values: list[float]) -> bool:
     """Loss and norms that span decades are read on a log scale; it needs values above 0."""
     return bool(values) and min(values) > 0 and max(values) / min(values) >= LOG_SPAN
@@ -60,10 +82,14 @@ def num(v: float) -> str:
     return f"{v:.3g}"
 
 
-def caption(title: str, steps: list[int], values: list[float], log: bool, break_step: int | None) -> str:
-    """The words above a plot: the range of steps and values, the scale, where the break is."""
+def caption(title: str, steps: list[int], values: list[float], log: bool, break_step: int | None,
+            nonfinite: list[int] | None = None) -> str:
+    """The words above a plot: the range of steps and values, the scale, where the break is,
+    and the steps whose value is not finite (after a NaN at step 30 the plot said steps 0–29
+    of a job that ran to 59)."""
+    bad = f"not finite at {steps_words(nonfinite)} (not drawn)" if nonfinite else ""
     if not values:
-        return f"{title}: no data yet"
+        return f"{title}: {bad or 'no data yet'}"
     if len(values) == 1:
         text = f"{title}: step {steps[0]}, {num(values[0])}"
     else:
@@ -73,7 +99,7 @@ def caption(title: str, steps: list[int], values: list[float], log: bool, break_
         text += " · log scale"
     if break_step is not None:
         text += f" · break at step {break_step} (red line)"
-    return text
+    return text + (f" · {bad}" if bad else "")
 
 
 class StepPlot(PlotextPlot):
@@ -141,7 +167,8 @@ class PlotsPanel(Loads, VerticalScroll):
         for key, title in PLOTS:
             steps, values = points(history, key)
             log = log_scale(values)
-            self.query_one(f"#plot-{key}-label", Label).update(caption(title, steps, values, log, break_step))
+            self.query_one(f"#plot-{key}-label", Label).update(
+                caption(title, steps, values, log, break_step, not_finite(history, key)))
             widget = self.query_one(f"#plot-{key}", StepPlot)
             widget.draw = drawing(steps, values, log, break_step)
             widget.refresh()
