@@ -144,3 +144,15 @@ def test_the_report_read_back_is_capped(tmp_path):
     path.write_text('{"event": "end"}\n')
     assert report.read(str(path)) == [{"event": "end"}]
 
+
+
+@pytest.mark.parametrize("command", ["attach", "ls"])
+def test_what_ssh_answers_is_read_within_a_cap(tmp_path, command):
+    """A remote (or an ssh) that answers without end: 1.5 GB was read whole (4.4 GB of
+    memory). Past 16 MiB it is one line, and ssh is killed: it never gets to its last line."""
+    fake, done = tmp_path / "ssh", tmp_path / "done"
+    fake.write_text(f"#!/bin/sh\nhead -c 40000000 /dev/zero\necho finished > {done}\n")
+    fake.chmod(0o755)
+    out = stepdbg(command, "ssh://x@host", env={"STEPDBG_SSH": str(fake)})
+    one_line(out, "stepdbg: 'stepdbg ls' over ssh to x@host answered more than 16 MiB; not read further")
+    assert not done.exists()

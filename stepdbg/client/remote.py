@@ -14,6 +14,7 @@ import contextlib
 import json
 import os
 import re
+import selectors
 import shutil
 import subprocess
 import tempfile
@@ -26,6 +27,7 @@ from ..wire.address import SUN_PATH_MAX
 from .targets import Endpoint, TargetError, printable
 
 SSH_TIMEOUT = 30.0
+LISTING_CAP = 16 << 20  # bytes read of what `stepdbg ls` run over ssh answers (a session's row: a few hundred)
 
 
 # What may reach the ssh command line. A leading "-" would be read as an option
@@ -103,17 +105,13 @@ def remote_listing(t: SshTarget, with_token: bool = False) -> list[dict[str, Any
     except settings.SettingError as e:
         raise TargetError(str(e)) from None
     cmd = [*_ssh(t), "--", t.dest, *remote, "ls", "--json", *(["--with-token"] if with_token else [])]
+    rc, stdout, stderr = _run_capped(cmd, t)
+    if rc != 0:
+        raise TargetError(_explain(t, rc, stderr))
     try:
-        out = subprocess.run(cmd, capture_output=True, text=True, timeout=SSH_TIMEOUT,
-                             stdin=subprocess.DEVNULL)
-    except subprocess.TimeoutExpired:
-        raise TargetError(f"ssh to {t.dest} did not answer in {SSH_TIMEOUT:g}s") from None
-    if out.returncode != 0:
-        raise TargetError(_explain(t, out.returncode, out.stderr))
-    try:
-        rows = json.loads(out.stdout.strip().splitlines()[-1])
+        rows = json.loads(stdout.strip().splitlines()[-1])
     except (ValueError, IndexError, RecursionError):
-        raise TargetError(f"unexpected answer from 'stepdbg ls' on {t.host}: {out.stdout[:200]!r}") from None
+        raise TargetError(f"unexpected answer from 'stepdbg ls' on {t.host}: {stdout[:200]!r}") from None
     if not isinstance(rows, list):
         raise TargetError(f"'stepdbg ls' on {t.host} answered nonsense: a {type(rows).__name__}, not a list")
     for n, r in enumerate(rows):
@@ -123,6 +121,46 @@ def remote_listing(t: SshTarget, with_token: bool = False) -> list[dict[str, Any
             raise TargetError(f"'stepdbg ls' on {t.host} answered nonsense in row {n + 1}: {e}") from None
         r["host_url"] = f"ssh://{t.dest}" + (f":{t.port}" if t.port else "")
     return rows
+
+
+def _run_capped(cmd: list[str], t: SshTarget) -> tuple[int, str, str]:
+    """Run the ssh command: its exit code, stdout and stderr, within SSH_TIMEOUT. Each
+    stream is read up to LISTING_CAP bytes; past that (or past the time) ssh is killed and
+    it is one line (a remote that answered 1.5 GB was read whole, 4.4 GB here)."""
+    proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert proc.stdout is not None and proc.stderr is not None
+    out_fd, err_fd = proc.stdout.fileno(), proc.stderr.fileno()
+    got = {out_fd: bytearray(), err_fd: bytearray()}
+    deadline = time.monotonic() + SSH_TIMEOUT
+    late = TargetError(f"ssh to {t.dest} did not answer in {SSH_TIMEOUT:g}s")
+    try:
+        with selectors.DefaultSelector() as sel:
+            for fd in got:
+                sel.register(fd, selectors.EVENT_READ)
+            while sel.get_map():
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise late
+                for key, _ in sel.select(left):
+                    chunk = os.read(key.fd, 1 << 16)
+                    if not chunk:
+                        sel.unregister(key.fd)
+                    got[key.fd] += chunk
+                    if len(got[key.fd]) > LISTING_CAP:
+                        raise TargetError(f"'stepdbg ls' over ssh to {t.dest} answered more than "
+                                          f"{LISTING_CAP >> 20} MiB; not read further (a session's row is a few "
+                                          "hundred bytes)")
+        try:
+            rc = proc.wait(max(0.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            raise late from None
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        proc.stdout.close()
+        proc.stderr.close()
+    return rc, got[out_fd].decode(errors="replace"), got[err_fd].decode(errors="replace")
 
 
 def open_tunnel(url: str) -> Endpoint:
