@@ -134,3 +134,30 @@ def test_interrupt_at_the_console_of_a_script_that_ignores_ctrl_c_changes_nothin
                           stdin="interrupt\nc\n")
     assert out.returncode == 0, out.stderr
     assert "the job ignores Ctrl-C" in out.stderr and "Exiting" not in out.stdout
+
+
+def test_an_interrupt_at_a_pause_shows_none_of_what_stepdbg_called(tmp_path):
+    """A front end's Ctrl-C (the TUI's ctrl+c, i) at a pause, the script not handling it:
+    its traceback ends at the user's line and stepdbg's hidden frames (it went on into
+    queue.py's get and threading.py's wait, under stepdbg's wait for a front end)."""
+    from stepdbg import client
+
+    script = tmp_path / "train.py"
+    script.write_text(textwrap.dedent(HANDLES_CTRL_C).replace("try:\n", "if True:\n").split("except")[0])
+    job = subprocess.Popen([sys.executable, "-m", "stepdbg", "serve", "--break", "step==2", sys.executable,
+                            str(script)], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        from conftest import Job
+
+        Job(job, tmp_path / "r").info()
+        with client.connect() as c:
+            c.wait_paused(WAIT)
+            c.interrupt_job()
+            assert c.wait_exited(WAIT)["exit_code"] == 130
+        err = job.communicate(timeout=WAIT)[1]
+    finally:
+        if job.poll() is None:
+            job.kill()
+            job.communicate()
+    assert "KeyboardInterrupt" in err and frames_of(err) == [str(script)], err
+    assert re.search(r"\[\d+ frames of stepdbg hidden\]\nKeyboardInterrupt", err), err

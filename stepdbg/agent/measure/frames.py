@@ -70,9 +70,15 @@ T = TypeVar("T")
 
 def fold_own(frames: Iterable[T], filename: Callable[[T], str], marker: Callable[[int], T]) -> list[T]:
     """`frames` (outermost first) with each run of stepdbg's own frames folded into one
-    marker; a run at the outer end (the launcher, runpy) is dropped, as Python drops its own."""
+    marker; a run at the outer end (the launcher, runpy) is dropped, as Python drops its own.
+    Past the user's last frame, what stepdbg called is its own too (an interrupt at a pause
+    lands in queue.py and threading.py under stepdbg's wait)."""
+    frames = list(frames)
+    last_user = max((i for i, f in enumerate(frames) if is_user_file(filename(f))), default=-1)
+    inner = next((i for i in range(last_user + 1, len(frames)) if is_own_file(filename(frames[i]))), len(frames))
     out: list[T] = []
     run = 0
+    frames, called = frames[:inner], len(frames) - inner
     for f in frames:
         if is_own_file(filename(f)):
             run += 1
@@ -81,6 +87,7 @@ def fold_own(frames: Iterable[T], filename: Callable[[T], str], marker: Callable
             out.append(marker(run))
         run = 0
         out.append(f)
+    run += called
     if run and out:
         out.append(marker(run))
     return out
