@@ -156,3 +156,24 @@ def test_what_ssh_answers_is_read_within_a_cap(tmp_path, command):
     out = stepdbg(command, "ssh://x@host", env={"STEPDBG_SSH": str(fake)})
     one_line(out, "stepdbg: 'stepdbg ls' over ssh to x@host answered more than 16 MiB; not read further")
     assert not done.exists()
+
+
+@pytest.mark.parametrize("local", ["/" + "s" * 120 + "\x00.sock", "/" + "d" * 60 + "\x00/" + "s" * 60 + ".sock",
+                                   "/" + "s" * 120 + "\ud800.sock"])
+def test_a_session_file_whose_socket_is_no_path_is_not_a_session(private_runtime_dir, local):
+    """`ls --json --with-token` makes a short link to a socket path too long for an address:
+    a path of more than 108 bytes with a NUL in it ended in os.symlink's ValueError (and one
+    with a lone surrogate, in os.fsencode's while connecting). Such a file is no session now,
+    and the link is not made."""
+    private_runtime_dir.mkdir(mode=0o700)
+    row = {"id": "1", "pid": os.getpid(), "host": sessions.node_name(), "argv": ["train.py"], "local": local,
+           "address": str(private_runtime_dir / "1.sock"), "token": "t", "started": 0.0}
+    path = private_runtime_dir / "1.json"
+    path.write_text(json.dumps(row))
+    path.chmod(0o600)
+    out = stepdbg("ls", "--json", "--with-token")
+    assert out.returncode == 0 and "Traceback" not in out.stderr, out.stderr
+    assert json.loads(out.stdout) == [] and sessions.listing(clean=False) == []
+    assert sessions.short_alias(local) is None
+    with pytest.raises(ValueError, match="local .* is no path"):
+        sessions.SessionInfo.from_json(row)

@@ -123,6 +123,9 @@ class SessionInfo:
                 raise ValueError(f"{name} is {v!r}")
         if data["pid"] <= 0 or not all(isinstance(a, str) for a in data["argv"]):
             raise ValueError(f"pid {data['pid']!r} or argv {data['argv']!r} is not a process's")
+        for name in ("address", "local"):
+            if data.get(name) is not None and not _path_like(data[name]):
+                raise ValueError(f"{name} {data[name]!r} is no path or address (a NUL, or a character no file name has)")
         return cls(**{k: v for k, v in data.items() if k in cls.__dataclass_fields__ and k != "path"})
 
     @property
@@ -141,6 +144,14 @@ _FIELDS = [("id", str, True), ("pid", int, True), ("host", str, True), ("argv", 
            ("address", str, True), ("token", str, True), ("started", (int, float), True),
            ("rank", int, False), ("local_rank", int, False), ("world_size", int, False),
            ("job_id", str, False), ("local", str, False)]
+
+
+def _path_like(text: str) -> bool:
+    """What a system call can take: no NUL, and encodable (a lone surrogate is not)."""
+    try:
+        return b"\0" not in os.fsencode(text)
+    except ValueError:
+        return False
 
 
 def write(info: SessionInfo) -> str:
@@ -196,8 +207,12 @@ def short_alias(path: str) -> str | None:
     address: a link in a private folder of this user's under /tmp. sshd forwards to a
     socket by its path itself (`ssh -L local:PATH`), so a remote job in a deep runtime
     directory is reached through this. None when `path` is short, or when no private
-    folder can be had (another user made it first)."""
-    if len(os.fsencode(path)) < SUN_PATH_MAX:
+    folder can be had (another user made it first), or when `path` is no path a link can
+    hold (a NUL or a lone surrogate in a session file: ValueError)."""
+    try:
+        if len(os.fsencode(path)) < SUN_PATH_MAX:
+            return None
+    except ValueError:
         return None
     base = "/tmp" if os.path.isdir("/tmp") else tempfile.gettempdir()
     folder = os.path.join(base, f"stepdbg-{os.getuid()}-links")
@@ -215,6 +230,6 @@ def short_alias(path: str) -> str | None:
             os.unlink(new)
         os.symlink(path, new)
         os.replace(new, link)
-    except OSError:
+    except (OSError, ValueError):
         return None
     return link
