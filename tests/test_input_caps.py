@@ -13,11 +13,15 @@ import json
 import os
 import subprocess
 import sys
+from typing import Any
 
 import pytest
 from conftest import FIXTURE, ROOT, WAIT
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from stepdbg import client
+from stepdbg.cli import common
 from stepdbg.client import ClientError
 from stepdbg.wire import files, sessions
 from stepdbg.wire.agent_config import AgentConfig
@@ -85,6 +89,9 @@ def test_the_capped_reader_reads_a_file_that_fits_whole(tmp_path):
     '{"actions": [1]}',  # (one line before, without the variable's name)
     # odd values that were one line already: a folder, a missing file, a number, TOML, bad UTF-8
     "/tmp", "/nonexistent/stepdbg.json", "7", 'breaks = ["nan"]', "\udcff{}", '{"breaks": ["\udcff"]}',
+    # taken before: a pause with no client resumed at once; the script never ran and exit code 0
+    '{"detach_timeout": NaN, "serve": true}', '{"detach_timeout": -1, "serve": true}',
+    '{"detach_timeout": Infinity}', '{"detach_timeout": 0}', '{"stop_after": -5}', '{"stop_after": 0}',
 ])
 def test_a_stepdbg_config_the_session_would_refuse_is_one_line_and_exit_code_2(config):
     out = subprocess.run([sys.executable, "-m", "stepdbg.launch.bootstrap", str(FIXTURE), "--steps", "2"],
@@ -92,6 +99,28 @@ def test_a_stepdbg_config_the_session_would_refuse_is_one_line_and_exit_code_2(c
                          env={**os.environ, "STEPDBG_CONFIG": config}, stdin=subprocess.DEVNULL)
     assert out.returncode == 2 and out.stdout == "", (out.stdout, out.stderr)
     assert out.stderr.count("\n") == 1 and out.stderr.startswith("stepdbg: STEPDBG_CONFIG"), out.stderr
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.one_of(st.floats(), st.integers(-10, 10)), st.one_of(st.integers(-2**70, 2**70), st.floats()))
+def test_stepdbg_config_takes_the_timeout_and_steps_the_command_line_takes(seconds, steps):
+    """detach_timeout and stop_after as --detach-timeout and --steps take them, no other."""
+    def taken(make: Any) -> bool:
+        try:
+            make()
+        except (ValueError, common.UsageError):
+            return False
+        return True
+
+    assert taken(lambda: AgentConfig(detach_timeout=seconds)) == taken(lambda: common._seconds(repr(seconds)))
+    both = (lambda: AgentConfig.from_json(json.dumps({"stop_after": steps})), lambda: common.steps(repr(steps)))
+    assert taken(both[0]) == taken(both[1]), steps
+
+
+@pytest.mark.parametrize("command", ["doctor", "overfit"])
+@pytest.mark.parametrize("n", ["-5", "0", "nan"])
+def test_steps_the_command_line_refuses(command, n):
+    one_line(stepdbg(command, "--steps", n, str(FIXTURE)), f"stepdbg: --steps needs a whole number of steps >= 1, not '{n}'")
 
 
 def test_a_10_mb_stepdbg_config_is_refused_before_it_is_parsed():

@@ -7,6 +7,7 @@ else configures a Session.
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
@@ -49,6 +50,12 @@ class AgentConfig:
             address.parse(self.listen)
         if self.fingerprint is not None:
             check_fingerprint(**self.fingerprint)
+        t = self.detach_timeout  # NaN or below 0: a pause with no client resumed at once (as --detach-timeout takes)
+        if t is not None and (isinstance(t, bool) or not isinstance(t, (int, float)) or not 0 < t < math.inf):
+            raise ValueError(f"detach_timeout must be a number of seconds above 0, e.g. 600, not {t!r}")
+        n = self.stop_after  # 0 or below: the script never ran, and the run ended with exit code 0
+        if n is not None and (isinstance(n, bool) or not isinstance(n, int) or n < 1):
+            raise ValueError(f"stop_after must be a whole number of steps >= 1, not {n!r}")
 
     def to_json(self) -> str:
         return json.dumps(asdict(self))
