@@ -24,6 +24,7 @@ from stepdbg.client.memory_text import (
 from stepdbg.wire.conditions import format_size
 
 from .asking import Loads, ask
+from .fitted import fill_fitted
 from .plots import StepPlot, drawing, log_scale, points
 
 
@@ -59,19 +60,10 @@ class MemoryPanel(Loads, VerticalScroll):
         self.query_one("#mem-now", Static).update(Text("\n".join(lines)))  # shapes in [] are not markup
         self.query_one("#mem-categories", Static).update(category_table(mem))
         t = self.query_one(DataTable)
-        rows = [(format_size(r["bytes"]), r["name"], LABELS.get(r["category"], r["category"]), r["dtype"],
-                 str(r["shape"]), r["device"]) for r in mem.get("largest") or []]
-        t.clear(columns=True)
-        # The table fits its view (at 80 columns it was cut at `dtype s`): a long name folds
-        # onto a second line of its row, kept whole.
-        widths = [max([len(c), *(len(row[i]) for row in rows)]) for i, c in enumerate(self.COLUMNS)]
-        bars = self.styles.scrollbar_size_vertical + t.styles.scrollbar_size_vertical  # (the panel's may come)
-        room = self.size.width - bars - 2 * t.cell_padding * len(widths)
-        name_width = max(16, room - sum(widths) + widths[1]) if self.size.width else None
-        for i, label in enumerate(self.COLUMNS):
-            t.add_column(label, width=name_width if i == 1 and name_width and name_width < widths[1] else None)
-        for row in rows:
-            t.add_row(*(Text(v, overflow="fold") for v in row), key=row[1], height=None)
+        largest = mem.get("largest") or []
+        rows = [[Text(v) for v in (format_size(r["bytes"]), r["name"], LABELS.get(r["category"], r["category"]),
+                                   r["dtype"], str(r["shape"]), r["device"])] for r in largest]
+        fill_fitted(t, self, self.COLUMNS, rows, [r["name"] for r in largest], flexible=1)  # a long name folds
         self.show_plot(mem, history)
         if self.screen.focused is t:  # (5 gave it the focus): the lines above it pushed it below the fold at 80x24
             self.call_after_refresh(t.scroll_visible, animate=False)
