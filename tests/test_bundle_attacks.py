@@ -59,7 +59,7 @@ def test_a_recorded_script_in_a_folder_anyone_can_write_is_not_read(saved, tmp_p
     (shared / "train.py").write_text(TOP_LEVEL)
     path = copy_of(saved, tmp_path, model_script=str(shared / "train.py"))
     code, out, err = replay_here(path, capsys)
-    assert code == 1 and "sits in a folder any user can write" in err and "--model" in err, err
+    assert code == 1 and "its folder is not yours alone (another user may write into it)" in err and "--model" in err, err
 
 
 def test_a_constructor_that_exits_or_prints_is_one_line_and_json_stays_clean(saved, tmp_path, capsys):  # noqa: F811

@@ -25,6 +25,7 @@ import textwrap
 from typing import Any
 
 from ..wire.step_diff import Record, RecordError, first_divergence, read_record
+from . import isolated
 from .common import Parser, UsageError, add_run_options, run_config, steps
 
 EXIT_AGREE, EXIT_DIFFER, EXIT_BAD = 0, 1, 2
@@ -96,8 +97,8 @@ def job(label: str, line: str, folder: str, n: int, max_calls: int) -> tuple[lis
             raise UsageError(f"{label}: {line} is a folder, not an evidence bundle (it needs meta.json and tensors.pt)")
         if n != 1:
             raise UsageError(f"{label}: a bundle holds one step: compare it with --steps 1")
-        return ([sys.executable, "-m", "stepdbg.agent.diff.bundle_record", os.path.abspath(line), record,
-                 str(max_calls)], dict(os.environ), record)
+        return (isolated.command("stepdbg.agent.diff.bundle_record", os.path.abspath(line), record, str(max_calls)),
+                dict(os.environ), record)
     if not line.strip():
         raise UsageError(f'{label} is empty: give a command line in one argument, e.g. "python train.py"')
     try:

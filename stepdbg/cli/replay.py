@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 
+from . import isolated
 from .common import Parser
 
 DESCRIPTION = """\
@@ -48,10 +49,6 @@ def main(argv: list[str]) -> int:
         return 1
     # Not `python -m`, which puts the current directory first on sys.path: replayed from inside
     # a bundle, a torch.py or json.py shipped in it would be imported before any check ran.
-    cmd = [sys.executable, "-c", OFFLINE, ns.bundle, *(["--json"] if ns.json else []),
-           *(["--device", ns.device] if ns.device else []), *(["--model", ns.model] if ns.model else [])]
+    cmd = isolated.command("stepdbg.agent.replay.offline", ns.bundle, *(["--json"] if ns.json else []),
+                           *(["--device", ns.device] if ns.device else []), *(["--model", ns.model] if ns.model else []))
     return subprocess.call(cmd)
-
-
-OFFLINE = ("import sys; sys.path[:] = [p for p in sys.path if p not in ('', '.')]; "
-           "from stepdbg.agent.replay.offline import main; sys.exit(main(sys.argv[1:]))")

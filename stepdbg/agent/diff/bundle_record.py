@@ -61,6 +61,7 @@ def record(path: Path, out: str, max_calls: int, spec: str | None = None) -> dic
 
 
 def main(argv: list[str] | None = None) -> int:
+    torch.set_grad_enabled(True)
     p = argparse.ArgumentParser(prog="stepdbg diff (bundle)")
     p.add_argument("bundle")
     p.add_argument("record")
@@ -83,5 +84,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    torch.set_grad_enabled(True)
     sys.exit(main())

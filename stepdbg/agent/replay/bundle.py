@@ -243,8 +243,8 @@ def read(path: Path) -> tuple[dict[str, Any], dict[str, Any]]:
         raise BundleError(f"{path} is not an evidence bundle (it needs meta.json and tensors.pt)")
     meta = bundle_check.meta(meta_path, bundle_check.read_capped(meta_path, META_CAP))
     try:
-        with bundle_check.pinned(tensors_path) as name:
-            data = torch.load(name, map_location="cpu", weights_only=True, mmap=True)
+        with bundle_check.opened(tensors_path) as f:  # (read, not mapped: a file cut short under a map is SIGBUS)
+            data = torch.load(f, map_location="cpu", weights_only=True)
     except BundleError:
         raise
     except Exception as e:  # a damaged or foreign file: torch's own reason, in one line

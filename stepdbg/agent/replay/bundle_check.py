@@ -17,7 +17,7 @@ import re
 import stat
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import torch
 
@@ -48,23 +48,21 @@ def regular(path: Path) -> os.stat_result:
 
 
 @contextlib.contextmanager
-def pinned(path: Path) -> Iterator[str]:
-    """A name for the regular file `path` as it is opened now, for a reader that opens by
-    name (torch.load with mmap): on Linux /proc/self/fd/N of a descriptor opened without
-    following links, so a link swapped in after any check is never followed."""
+def opened(path: Path) -> Iterator[BinaryIO]:
+    """The regular file `path`, open for reading: checked before it is opened (a device or a
+    FIFO is never opened) and again on the descriptor (a link swapped in between is not
+    followed), so what is read is what was checked."""
+    regular(path)
     try:
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
     except OSError as e:
         if e.errno == errno.ELOOP:
             raise BundleError(f"{path} is a symbolic link: a bundle holds plain files only") from None
         raise BundleError(f"{path}: {e.strerror}") from None
-    try:
+    with os.fdopen(fd, "rb") as f:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             raise BundleError(f"{path} is not a regular file: a bundle holds plain files only")
-        via = f"/proc/self/fd/{fd}"
-        yield via if os.path.exists(via) else str(path)
-    finally:
-        os.close(fd)
+        yield f
 
 
 def read_capped(path: Path, cap: int) -> bytes:
@@ -196,14 +194,27 @@ def _tensor_dict(path: Path, field: str, value: Any) -> dict[str, Any]:
     return value
 
 
-def torch_tensors(value: Any, depth: int = 0) -> list[torch.Tensor]:
-    """Every tensor in the loaded object (dicts, lists and tuples, a bounded depth)."""
-    if isinstance(value, torch.Tensor):
-        return [value]
-    if depth > 32 or not isinstance(value, (dict, list, tuple)):
-        return []
-    items = value.values() if isinstance(value, dict) else value
-    return [t for v in items for t in torch_tensors(v, depth + 1)]
+VALUES_CAP = 1_000_000  # values in tensors.pt, counted as every walk of it meets them (a shared list: each time)
+
+
+def torch_tensors(path: Path, value: Any) -> list[torch.Tensor]:
+    """Every tensor in the loaded object (dicts, lists and tuples, a bounded depth). A
+    pickle may hold one list many times (a list of the previous list twice, 31 deep: 2**31
+    paths in 17 KB); every later walk of it (the replay's, a copy to the device) would meet
+    each path, so more than VALUES_CAP of them is refused here."""
+    found: list[torch.Tensor] = []
+    todo: list[tuple[Any, int]] = [(value, 0)]
+    seen = 0
+    while todo:
+        v, depth = todo.pop()
+        seen += 1
+        if seen > VALUES_CAP:
+            raise _bad(path, "its object", f"a bundle's (over {VALUES_CAP:,} values, nested or shared)")
+        if isinstance(v, torch.Tensor):
+            found.append(v)
+        elif depth <= 32 and isinstance(v, (dict, list, tuple)):
+            todo.extend((item, depth + 1) for item in (v.values() if isinstance(v, dict) else v))
+    return found
 
 
 def tensors(path: Path, data: Any) -> dict[str, Any]:
@@ -214,7 +225,7 @@ def tensors(path: Path, data: Any) -> dict[str, Any]:
     if not all(isinstance(t, torch.Tensor) and t.is_floating_point() and t.layout == torch.strided
                and not t.is_quantized for t in params.values()):
         raise _bad(path, "parameters", "a dict of dense floating-point tensors")
-    for t in torch_tensors(data):
+    for t in torch_tensors(path, data):
         if t.layout == torch.strided and t.numel() * t.element_size() > t.untyped_storage().nbytes():
             raise _bad(path, "a tensor", "backed by its data (an expanded view claims more than the file holds)")
     data["parameters"] = params
@@ -233,7 +244,20 @@ def tensors(path: Path, data: Any) -> dict[str, Any]:
     data["rng"] = {"cpu": cpu, "cuda": cuda}
     for key in ("args", "kwargs", "batch", "grad_output", "sample_indices"):
         data.setdefault(key, None)
+    data["sample_indices"] = _indices(path, data["sample_indices"])
     return data
+
+
+def _indices(path: Path, value: Any) -> list[Any] | None:
+    """The batch's dataset indices as the replay names them: numbers, and anything else a
+    sampler yielded as escaped text (it reaches the terminal)."""
+    if value is None:
+        return None
+    if isinstance(value, torch.Tensor):
+        value = value.tolist() if value.numel() <= VALUES_CAP and not value.is_floating_point() else None
+    if not isinstance(value, (list, tuple)) or len(value) > VALUES_CAP:
+        raise _bad(path, "sample_indices", "a list of dataset indices")
+    return [v if isinstance(v, (int, float)) else shown(repr(v))[:200] for v in value]
 
 
 __all__ = ["FORMAT", "BundleError", "meta", "shown", "read_capped", "regular", "tensors"]

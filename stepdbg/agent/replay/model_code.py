@@ -24,6 +24,7 @@ from __future__ import annotations
 import ast
 import os
 import re
+import stat
 import sys
 import types
 from collections.abc import Callable
@@ -95,7 +96,7 @@ def definitions(file: str, name: str = "stepdbg_replay_model") -> types.ModuleTy
     sys.modules[name] = module  # a dataclass looks its module up while it is defined
     try:
         exec(compile(tree, str(path), "exec", dont_inherit=True), module.__dict__)
-    except Exception as e:
+    except (Exception, SystemExit) as e:  # an import that parses the arguments exits: one line, never the replay's end
         raise BundleError(f"{file}: its definitions did not load ({type(e).__name__}: {e})") from None
     return module
 
@@ -113,12 +114,32 @@ def _walk(obj: Any, qualname: str, where: str) -> Any:
 
 
 def _owned(script: str) -> None:
-    """The recorded script must be the user's own: owned by them, in a folder no other user
-    can write into (where anyone could have put a file for a bundle to name)."""
-    st, folder = os.stat(script), os.stat(os.path.dirname(script))
-    if st.st_uid != os.getuid() or folder.st_mode & 0o002:
-        raise BundleError(f"the bundle names {script}, which is not yours or sits in a folder any user can write: "
-                          f"{FACTORY_HINT} (a file you name is read as definitions only)")
+    """The recorded script (a real path: no link in it) must be the user's own: a regular
+    file owned by them, in a folder that is theirs (or root's) and that no other user can
+    write into, under folders where no other user can rename what the user owns (theirs or
+    root's, and writable by others only when sticky, as /tmp is). Else anyone could have put
+    a file (or a sibling module it imports) where a bundle names it, or swap a folder."""
+    me, group = os.getuid(), os.getgid()
+    st = os.lstat(script)
+    if not stat.S_ISREG(st.st_mode) or st.st_uid != me:
+        _not_yours(script, "it is not a file of yours")
+    folder = os.lstat(os.path.dirname(script))
+    if folder.st_uid not in (me, 0) or folder.st_mode & 0o002 or folder.st_mode & 0o020 and folder.st_gid != group:
+        _not_yours(script, "its folder is not yours alone (another user may write into it)")
+    parent = os.path.dirname(os.path.dirname(script))
+    while True:
+        up = os.lstat(parent)
+        if up.st_uid not in (me, 0) or up.st_mode & 0o022 and not up.st_mode & stat.S_ISVTX and not (
+                up.st_mode & 0o022 == 0o020 and up.st_gid == group):
+            _not_yours(script, f"{parent} is not yours alone (another user may rename what it holds)")
+        if parent == os.path.dirname(parent):
+            return
+        parent = os.path.dirname(parent)
+
+
+def _not_yours(script: str, why: str) -> None:
+    raise BundleError(f"the bundle names {script}, and {why}: {FACTORY_HINT} (a file you name is read as "
+                      "definitions only)")
 
 
 def _inside(path: str, directory: Path) -> bool:
@@ -166,6 +187,7 @@ def recorded_class(model: dict[str, Any], bundle_dir: Path) -> tuple[Callable[[]
         raise BundleError(f"the model is torch's {qualname}, built in the script: {FACTORY_HINT}")
     if not script or not os.path.isabs(script):
         raise BundleError(f"the bundle records no training script to read the model's code from: {FACTORY_HINT}")
+    script = os.path.realpath(script)  # checked, read and its folder searched by this one path: no link in it
     if _inside(script, bundle_dir):
         raise BundleError(f"the bundle names a script inside itself ({script}); a bundle's files are data, "
                           f"never code: {FACTORY_HINT}")

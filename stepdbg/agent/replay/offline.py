@@ -33,9 +33,9 @@ from typing import Any
 import torch
 
 from stepdbg.agent.measure.frames import ModelCaller
-from stepdbg.agent.replay import bundle, model_code
+from stepdbg.agent.replay import bundle, bundle_check, model_code
 from stepdbg.agent.replay.bundle import BundleError
-from stepdbg.agent.replay.model_code import FACTORY_HINT
+from stepdbg.agent.replay.model_code import FACTORY_HINT, SOURCE_CAP
 from stepdbg.agent.replay.replay import replay_inputs, replay_step, replay_words
 from stepdbg.wire.protocol import plain
 
@@ -74,13 +74,12 @@ def _as_the_job(meta: dict[str, Any]) -> Iterator[None]:
 def build_model(meta: dict[str, Any], spec: str | None, bundle_dir: Path) -> torch.nn.Module:
     """The model, from `spec` (the user's MODULE:FACTORY or FILE.py:FACTORY) or the class
     the bundle records, found in the user's own script (model_code.py)."""
-    with _as_the_job(meta):
+    with _as_the_job(meta), contextlib.redirect_stdout(sys.stderr):  # what it prints never mixes with --json
         model_code.keep_out(bundle_dir)
         factory, what = (model_code.from_spec(spec, bundle_dir) if spec
                          else model_code.recorded_class(meta.get("model") or {}, bundle_dir))
         try:
-            with contextlib.redirect_stdout(sys.stderr):  # what it prints never mixes with --json
-                model = factory()
+            model = factory()
         except TypeError as e:
             raise BundleError(f"{what}() needs arguments ({e}): {FACTORY_HINT}") from None
         except (Exception, SystemExit) as e:  # argparse in a constructor exits: one line, never the replay's end
@@ -160,10 +159,20 @@ def replay_bundle(path: Path, spec: str | None = None, device: str | None = None
         result["exact"] = False
         result["not_exact"] = f"the step ran on {ran_on.type}, replayed on {dev.type}: other kernels"
     code = (meta.get("model") or {}).get("file")
-    if code and os.path.isfile(code) and meta["model"].get("code_sha256") != hashlib.sha256(Path(code).read_bytes()).hexdigest():
+    now = _sha256(code) if code else None
+    if now is not None and meta["model"].get("code_sha256") != now:
         notes.append(f"{code} changed since the bundle was saved")
     result["bundle"] = {"path": str(path), "rank": meta.get("rank"), "versions": meta.get("versions"), "notes": notes}
     return result
+
+
+def _sha256(code: str) -> str | None:
+    """The SHA-256 of the model's source file, read up to the cap of a script; None when it
+    is not a regular file of at most that size (the bundle names it: any file at all)."""
+    try:
+        return hashlib.sha256(bundle_check.read_capped(Path(code), SOURCE_CAP)).hexdigest()
+    except BundleError:
+        return None
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -176,11 +185,12 @@ def main(argv: list[str] | None = None) -> int:
     try:
         result = replay_bundle(Path(ns.bundle), ns.model, ns.device)
     except BundleError as e:
-        print(f"stepdbg replay: {e}", file=sys.stderr)
+        print(f"stepdbg replay: {bundle_check.shown(str(e))}", file=sys.stderr)
         return 1
     except Exception as e:  # whatever else a bundle or the model's code did: one line, never a traceback
         first = str(e).strip().splitlines()[0][:300] if str(e).strip() else ""
-        print(f"stepdbg replay: {ns.bundle}: the replay failed ({type(e).__name__}: {first})", file=sys.stderr)
+        print(bundle_check.shown(f"stepdbg replay: {ns.bundle}: the replay failed ({type(e).__name__}: {first})"),
+              file=sys.stderr)
         return 1
     try:
         _print(result, ns.json)
@@ -194,10 +204,11 @@ def _print(result: dict[str, Any], as_json: bool) -> None:
         print(json.dumps(plain(result)), flush=True)
     else:
         info = result["bundle"]
-        print(f"bundle {info['path']} (saved by stepdbg {info['versions']['stepdbg']}, torch {info['versions']['torch']})")
-        print(replay_words(result))
-        for note in [*info["notes"], *([result["not_exact"]] if result.get("not_exact") else [])]:
-            print(f"  note: {note}")
+        lines = [f"bundle {info['path']} (saved by stepdbg {info['versions']['stepdbg']}, "
+                 f"torch {info['versions']['torch']})", *replay_words(result).splitlines(),
+                 *(f"  note: {n}" for n in [*info["notes"], *([result["not_exact"]] if result.get("not_exact") else [])])]
+        for line in lines:  # whatever the bundle held (a name, an index, torch's words of it) shown, never obeyed
+            print(bundle_check.shown(line))
         sys.stdout.flush()
 
 
