@@ -116,8 +116,8 @@ def _walk(obj: Any, qualname: str, where: str) -> Any:
 def _owned(script: str) -> None:
     """The recorded script (a real path: no link in it) must be the user's own: a regular
     file owned by them, in a folder that is theirs (or root's) and that no other user can
-    write into, under folders where no other user can rename what the user owns (theirs or
-    root's, and writable by others only when sticky, as /tmp is). Else anyone could have put
+    write into, under folders where no other user can rename what the user owns (writable
+    by others only when sticky, as /tmp is). Else anyone could have put
     a file (or a sibling module it imports) where a bundle names it, or swap a folder."""
     me, group = os.getuid(), os.getgid()
     st = os.lstat(script)
@@ -129,7 +129,7 @@ def _owned(script: str) -> None:
     parent = os.path.dirname(os.path.dirname(script))
     while True:
         up = os.lstat(parent)
-        if up.st_uid not in (me, 0) or up.st_mode & 0o022 and not up.st_mode & stat.S_ISVTX and not (
+        if up.st_mode & 0o022 and not up.st_mode & stat.S_ISVTX and not (
                 up.st_mode & 0o022 == 0o020 and up.st_gid == group):
             _not_yours(script, f"{parent} is not yours alone (another user may rename what it holds)")
         if parent == os.path.dirname(parent):
