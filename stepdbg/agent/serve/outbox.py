@@ -56,6 +56,12 @@ class Outbox:
                 return True  # an event too large to send is not worth a client
             data = protocol.encode(protocol.error(message.get("id"), e.code,
                                                   f"the answer is too large to send ({e.message}); ask for less"))
+        return self.put_encoded(data)
+
+    def put_encoded(self, data: bytes) -> bool:
+        """Queue a message already encoded (an event for every client is encoded once)."""
+        if self.dropped is not None:
+            return False
         try:
             self._queue.put_nowait(data)
         except queue.Full:

@@ -24,6 +24,7 @@ import socket
 import sys
 import threading
 import time
+from collections import deque
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -72,7 +73,7 @@ class Server:
         self._unauthenticated: dict[str, int] = {}  # per listener ("unix", "tcp") and per TCP address
         self._lock = threading.Lock()
         self._stopped = threading.Event()
-        self._steps: list[dict[str, Any]] = []  # step records not yet sent (STEPS_KEPT at most)
+        self._steps: deque[dict[str, Any]] = deque(maxlen=STEPS_KEPT)  # step records not yet sent
         self._batch_lock = threading.Lock()  # one sender of batches at a time: one never overtakes the event after it
         self._output: list[dict[str, Any]] = []
 
@@ -147,7 +148,7 @@ class Server:
     def _on_session_event(self, name: str, data: Any) -> None:
         if name == "step":
             with self._lock:  # batched: at most STEP_EVENTS_PER_SECOND go out, each with the records before it
-                self._steps = [*self._steps[1 - STEPS_KEPT:], data]
+                self._steps.append(data)
             return
         if name == "output":
             with self._lock:
@@ -170,7 +171,7 @@ class Server:
         ones before it in `earlier` (a front end's history misses no step)."""
         with self._batch_lock:
             with self._lock:
-                batch, self._steps = self._steps, []
+                batch, self._steps = list(self._steps), deque(maxlen=STEPS_KEPT)
             if batch and self._peers:
                 self.broadcast(protocol.event("step", {**batch[-1], "earlier": batch[:-1]}))
 
@@ -182,11 +183,17 @@ class Server:
                 self.broadcast(protocol.event("output", batch))
 
     def broadcast(self, message: dict[str, Any]) -> None:
-        """Queue `message` for every client; never waits (see Outbox)."""
+        """Queue `message` for every client, encoded once for all; never waits (see Outbox)."""
         with self._lock:
             peers = list(self._peers)
+        if not peers:
+            return
+        try:
+            data = protocol.encode(message)
+        except protocol.ProtocolError:
+            return  # an event too large to send is not worth a client
         for p in peers:
-            p.outbox.put(message)
+            p.outbox.put_encoded(data)
 
     # ------------------------------------------------------------------ connections
 
