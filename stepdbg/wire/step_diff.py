@@ -47,26 +47,54 @@ class Record:
 
 
 def read_record(path: str) -> Record:
-    """The record at `path`; RecordError for a file stepdbg did not write."""
+    """The record at `path`; RecordError for a file stepdbg did not write (a run writes its
+    own record: its script may write anything there). Lines are read at most MAX_LINE long."""
     rec = Record()
     with open(path, encoding="utf-8", errors="replace") as f:
-        for n, line in enumerate(f):
+        n = 0
+        while line := f.readline(MAX_LINE + 1):
+            n += 1
             if len(line) > MAX_LINE:
-                raise RecordError(f"line {n + 1} is {len(line):,} characters long")
+                raise RecordError(f"line {n} is over {MAX_LINE:,} characters long")
             try:
                 obj = json.loads(line)
-            except ValueError:
-                raise RecordError(f"line {n + 1} is not JSON") from None
-            if not isinstance(obj, dict) or (n == 0 and obj.get("kind") != "header"):
-                raise RecordError(f"line {n + 1} is not a record line")
+            except (ValueError, RecursionError):
+                raise RecordError(f"line {n} is not JSON") from None
+            if not isinstance(obj, dict) or (n == 1 and obj.get("kind") != "header"):
+                raise RecordError(f"line {n} is not a record line")
             kind = obj.get("kind")
             if kind == "step":
-                rec.step_lines[int(obj["step"])] = obj
+                rec.step_lines[_step(obj, n)] = obj
             elif kind == "end":
-                rec.error, rec.ended = obj.get("error"), True
+                rec.error, rec.ended = _text(obj.get("error")), True
             elif kind is None:
-                rec.steps.setdefault(int(obj["step"]), []).append(obj)
+                rec.steps.setdefault(_step(obj, n), []).append(_entry(obj, n))
     return rec
+
+
+def _step(obj: dict[str, Any], n: int) -> int:
+    step = obj.get("step")
+    if type(step) is not int or not 0 <= step < 2**53:
+        raise RecordError(f"line {n}: step is not a step number")
+    return step
+
+
+def _text(value: Any) -> str | None:
+    return None if value is None else str(value)[:1000]
+
+
+def _entry(obj: dict[str, Any], n: int) -> dict[str, Any]:
+    """An entry whose fingerprint holds what compare() reads, of the types it reads."""
+    fp = obj.get("fp")
+    if not isinstance(fp, dict) or not all(isinstance(obj.get(k, ""), str) for k in ("phase", "module", "what")):
+        raise RecordError(f"line {n} is not a fingerprint entry")
+    numbers = [*fp.get("stats", []), *fp.get("samples", [])] if isinstance(fp.get("stats", []), list) and \
+        isinstance(fp.get("samples", []), list) else None
+    if numbers is None or not all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in numbers):
+        raise RecordError(f"line {n}: a fingerprint's numbers are not numbers")
+    if type(obj.get("call", 0)) is not int:
+        raise RecordError(f"line {n}: call is not a number")
+    return obj
 
 
 def _numbers(fp: dict[str, Any]) -> list[float]:
