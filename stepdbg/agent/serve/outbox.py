@@ -69,8 +69,9 @@ class Outbox:
             return False
         return True
 
-    def drop(self, why: str) -> None:
-        """Stop sending and shut the socket (the reader thread then ends the connection)."""
+    def drop(self, why: str, say: bool = True) -> None:
+        """Stop sending and shut the socket (the reader thread then ends the connection);
+        `say`: tell on_drop (a client that went away by itself is not news)."""
         with self._lock:
             if self.dropped is not None:
                 return
@@ -79,7 +80,8 @@ class Outbox:
             self.sock.shutdown(socket.SHUT_RDWR)
         with contextlib.suppress(queue.Full):
             self._queue.put_nowait(None)  # wake the sender so it ends
-        self.on_drop(why)
+        if say:
+            self.on_drop(why)
 
     def stop(self) -> None:
         """The connection is ending anyway: the sender stops, and says nothing of it."""
@@ -119,7 +121,10 @@ class Outbox:
                 n = self.sock.send(view, socket.MSG_DONTWAIT)
             except (BlockingIOError, InterruptedError):
                 continue
-            except (OSError, ValueError) as e:  # closed under us, or reset by the peer
+            except (BrokenPipeError, ConnectionResetError) as e:  # the client went away (killed, closed)
+                self.drop(f"it went away: {e}", say=False)
+                return False
+            except (OSError, ValueError) as e:  # closed under us
                 self.drop(f"the connection failed: {e}")
                 return False
             view = view[n:]
