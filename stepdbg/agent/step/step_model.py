@@ -95,11 +95,9 @@ class StepModel(ProgramObjects, Gate):
 
         self.active = True
         h = self._hooks
-        # Global module hooks only until the roots are known (the first step); then hooks on
-        # the roots alone, so the steady-state cost does not grow with the number of modules.
-        # While they are there, torch.compile warns that they fire once more for the
-        # OptimizedModule wrapper (ours take the wrapper as the root and return at once inside
-        # the trace): that warning is ignored as long as they are, the job's filters untouched after.
+        # Global module hooks only until the roots are known (the first step), so the steady-state
+        # cost does not grow with the modules; while they last, torch.compile's warning that they
+        # fire again for its wrapper (ours return at once inside the trace) is ignored.
         self._discovery = [h.add(Ignored(r"Using `torch.compile\(module\)` when there are global hooks")),
                            h.add(nn_module.register_module_forward_pre_hook(self._fwd_pre)),
                            h.add(nn_module.register_module_forward_hook(self._fwd_post, always_call=True))]
