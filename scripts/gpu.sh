@@ -29,9 +29,9 @@ run)
     nvidia-smi > "$out/nvidia-smi.txt" 2>&1 || true
     python3 -c "import torch; print(torch.__version__, torch.cuda.get_device_name(0) if torch.cuda.is_available() else \"no GPU\")" | tee "$out/versions.txt"
     rc=0
-    timeout 300 python3 -m pytest -m cuda -v -p no:cacheprovider -p no:asyncio -o addopts="" tests/test_cuda.py tests/test_cuda_step.py \
+    timeout 240 python3 -m pytest -m cuda -v -p no:cacheprovider -p no:asyncio -o addopts="" tests/test_cuda.py tests/test_cuda_step.py tests/test_cuda_diff.py \
         2>&1 | tee "$out/cuda-tests.log" || rc=1
-    timeout 240 python3 -m benchmarks --device cuda --json "$out/results-cuda.json" 2>&1 | tee "$out/benchmarks.log" || rc=1
+    timeout 200 python3 -m benchmarks --device cuda --json "$out/results-cuda.json" 2>&1 | tee "$out/benchmarks.log" || rc=1
     exit $rc
     ;;
 *)
