@@ -53,7 +53,8 @@ def test_any_record_is_compared_or_refused(tmp_path_factory, data):
     for key in data.draw(st.lists(st.sampled_from([*ENTRY, *(f"fp.{k}" for k in ENTRY["fp"])]), max_size=3)):
         holder, _, name = key.rpartition(".")
         target = entry["fp"] if holder else entry
-        target[name] = data.draw(json_values)
+        if isinstance(target, dict):  # (an earlier draw may have made "fp" itself a number or None)
+            target[name] = data.draw(json_values)
     folder = tmp_path_factory.mktemp("rec")
     try:
         a = read_record(written(folder, HEADER, entry, {"kind": "step", "step": 0}))
