@@ -19,7 +19,8 @@ fresh temporary directory (0700) beside, which is renamed to a free name (``-2``
 are tried; a planted symlink or directory is never followed or replaced) once both are
 whole. On any failure (a full disk, a signal) nothing of it is left, and the error is
 raised as itself (no space left; the job's own KeyboardInterrupt or SystemExit), not as
-torch's wrapping of it. At most MAX_BUNDLES a process.
+torch's wrapping of it. What a SIGKILL left is removed by the next save there
+(partials.py). At most MAX_BUNDLES a process.
 
 Reading one back (``read``) treats it as untrusted data: meta.json and tensors.pt must be
 regular files (no link followed), meta.json is read up to META_CAP bytes, tensors.pt with
@@ -44,7 +45,7 @@ from typing import Any
 import torch
 
 from stepdbg.agent.measure.tensors import sharded_across_ranks
-from stepdbg.agent.replay import bundle_check
+from stepdbg.agent.replay import bundle_check, partials
 from stepdbg.agent.replay.bundle_check import FORMAT, BundleError
 from stepdbg.version import __version__
 from stepdbg.wire.protocol import plain
@@ -85,7 +86,8 @@ class _Recorded:
 def _atomically(parent: Path, name: str, fill: Callable[[Path], None]) -> Path:
     """`fill` a private (0700) temporary directory under `parent`, then rename it to a free
     `name`: its path. When anything fails (a full disk, a signal), nothing of it is left."""
-    tmp = Path(tempfile.mkdtemp(prefix=f".{name}.partial-", dir=parent))
+    partials.sweep(parent)  # what a killed save left here (SIGKILL: no Python ran to remove it)
+    tmp = Path(tempfile.mkdtemp(prefix=partials.prefix(name), dir=parent))
     try:
         fill(tmp)
         final = _free_name(parent, name)
@@ -138,10 +140,7 @@ def model_source(root: torch.nn.Module, argv: list[str]) -> dict[str, Any]:
     """How `stepdbg replay` finds the model's code: its class by import path, the file that
     defines it (and its hash, to tell when the code changed since), the script."""
     cls = type(root)
-    try:
-        file = inspect.getsourcefile(cls)
-    except (TypeError, OSError):
-        file = None
+    file = _class_file(cls)
     digest = None
     if file and os.path.isfile(file):
         digest = hashlib.sha256(Path(file).read_bytes()).hexdigest()
@@ -150,14 +149,62 @@ def model_source(root: torch.nn.Module, argv: list[str]) -> dict[str, Any]:
             "code_sha256": digest, "script": script}
 
 
+_OWN = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the stepdbg package
+
+
+def _users(file: Any) -> bool:
+    """`file` is a .py file that is not one of stepdbg's own (its launcher's bootstrap.py)."""
+    return (isinstance(file, str) and file.endswith(".py") and os.path.isfile(file)
+            and not os.path.abspath(file).startswith(_OWN + os.sep))
+
+
+def _class_file(cls: type) -> str | None:
+    """The file `cls` is defined in, from its own functions' code (co_filename): its module's
+    __file__ names another file once the launched script has ended (an exception break),
+    when `__main__` is the launcher's module again."""
+    for value in vars(cls).values():
+        fn = getattr(value, "__func__", getattr(value, "fget", value))
+        code = getattr(fn, "__code__", None)
+        if code is not None and _users(code.co_filename):
+            return code.co_filename
+    try:
+        file = inspect.getsourcefile(cls)
+    except (TypeError, OSError):
+        return None
+    return file if file and not (cls.__module__ == "__main__" and not _users(file)) else None
+
+
 def _script(argv: list[str]) -> str | None:
-    """The training script's absolute path: __main__'s file (runpy's module while a launched
-    script runs; `python -m pkg.train`'s too), else the first argument that is a file."""
+    """The training script's absolute path: __main__'s file while the launched script runs
+    (runpy's module; `python -m pkg.train`'s too); at an exception break, when the script
+    has ended and `__main__` is the launcher's again, the script's frame in the traceback
+    being handled (the save runs on the training thread inside the launcher's `except`);
+    else the script the command line names."""
     file = getattr(sys.modules.get("__main__"), "__file__", None)
-    for candidate in [file, *argv[:2]]:
-        if isinstance(candidate, str) and candidate.endswith(".py") and os.path.isfile(candidate):
-            return os.path.abspath(candidate)
-    return None
+    if _users(file):
+        return os.path.abspath(file)
+    tb = sys.exc_info()[2]
+    while tb is not None:
+        g = tb.tb_frame.f_globals
+        if g.get("__name__") == "__main__" and _users(tb.tb_frame.f_code.co_filename):
+            return os.path.abspath(tb.tb_frame.f_code.co_filename)
+        tb = tb.tb_next
+    args = argv[1:] if argv and not str(argv[0]).endswith(".py") else argv
+    if len(args) >= 2 and args[0] == "-m":
+        return _module_file(args[1])
+    return os.path.abspath(args[0]) if args and _users(args[0]) else None
+
+
+def _module_file(name: str) -> str | None:
+    """The file of the module `python -m NAME` ran (its spec's origin), when it is the user's."""
+    import importlib.util
+
+    try:
+        spec = importlib.util.find_spec(name)
+    except (ImportError, ValueError):
+        return None
+    origin = spec.origin if spec else None
+    return os.path.abspath(origin) if _users(origin) else None
 
 
 def kernels_json(choice: Any) -> Any:
