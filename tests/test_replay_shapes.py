@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from conftest import marked_line, run_stepdbg
 
 from stepdbg.agent.replay.verdict import REPRODUCED
@@ -66,3 +67,22 @@ def test_a_nanogpt_shaped_script_under_doctor_names_the_op_of_its_poisoned_micro
     first = nan["data"]["replay"]["first_nonfinite"]
     assert (first["where"], first["op"], first["line"]) == ("forward", "log", marked_line(script, "nan-op")), first
     assert nan["data"]["replay"]["verdict"] == REPRODUCED and "log met a value outside its domain" in nan["advice"], nan
+
+
+@pytest.mark.parametrize("loss", ["BCELoss", "BCEWithLogitsLoss"])
+def test_a_nan_born_in_a_gans_generator_names_the_generators_op_not_the_data(tmp_path, loss):
+    """DCGAN's shape: the generator's log makes a NaN, `fake` holds it and the discriminator
+    is fed `fake.detach()`. Its input is the generator's output, not the data: the replay
+    names netG's log at its line (it said 'the data: args[0] already holds 6 non-finite
+    values'). BCELoss refuses the NaN (an exception break); BCEWithLogitsLoss makes a NaN loss."""
+    script = FIXTURES / "gan_generator_nan.py"
+    breaks = ("--break", "exception") if loss == "BCELoss" else ("--break", "nan", "--on-break", "abort")
+    run = run_stepdbg(tmp_path, "--no-tui", *breaks[:2], "--on-break", "replay", *breaks[2:],
+                      script_args=(str(script), *(["bce"] if loss == "BCEWithLogitsLoss" else [])))
+    (replay,) = run.of("replay")
+    first = replay["first_nonfinite"]
+    assert (first["where"], first["module"], first["module_type"], first["op"], first["line"]) == \
+        ("forward", "netG", "Generator", "log", marked_line(script, "nan-op")), first
+    assert first["fed"] == {"model": "netG", "into": "netD", "as": "args[0]"}, first
+    assert (replay["reproduced"], replay["advice"]["cause"]) == (True, "domain"), replay
+    assert "netD's input args[0] is netG's output, not the data" in run.stderr, run.stderr[-2000:]

@@ -50,12 +50,8 @@ from stepdbg.agent.replay.autograd_graph import (
     search_loss_graph,
     user_trace,
 )
-from stepdbg.agent.replay.provenance import (
-    ModuleStack,
-    Provenance,
-    first_bad,
-    named_tensors,
-)
+from stepdbg.agent.replay.provenance import ModuleStack, Provenance, first_bad, named_tensors
+from stepdbg.agent.replay.upstream import born_upstream, fed_words
 from stepdbg.agent.replay.verdict import REPRODUCED, judge
 from stepdbg.agent.step.step_model import StepModel
 
@@ -140,6 +136,7 @@ def replay_step(model: StepModel, brk: Any = None, frame: FrameType | None = Non
     t0 = time.perf_counter()
     kwargs = cap.get("kwargs", {})
     first = _input_born(cap, args, kwargs, model.caller.frame or frame)  # (no forward: a sharded model too)
+    first = born_upstream(model, cap, first, frame, _input_born)  # (a GAN's netD fed netG's output)
     shards = sharded_across_ranks(root) if first is None else None
     if shards is not None:
         why = together() if together is not None else "this rank would replay alone"
@@ -326,7 +323,7 @@ def _summary(result: dict[str, Any], notes: list[str]) -> str:
     if first and first["where"] == "input":
         sample = f" (dataset index {first['sample']})" if first.get("sample") is not None else ""
         return (f"the data: {first['tensor']} already holds {first['count']} non-finite values, the first at "
-                f"{first['index']}{sample}")
+                f"{first['index']}{sample}{fed_words(first)}")
     if first and first["where"] == "parameter":
         return f"parameter {first.get('tensor')} was already non-finite before this step (an earlier update)"
     if first:
@@ -334,7 +331,7 @@ def _summary(result: dict[str, Any], notes: list[str]) -> str:
         module = first.get("module") or "the loss computation"
         mtype = f" ({first['module_type']})" if first.get("module_type") and first["module_type"] != module else ""
         op = f"{first['loss_fn']} ({first['op']})" if first.get("loss_fn") else first["op"]
-        return f"{op} in {module}{mtype} produced the first non-finite value ({first['where']}), at {where}"
+        return f"{op} in {module}{mtype} produced the first non-finite value ({first['where']}), at {where}{fed_words(first)}"
     if "failing_op" in result:
         f = result["failing_op"]
         return (f"backward failed in {f['op']}, whose forward ran in {f.get('module') or '?'} "

@@ -29,7 +29,7 @@ from stepdbg.agent.measure import kernel_choice, tensors
 from stepdbg.agent.measure.frames import ModelCaller, caller_kwargs
 from stepdbg.agent.measure.memory import HOST_MEMORY_PERIOD, cuda_in_use, memory_in_use
 from stepdbg.agent.measure.warning_filters import Ignored
-from stepdbg.agent.step import host_reads, micro_batches
+from stepdbg.agent.step import host_reads, micro_batches, upstream
 from stepdbg.agent.step.collectives import Collectives
 from stepdbg.agent.step.data_wait import DataWait
 from stepdbg.agent.step.device_skip import DeviceSkip
@@ -229,7 +229,7 @@ class StepModel(ProgramObjects, Gate):
         st = self.current or self.ensure_step()
         st.forwards += 1
         self._in_forward_of = module
-        cap = self.capture
+        cap = upstream.kept(self.capture, module)  # (the forward it held, when another model's)
         cap["root"] = self._root_refs[id(module)]  # weakly: the program alone keeps its model alive
         cap["args"] = args
         # A global hook gets no kwargs: they are read from torch's frame (the first step).

@@ -1,0 +1,118 @@
+"""A non-finite input that another model made: a GAN's discriminator is fed the generator's
+output (`netD(fake.detach())`), so a NaN born in the generator's forward reaches the
+discriminator as its input, and "the data" would be untrue. Where the bad input is (a view
+of, or computed from) the output of another model's last forward, kept by the step model
+(step/upstream.py), that forward runs again from its own inputs and RNG state, under the
+same provenance rules, and its producer is the answer: the op, module and line in the
+generator (or its own input, the data it was fed, at the line that called it).
+"""
+
+from __future__ import annotations
+
+import itertools
+import weakref
+from collections import deque
+from types import FrameType
+from typing import Any
+
+import torch
+
+from stepdbg.agent.measure import warning_filters
+from stepdbg.agent.measure.tensors import set_rng_state
+from stepdbg.agent.replay.provenance import ModuleStack, Provenance, named_tensors
+
+DEPTH = 3  # models fed by models, followed at most (an encoder feeding a decoder feeding a critic)
+NODES = 10_000  # autograd nodes walked at most to tell whether an input was computed from an output
+
+
+def born_upstream(model: Any, cap: dict[str, Any], first: dict[str, Any] | None, frame: FrameType | None,
+                  input_born: Any, depth: int = 0) -> dict[str, Any] | None:
+    """`first`, the input-born origin of the captured forward, or, when its bad input came
+    out of another model's forward, where that forward's value is born (`fed`: which
+    model's input it reached, as what). `input_born(cap, args, kwargs, frame)`: replay.py's
+    check of a forward's inputs."""
+    if first is None or first.get("where") != "input" or depth >= DEPTH:
+        return first
+    named = dict(itertools.chain(named_tensors(cap.get("batch"), "batch"), named_tensors(cap.get("args"), "args"),
+                                 named_tensors(cap.get("kwargs") or {}, "kwargs")))
+    held = named.get(first.get("as") or first.get("tensor"))
+    for record in list((cap.get("upstream") or {}).values()):
+        out = record["output"]() if isinstance(record.get("output"), weakref.ReferenceType) else None
+        root = record["root"]() if isinstance(record.get("root"), weakref.ReferenceType) else None
+        if held is None or out is None or root is None or not _came_from(held, out):
+            continue
+        root = _eager(root)
+        name = model.root_name(root, frame) or type(root).__name__
+        origin = input_born(record, record.get("args"), record.get("kwargs") or {}, None)
+        if origin is not None:
+            origin = born_upstream(model, record, origin, frame, input_born, depth + 1)
+        else:
+            origin = _forward_producer(model, root, record, name)
+        if origin is None:
+            return first  # (that model's forward, replayed, stays finite: the input is what is known)
+        fed_root = cap.get("root")
+        fed = fed_root() if isinstance(fed_root, weakref.ReferenceType) else None
+        origin["fed"] = {"model": name, "into": (model.root_name(_eager(fed), frame) if fed is not None else None)
+                         or (type(fed).__name__ if fed is not None else None), "as": first.get("tensor")}
+        return origin
+    return first
+
+
+def fed_words(first: dict[str, Any] | None) -> str:
+    """' (netD's input fake is netG's output)', for a summary; '' when not fed by a model."""
+    fed = (first or {}).get("fed")
+    if not fed:
+        return ""
+    return f"; {fed['into'] or 'the model'}'s input {fed['as']} is {fed['model']}'s output, not the data"
+
+
+def _eager(root: torch.nn.Module) -> torch.nn.Module:
+    for attr in ("_orig_mod", "module"):  # torch.compile's and DDP's wrappers (replay.eager_root)
+        if type(root).__name__ in ("OptimizedModule", "DistributedDataParallel", "DataParallel"):
+            root = getattr(root, attr, root)
+    return root
+
+
+def _came_from(held: torch.Tensor, out: torch.Tensor) -> bool:
+    """`held` is `out`, a view or detached alias of it (same storage), or computed from it."""
+    if held is out:
+        return True
+    try:
+        if held.device == out.device and held.untyped_storage().data_ptr() == out.untyped_storage().data_ptr():
+            return True
+    except RuntimeError:  # (a tensor without storage: a subclass, a meta tensor)
+        return False
+    target, todo, seen = out.grad_fn, deque([held.grad_fn]), set()
+    while target is not None and todo and len(seen) < NODES:
+        node = todo.popleft()
+        if node is None or node in seen:
+            continue
+        if node is target:
+            return True
+        seen.add(node)
+        todo.extend(n for n, _ in node.next_functions)
+    return False
+
+
+def _forward_producer(model: Any, root: torch.nn.Module, record: dict[str, Any], name: str) -> dict[str, Any] | None:
+    """The producer of the first non-finite value in `root`'s kept forward, replayed from
+    its inputs and RNG state, on copies of its buffers (replay.run_root); the program's RNG
+    and modes are as they were afterwards."""
+    from stepdbg.agent.replay.replay import _clean, preserved_state, run_root
+
+    names = {id(t): f"{name}.{n}" for n, t in itertools.chain(root.named_parameters(), root.named_buffers())}
+    modules = ModuleStack(root, name)
+    prov = Provenance(modules, names)
+    modes = [(m, m.training) for m in root.modules()]
+    with preserved_state(model), warning_filters.recorded():
+        try:
+            if record.get("rng"):
+                set_rng_state(record["rng"])
+            with torch.enable_grad(), torch.autograd.detect_anomaly(check_nan=False), modules, prov:
+                out = run_root(root, record)
+        except Exception:  # (its own forward failed: nothing is blamed upstream)
+            return None
+        finally:
+            for m, training in modes:
+                m.training = training
+    return _clean(prov.producer_of(out))
