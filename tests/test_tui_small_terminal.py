@@ -115,3 +115,110 @@ async def test_at_80x24_a_long_source_line_wraps_whole(monkeypatch):
     async with ctx as pilot:
         await wait_for(pilot, lambda: "AdamW" in screen_text(app), "the source")
         assert not cut_words(app), cut_words(app)
+
+
+SIZES = [pytest.param((80, 24), id="80x24"), pytest.param((160, 48), id="160x48")]
+SCROLLBAR = str.maketrans("", "", "▇▁▔▎▊▌▐█")
+
+
+def column_words(screen: str, label: str, below: int = 1) -> str:
+    """The words drawn in the column headed `label`, its wrapped lines joined (as read)."""
+    lines = screen.splitlines()
+    head = next(i for i, line in enumerate(lines) if f" {label} " in f"{line} ")
+    x = lines[head].index(label)
+    return " ".join(" ".join(line[x:].translate(SCROLLBAR).split()) for line in lines[head + below:])
+
+
+@pytest.mark.parametrize("size", SIZES)
+async def test_the_ranks_panel_wraps_its_note_and_says_which_columns_it_left_out(size):
+    """The Ranks panel (0) of the fake 4-rank job: each rank's note is on screen whole, in
+    words that wrap in its column (it was cut at 80x24: the table was 172 columns wide); at
+    80x24 the grad norm and loss columns give way, first to last, and the line under the
+    table says so; at 160x48 every column is shown and nothing is said left out."""
+    from fake_source import FakeJobSource
+    from test_tui_fixes import wait_for
+    from textual.widgets import DataTable
+    from tui_walk import cut_words, screen_text
+
+    from stepdbg_tui.app import StepdbgApp
+
+    src = FakeJobSource()
+    app = StepdbgApp(src, clock=lambda: 1754.0)
+    async with app.run_test(size=size) as pilot:
+        await pilot.press("0")
+        await wait_for(pilot, lambda: app.query_one("#ranks-table", DataTable).row_count == 4, "the ranks")
+        await pilot.pause()
+        screen = screen_text(app)
+        words = " ".join(screen.split())
+        notes = [r["note"] for r in await src.rank_table()]
+        shown = column_words(screen, "note")
+        for note in notes[:3]:  # (at 80x24 the last row's end is below the fold: the table scrolls)
+            assert " ".join(note.split()) in shown, (note, screen)
+        assert not cut_words(app), cut_words(app)
+        if size == (80, 24):
+            assert "left out at this width: loss, grad norm" in words, screen
+            assert "phase" in screen.splitlines()[3] and "loss" not in screen.splitlines()[3], screen
+        else:
+            assert "left out" not in words and all(notes[3] in line for line in screen.splitlines()
+                                                   if "killed by" in line), screen
+            assert all(label in screen.splitlines()[3] for label in ("loss", "grad norm", "note")), screen
+
+
+async def test_the_ranks_panel_refits_when_the_terminal_narrows():
+    """Shown at 160x48, then the terminal made 80x24: the table is refitted to the new width
+    (the columns left out said), not left 172 columns wide in 80."""
+    from fake_source import FakeJobSource
+    from test_tui_fixes import wait_for
+    from textual.widgets import DataTable
+    from tui_walk import cut_words, screen_text
+
+    from stepdbg_tui.app import StepdbgApp
+
+    app = StepdbgApp(FakeJobSource(), clock=lambda: 1754.0)
+    async with app.run_test(size=(160, 48)) as pilot:
+        await pilot.press("0")
+        await wait_for(pilot, lambda: app.query_one("#ranks-table", DataTable).row_count == 4, "the ranks")
+        await pilot.resize_terminal(80, 24)
+        await wait_for(pilot, lambda: "left out at this width" in " ".join(screen_text(app).split()), "the refit")
+        assert not cut_words(app), cut_words(app)
+
+
+DDP_MODULES = [  # module_tree of demos/ddp_nan.py's model (DistributedDataParallel over a Sequential)
+    {"name": "(root)", "type": "DistributedDataParallel", "depth": 0, "params": 321, "trainable": 321,
+     "training": True, "output_shape": [16, 1], "weight_norm": None, "grad_norm": None},
+    {"name": "module", "type": "Sequential", "depth": 1, "params": 321, "trainable": 321, "training": True,
+     "output_shape": [16, 1], "weight_norm": None, "grad_norm": None},
+    {"name": "module.0", "type": "Linear", "depth": 2, "params": 288, "trainable": 288, "training": True,
+     "output_shape": [16, 32], "weight_norm": 3.369, "grad_norm": 9.848},
+    {"name": "module.1", "type": "ReLU", "depth": 2, "params": 0, "trainable": 0, "training": True,
+     "output_shape": [16, 32], "weight_norm": None, "grad_norm": None},
+    {"name": "module.2", "type": "Linear", "depth": 2, "params": 33, "trainable": 33, "training": True,
+     "output_shape": [16, 1], "weight_norm": 0.6739, "grad_norm": 23.63},
+]
+
+
+@pytest.mark.parametrize("size", SIZES)
+async def test_a_ddp_models_table_fits_and_says_which_column_it_left_out(size, monkeypatch):
+    """The Model panel (2) of a DDP job: `DistributedDataParallel` is whole and the table no
+    wider than the screen (it was 81 columns in 80); at 80x24 the mode column gives way and
+    the hint says so; at 160x48 every column is shown."""
+    import fake_source
+    from test_tui_fixes import wait_for
+    from tui_walk import cut_words, screen_text
+
+    monkeypatch.setitem(fake_source.ANSWERS, "module_tree", lambda src: DDP_MODULES)
+    src, app, ctx = await started(size=size)
+    async with ctx as pilot:
+        await pilot.press("2")
+        await wait_for(pilot, lambda: app.query_one("#model-table", DataTable).row_count == 5, "the modules")
+        await pilot.pause()
+        screen = screen_text(app)
+        words = " ".join(screen.split())
+        assert "(root) DistributedDataParallel [16, 1] 321" in words, screen
+        assert not cut_words(app), cut_words(app)
+        head = screen.splitlines()[3]
+        assert all(label in head for label in ("module", "type", "out", "params", "|w|", "|g|/|w|")), screen
+        if size == (80, 24):
+            assert "left out at this width: mode" in words and "mode" not in head, screen
+        else:
+            assert "left out" not in words and "mode" in head, screen

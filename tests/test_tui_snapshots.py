@@ -138,7 +138,9 @@ def test_ranks_panel_of_a_job_that_hangs(snap_compare, size):
     """Ranks panel (0) of a 4-rank job: ranks 0 and 1 'in collective' (yellow), 5m 50s left
     of their 10m timeout, waiting 4m 10s in the backward; rank 2 running with no progress
     for 4m 12s at train.py:61 in _poll; rank 3 dead (red), killed by SIGKILL (from
-    torchrun), last output 'step 1811 loss 2.318'."""
+    torchrun), last output 'step 1811 loss 2.318'. Each note wraps whole in its column; at
+    80x24 the grad norm and loss columns are left out and the line under the table says so
+    (the table was 172 columns wide there, its notes cut)."""
     from fake_source import FakeJobSource
 
     async def run_before(pilot) -> None:

@@ -1,6 +1,8 @@
-"""A table that fits its view: one column gives way and its long cells fold onto more
-lines of their row, so that no column is out of sight at 80 columns (the Memory panel's
-largest tensors were cut at `dtype s`)."""
+"""A table that fits its view: its long cells wrap onto more lines of their row in one
+column that gives way, and where even so it would not fit, whole columns are left out in
+a stated order and the panel says which (the Memory panel's largest tensors were cut at
+`dtype s`, the Ranks panel's note at `this rank broke:`, a DDP model's table was 81
+columns in 80)."""
 
 from __future__ import annotations
 
@@ -13,21 +15,44 @@ from textual.widgets import DataTable
 NARROWEST = 16  # the column that gives way keeps at least this many
 
 
+def room_of(t: DataTable, view: Widget) -> int:
+    """The columns `t`'s cells may take in `view` (the panel holding it: its scrollbar and
+    the table's may come), after the cells' padding is taken; 0 before the first layout."""
+    scrolls = view.styles.overflow_y in ("auto", "scroll")  # (a Vertical panel never shows a scrollbar)
+    bars = view.styles.scrollbar_size_vertical * scrolls + t.styles.scrollbar_size_vertical
+    return max(0, view.size.width - bars)
+
+
 def fill_fitted(t: DataTable, view: Widget, labels: Sequence[str], rows: Sequence[Sequence[Text]],
-                keys: Sequence[str], flexible: int) -> None:
+                keys: Sequence[str], flexible: int, drop: Sequence[int] = (), narrowest: int = NARROWEST) -> list[str]:
     """Clear `t` and fill it with `rows` (their `keys`) under `labels`, as wide as `view`
-    (the panel holding it: its scrollbar and the table's may come) allows."""
+    allows: column `flexible` wraps (a word longer than it folds), down to `narrowest`;
+    below that, the columns in `drop` are left out, first to last, until it fits. Returns
+    the labels of the columns left out, for the panel to say."""
     widths = [max([len(label), *(row[i].cell_len for row in rows)]) for i, label in enumerate(labels)]
-    bars = view.styles.scrollbar_size_vertical + t.styles.scrollbar_size_vertical
-    room = view.size.width - bars - 2 * t.cell_padding * len(widths)
-    narrow = max(NARROWEST, room - sum(widths) + widths[flexible]) if view.size.width else None
+    room = room_of(t, view)
+    kept = list(range(len(labels)))
+    if room:
+        for i in drop:
+            if sum(widths[k] + 2 * t.cell_padding for k in kept if k != flexible) + 2 * t.cell_padding + \
+                    min(widths[flexible], narrowest) <= room:
+                break
+            kept.remove(i)
+    others = sum(widths[k] + 2 * t.cell_padding for k in kept if k != flexible)
+    narrow = max(min(widths[flexible], narrowest), room - others - 2 * t.cell_padding) if room else None
     row = t.cursor_row  # (filled again, the cursor stays)
     t.clear(columns=True)
-    for i, label in enumerate(labels):
-        t.add_column(label, width=narrow if i == flexible and narrow and narrow < widths[i] else None)
+    for i in kept:
+        t.add_column(labels[i], width=narrow if i == flexible and narrow and narrow < widths[i] else None)
     for cells, key in zip(rows, keys, strict=True):
         for cell in cells:
             cell.overflow = "fold"
-        t.add_row(*cells, key=key, height=None)
+        t.add_row(*[cells[i] for i in kept], key=key, height=None)
     if 0 < row < t.row_count:
         t.move_cursor(row=row, animate=False)
+    return [labels[i] for i in range(len(labels)) if i not in kept]
+
+
+def left_out(labels: Sequence[str]) -> str:
+    """The words that say which columns a narrow terminal left out."""
+    return f" · left out at this width: {', '.join(labels)}" if labels else ""

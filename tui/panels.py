@@ -23,6 +23,7 @@ from stepdbg.client.tensor_text import counted, sampled_text, shard_text
 from stepdbg.wire.conditions import ConditionError, parse
 
 from .asking import Loads, ask
+from .fitted import fill_fitted, left_out
 
 
 def bad(v: Any) -> bool:
@@ -48,6 +49,9 @@ def grad_ratio(row: dict[str, Any]) -> float | None:
 
 class ModelPanel(Loads, Vertical):
     rows: dict[str, dict[str, Any]] = {}  # the modules shown, by name (Enter opens one's first parameter)
+    COLUMNS = ("module", "type", "out", "params", "|w|", "|g|", "|g|/|w|", "mode")
+    DROP = (7, 2, 3)  # left out first at a narrow width: mode, then out, then params (the norms stay)
+    HINT = "Enter: inspect the module's weight in Tensor (3). red: non-finite · yellow: |g|/|w| < 1e-6"
 
     async def load(self, source: Any, status: dict[str, Any], history: list[dict[str, Any]]) -> None:
         if status.get("state") == "paused":
@@ -57,28 +61,27 @@ class ModelPanel(Loads, Vertical):
 
     def compose(self) -> ComposeResult:
         yield DataTable(id="model-table", cursor_type="row", zebra_stripes=True)
-        yield Label("Enter: inspect the module's weight in Tensor (3). red: non-finite · yellow: |g|/|w| < 1e-6",
-                    classes="hint")
+        yield Label(self.HINT, classes="hint")
 
-    def on_mount(self) -> None:
-        t = self.query_one(DataTable)
-        t.add_columns("module", "type", "out", "params", "|w|", "|g|", "|g|/|w|", "mode")
+    def on_resize(self) -> None:
+        if self.rows:
+            self.show(list(self.rows.values()))
 
     def show(self, rows: list[dict[str, Any]]) -> None:
-        t = self.query_one(DataTable)
-        row = t.cursor_row  # the cursor stays where it was when the panel is shown again
-        t.clear()
         self.rows = {r["name"]: r for r in rows}
+        cells = []
         for r in rows:
             ratio = grad_ratio(r)
             style = "red" if bad(r.get("grad_norm")) or bad(r.get("weight_norm")) else (
                 "yellow" if ratio is not None and ratio < 1e-6 else "")
             name = "  " * max(0, r["depth"] - 1) + r["name"]
-            cells = [name, r["type"], str(r.get("output_shape") or "-"), str(r["params"]), num(r.get("weight_norm"), 3),
-                     num(r.get("grad_norm"), 3), num(ratio, 2), "train" if r["training"] else "eval"]
-            t.add_row(*[Text(c, style=style) for c in cells], key=r["name"])
-        if rows:
-            t.move_cursor(row=min(row, len(rows) - 1))
+            line = [name, r["type"], str(r.get("output_shape") or "-"), str(r["params"]), num(r.get("weight_norm"), 3),
+                    num(r.get("grad_norm"), 3), num(ratio, 2), "train" if r["training"] else "eval"]
+            cells.append([Text(c, style=style) for c in line])
+        t = self.query_one(DataTable)
+        gone = fill_fitted(t, self, self.COLUMNS, cells, [r["name"] for r in rows], flexible=0, drop=self.DROP,
+                           narrowest=max((len(c[0].plain) for c in cells), default=0))  # a name wraps last
+        self.query_one(Label).update(self.HINT + left_out(gone))
 
 
 # ---------------------------------------------------------------------- tensor
@@ -360,29 +363,39 @@ STATE_STYLE = {"dead": "red", "exited": "red", "in collective": "yellow"}
 class RanksPanel(Loads, Vertical):
     """Every rank side by side: state, step, phase, last loss and grad norm, and why."""
 
+    DEFAULT_CSS = "RanksPanel #ranks-table { height: 1fr; }  /* the hint under it stays in sight */"
+
     async def load(self, source: Any, status: dict[str, Any], history: list[dict[str, Any]]) -> None:
         rows = await ask(self, "ranks", source.rank_table())
         if rows is not None:
             self.show(rows, source.current)
 
+    COLUMNS = ("rank", "state", "step", "phase", "loss", "grad norm", "note")
+    DROP = (5, 4, 3)  # left out first at a narrow width: grad norm, then loss, then phase (the note wraps)
+    HINT = "t: view the next rank · Enter: view the selected rank · a rank that differs is the one to look at"
+    shown: tuple[list[dict[str, Any]], int] | None = None  # the rows and the rank in view, last shown
+
     def compose(self) -> ComposeResult:
         yield Label("", id="ranks-stall", classes="hint")
         yield DataTable(id="ranks-table", cursor_type="row")
-        yield Label("t: view the next rank · Enter: view the selected rank · a rank that differs is the one to "
-                    "look at", classes="hint")
+        yield Label(self.HINT, id="ranks-hint", classes="hint")
 
-    def on_mount(self) -> None:
-        self.query_one(DataTable).add_columns("rank", "state", "step", "phase", "loss", "grad norm", "note")
+    def on_resize(self) -> None:
+        if self.shown:
+            self.show(*self.shown)
 
     def show(self, rows: list[dict[str, Any]], current: int) -> None:
+        self.shown = (rows, current)
         stall = stall_of(rows)
         said = self.query_one("#ranks-stall", Label)
         said.update(Text(f"stalled: {stall['diagnosis']}", style="bold red") if stall else "")
         said.display = bool(stall)
-        t = self.query_one(DataTable)
-        t.clear()
+        cells = []
         for r in rows:
             style = "bold" if r["rank"] == current else STATE_STYLE.get(r["state"], "")
-            cells = [f"{'▶ ' if r['rank'] == current else '  '}{r['rank']}", r["state"], num(r["step"]),
-                     num(r["phase"]), num(r["loss"]), num(r["grad_norm"]), r["note"]]
-            t.add_row(*[Text(str(c), style=style) for c in cells], key=str(r["rank"]))
+            line = [f"{'▶ ' if r['rank'] == current else '  '}{r['rank']}", r["state"], num(r["step"]),
+                    num(r["phase"]), num(r["loss"]), num(r["grad_norm"]), r["note"]]
+            cells.append([Text(str(c), style=style) for c in line])
+        gone = fill_fitted(self.query_one(DataTable), self, self.COLUMNS, cells, [str(r["rank"]) for r in rows],
+                           flexible=6, drop=self.DROP, narrowest=30)
+        self.query_one("#ranks-hint", Label).update(self.HINT + left_out(gone))
