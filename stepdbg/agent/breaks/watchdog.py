@@ -39,8 +39,15 @@ class Watchdog:
     def start(self) -> None:
         self._thread.start()
 
-    def stop(self) -> None:
+    def stop(self, wait: float = 10.0) -> None:
+        """Stop, and wait (at most `wait` s) for the thread to end: it may be in a torch call
+        (the job's store) that gave up the GIL. A daemon thread that takes the GIL back while
+        the interpreter finalizes is ended by pthread_exit, whose unwinding through torch's
+        C++ aborts the rank (`terminate called without an active exception`, SIGABRT: a
+        torchrun job ended with `q` exited 1, not 3, once in CI)."""
         self._stop.set()
+        if self._thread.is_alive() and self._thread is not threading.current_thread():
+            self._thread.join(timeout=wait)
 
     def _run(self) -> None:
         m = self.model

@@ -47,6 +47,7 @@ MAX_UNAUTHENTICATED = 16  # connections waiting to say hello at once, per listen
 PER_PEER = 4  # of those, from one TCP address
 PREAUTH_MAX_FRAME = 4096  # a hello is tiny
 REQUESTS_IN_FLIGHT = 64  # per client; more are answered with an error, not queued
+WORKERS_GRACE = 1.0  # seconds the end waits for requests still running (a torch call among them)
 
 
 @dataclass(eq=False)
@@ -58,6 +59,7 @@ class Peer:
     role: str  # "frontend" or "probe" (stepdbg ls: not counted as attached)
     then: str = "stay"  # what happens to the job when this client leaves (op_detach)
     attached: bool = False
+    worker: threading.Thread | None = None  # runs its requests (torch calls among them)
 
 
 class Server:
@@ -129,6 +131,12 @@ class Server:
         for p in peers:
             p.outbox.close(wait=1.0)  # the exited event goes out first; a client that does not read waits for nobody
             p.conn.close()
+        # A request in a torch call as the interpreter finalizes would abort the process (see
+        # Watchdog.stop): the workers end with their connections; wait a little for them.
+        deadline = time.monotonic() + WORKERS_GRACE
+        for p in peers:
+            if p.worker is not None and p.worker is not threading.current_thread():
+                p.worker.join(timeout=max(0.0, deadline - time.monotonic()))
         for sock in self._socks:
             with contextlib.suppress(OSError):
                 sock.close()
@@ -235,6 +243,7 @@ class Server:
         peer = Peer(conn, Outbox(sock, on_drop=lambda why: self.session.say(f"dropped a client: {why}")), role)
         requests: queue.Queue[dict[str, Any] | None] = queue.Queue(maxsize=REQUESTS_IN_FLIGHT)
         worker = threading.Thread(target=self._work, args=(peer, requests), name="stepdbg-requests", daemon=True)
+        peer.worker = worker
         try:
             assert self.info is not None
             peer.outbox.put({"type": "welcome", "version": protocol.VERSION, "session": self.info.public(),

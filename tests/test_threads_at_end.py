@@ -1,0 +1,34 @@
+"""stepdbg's threads that call into torch are over when the session stops: a daemon
+thread still in a torch call (the job's store, a tensor's statistics) as the interpreter
+finalizes is ended by pthread_exit, and the process then aborts with SIGABRT
+(`terminate called without an active exception`) instead of exiting with its code: a
+torchrun job ended with `q` exited 1, not 3, once in CI."""
+
+from __future__ import annotations
+
+from stepdbg import client
+
+
+def test_the_watchdog_thread_has_ended_when_stop_returns(session_factory):
+    for _ in range(20):  # (before, stop() only set an event: the thread was alive after it, nearly always)
+        s = session_factory("stall>30")
+        thread = s._watchdog._thread
+        assert thread.is_alive()
+        s.stop()
+        assert not thread.is_alive()
+
+
+def test_a_clients_request_worker_has_ended_when_the_session_stops(session_factory, private_runtime_dir):
+    from stepdbg.agent.serve.server import serve
+
+    s = session_factory("nan")
+    server = serve(s, announce=False)
+    c = client.connect(server.info.id)
+    try:
+        assert c.status()["frontends"] == 1
+        (peer,) = server._peers
+        assert peer.worker is not None and peer.worker.is_alive()
+        s.stop()
+        assert not peer.worker.is_alive()
+    finally:
+        c.close()
