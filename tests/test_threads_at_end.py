@@ -18,7 +18,7 @@ def test_the_watchdog_thread_has_ended_when_stop_returns(session_factory):
         assert not thread.is_alive()
 
 
-def test_a_clients_request_worker_has_ended_when_the_session_stops(session_factory, private_runtime_dir):
+def test_a_clients_threads_have_ended_when_the_session_stops(session_factory, private_runtime_dir):
     from stepdbg.agent.serve.server import serve
 
     s = session_factory("nan")
@@ -26,9 +26,9 @@ def test_a_clients_request_worker_has_ended_when_the_session_stops(session_facto
     c = client.connect(server.info.id)
     try:
         assert c.status()["frontends"] == 1
-        (peer,) = server._peers
-        assert peer.worker is not None and peer.worker.is_alive()
+        threads = set(server._threads)
+        assert {t.name for t in threads} == {"stepdbg-client", "stepdbg-requests"}
         s.stop()
-        assert not peer.worker.is_alive()
+        assert not any(t.is_alive() for t in threads)
     finally:
         c.close()

@@ -59,7 +59,6 @@ class Peer:
     role: str  # "frontend" or "probe" (stepdbg ls: not counted as attached)
     then: str = "stay"  # what happens to the job when this client leaves (op_detach)
     attached: bool = False
-    worker: threading.Thread | None = None  # runs its requests (torch calls among them)
 
 
 class Server:
@@ -72,6 +71,7 @@ class Server:
         self.info: sessions.SessionInfo | None = None
         self._socks: list[socket.socket] = []
         self._peers: set[Peer] = set()
+        self._threads: set[threading.Thread] = set()  # each connection's reader and request worker, while they run
         self._unauthenticated: dict[str, int] = {}  # per listener ("unix", "tcp") and per TCP address
         self._lock = threading.Lock()
         self._stopped = threading.Event()
@@ -131,12 +131,14 @@ class Server:
         for p in peers:
             p.outbox.close(wait=1.0)  # the exited event goes out first; a client that does not read waits for nobody
             p.conn.close()
-        # A request in a torch call as the interpreter finalizes would abort the process (see
-        # Watchdog.stop): the workers end with their connections; wait a little for them.
+        # A connection's thread in a torch call (a status, a tensor's statistics) as the
+        # interpreter finalizes would abort the process (see Watchdog.stop): they end with
+        # their connections; wait a little for them.
         deadline = time.monotonic() + WORKERS_GRACE
-        for p in peers:
-            if p.worker is not None and p.worker is not threading.current_thread():
-                p.worker.join(timeout=max(0.0, deadline - time.monotonic()))
+        with self._lock:
+            threads = [t for t in self._threads if t is not threading.current_thread()]
+        for t in threads:
+            t.join(timeout=max(0.0, deadline - time.monotonic()))
         for sock in self._socks:
             with contextlib.suppress(OSError):
                 sock.close()
@@ -205,6 +207,19 @@ class Server:
 
     # ------------------------------------------------------------------ connections
 
+    def _tracked(self, target: Any, args: tuple[Any, ...]) -> None:
+        try:
+            target(*args)
+        finally:
+            with self._lock:
+                self._threads.discard(threading.current_thread())
+
+    def _started_thread(self, target: Any, args: tuple[Any, ...], name: str) -> None:
+        t = threading.Thread(target=self._tracked, args=(target, args), name=name, daemon=True)
+        with self._lock:
+            self._threads.add(t)
+        t.start()
+
     def _accept_loop(self, listener: socket.socket) -> None:
         while not self._stopped.is_set():
             try:
@@ -222,7 +237,7 @@ class Server:
                 with contextlib.suppress(OSError):
                     sock.close()
                 continue
-            threading.Thread(target=self._serve, args=(sock, slots), name="stepdbg-client", daemon=True).start()
+            self._started_thread(self._serve, (sock, slots), "stepdbg-client")
 
     def _serve(self, sock: socket.socket, slots: list[str]) -> None:
         conn = protocol.Connection(sock, max_frame=PREAUTH_MAX_FRAME)
@@ -242,8 +257,8 @@ class Server:
         conn.set_max_frame(protocol.MAX_FRAME)
         peer = Peer(conn, Outbox(sock, on_drop=lambda why: self.session.say(f"dropped a client: {why}")), role)
         requests: queue.Queue[dict[str, Any] | None] = queue.Queue(maxsize=REQUESTS_IN_FLIGHT)
-        worker = threading.Thread(target=self._work, args=(peer, requests), name="stepdbg-requests", daemon=True)
-        peer.worker = worker
+        worker = threading.Thread(target=self._tracked, args=(self._work, (peer, requests)), name="stepdbg-requests",
+                                  daemon=True)
         try:
             assert self.info is not None
             peer.outbox.put({"type": "welcome", "version": protocol.VERSION, "session": self.info.public(),
@@ -253,6 +268,8 @@ class Server:
             if role != "probe":
                 self.session.attach()
                 peer.attached = True
+            with self._lock:
+                self._threads.add(worker)
             worker.start()
             self._read(peer, requests)
         except Exception as e:  # never let a client take the job down
