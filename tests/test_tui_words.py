@@ -123,3 +123,54 @@ async def test_the_log_shows_a_break_once_with_its_place_under_it():
         assert lines.index("step 20 loss 0.7733") < first < lines.index(at), lines
         assert lines.count(at) == 1 and not [ln for ln in lines if ln.startswith("stepdbg: break")], lines
         no_exception_on_screen(app)
+
+
+# ---------------------------------------------------------------------- item 10: overfit's finding, once
+
+CANNOT = ("the loss went from 1.422 to 1.42 (best 1.42) in 100 steps on one batch: it cannot fit even one "
+          "batch")
+ADVICE = ("check for frozen layers (requires_grad), a too-low LR, the loss reduction (sum vs mean) and that "
+          "targets match the outputs")
+
+
+def test_overfits_verdict_is_one_finding_said_once_with_its_advice(capsys, monkeypatch):
+    """`stepdbg overfit`'s summary at 80 columns: the verdict that it cannot fit is said once,
+    in its box, with its advice, and the count names it (the box and then the same finding
+    as a block said it twice); another finding is listed under it as before."""
+    from stepdbg_tui.doctor import show
+
+    monkeypatch.setenv("COLUMNS", "80")
+    verdict = {"rule": "cannot_overfit", "severity": "error", "step": 100, "message": CANNOT, "advice": ADVICE}
+    show([verdict], 100, 1, {"reached_near_zero": False, "verdict": CANNOT})
+    out = capsys.readouterr().out
+    words = " ".join(out.replace("│", " ").split())
+    assert words.count("it cannot fit even one batch") == 1 and words.count("try:") == 1, out
+    assert f"try: {ADVICE}" in words and "error cannot_overfit (step 100)" in words, out
+    assert words.endswith("stepdbg overfit: 1 finding in 100 steps: the one above"), out
+    assert max(len(line) for line in out.splitlines()) <= 80, out
+
+    other = {"rule": "stale_grad", "severity": "warning", "step": 3, "message": "grads grew by 2x", "advice": "a"}
+    show([verdict, other], 100, 1, {"reached_near_zero": False, "verdict": CANNOT})
+    words = " ".join(capsys.readouterr().out.replace("│", " ").split())
+    assert words.count("cannot fit") == 1 and "2 findings in 100 steps: the one above, and" in words, words
+    assert "warning stale_grad (step 3) grads grew by 2x" in words, words
+
+
+@pytest.mark.slow
+def test_overfit_on_the_demo_prints_its_verdict_once():
+    """`stepdbg overfit python demos/cannot_overfit.py` at 80 columns, as a person runs it:
+    its summary (stdout) says the verdict once, with its advice, exit code 1. (The agent's
+    own line on stderr during the run is the job's, as for every doctor finding.)"""
+    import os
+    import subprocess
+    import sys
+
+    from conftest import DEMOS, ROOT
+
+    run = subprocess.run([sys.executable, "-m", "stepdbg", "overfit", sys.executable, str(DEMOS / "cannot_overfit.py")],
+                         capture_output=True, text=True, timeout=600, cwd=ROOT, stdin=subprocess.DEVNULL,
+                         env={**os.environ, "COLUMNS": "80"})
+    words = " ".join(run.stdout.replace("│", " ").split())
+    assert run.returncode == 1, run.stderr[-2000:]
+    assert words.count("cannot fit even one batch") == 1 and words.count("try:") == 1, run.stdout
+    assert "Traceback" not in run.stderr, run.stderr[-2000:]

@@ -14,6 +14,7 @@ from rich.console import Console
 from rich.padding import Padding
 from rich.panel import Panel
 from rich.table import Table
+from rich.text import Text
 
 from stepdbg.wire import files
 
@@ -76,13 +77,20 @@ def show(findings: list[dict[str, Any]], steps: int | None, code: int, overfit: 
     title = f"{command}: {len(findings)} finding{'s' if len(findings) != 1 else ''} in {steps} steps"
     if overfit is not None:
         fits = overfit["reached_near_zero"]
-        console.print(Panel(overfit["verdict"], title="overfit one batch",
+        verdict = next((f for f in findings if f["rule"] == "cannot_overfit"), None)
+        words = Text(overfit["verdict"])
+        if verdict is not None:  # the verdict is that finding: said once, here, with its advice
+            words.append("\ntry: ", style="italic").append(verdict["advice"])
+            findings = [f for f in findings if f is not verdict]
+            title += ": the one above" + (", and" if findings else "")
+        said = f": error cannot_overfit (step {verdict['step']})" if verdict else ""
+        console.print(Panel(words, title=f"overfit one batch{said}",
                             style="yellow" if fits is None else "green" if fits else "red"))
         if fits is None:  # nothing was tried: there is nothing more to say
             return
-    if not findings:
-        console.print(f"[bold green]{title}[/]: nothing to report" + (f" (the script exited with {code})" if code else ""))
-        return
+        if verdict is not None and not findings:
+            console.print(f"[bold]{title}[/]")
+            return
     if console.width < NARROW:  # five columns in 80 broke words in two ('cross_entrop' / 'y')
         console.print(f"[bold]{title}[/]")
         for f in findings:
