@@ -7,8 +7,13 @@ after --steps steps as doctor stops), writing their records into a private tempo
 end. The records are compared in the order things happened (stepdbg/wire/step_diff.py)
 and the first divergence is printed: in words, or with --json as one JSON object.
 
-Exit codes: 0 the runs agree, 1 they differ, 2 a bad argument or a run that failed
-(one line says which and why).
+Each job runs in a process group of its own (its DataLoader workers with it), watched
+here: a progress line on stderr while it runs long (its steps recorded so far), ended at
+--timeout. SIGINT, SIGTERM or SIGHUP to this process ends the running job's process
+group, removes the folder and exits 128 + the signal's number, in one line.
+
+Exit codes: 0 the runs agree, 1 they differ, 2 a bad argument or a run that failed or
+ran past --timeout (one line says which and why), 128 + N when stopped by signal N.
 """
 
 from __future__ import annotations
@@ -18,18 +23,22 @@ import math
 import os
 import shlex
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
 import textwrap
 from typing import Any
 
+from ..wire.agent_config import FINGERPRINT_LIMIT
 from ..wire.step_diff import Record, RecordError, first_divergence, read_record
 from . import isolated
 from .common import Parser, UsageError, add_run_options, run_config, steps
+from .diff_jobs import SIGNALS, StopOnSignal, Stopped, TimedOut, end_group, in_child, watch
 
 EXIT_AGREE, EXIT_DIFFER, EXIT_BAD = 0, 1, 2
 MAX_CALLS = 4096  # module calls fingerprinted per step (each about 0.5 KB in the record)
+TIMEOUT = 3600.0  # seconds one run may take (--timeout)
 DESCRIPTION = ("Run two command lines (each in one argument) under stepdbg for N steps, recording a "
                "fingerprint of the batch, the parameters, every module call's inputs and outputs, the loss, "
                "the gradients and the update, and print where the runs first differ: the step, phase, module, "
@@ -40,7 +49,9 @@ examples:
   stepdbg diff "python train.py --eps 1e-5" "python train.py --eps 1e-3" --steps 2
   stepdbg diff --json --atol 1e-6 --rtol 1e-5 "python a.py" "python b.py"
 
-exit codes: 0 the runs agree, 1 they differ, 2 a bad argument or a run that failed."""
+exit codes: 0 the runs agree, 1 they differ, 2 a bad argument or a run that failed or ran
+past --timeout, 128+N stopped by signal N (130 Ctrl-C, 143 SIGTERM): the running job and
+its workers are ended first."""
 
 
 class RunFailed(Exception):
@@ -60,12 +71,31 @@ def _tolerance(flag: str) -> Any:
     return parse
 
 
+def _steps(value: str) -> int:
+    n = steps(value)
+    if n > FINGERPRINT_LIMIT:  # the recorder's own cap, refused before a job starts
+        raise UsageError(f"--steps is at most {FINGERPRINT_LIMIT:,} (the steps a run records), not {value}")
+    return n
+
+
 def _max_calls(value: str) -> int:
     try:
         n = steps(value)
     except UsageError:
         raise UsageError(f"--max-calls needs a whole number >= 1, not {value!r}") from None
+    if n > FINGERPRINT_LIMIT:
+        raise UsageError(f"--max-calls is at most {FINGERPRINT_LIMIT:,} (module calls a step), not {value}")
     return n
+
+
+def _timeout(value: str) -> float:
+    try:
+        x = float(value)
+    except ValueError:
+        x = math.nan
+    if not 0 <= x < math.inf:
+        raise UsageError(f"--timeout needs a number of seconds >= 0 (0: no limit), not {value!r}")
+    return x
 
 
 def parser() -> Parser:
@@ -73,7 +103,7 @@ def parser() -> Parser:
                description=textwrap.fill(DESCRIPTION, 88), epilog=EPILOG)
     p.add_argument("a", metavar="A", help='the first command line, in one argument: "python train.py --lr 3e-4"')
     p.add_argument("b", metavar="B", help="the second command line")
-    p.add_argument("--steps", type=steps, default=1, metavar="N", help="how many steps to compare (default 1)")
+    p.add_argument("--steps", type=_steps, default=1, metavar="N", help="how many steps to compare (default 1)")
     p.add_argument("--json", action="store_true", help="print the answer as one JSON object, alone on stdout")
     p.add_argument("--atol", type=_tolerance("--atol"), default=0.0, metavar="X",
                    help="absolute tolerance on the fingerprints' numbers (default 0: bitwise)")
@@ -81,6 +111,9 @@ def parser() -> Parser:
                    help="relative tolerance on the fingerprints' numbers (default 0: bitwise)")
     p.add_argument("--max-calls", type=_max_calls, default=MAX_CALLS, metavar="N",
                    help=f"module calls fingerprinted per step (default {MAX_CALLS}); later ones are left out, and said")
+    p.add_argument("--timeout", type=_timeout, default=TIMEOUT, metavar="SECONDS",
+                   help=f"end a run that has not finished after SECONDS (default {TIMEOUT:g}, each run; 0: no "
+                        "limit) and exit 2; a run that takes long says its steps recorded so far on stderr")
     return p
 
 
@@ -121,15 +154,28 @@ def job(label: str, line: str, folder: str, n: int, max_calls: int) -> tuple[lis
 
 
 def run_one(label: str, line: str, cmd: list[str], env: dict[str, str], record: str, n: int,
-            folder: str) -> Record:
-    """Run one command to its end; its record, or RunFailed saying why there is none."""
+            folder: str, timeout: float, running: list[subprocess.Popen[bytes]]) -> Record:
+    """Run one command to its end; its record, or RunFailed saying why there is none. The
+    job is in `running` while it runs (main ends it if this process is stopped)."""
     print(f"running {label}: {line}", file=sys.stderr, flush=True)
     log = os.path.join(folder, f"{label}.log")
     with open(log, "wb") as out:
+        held = signal.pthread_sigmask(signal.SIG_BLOCK, SIGNALS)  # a stop now would lose the child's pid
         try:
-            code = subprocess.call(cmd, env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT)
+            proc = subprocess.Popen(cmd, env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
+                                    start_new_session=True, preexec_fn=in_child)
+            running.append(proc)
         except OSError as e:
             raise RunFailed(f"{label} could not start ({cmd[0]}: {e.strerror or e})") from None
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, held)
+    try:
+        watch(label, proc, record, n, timeout)
+    except TimedOut as e:
+        raise RunFailed(str(e)) from None
+    end_group(proc)  # what its group left behind (DataLoader workers), then the exit code
+    running.remove(proc)
+    code = proc.returncode
     if code != 0:
         how = f"was killed by signal {-code}" if code < 0 else f"failed (exit code {code})"
         raise RunFailed(f"{label} {how}: {_last_line(log) or 'it printed nothing'}")
@@ -193,6 +239,24 @@ def words(result: dict[str, Any]) -> str:
 
 def main(argv: list[str]) -> int:
     ns = parser().parse_args(argv)
+    stop = StopOnSignal()
+    old = {sig: signal.signal(sig, stop) for sig in SIGNALS}
+    try:
+        code = _diff(ns, stop)
+    except Stopped as e:
+        code = 128 + e.signum
+    finally:
+        for sig, handler in old.items():
+            signal.signal(sig, handler)
+    if stop.signum is not None:
+        print(f"stepdbg diff: stopped by {signal.Signals(stop.signum).name}: the running job was ended with its "
+              "process group (its workers), and the temporary folder removed", file=sys.stderr, flush=True)
+        return 128 + stop.signum
+    return code
+
+
+def _diff(ns: Any, stop: StopOnSignal) -> int:
+    running: list[subprocess.Popen[bytes]] = []
     folder = tempfile.mkdtemp(prefix="stepdbg-diff-")  # 0700, ours alone
     try:
         if is_bundle(ns.a) != is_bundle(ns.b):
@@ -202,12 +266,18 @@ def main(argv: list[str]) -> int:
         recs = {}
         for label, line in (("A", ns.a), ("B", ns.b)):
             cmd, env, record = jobs[label]
-            recs[label] = run_one(label, line, cmd, env, record, ns.steps, folder)
+            recs[label] = run_one(label, line, cmd, env, record, ns.steps, folder, ns.timeout, running)
     except RunFailed as e:
         print(f"stepdbg diff: {e}", file=sys.stderr)
         return EXIT_BAD
     finally:
+        stop.holding = True  # from here a signal waits: the jobs are ended and the folder removed first
+        for proc in running:
+            end_group(proc)
         shutil.rmtree(folder, ignore_errors=True)
+    if stop.signum is not None:
+        return 128 + stop.signum
+    stop.holding = False
     result = answer(ns, recs)
     if ns.json:
         print(json.dumps(result, indent=2))
