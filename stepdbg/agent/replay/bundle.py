@@ -45,7 +45,7 @@ from typing import Any
 import torch
 
 from stepdbg.agent.measure.tensors import sharded_across_ranks
-from stepdbg.agent.replay import bundle_check, partials
+from stepdbg.agent.replay import bundle_check, partials, rank_origin
 from stepdbg.agent.replay.bundle_check import FORMAT, BundleError
 from stepdbg.version import __version__
 from stepdbg.wire.protocol import plain
@@ -265,8 +265,11 @@ def write(directory: Path, name: str, root: torch.nn.Module, cap: dict[str, Any]
         "sample_indices": weights_only(cap.get("sample_indices"), "sample_indices", left_out),
     }
     first = next(iter(params.values()), None)
+    if rank_origin.own_loss_nonfinite(brk):  # this rank's own loss: the others' bundles name this rank
+        rank_origin.publish(cap.get("step"))
     meta = {
         "format": FORMAT, "step": cap.get("step"), "rank": extra.get("rank"), "break": brk,
+        "world": rank_origin.world(), "born_on_rank": rank_origin.born_on(cap.get("step")),
         "parameters": which, "sharded": sharded, "device": str(first.device) if first is not None else "cpu",
         "output_finite": extra.get("output_finite"), "kernels": kernels_json(cap.get("kernels")),
         "history": list(extra.get("history") or [])[-HISTORY:], "model": model_source(root, extra.get("argv") or []),

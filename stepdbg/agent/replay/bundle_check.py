@@ -130,7 +130,8 @@ def meta(path: Path, raw: bytes) -> dict[str, Any]:
     if not isinstance(obj, dict) or type(obj.get("format")) is not int or obj.get("format") != FORMAT:
         raise BundleError(f"{path}: not a bundle of format {FORMAT} (stepdbg {__version__})")
     _need(path, obj, "step", int, "a step number", optional=False)
-    _need(path, obj, "rank", (int, type(None)), "a rank")
+    for key in ("rank", "world", "born_on_rank"):  # (world and born_on_rank: a job of many ranks')
+        _need(path, obj, key, (int, type(None)), "a rank")
     _need(path, obj, "output_finite", (bool, type(None)), "true, false or null")
     sharded = _need(path, obj, "sharded", _OPTIONAL_STR, "why the parameters were not saved, or null")
     if sharded is not None:

@@ -146,6 +146,8 @@ def replay_bundle(path: Path, spec: str | None = None, device: str | None = None
     # The break as the replay reads it (phase, condition(s), scalars): breaks.Break's fields.
     brk = SimpleNamespace(**{"conditions": [], "scalars": {}, "phase": None, "condition": "", **brk_record}) \
         if brk_record else None
+    if brk is not None and meta.get("world"):  # (a rank of a job: its gradients were all-reduced)
+        brk.details = {**(brk_record.get("details") or {}), "world": meta["world"], "born_on_rank": meta.get("born_on_rank")}
     cap, ran_on, dev = captured(meta, data, device)
     notes = [f"the inputs held what a bundle does not keep: {', '.join(meta['left_out'][:3])}"] if meta.get("left_out") else []
     if meta.get("parameters") == "sharded":

@@ -25,6 +25,9 @@ from typing import Any
 
 import torch
 
+from stepdbg.agent.replay import rank_origin
+from stepdbg.agent.replay.rank_origin import from_rank_words
+
 NONFINITE_CONDITIONS = ("nan", "inf", "nonfinite", "activations")
 REPRODUCED = "reproduced from the same state: the fault is in the model, the data or the state"
 TRANSIENT = ("not reproduced from the same state: a transient fault (a flaky device, a race, non-determinism); "
@@ -32,9 +35,7 @@ TRANSIENT = ("not reproduced from the same state: a transient fault (a flaky dev
              "--on-break skip), and run the step on other hardware to tell which")
 
 
-FROM_ANOTHER_RANK = ("not on this rank: its own forward and backward, replayed, stay finite; the non-finite "
-                     "gradients came in through the all-reduce from another rank, whose replay names where they "
-                     "are born (if no rank's replay makes them again, a transient fault)")
+FROM_ANOTHER_RANK = from_rank_words(None)
 
 
 def judge(result: dict[str, Any], brk: Any, history: list[dict[str, Any]], params: list[torch.Tensor],
@@ -45,6 +46,7 @@ def judge(result: dict[str, Any], brk: Any, history: list[dict[str, Any]], param
         result["not_exact"] = why
     if result.get("first_nonfinite") is not None:  # (an exception's break too: BCE refuses a NaN input)
         result["reproduced"], result["verdict"] = True, REPRODUCED
+        rank_origin.publish(result.get("step"))  # (the other ranks' replays say it came from this one)
         return
     if not _fault_seen(brk, history):
         result["reproduced"], result["verdict"] = None, None
@@ -60,6 +62,10 @@ def judge(result: dict[str, Any], brk: Any, history: list[dict[str, Any]], param
                              "replay says where the value is born")
         return
     result["reproduced"], result["verdict"] = _replayed_finite(result, brk, original_output_finite)
+    if result["verdict"] == FROM_ANOTHER_RANK:
+        source = _born_on(result.get("step"), brk)
+        if source is not None:
+            result["from_rank"], result["verdict"] = source, from_rank_words(source)
 
 
 def _replayed_finite(result: dict[str, Any], brk: Any, original_output_finite: bool | None) -> tuple[bool | None, str]:
@@ -77,15 +83,22 @@ def _replayed_finite(result: dict[str, Any], brk: Any, original_output_finite: b
                       "in the loss computation, after the model, whose graph only a live replay searches "
                       "(--on-break replay: a bundle holds the model, not the loss's graph)")
     if result.get("backward_replayed") and replayed_finite:
-        return (None, FROM_ANOTHER_RANK) if _many_ranks() else (False, TRANSIENT)
+        return (None, FROM_ANOTHER_RANK) if _many_ranks(brk) else (False, TRANSIENT)
     return None, ("could not tell: the replay did not run the stage where the value appeared (no gradient was "
                   "captured at the model output for its backward)")
 
 
-def _many_ranks() -> bool:
-    """A job of several ranks, whose gradients are reduced across them (DDP, FSDP)."""
-    dist = torch.distributed
-    return dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1
+def _many_ranks(brk: Any) -> bool:
+    """A job of several ranks, whose gradients are reduced across them (DDP, FSDP): this
+    one, or, replayed from a bundle, the job that saved it (its break's `world`)."""
+    world = (getattr(brk, "details", None) or {}).get("world")
+    return rank_origin.world() is not None or (isinstance(world, int) and world > 1)
+
+
+def _born_on(step: Any, brk: Any) -> int | None:
+    """The rank whose own step made the value: said in the job's store, or in the bundle."""
+    recorded = (getattr(brk, "details", None) or {}).get("born_on_rank")
+    return recorded if isinstance(recorded, int) and not isinstance(recorded, bool) else rank_origin.born_on(step)
 
 
 def _other_ranks_break(brk: Any) -> int | None:
