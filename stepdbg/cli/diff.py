@@ -219,6 +219,8 @@ def answer(ns: Any, recs: dict[str, Record]) -> dict[str, Any]:
         found["tolerance"] = tolerance
     return {"first_divergence": found, "steps": ns.steps, "tolerance": tolerance,
             "fingerprints": {k: r.entries() for k, r in recs.items()}, "calls_left_out": capped,
+            "unreadable": {k: len(r.unreadable()) for k, r in recs.items()},
+            "first_unreadable": {k: (r.unreadable() or [None])[0] for k, r in recs.items()},
             "max_calls": ns.max_calls, "a": ns.a, "b": ns.b}
 
 
@@ -234,6 +236,8 @@ def words(result: dict[str, Any]) -> str:
         first = "first divergence: " + d["summary"]
     left = [f"{k}: {v} module calls past --max-calls ({result['max_calls']}) left out"
             for k, v in result["calls_left_out"].items() if v]
+    left += [f"{k}: {v} tensor{'s' if v != 1 else ''} could not be read, compared by shape and dtype only "
+             f"(first: {result['first_unreadable'][k]})" for k, v in result["unreadable"].items() if v]
     return "\n".join([first, f"tolerance: {tol}", *left, f"A: {result['a']}", f"B: {result['b']}"])
 
 

@@ -5,7 +5,8 @@ line, then per step its entries in the order they happened and a ``step`` line, 
 ``end`` line. An entry is ``{step, phase, module, what, call, fp}`` (plus ``class``,
 ``file``, ``line``, ``defined_at`` for a module's call); ``fp`` is a tensor's fingerprint:
 ``shape``, ``dtype``, ``hash`` (of its bytes), ``nonfinite``, ``stats`` (mean, mean |x|,
-rms, max |x| of the finite values) and ``samples`` (values at evenly spaced positions).
+rms, max |x| of the finite values) and ``samples`` (values at evenly spaced positions);
+or, for a tensor that could not be read, ``unreadable`` (why) in place of the numbers.
 
 ``first_divergence(a, b, atol, rtol)`` walks two records in order and returns the first
 entry that differs, as the JSON answer's ``first_divergence`` object, or None. Bitwise
@@ -44,6 +45,12 @@ class Record:
 
     def entries(self) -> int:
         return sum(len(v) for s, v in self.steps.items() if s in self.step_lines)
+
+    def unreadable(self) -> list[str]:
+        """The entries whose tensor could not be read (compared by shape and dtype only),
+        each as "where: why"."""
+        return [f"step {s}, {_label(e)}: {e['fp']['unreadable'][:200]}" for s, v in sorted(self.steps.items())
+                if s in self.step_lines for e in v if isinstance(e["fp"].get("unreadable"), str)]
 
 
 def read_record(path: str) -> Record:
@@ -112,7 +119,7 @@ def compare(fa: dict[str, Any], fb: dict[str, Any], atol: float, rtol: float) ->
     """How two fingerprints differ ({reason, max_abs, max_rel, past}), or None if they agree.
     `past`: how many times the tolerance the largest difference is (None when bitwise)."""
     for key, words in (("none", "one is None"), ("shape", "shapes differ"), ("dtype", "dtypes differ"),
-                       ("unreadable", "one could not be read")):
+                       ("parts", "the nested tensors' parts differ in shape"), ("unreadable", "one could not be read")):
         if fa.get(key) != fb.get(key):
             return {"reason": f"{words}: {fa.get(key)} vs {fb.get(key)}", "max_abs": None, "max_rel": None,
                     "past": None}
