@@ -18,7 +18,7 @@ import sys
 import threading
 import time
 import traceback
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import IO, Any
 
 from stepdbg.client import Endpoint, TargetError
@@ -65,6 +65,8 @@ async def _run(target: str | None, token: str | None, output: list[tuple[str, st
     client = await _open(target, token, ranks, torchrun)
     app = StepdbgApp(client, reconnect=lambda: _open(target, token, ranks, torchrun))
     hold["app"] = app
+    if hold.get("ctrl_c") is not None:
+        hold["ctrl_c"].showing(app)
     app.log_buffer.extend(output or [])  # what the job printed before the UI came up
     app.output_shown = output is not None  # a job started here: its output comes to the Log
     try:
@@ -72,6 +74,8 @@ async def _run(target: str | None, token: str | None, output: list[tuple[str, st
     finally:
         hold["app"] = None
     source = app.source  # the source in use (after a reconnect, a new one)
+    if choice == "ctrl-c":  # the terminal's Ctrl-C before the TUI had it: the job handles it
+        choice = None
     if choice == "end" and source.exited is None:
         with contextlib.suppress(Exception):
             await source.end()
@@ -105,20 +109,69 @@ def launch_tui(cmd: list[str], env: dict[str, str], ranks: int | None = None) ->
     The child's stdout/stderr go to the Log panel while the UI runs and to this terminal
     after it closes (nothing is lost); the child's exit code is returned. If this process
     fails, the job goes on (as when it is killed), and the traceback is followed by where."""
-    child, kept, streams = _start(cmd, env)
+    ctrl_c = CtrlC()
+    previous = signal.signal(signal.SIGINT, ctrl_c)
     try:
-        return _launched(child, kept, streams, ranks)
-    except Exception:
-        if child.poll() is None:
-            traceback.print_exc()
-            print(f"stepdbg: the job goes on without stepdbg (pid {child.pid}; `stepdbg ls` lists it, `stepdbg "
-                  f"attach` reaches it); its output goes to {keeper.output_path(child.pid)}", file=sys.stderr, flush=True)
-            return 1
-        raise
+        # One process (not torchrun, whose own handling must get it): the job starts with Ctrl-C
+        # blocked, and its agent takes it once it can hold it; Python's start, interrupted,
+        # says "Fatal Python error: init_import_site" and a traceback of its own (exit 1).
+        blocked = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT}) if ranks is None else None
+        try:
+            child, kept, streams = _start(cmd, env)
+            ctrl_c.child = child
+        finally:
+            if blocked is not None:
+                signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
+        try:
+            return _launched(child, kept, streams, ranks, ctrl_c)
+        except Exception:
+            if child.poll() is None:
+                traceback.print_exc()
+                print(f"stepdbg: the job goes on without stepdbg (pid {child.pid}; `stepdbg ls` lists it, `stepdbg "
+                      f"attach` reaches it); its output goes to {keeper.output_path(child.pid)}", file=sys.stderr,
+                      flush=True)
+                return 1
+            raise
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
-def _launched(child: subprocess.Popen[Any], kept: subprocess.Popen[str] | None,  # noqa: C901, PLR0915 - relay the job's output, and end the job as the user chose: one sequence
-              streams: tuple[IO[str], IO[str]], ranks: int | None) -> int:
+class CtrlC:
+    """The terminal's Ctrl-C while stepdbg launches a job, as a SIGINT handler. The job has
+    a session of its own, so the terminal's Ctrl-C reaches only this process: it is passed
+    on to the job's process group, where its own handling runs as under plain python (which
+    ends it, 130), and stepdbg waits for the job. Pressed before the TUI has the terminal
+    (raw, where Ctrl-C is a key), it also closes the TUI that was coming: it went up over an
+    interrupted job, or stepdbg stopped in its start with a traceback and the job ran on."""
+
+    def __init__(self) -> None:
+        self.child: subprocess.Popen[Any] | None = None
+        self.pressed = threading.Event()
+        self.app: Any = None  # the TUI once made, and the loop it runs in
+        self.loop: asyncio.AbstractEventLoop | None = None
+
+    def __call__(self, n: int, frame: Any) -> None:
+        if self.child is None:
+            raise KeyboardInterrupt  # no job yet: stepdbg ends, as plain python would
+        with contextlib.suppress(OSError):
+            os.killpg(self.child.pid, signal.SIGINT)
+        self.pressed.set()
+        self.close_app()
+
+    def showing(self, app: Any) -> None:
+        """`app` is made (in the running loop): a Ctrl-C already pressed closes it at once."""
+        self.app, self.loop = app, asyncio.get_running_loop()
+        if self.pressed.is_set():
+            self.close_app()
+
+    def close_app(self) -> None:
+        if self.app is not None and self.loop is not None:
+            with contextlib.suppress(RuntimeError):  # (the loop closed: the TUI is gone already)
+                self.loop.call_soon_threadsafe(self.app.exit, "ctrl-c")
+
+
+def _launched(child: subprocess.Popen[Any], kept: subprocess.Popen[str] | None,  # noqa: C901, PLR0912, PLR0915 - relay the job's output, and end the job as the user chose: one sequence
+              streams: tuple[IO[str], IO[str]], ranks: int | None, ctrl_c: CtrlC) -> int:
     output: list[tuple[str, str]] = []
     hold: dict[str, Any] = {"app": None}
     lock = threading.Lock()
@@ -152,31 +205,33 @@ def _launched(child: subprocess.Popen[Any], kept: subprocess.Popen[str] | None, 
         r.start()
     again = "stepdbg attach"  # what attaches to this job again
     left = None  # how the user left the TUI: "continue", "stay" (paused) or "end"
+    hold["ctrl_c"] = ctrl_c
     try:
         if ranks:
-            with _ctrl_c_to(child, signal.default_int_handler):
-                job = _wait_for_ranks(child, ranks)
-            if job:
+            job = _wait_for_ranks(child, ranks, ctrl_c.pressed)
+            if job and not ctrl_c.pressed.is_set():
                 endpoints = [Endpoint(s.reach, s.token) for s in job]
                 left, _, _ = asyncio.run(_run(None, None, list(output), hold, lambda: endpoints, torchrun))
                 ended.ended = left == "end"
                 ended.auto = True  # left running or paused: a client may end it later (attach, q, e)
         else:
-            with _ctrl_c_to(child, signal.default_int_handler):
-                info = _wait_for_session(child)
-            if info is not None:
+            info = _wait_for_session(child, ctrl_c.pressed)
+            if info is not None and not ctrl_c.pressed.is_set():
                 again = f"stepdbg attach {info.id}"
                 left, _, _ = asyncio.run(_run(str(info.pid), None, list(output), hold))
-    except KeyboardInterrupt:  # before the TUI is up: the terminal's Ctrl-C went on to the job,
-        left = "ctrl-c"  # which handles it as it would plain; stepdbg waits for it
-    except TargetError as e:
-        print(f"stepdbg: {e}", file=sys.stderr)
+    except Exception as e:
+        if not ctrl_c.pressed.is_set():  # (after a Ctrl-C the job ends: its socket may go while the TUI connects)
+            if not isinstance(e, TargetError):
+                raise
+            print(f"stepdbg: {e}", file=sys.stderr)
     finally:
         with lock:
             hold["done"] = True
             hold["app"] = None
             for name, line in output:  # the whole log, on the terminal once the UI is gone
                 show(name, line)
+    if ctrl_c.pressed.is_set():  # the terminal's Ctrl-C went on to the job, which handles it as it
+        left = "ctrl-c"  # would plain; stepdbg waits for it
     if child.poll() is None and left not in ("end", "ctrl-c"):
         now = "stays paused" if left == "stay" else "goes on"
         print(f"stepdbg: the job {now} without the TUI (pid {child.pid}): `{again}` attaches again; "
@@ -199,29 +254,10 @@ def _drain(readers: list[threading.Thread], kept: subprocess.Popen[str] | None) 
 
 
 def _wait_through_ctrl_c(child: subprocess.Popen[Any]) -> int:
-    """Wait for the job. Ctrl-C at the terminal goes on to the job: stepdbg waits while it
-    runs its own handling and writes its report's end, and keeps relaying its output,
-    instead of dying first with a traceback."""
-    with _ctrl_c_to(child, None):
-        return child.wait()
-
-
-@contextlib.contextmanager
-def _ctrl_c_to(child: subprocess.Popen[Any], then: Callable[[int, Any], Any] | None) -> Iterator[None]:
-    """While inside: SIGINT (the terminal's Ctrl-C) goes to the job's process group, as the
-    terminal sent it there before the job had a session of its own; then `then` runs here
-    (None: nothing more)."""
-    def forward(n: int, frame: Any) -> None:
-        with contextlib.suppress(OSError):
-            os.killpg(child.pid, n)
-        if then is not None:
-            then(n, frame)
-
-    previous = signal.signal(signal.SIGINT, forward)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGINT, previous)
+    """Wait for the job. Ctrl-C at the terminal goes on to the job (CtrlC): stepdbg waits
+    while it runs its own handling and writes its report's end, and keeps relaying its
+    output, instead of dying first with a traceback."""
+    return child.wait()
 
 
 Started = tuple[subprocess.Popen[Any], subprocess.Popen[str] | None, tuple[IO[str], IO[str]]]
@@ -258,27 +294,32 @@ def _start(cmd: list[str], env: dict[str, str]) -> Started:
     return child, kept, (kept.stdout, kept.stderr)
 
 
-def _wait_for_session(child: subprocess.Popen[Any]) -> sessions.SessionInfo | None:
+def _wait_for_session(child: subprocess.Popen[Any], stop: threading.Event) -> sessions.SessionInfo | None:
     deadline = time.monotonic() + START_TIMEOUT
-    while time.monotonic() < deadline:
+    while time.monotonic() < deadline and not stop.is_set():
         for s in sessions.listing():
             if s.pid == child.pid:
                 return s
         if child.poll() is not None:
             return None  # it ended before it could be attached to; its output says why
-        time.sleep(0.05)
+        stop.wait(0.05)
+    if stop.is_set():
+        return None
     raise TargetError(f"the job (pid {child.pid}) did not start its agent in {START_TIMEOUT:g}s")
 
 
-def _wait_for_ranks(child: subprocess.Popen[Any], ranks: int) -> list[sessions.SessionInfo] | None:
+def _wait_for_ranks(child: subprocess.Popen[Any], ranks: int, stop: threading.Event
+                    ) -> list[sessions.SessionInfo] | None:
     """The sessions of the job torchrun started (the ranks are its grandchildren)."""
     before = {s.pid for s in sessions.listing()}
     deadline = time.monotonic() + START_TIMEOUT
-    while time.monotonic() < deadline:
+    while time.monotonic() < deadline and not stop.is_set():
         new = [s for s in sessions.listing() if s.pid not in before and s.job_id and s.world_size == ranks]
         if len(new) == ranks:
             return sorted(new, key=lambda s: s.rank or 0)
         if child.poll() is not None:
             return None
-        time.sleep(0.1)
+        stop.wait(0.1)
+    if stop.is_set():
+        return None
     raise TargetError(f"the job's {ranks} ranks did not start their agents in {START_TIMEOUT:g}s")

@@ -108,8 +108,33 @@ def _cannot_start(module: str | None, path: str) -> int | None:
     return None
 
 
+_held: list[int] = []  # the Ctrl-Cs that came while the agent started
+
+
+def hold_ctrl_c() -> object:
+    """Ctrl-C while the agent starts is held until the script would start. Raised where it
+    came, KeyboardInterrupt went through torch's import: ~40 lines of traceback, or a C++
+    `terminate called` (exit 134), or it was swallowed by an import's own `except` and the
+    job ran on; the TUI's launcher starts the job with SIGINT blocked, so that Python's own
+    start is not interrupted either. Returns SIGINT's handler before (an ignored SIGINT
+    stays ignored)."""
+    previous = signal.getsignal(signal.SIGINT)
+    if previous is signal.default_int_handler:
+        signal.signal(signal.SIGINT, lambda n, frame: _held.append(n))
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})  # the TUI launcher starts the job with it blocked
+    return previous
+
+
+def release_ctrl_c(previous: object) -> bool:
+    """SIGINT's handler as it was; whether a Ctrl-C came while it was held."""
+    if previous is signal.default_int_handler:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+    return bool(_held)
+
+
 def main() -> int:  # noqa: C901, PLR0912, PLR0915 - the launcher's steps in order, and the ways a script ends (exit, Ctrl-C, an exception) that Python itself distinguishes
     env_config = os.environ.pop("STEPDBG_CONFIG", "")
+    held = hold_ctrl_c()
     end_with_launcher()
     argv = sys.argv[1:]
     if not argv:
@@ -154,6 +179,8 @@ def main() -> int:  # noqa: C901, PLR0912, PLR0915 - the launcher's steps in ord
         session.on_stop.append(tee.stop)
         tee.start()
     code, error = 0, None
+    if release_ctrl_c(held):
+        return interrupted_before_the_script()
     try:
         if module:
             runpy.run_module(module, run_name="__main__", alter_sys=True)
@@ -194,5 +221,30 @@ def main() -> int:  # noqa: C901, PLR0912, PLR0915 - the launcher's steps in ord
     return code
 
 
+def interrupted_before_the_script() -> int:
+    """Ctrl-C before the script's first line (the agent importing torch, starting, opening
+    its socket): the job ends as plain python interrupted at its start does, killed by
+    SIGINT (a shell says 130), with one line, not the ~40 of stepdbg's and torch's imports."""
+    print("KeyboardInterrupt", file=sys.stderr, flush=True)
+    session = stepdbg.current()
+    if session is not None:
+        try:
+            session.stop(exit_code=130, error="KeyboardInterrupt")
+        except BaseException:  # (a second Ctrl-C, or a session half started): the end is the same
+            pass
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    os.kill(os.getpid(), signal.SIGINT)
+    return 130
+
+
+def run() -> int:
+    """main(); a KeyboardInterrupt it lets out came before the script ran (the script's
+    own is handled in main, as Python handles it)."""
+    try:
+        return main()
+    except KeyboardInterrupt:
+        return interrupted_before_the_script()
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run())
