@@ -3,7 +3,8 @@
 A record is JSON lines written by the job (stepdbg/agent/diff/recorder.py): a header
 line, then per step its entries in the order they happened and a ``step`` line, then an
 ``end`` line. An entry is ``{step, phase, module, what, call, fp}`` (plus ``class``,
-``file``, ``line``, ``defined_at`` for a module's call); ``fp`` is a tensor's fingerprint:
+``file``, ``line``, ``defined_at`` for a module's call, ``root`` for the arguments of a
+model the step calls after its first, a head after its encoder); ``fp`` is a tensor's fingerprint:
 ``shape``, ``dtype``, ``hash`` (of its bytes), ``nonfinite``, ``stats`` (mean, mean |x|,
 rms, max |x| of the finite values) and ``samples`` (values at evenly spaced positions);
 or, for a tensor that could not be read, ``unreadable`` (why) in place of the numbers.
@@ -196,7 +197,7 @@ def first_divergence(a: Record, b: Record, steps: list[int], atol: float = 0.0,
 
 def _where(e: dict[str, Any]) -> dict[str, Any]:
     module = e.get("module") or ""
-    if e.get("phase") == "forward" and e.get("what", "").startswith("input"):
+    if e.get("phase") == "forward" and e.get("what", "").startswith("input") and not e.get("root"):
         # A module's argument differs while every earlier output agreed: the difference was
         # made by its caller's own code, between its calls (the call's line is in it).
         module = module.rpartition(".")[0]
@@ -218,6 +219,8 @@ def _answer(step: int, e: dict[str, Any], diff: dict[str, Any], atol: float, rto
         summary += f", {diff['past']:g}x the tolerance"
     if where["module"] != (e.get("module") or ""):
         summary += f"; its inputs were made in {where['module'] or 'the model'}'s own code, between module calls"
+    elif e.get("root") and str(e.get("what", "")).startswith("input"):
+        summary += "; a model the step calls itself: its inputs were made in the step's own code, before that line"
     return {"step": step, "phase": phase, **where, "max_abs": diff["max_abs"], "max_rel": diff["max_rel"],
             "past_tolerance": diff["past"], "reason": diff["reason"], "summary": summary}
 

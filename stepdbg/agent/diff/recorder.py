@@ -81,6 +81,7 @@ class Recorder:
         self.updated = False
         self._names: dict[int, tuple[str, torch.nn.Module]] = {}
         self._roots_named: list[int] = []
+        self._roots_recorded: set[int] = set()  # roots whose parameters and buffers the step holds
         self._hooks: list[Any] = []
         self.error: str | None = None
 
@@ -90,11 +91,16 @@ class Recorder:
         rec = cls(session.model, path, steps, max_calls)
         session.model.listener = ListenerTap(session.model.listener, rec)
         session.on_stop.append(rec.close)
+        return rec
+
+    def _hook(self) -> None:
+        """The module hooks, put in at the first step's first forward: after the step
+        model's own, whose pre-hook makes a root of a model first called later in the step
+        (a head called after its encoder), so ours finds it named, with its arguments."""
         from torch.nn.modules import module as nn_module
 
-        rec._hooks = [nn_module.register_module_forward_pre_hook(rec._pre),
-                      nn_module.register_module_forward_hook(rec._post)]
-        return rec
+        self._hooks = [nn_module.register_module_forward_pre_hook(self._pre),
+                       nn_module.register_module_forward_hook(self._post)]
 
     # ------------------------------------------------------------------ the step's events
 
@@ -113,10 +119,13 @@ class Recorder:
         self.step = st.index if st is not None else self.model.step
         if self.step >= self.steps:
             return
+        if not self._hooks:
+            self._hook()
         self.open, self.updated = True, False
         self.log.reset(self.step)
         self._name_roots()
         self.log.step_start(args, self.model.capture.get("kwargs"), self._model_tensors())
+        self._roots_recorded = {id(r) for r in self.model.roots.values()}
 
     def on_loss(self, loss: torch.Tensor | None) -> None:
         if self.open:
@@ -168,7 +177,13 @@ class Recorder:
 
     def _pre(self, module: torch.nn.Module, args: tuple[Any, ...]) -> None:
         if self._records(module):
+            if len(self._roots_recorded) != len(self.model.roots):
+                self.guarded(self._later_roots)
+            n = len(self.log.entries)
             self.guarded(self.log.call_input, module, args)
+            if id(module) in self._roots_recorded:  # a later model's arguments: made by the step's own code
+                for e in self.log.entries[n:]:
+                    e["root"] = True
 
     def _post(self, module: torch.nn.Module, args: tuple[Any, ...], output: Any) -> None:
         if self._records(module):
@@ -200,13 +215,25 @@ class Recorder:
             for name, m in root.named_modules():
                 self._names.setdefault(id(m), (prefix + name if name else prefix.rstrip(":"), m))
 
-    def _model_tensors(self) -> list[tuple[str, torch.Tensor]]:
+    def _model_tensors(self, skip: set[int] | None = None) -> list[tuple[str, torch.Tensor]]:
+        """(name, tensor) of the roots' parameters and buffers, but those of the roots in `skip`."""
         out: dict[str, torch.Tensor] = {}
         for k, root in enumerate(list(self.model.roots.values())):
             prefix = f"{type(root).__name__}:" if k else ""
             for n, t in [*root.named_parameters(), *root.named_buffers()]:
-                out.setdefault(prefix + n, t)
+                if skip is None or id(root) not in skip:
+                    out.setdefault(prefix + n, t)
         return list(out.items())
+
+    def _later_roots(self) -> None:
+        """A model first called after the step's first forward (in the first step, before
+        the roots are known): its parameters and buffers as the step's input, recorded
+        now, before its first call (nothing has updated them yet)."""
+        self._name_roots()
+        for name, t in self._model_tensors(skip=self._roots_recorded):
+            owner, _, leaf = name.rpartition(".")
+            self.log.add("input", owner, leaf, 0, t)
+        self._roots_recorded = {id(r) for r in self.model.roots.values()}
 
     def _opt_params(self, opt: torch.optim.Optimizer) -> list[torch.Tensor]:
         return [p for g in opt.param_groups for p in g["params"]]
