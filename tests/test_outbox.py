@@ -36,3 +36,31 @@ def test_a_client_that_reads_nothing_is_dropped_and_said():
     assert told == ["it read nothing for 0.2s"] or told and told[0].startswith("it fell"), told
     ours.close()
     theirs.close()
+
+
+def test_messages_from_many_threads_arrive_whole_and_in_each_threads_order():
+    """A message is written at once when nothing is queued before it, else queued for the
+    sender: either way frames never interleave and each thread's order holds."""
+    ours, theirs = socket.socketpair()
+    n, writers = 3000, 3
+    box = Outbox(ours, on_drop=lambda why: None, limit=n * writers, stall=30)
+
+    def write(w: int) -> None:
+        for i in range(n):
+            box.put(protocol.event("output", {"w": w, "i": i, "pad": "x" * (i % 700)}))
+
+    threads = [threading.Thread(target=write, args=(w,)) for w in range(writers)]
+    for t in threads:
+        t.start()
+    decoder, got = protocol.FrameDecoder(), []
+    theirs.settimeout(60)
+    while len(got) < n * writers and box.dropped is None:
+        got += decoder.feed(theirs.recv(1 << 16))
+    for t in threads:
+        t.join()
+    for w in range(writers):
+        assert [m["data"]["i"] for m in got if m["data"]["w"] == w] == list(range(n))
+    assert box.dropped is None
+    box.close(wait=5)
+    ours.close()
+    theirs.close()

@@ -53,3 +53,20 @@ def test_nothing_waits_while_the_job_is_paused():
     for _ in range(1000):
         pace.wait(lambda: False, t)
     assert t.now == start
+
+
+def test_all_clients_together_are_held_to_the_jobs_rate():
+    """Ten clients each within their own rate still cost ten times one: the job's bucket
+    holds them together to JOB_RATE a second after JOB_BURST at once."""
+    from stepdbg.agent.serve.pace import Bucket
+
+    t = FakeTime()
+    job = Bucket(rate=40.0, burst=40, clock=t)
+    clients = [Pace(rate=20.0, burst=40, clock=t, job=job) for _ in range(10)]
+    start = t.now
+    answered = 0
+    while t.now - start < 10.0:
+        for pace in clients:
+            pace.wait(lambda: True, t)
+            answered += 1
+    assert answered <= 40 + 40 * (t.now - start) + len(clients), answered

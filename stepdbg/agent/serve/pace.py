@@ -1,5 +1,6 @@
 """A client's share of a running job. While the job runs, each client's requests are
-answered at most RATE a second (BURST at once), and take at most SHARE of the time: a
+answered at most RATE a second (BURST at once), all clients' together at most JOB_RATE a
+second (JOB_BURST at once: ten clients cost what two would), and take at most SHARE of the time: a
 request that held the CPU for 2 ms (every thread's stack, the memory census, a module
 tree, a summary) is followed by a rest of 2 ms x (1/SHARE - 1) before the client's next.
 Clients polling as fast as they can, whatever they ask, so cost the job little. While
@@ -14,6 +15,29 @@ from collections.abc import Callable
 RATE = 20.0  # requests a second, per client, while the job runs
 BURST = 40  # a front end's burst at a break (status, frames, locals, history, ...) fits
 SHARE = 0.01  # of the time, per client, its requests may hold a CPU while the job runs
+JOB_RATE = 40.0  # requests a second, all clients together, while the job runs
+JOB_BURST = 40
+
+
+class Bucket:
+    """A token bucket any thread may take from: the whole job's share."""
+
+    def __init__(self, rate: float = JOB_RATE, burst: int = JOB_BURST,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.rate, self.burst, self.clock = rate, burst, clock
+        self.tokens, self.last = float(burst), clock()
+        self._lock = threading.Lock()
+
+    def take(self) -> float:
+        """0 when a token was taken; else the seconds until one may be."""
+        with self._lock:
+            now = self.clock()
+            self.tokens = min(float(self.burst), self.tokens + (now - self.last) * self.rate)
+            self.last = now
+            if self.tokens >= 1:
+                self.tokens -= 1
+                return 0.0
+            return max((1 - self.tokens) / self.rate, 0.001)
 
 
 class Pace:
@@ -21,8 +45,8 @@ class Pace:
     a client that floods is slowed, never refused."""
 
     def __init__(self, rate: float = RATE, burst: int = BURST, share: float = SHARE,
-                 clock: Callable[[], float] = time.monotonic) -> None:
-        self.rate, self.burst, self.share, self.clock = rate, burst, share, clock
+                 clock: Callable[[], float] = time.monotonic, job: Bucket | None = None) -> None:
+        self.rate, self.burst, self.share, self.clock, self.job = rate, burst, share, clock, job
         self.tokens = float(burst)
         self.last = clock()
         self.rest_until = 0.0
@@ -41,6 +65,10 @@ class Pace:
             self.tokens = min(float(self.burst), self.tokens + (now - self.last) * self.rate)
             self.last = now
             if self.tokens >= 1:
-                self.tokens -= 1
-                return
+                later = self.job.take() if self.job is not None else 0.0
+                if not later:
+                    self.tokens -= 1
+                    return
+                stopped.wait(min(later, 0.1))
+                continue
             stopped.wait(min(max((1 - self.tokens) / self.rate, 0.001), 0.1))  # (never a spin on a rounding)

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 from stepdbg.agent.serve.handlers import Handlers
 from stepdbg.agent.serve.outbox import Outbox
-from stepdbg.agent.serve.pace import Pace
+from stepdbg.agent.serve.pace import Bucket, Pace
 from stepdbg.wire import protocol, sessions, settings
 from stepdbg.wire.address import parse as address_of
 from stepdbg.wire.address import unix_name
@@ -47,6 +47,7 @@ MAX_UNAUTHENTICATED = 16  # connections waiting to say hello at once, per listen
 PER_PEER = 4  # of those, from one TCP address
 PREAUTH_MAX_FRAME = 4096  # a hello is tiny
 REQUESTS_IN_FLIGHT = 64  # per client; more are answered with an error, not queued
+INLINE_OPS = frozenset({"status"})  # answered by the reader: cheap, and never waits for the training thread
 WORKERS_GRACE = 1.0  # seconds the end waits for requests still running (a torch call among them)
 
 
@@ -71,6 +72,7 @@ class Server:
         self.info: sessions.SessionInfo | None = None
         self._socks: list[socket.socket] = []
         self._peers: set[Peer] = set()
+        self._job_pace = Bucket()  # all clients' requests together, while the job runs
         self._threads: set[threading.Thread] = set()  # each connection's reader and request worker, while they run
         self._unauthenticated: dict[str, int] = {}  # per listener ("unix", "tcp") and per TCP address
         self._lock = threading.Lock()
@@ -257,8 +259,9 @@ class Server:
         conn.set_max_frame(protocol.MAX_FRAME)
         peer = Peer(conn, Outbox(sock, on_drop=lambda why: self.session.say(f"dropped a client: {why}")), role)
         requests: queue.Queue[dict[str, Any] | None] = queue.Queue(maxsize=REQUESTS_IN_FLIGHT)
-        worker = threading.Thread(target=self._tracked, args=(self._work, (peer, requests)), name="stepdbg-requests",
-                                  daemon=True)
+        pace = Pace(job=self._job_pace)
+        worker = threading.Thread(target=self._tracked, args=(self._work, (peer, requests, pace)),
+                                  name="stepdbg-requests", daemon=True)
         try:
             assert self.info is not None
             peer.outbox.put({"type": "welcome", "version": protocol.VERSION, "session": self.info.public(),
@@ -271,7 +274,7 @@ class Server:
             with self._lock:
                 self._threads.add(worker)
             worker.start()
-            self._read(peer, requests)
+            self._read(peer, requests, pace)
         except Exception as e:  # never let a client take the job down
             self.session.say(f"client connection failed: {type(e).__name__}: {e}")
         finally:
@@ -285,8 +288,9 @@ class Server:
             peer.outbox.stop()  # its sender thread ends too
             conn.close()
 
-    def _read(self, peer: Peer, requests: queue.Queue[dict[str, Any] | None]) -> None:
-        """Read requests until the client goes; `interrupt` is answered here at once."""
+    def _read(self, peer: Peer, requests: queue.Queue[dict[str, Any] | None], pace: Pace) -> None:
+        """Read requests until the client goes; `interrupt` is answered here at once, and so
+        is a `status` the worker has nothing before (a hand-off to it costs more than the answer)."""
         handlers = protocol.Dispatcher(Handlers(self.session, peer), SCHEMAS)
         while not self._stopped.is_set() and peer.outbox.dropped is None:
             try:
@@ -303,6 +307,9 @@ class Server:
             if msg.get("op") == "interrupt":
                 peer.outbox.put(handlers.handle(msg))
                 continue
+            if msg.get("op") in INLINE_OPS and requests.unfinished_tasks == 0:
+                self._answer(peer, handlers, msg, pace)
+                continue
             try:
                 requests.put_nowait(msg)
             except queue.Full:
@@ -310,23 +317,28 @@ class Server:
                 peer.outbox.put(protocol.error(rid, "failed", f"more than {REQUESTS_IN_FLIGHT} requests in flight"))
                 self._stopped.wait(0.05)  # a client that floods its queue is read slower, not the job
 
-    def _work(self, peer: Peer, requests: queue.Queue[dict[str, Any] | None]) -> None:
+    def _work(self, peer: Peer, requests: queue.Queue[dict[str, Any] | None], pace: Pace) -> None:
         """Run a client's requests one at a time (they may wait for the training thread)."""
         handlers = protocol.Dispatcher(Handlers(self.session, peer), SCHEMAS)
-        pace = Pace()
         while True:
             msg = requests.get()
-            if msg is None or peer.outbox.dropped is not None:
-                return
-            pace.wait(lambda: self.session.paused is None, self._stopped)
-            running, cpu = self.session.paused is None, time.thread_time()
             try:
-                peer.outbox.put(handlers.handle(msg))
-            except Exception as e:  # an answer that cannot even be encoded
-                peer.outbox.put(protocol.error(msg.get("id") if isinstance(msg.get("id"), int) else None,
-                                               "failed", f"{type(e).__name__}: {e}"))
-            if running:  # (this thread's CPU: a request that waited for the training thread cost it nothing)
-                pace.spent(time.thread_time() - cpu)
+                if msg is None or peer.outbox.dropped is not None:
+                    return
+                self._answer(peer, handlers, msg, pace)
+            finally:
+                requests.task_done()
+
+    def _answer(self, peer: Peer, handlers: protocol.Dispatcher, msg: dict[str, Any], pace: Pace) -> None:
+        pace.wait(lambda: self.session.paused is None, self._stopped)
+        running, cpu = self.session.paused is None, time.thread_time()
+        try:
+            peer.outbox.put(handlers.handle(msg))
+        except Exception as e:  # an answer that cannot even be encoded
+            peer.outbox.put(protocol.error(msg.get("id") if isinstance(msg.get("id"), int) else None,
+                                           "failed", f"{type(e).__name__}: {e}"))
+        if running:  # (this thread's CPU: a request that waited for the training thread cost it nothing)
+            pace.spent(time.thread_time() - cpu)
 
     def _handshake(self, conn: protocol.Connection) -> str | None:
         """The client's role ("frontend" or "probe") once its token is right, else None."""
