@@ -79,6 +79,8 @@ def _exited(proc: subprocess.Popen[bytes]) -> bool:
     """The job has exited; it stays a zombie until end_group reaps it."""
     if proc.returncode is not None:
         return True
+    if not hasattr(os, "waitid"):  # macOS before Python 3.13: reaped now (its group's id may then be reused)
+        return proc.poll() is not None
     try:
         return os.waitid(os.P_PID, proc.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
     except ChildProcessError:
