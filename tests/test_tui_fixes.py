@@ -8,7 +8,7 @@ from conftest import DEMOS, WAIT, text_of
 from fake_source import HISTORY, FakeSource
 from test_tui_keys import started
 from textual.widgets import DataTable, Input, TabbedContent
-from tui_walk import EXCEPTION_WORDS, focus_is_visible, header_text, screen_text
+from tui_walk import EXCEPTION_WORDS, focus_is_visible, header_text, screen_text, settled
 
 from stepdbg.client.async_client import AsyncClient
 from stepdbg_tui.app import StepdbgApp
@@ -41,11 +41,9 @@ async def test_keys_typed_after_adding_a_breakpoint_go_into_the_box_not_to_the_j
     async with ctx as pilot:
         await pilot.pause()
         await pilot.press("b", *"data_wait>2", "enter")
-        await pilot.pause(0.2)
-        assert ("break_add", ("data_wait>2",)) in src.calls
+        await wait_for(pilot, lambda: ("break_add", ("data_wait>2",)) in src.calls, "the spec added")
         await pilot.press(*"nan")
-        await pilot.pause(0.2)
-        assert app.query_one("#break-input", Input).value == "nan"
+        await wait_for(pilot, lambda: app.query_one("#break-input", Input).value == "nan", "nan in the box")
         assert not [c for c in src.calls if c[0] in ("next_phase", "cont", "next_step")], src.calls
         await pilot.press("escape")
         assert app.focused is app.query_one("#breaks-table", DataTable)
@@ -59,18 +57,16 @@ async def test_a_break_that_comes_while_a_spec_is_typed_takes_the_focus_to_what_
     async with ctx as pilot:
         await pilot.pause()
         await pilot.press("b", *"los")
-        await pilot.pause(0.2)
+        await wait_for(pilot, lambda: app.query_one("#break-input", Input).value == "los", "los in the box")
         src.paused = dict(src.status_at_attach, **{"step": 30})
         from fake_source import BREAK
 
         src.push("break", dict(BREAK))
         src.push("paused", dict(BREAK))
         await wait_for(pilot, lambda: app.query_one(TabbedContent).active == "break", "the Break panel")
-        await pilot.pause(0.2)
-        assert focus_is_visible(app), app.focused
+        await wait_for(pilot, lambda: focus_is_visible(app), "the focus on what is shown")
         await pilot.press("c")
-        await pilot.pause(0.2)
-        assert ("cont", ()) in src.calls
+        await wait_for(pilot, lambda: ("cont", ()) in src.calls, "c to continue the job")
         assert app.query_one("#break-input", Input).value == "los"
 
 
@@ -86,8 +82,8 @@ async def test_the_tensor_panel_takes_typing_and_the_model_panel_says_a_module_h
     async with ctx as pilot:
         await pilot.pause()
         await pilot.press("3", *"x")
-        await pilot.pause(0.2)
-        assert app.focused is app.query_one("#tensor-name", Input) and app.focused.value.endswith("x")
+        await wait_for(pilot, lambda: app.focused is app.query_one("#tensor-name", Input)
+                       and app.focused.value.endswith("x"), "x typed into the name")
         await pilot.press("escape", "2")
         await wait_for(pilot, lambda: app.query_one("#model-table", DataTable).row_count == 6, "the modules")
         app.query_one("#model-table", DataTable).move_cursor(row=4)  # head.1 ReLU
@@ -98,7 +94,8 @@ async def test_the_tensor_panel_takes_typing_and_the_model_panel_says_a_module_h
         assert "None" not in text_of(app, "#tensor-summary")
         assert app.focused is None  # keys are keys: 2 goes back to the Model panel
         await pilot.press("2")
-        await pilot.pause(0.3)
+        await wait_for(pilot, lambda: app.query_one(TabbedContent).active == "model", "the Model panel")
+        await settled(pilot, app)  # its modules loaded again
         assert app.query_one("#model-table", DataTable).cursor_row == 4
         app.query_one("#model-table", DataTable).move_cursor(row=0)
         await pilot.press("enter")
@@ -152,9 +149,8 @@ async def test_a_spec_error_is_read_whole_at_80x24():
     async with ctx as pilot:
         await pilot.pause()
         await pilot.press("b", *"foo>1")
-        await pilot.pause(0.3)
-        words = " ".join(screen_text(app).split())
-        assert " ".join(check_spec("foo>1").split()) in words.replace("- ", "-"), words
+        said = " ".join(check_spec("foo>1").split())
+        await wait_for(pilot, lambda: said in " ".join(screen_text(app).split()).replace("- ", "-"), "the error")
 
 
 @pytest.mark.timeout(60)
@@ -166,14 +162,12 @@ async def test_brackets_typed_in_a_field_are_shown_not_read_as_markup():
     async with ctx as pilot:
         await pilot.pause()
         await pilot.press("b", *"model[0].weight>2")
-        await pilot.pause(0.3)
-        assert "model[0].weight>2" in text_of(app, "#break-error")
+        await wait_for(pilot, lambda: "model[0].weight>2" in text_of(app, "#break-error"), "the spec's error")
         await pilot.press("escape", "e", *"lr[a=1]", "enter")
-        await pilot.pause(0.3)
-        assert "» lr[a=1]" in text_of(app, "#repl-out")
+        await wait_for(pilot, lambda: "» lr[a=1]" in text_of(app, "#repl-out"), "the REPL's answer")
         await pilot.press("escape", "l", *"[b=2", "enter")
-        await pilot.pause(0.3)
-        assert "[b=2" in str(app.screen.query_one("#lr-error").render())
+        await wait_for(pilot, lambda: app.screen.query("#lr-error")
+                       and "[b=2" in str(app.screen.query_one("#lr-error").render()), "the LR's error")
         assert app.is_running
 
 
@@ -187,11 +181,10 @@ async def test_a_series_of_one_point_is_drawn_not_an_error():
     async with ctx as pilot:
         await pilot.pause()
         src.push("step", {**HISTORY[0], "earlier": []})
-        await pilot.pause(0.2)
+        await wait_for(pilot, lambda: len(app.history) == 1, "the step")
         app.history = [{"step": 0, "grad_norm": 1.5}]
         await pilot.press("6")
-        await pilot.pause(0.5)
-        assert "grad norm: step 0, 1.5" in text_of(app, "#plot-grad_norm-label")
+        await wait_for(pilot, lambda: "grad norm: step 0, 1.5" in text_of(app, "#plot-grad_norm-label"), "the plot")
         no_exception_on_screen(app)
 
 
@@ -205,11 +198,10 @@ async def test_step_events_carry_every_step_and_a_late_one_does_not_hide_the_end
         for first in range(0, 30, 10):
             chunk = HISTORY[first:first + 10]
             src.push("step", {**chunk[-1], "earlier": chunk[:-1]})
-        await pilot.pause(0.3)
+        await wait_for(pilot, lambda: len(app.history) >= 30, "the 30 steps")
         assert [h["step"] for h in app.history] == list(range(30))
         await pilot.press("6")
-        await pilot.pause(0.3)
-        assert text_of(app, "#plot-loss-label").startswith("loss: steps 0–29")
+        await wait_for(pilot, lambda: text_of(app, "#plot-loss-label").startswith("loss: steps 0–29"), "the plot")
 
 
 # ---------------------------------------------------------------------- item 1: reconnect
@@ -229,9 +221,9 @@ async def test_ctrl_r_never_attaches_another_job():
     async with app.run_test(size=(80, 24)) as pilot:
         await pilot.pause()
         src.push("lost", "the connection to the job closed")
-        await pilot.pause(0.2)
+        await wait_for(pilot, lambda: app.connection.startswith("connection lost"), "the connection lost")
         await pilot.press("ctrl+r")
-        await pilot.pause(0.3)
+        await wait_for(pilot, lambda: any("is gone" in n.message for n in app._notifications), "ctrl+r's answer")
         said = [n.message for n in app._notifications]
         assert app.source is src and app.connection.startswith("connection lost")
         assert any("the job (pid 4242) is gone: not attaching to another one (pid 5151)" in m for m in said), said
@@ -292,7 +284,8 @@ async def test_a_breakpoint_removed_and_added_again_fires_again(start_job):
         await pilot.press("b", *"loss>0", "enter")
         await wait_for(pilot, lambda: table.row_count == 1, "the breakpoint added again")
         await pilot.press("escape", "c")
-        await wait_for(pilot, lambda: "step 1 · " in header_text(app) or "ended" in header_text(app), "a pause")
-        assert "PAUSED [loss>0]" in header_text(app), header_text(app)
+        await wait_for(pilot, lambda: "PAUSED" in header_text(app) and "step 0 · " not in header_text(app)
+                       or "ended" in header_text(app), "a pause after step 0, or the end")
+        assert "step 1 · " in header_text(app) and "PAUSED [loss>0]" in header_text(app), header_text(app)
         app.exit(None)
     await client.close(then="end")
