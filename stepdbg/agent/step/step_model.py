@@ -27,7 +27,7 @@ import torch
 
 from stepdbg.agent.measure import kernel_choice, tensors
 from stepdbg.agent.measure.frames import ModelCaller, caller_kwargs
-from stepdbg.agent.measure.memory import HOST_MEMORY_PERIOD, cuda_in_use, memory_in_use
+from stepdbg.agent.measure.memory import HOST_MEMORY_PERIOD, memory_in_use
 from stepdbg.agent.measure.warning_filters import Ignored
 from stepdbg.agent.step import host_reads, micro_batches, upstream
 from stepdbg.agent.step.collectives import Collectives
@@ -372,9 +372,9 @@ class StepModel(ProgramObjects, Gate):
     # ------------------------------------------------------------------ measuring
 
     def _memory(self, now: float) -> int | None:
-        """A step record's memory: CUDA allocated at every step (a counter); host RSS (a
-        syscall) at most every HOST_MEMORY_PERIOD seconds, None between."""
-        if now < self._next_memory_read and not cuda_in_use():
+        """A step record's memory (CUDA allocated where CUDA is used, else host RSS) at
+        most every HOST_MEMORY_PERIOD seconds, None between: each read costs tens of us."""
+        if now < self._next_memory_read:
             return None
         self._next_memory_read = now + HOST_MEMORY_PERIOD
         return memory_in_use()
