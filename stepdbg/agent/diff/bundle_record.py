@@ -31,7 +31,7 @@ from stepdbg.agent.diff.twice import MAX_OPS, OpWatch, run_recorded
 from stepdbg.agent.replay import bundle
 from stepdbg.agent.replay.bundle import BundleError
 from stepdbg.agent.replay.offline import BundleModel, captured, rebuilt
-from stepdbg.agent.replay.replay import preserved_state
+from stepdbg.agent.replay.rerun import preserved_state
 
 
 def record(path: Path, out: str, max_calls: int, spec: str | None = None) -> dict[str, Any]:

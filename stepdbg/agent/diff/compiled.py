@@ -31,7 +31,7 @@ import torch
 from stepdbg.agent.diff.fingerprint import tensors_in
 from stepdbg.agent.measure.frames import caller_kwargs
 from stepdbg.agent.measure.tensors import set_rng_state, sharded_across_ranks
-from stepdbg.agent.replay.replay import eager_root, preserved_state, restore_step_start, run_root
+from stepdbg.agent.replay.rerun import eager_root, preserved_state, restore_step_start, run_root
 from stepdbg.agent.step.hooks import own_id
 from stepdbg.agent.step.step_model import StepModel
 from stepdbg.wire.step_diff import short_path

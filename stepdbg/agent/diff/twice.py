@@ -32,7 +32,7 @@ from stepdbg.agent.diff.fingerprint import fingerprint, tensors_in
 from stepdbg.agent.diff.randomness import KERNEL, TORCH_GEN, Draws, Others
 from stepdbg.agent.measure.frames import user_frame, where_of
 from stepdbg.agent.measure.tensors import first_tensor, sharded_across_ranks
-from stepdbg.agent.replay.replay import eager_root, preserved_state, restore_step_start, run_root
+from stepdbg.agent.replay.rerun import eager_root, preserved_state, restore_step_start, run_root
 from stepdbg.agent.step.hooks import own_id
 from stepdbg.agent.step.step_model import StepModel
 from stepdbg.wire.step_diff import Record, first_divergence, short_path

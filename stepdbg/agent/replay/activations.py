@@ -22,7 +22,7 @@ from typing import Any
 import torch
 
 from stepdbg.agent.measure.tensors import all_finite, floating, output_sum, sharded_across_ranks
-from stepdbg.agent.replay.replay import eager_root, preserved_state, restore_step_start, run_root
+from stepdbg.agent.replay.rerun import eager_root, preserved_state, restore_step_start, run_root
 from stepdbg.agent.step import host_reads, micro_batches
 from stepdbg.agent.step.step_model import StepModel
 

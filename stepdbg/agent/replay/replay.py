@@ -23,24 +23,22 @@ state and train/eval modes are as they were when the replay returns.
 
 from __future__ import annotations
 
-import contextlib
 import itertools
 import linecache
 import math
 import os
 import re
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from types import FrameType
 from typing import Any
 
 import torch
 
-from stepdbg.agent.measure import kernel_choice, warning_filters
+from stepdbg.agent.measure import warning_filters
 from stepdbg.agent.measure.frames import variable_holding, where_of
 from stepdbg.agent.measure.tensors import first_tensor as _first_tensor
-from stepdbg.agent.measure.tensors import rng_state as _rng_state
-from stepdbg.agent.measure.tensors import set_rng_state, sharded_across_ranks
+from stepdbg.agent.measure.tensors import sharded_across_ranks
 from stepdbg.agent.replay.advice import advise
 from stepdbg.agent.replay.autograd_graph import (
     finite,
@@ -51,70 +49,16 @@ from stepdbg.agent.replay.autograd_graph import (
     user_trace,
 )
 from stepdbg.agent.replay.provenance import ModuleStack, Provenance, first_bad, named_tensors
+from stepdbg.agent.replay.rerun import (
+    eager_root,
+    preserved_state,
+    restore_step_start,
+    run_root,
+    shown_origin,
+)
 from stepdbg.agent.replay.upstream import born_upstream, fed_words
 from stepdbg.agent.replay.verdict import REPRODUCED, judge
 from stepdbg.agent.step.step_model import StepModel
-
-
-@contextlib.contextmanager
-def preserved_state(model: StepModel) -> Iterator[None]:
-    """Put the RNG and train/eval modes of the step's model back as they are now. The
-    model's buffers are never written: stepdbg's forwards run on copies (run_root)."""
-    root = model.root()
-    modes = [(m, m.training) for m in root.modules()] if root is not None else []
-    rng = _rng_state()
-    busy = model.busy
-    model.busy = True
-    try:
-        yield
-    finally:
-        model.busy = busy
-        set_rng_state(rng)
-        for m, training in modes:
-            m.training = training
-
-
-_WRAPPERS = {"OptimizedModule": "_orig_mod", "DistributedDataParallel": "module", "DataParallel": "module"}
-
-
-def eager_root(model: StepModel) -> torch.nn.Module | None:
-    """The captured step's model as stepdbg runs it again, on this rank alone: out of
-    torch.compile's wrapper (which runs a graph where no hook or TorchFunctionMode sees an
-    op) and out of DDP's (whose forward broadcasts buffers to ranks that are not
-    listening, a hang, and readies its reducer for a backward that never comes)."""
-    root = model.root()
-    while type(root).__name__ in _WRAPPERS:
-        root = getattr(root, _WRAPPERS[type(root).__name__])
-    return root
-
-
-def run_root(root: torch.nn.Module, cap: dict[str, Any], buffers: bool = True) -> Any:
-    """The root module's forward on the captured step's inputs, under the kernel choice
-    its forward ran with (kernel_choice), on copies of the buffers (with `buffers`: those
-    the step started with). Writing the real ones, as BatchNorm's running stats are
-    written in training, would change the job's state and bump versions that the real
-    backward still checks."""
-    copies = {n: b.detach().clone() for n, b in root.named_buffers()}
-    if buffers:
-        for n, b in (cap.get("buffers") or {}).items():  # named as the captured root names them
-            n = n if n in copies else _unwrapped(n)
-            if n in copies:
-                copies[n] = b.detach().clone()
-    with kernel_choice.applied(cap.get("kernels")):
-        return torch.func.functional_call(root, copies, tuple(cap["args"]), cap.get("kwargs", {}), strict=False)
-
-
-def _unwrapped(name: str) -> str:
-    """A buffer's name inside a compiled or DDP wrapper, as the module inside names it."""
-    for prefix in ("_orig_mod.", "module."):
-        name = name.removeprefix(prefix)
-    return name
-
-
-def restore_step_start(cap: dict[str, Any]) -> None:
-    """The RNG as the captured step started (parameters have not moved before its
-    optimizer step; its buffers go to run_root)."""
-    set_rng_state(cap["rng"])
 
 
 def replay_step(model: StepModel, brk: Any = None, frame: FrameType | None = None,
@@ -230,7 +174,7 @@ def _replayed(model: StepModel, root: torch.nn.Module, args: Any, kwargs: Any, c
             result["ops_seen"] = prov.ops
             if "forward_error" in result:
                 return None  # (what it saw before failing is not the step's: nothing is blamed)
-            first = _clean(prov.producer_of(out))
+            first = shown_origin(prov.producer_of(out))
             out_t = _first_tensor(out)
             result["replayed_output_finite"] = finite(out)
             if forward_only:
@@ -283,16 +227,6 @@ def _in_loss_graph(model: StepModel, cap: dict[str, Any], brk: Any, frame: Frame
         notes.append("the loss was read after its backward (the step's one read, --skip-on-device), "
                      "which freed the loss graph: the op in the loss computation is not named")
     return None
-
-
-def _clean(origin: dict[str, Any] | None) -> dict[str, Any] | None:
-    """An origin as the report shows it: where, module, module_type, op, file, line, code."""
-    if origin is None:
-        return None
-    out = {k: v for k, v in origin.items() if k != "intended"}
-    for key in ("module", "module_type", "op"):
-        out.setdefault(key, None)
-    return out
 
 
 def _nonfinite_target(loss: torch.Tensor, out_t: torch.Tensor) -> dict[str, Any] | None:

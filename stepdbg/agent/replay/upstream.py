@@ -20,6 +20,7 @@ import torch
 from stepdbg.agent.measure import warning_filters
 from stepdbg.agent.measure.tensors import set_rng_state
 from stepdbg.agent.replay.provenance import ModuleStack, Provenance, named_tensors
+from stepdbg.agent.replay.rerun import preserved_state, run_root, shown_origin
 
 DEPTH = 3  # models fed by models, followed at most (an encoder feeding a decoder feeding a critic)
 NODES = 10_000  # autograd nodes walked at most to tell whether an input was computed from an output
@@ -96,10 +97,8 @@ def _came_from(held: torch.Tensor, out: torch.Tensor) -> bool:
 
 def _forward_producer(model: Any, root: torch.nn.Module, record: dict[str, Any], name: str) -> dict[str, Any] | None:
     """The producer of the first non-finite value in `root`'s kept forward, replayed from
-    its inputs and RNG state, on copies of its buffers (replay.run_root); the program's RNG
+    its inputs and RNG state, on copies of its buffers (rerun.run_root); the program's RNG
     and modes are as they were afterwards."""
-    from stepdbg.agent.replay.replay import _clean, preserved_state, run_root
-
     names = {id(t): f"{name}.{n}" for n, t in itertools.chain(root.named_parameters(), root.named_buffers())}
     modules = ModuleStack(root, name)
     prov = Provenance(modules, names)
@@ -115,4 +114,4 @@ def _forward_producer(model: Any, root: torch.nn.Module, record: dict[str, Any],
         finally:
             for m, training in modes:
                 m.training = training
-    return _clean(prov.producer_of(out))
+    return shown_origin(prov.producer_of(out))

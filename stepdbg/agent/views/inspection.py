@@ -15,7 +15,7 @@ from typing import Any
 import torch
 
 from stepdbg.agent.measure import tensors
-from stepdbg.agent.replay.replay import eager_root, preserved_state, run_root
+from stepdbg.agent.replay.rerun import eager_root, preserved_state, run_root
 from stepdbg.agent.step.hooks import own_id
 from stepdbg.agent.step.step_model import StepModel
 
