@@ -211,9 +211,8 @@ class BreakpointsPanel(Loads, Vertical):
     """The breakpoints: a spec typed below is added, space turns the selected one on or off,
     delete removes it. The requests go to the app's source (a reconnect replaces it)."""
 
-    DEFAULT_CSS = """
-    BreakpointsPanel #break-error { width: 100%; color: $error; }  /* wraps: at 80x24 it was cut at 'known: nan, inf, no' */
-    """
+    # The error wraps: at 80x24 it was cut at 'known: nan, inf, no'.
+    DEFAULT_CSS = "BreakpointsPanel #break-error { width: 100%; color: $error; }"
 
     async def load(self, source: Any, status: dict[str, Any], history: list[dict[str, Any]]) -> None:
         rows = await ask(self, "breakpoints", source.breakpoints())
