@@ -17,7 +17,7 @@ def finish_early(model: StepModel, doctor: Any, bus: Bus) -> None:
         ok, words = doctor.overfit_result(model)
         if ok:
             bus.say(words)
-    bus.say(f"stopping after {model.step} steps as asked")
+    bus.say(f"stopping after {model.step} steps (--steps {model.step})")  # (said so when it is the default too)
     raise SystemExit(0)
 
 
