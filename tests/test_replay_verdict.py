@@ -146,21 +146,44 @@ class BadGradOnSeven(nn.Module):
         return NaNGradOfOneSample.apply(self.fc(x), (x[:, 0] == 7.0).any())
 
 
-def test_a_nan_only_in_an_earlier_micro_batchs_backward_is_not_called_transient(session_factory):
-    """Gradient accumulation, 4 micro-batches; micro-batch 2's backward alone makes the NaN.
-    The replay runs the last micro-batch, which stays finite: it said 'a transient fault,
-    skip the step' of a fault that comes back. It cannot tell, and says so."""
-    s = session_factory("nan", actions=("replay",))
-    s.model.armed = True
-    model = nn.Sequential(BadGradOnSeven(), nn.Linear(8, 1))
-    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+def _accumulate(s, model: nn.Module, opt: torch.optim.Optimizer, arm_from: int = 0) -> None:
+    """One step of 4 micro-batches; micro-batch 2 holds the sample whose gradient is NaN;
+    replay armed from micro-batch `arm_from` + 1 on (a front end attaching mid-step)."""
     opt.zero_grad()
     for micro in range(4):
+        s.model.armed = micro >= arm_from
         x = torch.randn(8, 4)
         if micro == 1:
             x[3, 0] = 7.0
         (nn.functional.mse_loss(model(x), torch.zeros(8, 1)) / 4).backward()
     opt.step()
+
+
+def test_a_nan_only_in_an_earlier_micro_batchs_backward_is_replayed_in_that_micro_batch(session_factory):
+    """Gradient accumulation, 4 micro-batches; micro-batch 2's backward alone makes the NaN.
+    The replay ran the last micro-batch, which stays finite, and said 'a transient fault,
+    skip the step' of a fault that comes back (then 'could not tell'). Armed, the gradients
+    are read after each backward: the break names micro-batch 2 and the replay runs it."""
+    s = session_factory("nan", actions=("replay",))
+    model = nn.Sequential(BadGradOnSeven(), nn.Linear(8, 1))
+    _accumulate(s, model, torch.optim.SGD(model.parameters(), lr=0.01))
+    (brk,) = s.breaks
     (replay,) = s.views.replays
+    assert brk.details["forward"] == "2 of 4" and "micro-batch 2 of 4" in brk.reason, brk
+    assert (replay["first_nonfinite"]["where"], replay["first_nonfinite"]["op"]) == \
+        ("backward", "NaNGradOfOneSampleBackward"), replay
+    assert replay["reproduced"] is True and replay["micro_batches"] == 4, replay
+
+
+def test_a_nan_in_a_micro_batchs_backward_not_watched_is_not_called_transient(session_factory):
+    """Armed only from micro-batch 3 on, the gradients were not read after micro-batch 2's
+    backward: which one made them is not known, the replay runs the last, which stays
+    finite, and the verdict says it cannot tell (not 'transient': it may come back)."""
+    s = session_factory("nan", actions=("replay",))
+    model = nn.Sequential(BadGradOnSeven(), nn.Linear(8, 1))
+    _accumulate(s, model, torch.optim.SGD(model.parameters(), lr=0.01), arm_from=2)
+    (brk,) = s.breaks
+    (replay,) = s.views.replays
+    assert "forward" not in brk.details and "micro-batch" not in brk.reason, brk
     assert replay["reproduced"] is None and replay["micro_batches"] == 4, replay
     assert replay["verdict"].startswith("could not tell: the step ran 4 micro-batches"), replay

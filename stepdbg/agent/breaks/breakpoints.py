@@ -16,7 +16,7 @@ import torch
 
 from stepdbg.agent.measure import tensors
 from stepdbg.agent.measure.memory import memory_in_use
-from stepdbg.agent.step import micro_batches
+from stepdbg.agent.step import backward_capture, micro_batches
 from stepdbg.agent.step.step_model import StepModel
 from stepdbg.wire import conditions as cond_mod
 from stepdbg.wire.conditions import Condition
@@ -252,10 +252,12 @@ def nonfinite(phase: str, model: StepModel) -> tuple[str, dict[str, Any]] | None
         bad = tensors.nonfinite_names(model.named(model.params_of_step(), grads=True))
         if not bad:
             return None  # a finite gradient whose norm overflowed is not a NaN
+        forward = backward_capture.focus(model)  # (armed, several backwards: the one that made them, replayed)
         return (
             f"gradient norm is {_fmt_nonfinite(st.grad_norm)}: non-finite gradients in {', '.join(bad[:3])}"
-            + (f" and {len(bad) - 3} more" if len(bad) > 3 else ""),
-            {"nonfinite_grads": bad},
+            + (f" and {len(bad) - 3} more" if len(bad) > 3 else "")
+            + (f", from the backward of micro-batch {forward}" if forward else ""),
+            {"nonfinite_grads": bad, **({"forward": forward} if forward else {})},
         )
     return None
 

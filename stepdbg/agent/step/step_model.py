@@ -29,11 +29,11 @@ from stepdbg.agent.measure import kernel_choice, tensors
 from stepdbg.agent.measure.frames import ModelCaller, caller_kwargs
 from stepdbg.agent.measure.memory import HOST_MEMORY_PERIOD, memory_in_use
 from stepdbg.agent.measure.warning_filters import Ignored
-from stepdbg.agent.step import host_reads, micro_batches, upstream
+from stepdbg.agent.step import backward_capture, host_reads, micro_batches, upstream
 from stepdbg.agent.step.collectives import Collectives
 from stepdbg.agent.step.data_wait import DataWait
 from stepdbg.agent.step.device_skip import DeviceSkip
-from stepdbg.agent.step.hooks import Gate, Guard, HookSet, around_calls, own_id
+from stepdbg.agent.step.hooks import Gate, Guard, HookSet, around_calls
 from stepdbg.agent.step.optimizer_phase import OptimizerPhase
 from stepdbg.agent.step.program import ProgramObjects
 from stepdbg.agent.step.saved_activations import SavedActivations
@@ -62,6 +62,7 @@ class StepModel(ProgramObjects, Gate):
         # (when armed), output, grad_output (when armed), loss, batch, loader, called_from.
         self.capture: dict[str, Any] = {}
         self.armed = False  # keep what a replay of the backward needs (costs one output-sized tensor)
+        self.backward_watch = backward_capture.BackwardWatch()  # armed: which micro-batch's backward made a NaN
         self.saved: SavedActivations | None = None  # saved activations by module (--record-memory)
         self.kept_by_stepdbg: list[Callable[[], Iterable[tuple[str, Any]]]] = []  # rewind snapshots
         # None: the loss is read before backward on the CPU, and kept on an accelerator until the
@@ -259,19 +260,14 @@ class StepModel(ProgramObjects, Gate):
         if self.saved is not None:
             self.saved.stop()
         if self.armed:
-            out = tensors.first_tensor(output)
-            if out is not None and out.requires_grad:
-                cap = self.capture
-
-                def keep_grad(g: torch.Tensor) -> None:
-                    cap["grad_output"] = g.detach()
-
-                own_id(out.register_hook(keep_grad))
+            backward_capture.keep_output_grad(self.capture, output)
         self.pause_point("after_forward")
         self.data.forward_done()  # after the pause point: time paused there is nobody's data wait
 
     def on_backward_pre(self, targets: Any) -> None:
         st = self.current or self.ensure_step()
+        if self.armed:
+            self.backward_watch.before_backward(self)
         st.backward_calls += 1
         self.data.backward_started()
         t = targets if isinstance(targets, torch.Tensor) else tensors.first_tensor(targets)
@@ -317,6 +313,8 @@ class StepModel(ProgramObjects, Gate):
         return out() if isinstance(out, weakref.ReferenceType) else out
 
     def _on_backward_post(self) -> None:
+        if self.armed:
+            self.backward_watch.after_backward(self)
         self.pause_point("after_backward")
         if not self.in_optimizer_step and self._last_optimizer() is None and not self.optimizers:
             # Manual SGD: no optimizer object, one step per backward.

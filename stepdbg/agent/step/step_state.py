@@ -24,6 +24,10 @@ class StepState:
     grad_norm: float | None = None
     clip_norm: torch.Tensor | float | None = None  # what clip_grad_norm_ returned, read with the losses
     backward_calls: int = 0
+    finite_through: int = 0  # armed: the last backward after which the gradients were read finite
+    bad_backward: int | None = None  # armed: the backward after which they were first read non-finite
+    bad_capture: dict[str, Any] | None = None  # its micro-batch's capture, when it is known to be that one
+    unread: dict[str, Any] | None = None  # armed: the capture of a backward not read yet (backward_capture.py)
     forwards: int = 0
     zero_grad_called: bool = False
     skip: bool = False
