@@ -70,3 +70,18 @@ def test_all_clients_together_are_held_to_the_jobs_rate():
             pace.wait(lambda: True, t)
             answered += 1
     assert answered <= 40 + 40 * (t.now - start) + len(clients), answered
+
+
+def test_a_costly_request_of_any_client_rests_them_all():
+    """Ten clients each within their own 1% share took 10% of a CPU together: the job's
+    bucket rests every client after a costly request, to JOB_SHARE of the time in all."""
+    from stepdbg.agent.serve.pace import Bucket
+
+    t = FakeTime()
+    job = Bucket(rate=1000.0, burst=1000, share=0.03, clock=t)
+    a, b = Pace(share=0.01, clock=t, job=job), Pace(share=0.01, clock=t, job=job)
+    a.wait(lambda: True, t)
+    start = t.now
+    a.spent(0.002)  # 2 ms of CPU: every thread's stack, say
+    b.wait(lambda: True, t)  # another client, with nothing of its own to rest for
+    assert t.now - start >= 0.002 * (1 / 0.03 - 1) - 1e-9
