@@ -1,1 +1,1 @@
-"""Benchmarks: ratios measured side by side in one process (see README)."""
+"""Benchmarks: ratios measured side by side in one process (see docs/performance.md)."""

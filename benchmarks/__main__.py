@@ -39,7 +39,7 @@ def ok(value: float, limit: float) -> str:
     return "met" if value <= limit else "MISSED"
 
 
-def main() -> None:  # noqa: C901, PLR0912, PLR0915 - one block per benchmark table, in the order the README prints them
+def main() -> None:  # noqa: C901, PLR0912, PLR0915 - one block per benchmark table, in the order docs/performance.md prints them
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--quick", action="store_true", help="every benchmark briefly (the test suite runs this)")
     p.add_argument("--json", help="write the figures here")

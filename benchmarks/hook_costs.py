@@ -7,7 +7,7 @@ this wraps both and times the outermost call, per entry name, over blocks of ste
 the watch with no condition, the default watch and the activation watch. A profiler
 would slow every call alike; timing in place shows what a call costs between torch's
 kernels, where the step's code is cold (several times its cost in a loop). Not a table of
-the README: a tool for whoever trims the hot path next.
+docs/performance.md: a tool for whoever trims the hot path next.
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ DataLoader) with gradient clipping, as in nanoGPT.
     stepdbg --break nan --on-break replay --on-break abort python demos/nan_log.py
 
 With --fused (fused AdamW), ``--skip-on-device`` skips the bad step's update and the run
-goes on healthy (README, the step model).
+goes on healthy (docs/step-model.md).
 """
 
 import argparse

@@ -8,7 +8,7 @@ layer corrupts the 20th training forward it runs, and only that one.)
 
     stepdbg --no-tui --break nan --on-break replay --on-break skip python demos/transient_fault.py
 
-Saved and replayed later (README, "Evidence: save, skip, replay later"), the step is not
+Saved and replayed later (docs/replay.md, "Evidence: save, skip, replay later"), the step is not
 reproduced either: the rebuilt `flaky` layer has not counted 20 calls.
 
     stepdbg --no-tui --break nan --on-break save --on-break skip python demos/transient_fault.py

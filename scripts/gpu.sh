@@ -7,7 +7,7 @@
 # The GPU machine's Python has torch, pytest, rich, lightning and transformers, not
 # textual, prompt-toolkit, torchinfo or the test plugins: those travel as wheels. `run`
 # writes under $OUT (or ./gpu-out): cuda-tests.log, benchmarks.log, results-cuda.json and
-# nvidia-smi.txt, for the README's Performance table and the issue's note.
+# nvidia-smi.txt, for docs/performance.md's tables and the issue's note.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 

@@ -1,10 +1,11 @@
-"""The README's sample outputs, made by running them: each block after a line
-``<!-- sample: NAME -->`` is what SAMPLES[NAME] prints, with this checkout's path left out.
+"""The sample outputs of README.md and docs/*.md, made by running them: each block after a
+line ``<!-- sample: NAME -->`` is what SAMPLES[NAME] prints, with this checkout's path left out.
+A block may live in any of those files (one block per name, in one file).
 
     python scripts/readme_samples.py           # run every sample and rewrite its block
     python scripts/readme_samples.py --check   # exit 1, with a diff, where a block drifted
 
-tests/test_readme.py runs the check, so the README's outputs are the program's.
+tests/test_readme.py runs the check, so the documents' outputs are the program's.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"
+DOCS = ROOT / "docs"
 MARK = re.compile(r"^<!-- sample: ([\w-]+) -->\n```\n(.*?)^```\n", re.M | re.S)
 
 
@@ -101,32 +103,49 @@ def blocks(text: str) -> dict[str, str]:
     return {m.group(1): m.group(2) for m in MARK.finditer(text)}
 
 
+def documents() -> list[Path]:
+    """Where sample blocks may live: the README and every page under docs/."""
+    return [README, *sorted(DOCS.glob("*.md"))]
+
+
+def shown() -> dict[str, tuple[Path, str]]:
+    """Each sample block by name: the file that holds it and its text. A name in two places is an error."""
+    found: dict[str, tuple[Path, str]] = {}
+    for path in documents():
+        for name, block in blocks(path.read_text()).items():
+            if name in found:
+                raise ValueError(f"sample {name!r} is in both {found[name][0].relative_to(ROOT)} "
+                                 f"and {path.relative_to(ROOT)}: keep one")
+            found[name] = (path, block)
+    return found
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--check", action="store_true", help="compare, rewrite nothing; exit 1 where a block drifted")
     p.add_argument("names", nargs="*", help="only these samples (default: every one)")
     args = p.parse_args()
-    text = README.read_text()
-    found = blocks(text)
+    found = shown()
     missing = set(SAMPLES) - set(found)
     if missing:
-        print(f"README.md has no block for {sorted(missing)}", file=sys.stderr)
+        print(f"README.md and docs/*.md have no block for {sorted(missing)}", file=sys.stderr)
         return 2
     drifted = 0
     for name in args.names or list(SAMPLES):
         print(f"running {name}: {SAMPLES[name].command}", file=sys.stderr, flush=True)
+        path, block = found[name]
         new = run(SAMPLES[name])
-        if new == found[name]:
+        if new == block:
             continue
         drifted += 1
+        where = path.relative_to(ROOT)
         if args.check:
-            sys.stdout.writelines(difflib.unified_diff(found[name].splitlines(True), new.splitlines(True),
-                                                       f"README.md ({name})", f"{name} as run now"))
+            sys.stdout.writelines(difflib.unified_diff(block.splitlines(True), new.splitlines(True),
+                                                       f"{where} ({name})", f"{name} as run now"))
         else:
-            text = text.replace(f"<!-- sample: {name} -->\n```\n{found[name]}```\n",
-                                f"<!-- sample: {name} -->\n```\n{new}```\n")
-    if not args.check:
-        README.write_text(text)
+            text = path.read_text()
+            path.write_text(text.replace(f"<!-- sample: {name} -->\n```\n{block}```\n",
+                                         f"<!-- sample: {name} -->\n```\n{new}```\n"))
     return 1 if drifted and args.check else 0
 
 

@@ -1,4 +1,4 @@
-"""Make the README's TUI pictures from the real app on the real row-1 demo.
+"""Make the TUI pictures of README.md and docs/ from the real app on the real row-1 demo.
 
     .venv/bin/python scripts/screenshots.py    # writes docs/break-panel.svg, model-panel.svg, plots-panel.svg,
                                                # and memory-panel.svg (demos/oom_batch.py at its OOM)

@@ -1,5 +1,5 @@
 """The events pushed to clients are declared once (stepdbg/wire/events.py): the agent sends
-only those, the clients drop anything else, the TUI's handlers and the README's table
+only those, the clients drop anything else, the TUI's handlers and docs/protocol.md's table
 follow the declaration (STYLE.md 1)."""
 
 from __future__ import annotations
@@ -11,12 +11,12 @@ import pytest
 
 from stepdbg.wire import events, protocol
 
-README = Path(__file__).resolve().parent.parent / "README.md"
+PROTOCOL_DOC = Path(__file__).resolve().parent.parent / "docs" / "protocol.md"
 
 
 def test_the_readme_table_is_the_generated_one():
-    found = re.search(r"<!-- events:start -->\n(.*?)\n<!-- events:end -->", README.read_text(), re.S)
-    assert found and found.group(1) == events.markdown_table(), "regenerate the README's events table"
+    found = re.search(r"<!-- events:start -->\n(.*?)\n<!-- events:end -->", PROTOCOL_DOC.read_text(), re.S)
+    assert found and found.group(1) == events.markdown_table(), "regenerate docs/protocol.md's events table"
 
 
 def test_the_agent_sends_only_declared_events():

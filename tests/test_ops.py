@@ -1,5 +1,5 @@
 """The op table (stepdbg/wire/ops.py) is the one declaration of every op: the handlers,
-the clients' methods and the README's table are checked against it (STYLE.md 1)."""
+the clients' methods and docs/protocol.md's table are checked against it (STYLE.md 1)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import pytest
 
 from stepdbg.wire.ops import OPS, SCHEMAS, OpCalls, markdown_table
 
-README = Path(__file__).resolve().parent.parent / "README.md"
+PROTOCOL_DOC = Path(__file__).resolve().parent.parent / "docs" / "protocol.md"
 
 
 def test_every_op_has_one_handler_and_every_handler_an_op():
@@ -26,10 +26,10 @@ def test_every_op_has_one_handler_and_every_handler_an_op():
 
 
 def test_the_readme_table_is_the_generated_one():
-    text = README.read_text()
+    text = PROTOCOL_DOC.read_text()
     found = re.search(r"<!-- ops:start -->\n(.*?)\n<!-- ops:end -->", text, re.S)
-    assert found, "README.md has no ops table between <!-- ops:start --> and <!-- ops:end -->"
-    assert found.group(1) == markdown_table(), "regenerate the README's op table from stepdbg/wire/ops.py"
+    assert found, "docs/protocol.md has no ops table between <!-- ops:start --> and <!-- ops:end -->"
+    assert found.group(1) == markdown_table(), "regenerate docs/protocol.md's op table from stepdbg/wire/ops.py"
 
 
 class Recorder(OpCalls):

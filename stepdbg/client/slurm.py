@@ -61,4 +61,4 @@ def job_rows_of(job: str) -> tuple[SshTarget, list[dict[str, Any]]]:
         if found is not None:
             return found
     raise TargetError(f"no stepdbg session of SLURM job {job} on its nodes ({', '.join(names)}): is the job "
-                      "running under stepdbg (STEPDBG_AUTOSTART in its script, README 'Many ranks')?")
+                      "running under stepdbg (STEPDBG_AUTOSTART in its script, docs/ranks.md)?")

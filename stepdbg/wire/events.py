@@ -4,7 +4,7 @@ front end reads, and one line of doc.
 The agent sends them with ``protocol.event(name, data)`` (``check_out`` refuses a name not
 declared here); the clients check what arrives (``check_in``: an unknown event or one
 without its fields is dropped, never dispatched half-made); front ends dispatch by name
-to a table of handlers (tui/job_events.py); the README's events table is
+to a table of handlers (tui/job_events.py); docs/protocol.md's events table is
 ``markdown_table`` (a test keeps it in step). ``lost`` is the clients' own: the
 connection ended without an ``exited``. Standard library only.
 """
@@ -64,7 +64,7 @@ def check_in(name: Any, data: Any) -> bool:
 
 
 def markdown_table() -> str:
-    """The README's events table."""
+    """docs/protocol.md's events table."""
     rows = ["| event | data | fields read | what it says |", "| --- | --- | --- | --- |"]
     for ev in EVENTS.values():
         fields = ", ".join(f"`{f}`" for f in ev.fields) or "—"

@@ -3,8 +3,8 @@ what it returns and one line of doc.
 
 From this table come the agent's argument checks (``SCHEMAS``, read by the Dispatcher),
 the client's methods (``OpCalls``: the sync Client, the AsyncClient and the in-process
-console's caller all inherit them), and the README's op table (``markdown_table``; a
-test keeps the README in step). The agent answers each op with ``op_<name>`` in
+console's caller all inherit them), and docs/protocol.md's op table (``markdown_table``; a
+test keeps docs/protocol.md in step). The agent answers each op with ``op_<name>`` in
 stepdbg/agent/serve/handlers.py; a test checks that every op here has one and no other.
 Standard library only.
 """
@@ -18,7 +18,7 @@ from typing import Any
 from stepdbg.wire.conditions import MAX_SPEC
 from stepdbg.wire.schema import Choice, Flag, Int, Maybe, Num, SchemaError, Spec, Text
 
-# What one request may ask for (README, Security): each bounds what the job allocates to answer.
+# What one request may ask for (docs/security.md): each bounds what the job allocates to answer.
 SLICE_LIMIT = 10_000  # tensor values in one slice
 HISTORY_LIMIT = 10_000  # steps of history (all that is kept)
 SOURCE_CONTEXT_LIMIT = 200  # lines either side of the paused line
@@ -180,7 +180,7 @@ def lr_typed(text: str) -> float:
 
 
 def markdown_table() -> str:
-    """The README's op table."""
+    """docs/protocol.md's op table."""
     rows = ["| op | arguments | returns | what it does |", "| --- | --- | --- | --- |"]
     for op in OPS.values():
         args = ", ".join(a.name if a.default is REQUIRED else f"{a.name}={a.default!r}" for a in op.args)

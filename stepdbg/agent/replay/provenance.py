@@ -1,6 +1,6 @@
 """Provenance: which op *produced* a non-finite value, not which ones passed it on.
 
-The rules (README, "Replay"):
+The rules (docs/replay.md, "Replay"):
 
 - a NaN's producer is the first op that makes a NaN from NaN-free inputs, unless the
   inputs carried an unintended inf, whose producer it then is (log(0) = -inf, then a

@@ -1,6 +1,6 @@
 """Replay a step to find the op, module and line that produced the first non-finite value.
 
-In order (README, "Replay"):
+In order (docs/replay.md, "Replay"):
 
 - inputs first: a non-finite value already in the batch or the model's inputs is born in
   the data (the tensor, the index of its first bad element, the count, the dataset index

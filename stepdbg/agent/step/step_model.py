@@ -110,7 +110,7 @@ class StepModel(ProgramObjects, Gate):
     def _settle_roots(self) -> None:
         """After the first step: watch the roots seen (every model of a GAN's step, a
         compiled wrapper) and drop the global module hooks. A model first run later is
-        not a root stepdbg sees (README, the step model).
+        not a root stepdbg sees (docs/step-model.md).
 
         A root is watched through its class's ``__call__``, not through hooks registered on
         the module: those live in the module's ``_forward_hooks`` and would travel with
