@@ -13,6 +13,7 @@ from rich.table import Table
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import VerticalScroll
+from textual.css.query import NoMatches
 from textual.widgets import Static
 
 from .asking import Loads
@@ -193,7 +194,10 @@ class BreakPanel(Loads, VerticalScroll):
             log = ("The Log (9) has what it printed while this window was open" if output_shown else
                    "Its output went where it runs (started with --forward-output, the Log (9) shows it)")
             record = Text(f"the job {ended_words(ended)}. {log}; q closes this window.", style="bold")
-        self.query_one("#break-record", Static).update(record)
-        self.query_one("#break-source", Static).update(render_source(src) if brk else "")
-        self.query_one("#break-frames", Static).update(render_frames(frames) if brk else "")
-        self.query_one("#break-locals", Static).update(render_locals(locals_) if brk else "")
+        try:
+            self.query_one("#break-record", Static).update(record)
+            self.query_one("#break-source", Static).update(render_source(src) if brk else "")
+            self.query_one("#break-frames", Static).update(render_frames(frames) if brk else "")
+            self.query_one("#break-locals", Static).update(render_locals(locals_) if brk else "")
+        except NoMatches:  # the window closed while the answer was on its way (a worker's late show)
+            return
