@@ -41,6 +41,8 @@ class Sample:
 SAMPLES = {
     "quickstart": Sample("stepdbg --no-tui --on-break replay --on-break pause python demos/nan_log.py",
                          stdin="info model\nq\n", prompts=2),
+    "lr-explode": Sample("stepdbg --no-tui --break 'grad_norm>200' --on-break pause python demos/lr_explode.py",
+                         stdin="lr 0.01 pin\nbreak rm grad_norm>200\n\n", shown=True),
     "skip-on-device": Sample("stepdbg --no-tui --skip-on-device --on-break replay python demos/nan_log.py --fused",
                              start="step 30 ", shown=True),
     "doctor": Sample("stepdbg doctor --steps 20 -q python demos/lr_explode.py", shown=True),
