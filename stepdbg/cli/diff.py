@@ -99,7 +99,7 @@ def _timeout(value: str) -> float:
 
 
 def parser() -> Parser:
-    p = Parser(prog="stepdbg diff", usage='%(prog)s [--steps N] [--json] [--atol X] [--rtol Y] "COMMAND A" "COMMAND B"',
+    p = Parser(prog="stepdbg diff", usage='%(prog)s [--steps N] [--json] [--atol X] [--rtol Y] "COMMAND A" "COMMAND B" | [--model SPEC] BUNDLE BUNDLE',
                description=textwrap.fill(DESCRIPTION, 88), epilog=EPILOG)
     p.add_argument("a", metavar="A", help='the first command line, in one argument: "python train.py --lr 3e-4"')
     p.add_argument("b", metavar="B", help="the second command line")
@@ -111,6 +111,9 @@ def parser() -> Parser:
                    help="relative tolerance on the fingerprints' numbers (default 0: bitwise)")
     p.add_argument("--max-calls", type=_max_calls, default=MAX_CALLS, metavar="N",
                    help=f"module calls fingerprinted per step (default {MAX_CALLS}); later ones are left out, and said")
+    p.add_argument("--model", metavar="MODULE:FACTORY",
+                   help="bundles only: a function (or class) that builds the model with no arguments, as "
+                        "`stepdbg replay --model` takes it (a model built inline in the script needs it)")
     p.add_argument("--timeout", type=_timeout, default=TIMEOUT, metavar="SECONDS",
                    help=f"end a run that has not finished after SECONDS (default {TIMEOUT:g}, each run; 0: no "
                         "limit) and exit 2; a run that takes long says its steps recorded so far on stderr")
@@ -122,7 +125,8 @@ def is_bundle(line: str) -> bool:
     return os.path.isdir(line)
 
 
-def job(label: str, line: str, folder: str, n: int, max_calls: int) -> tuple[list[str], dict[str, str], str]:
+def job(label: str, line: str, folder: str, n: int, max_calls: int, model: str | None = None
+        ) -> tuple[list[str], dict[str, str], str]:
     """The command, environment and record path of one run; UsageError naming A or B."""
     record = os.path.join(folder, f"{label}.jsonl")
     if is_bundle(line):
@@ -130,8 +134,11 @@ def job(label: str, line: str, folder: str, n: int, max_calls: int) -> tuple[lis
             raise UsageError(f"{label}: {line} is a folder, not an evidence bundle (it needs meta.json and tensors.pt)")
         if n != 1:
             raise UsageError(f"{label}: a bundle holds one step: compare it with --steps 1")
-        return (isolated.command("stepdbg.agent.diff.bundle_record", os.path.abspath(line), record, str(max_calls)),
+        return (isolated.command("stepdbg.agent.diff.bundle_record", os.path.abspath(line), record, str(max_calls),
+                                 *(["--model", model] if model else [])),
                 dict(os.environ), record)
+    if model:
+        raise UsageError("--model is for bundles: a command line builds its own model")
     if not line.strip():
         raise UsageError(f'{label} is empty: give a command line in one argument, e.g. "python train.py"')
     try:
@@ -266,7 +273,8 @@ def _diff(ns: Any, stop: StopOnSignal) -> int:
         if is_bundle(ns.a) != is_bundle(ns.b):
             raise UsageError("compare a bundle with a bundle, or a command line with a command line "
                              "(a bundle's record holds no loss nor update)")
-        jobs = {label: job(label, line, folder, ns.steps, ns.max_calls) for label, line in (("A", ns.a), ("B", ns.b))}
+        jobs = {label: job(label, line, folder, ns.steps, ns.max_calls, ns.model)
+                for label, line in (("A", ns.a), ("B", ns.b))}
         recs = {}
         for label, line in (("A", ns.a), ("B", ns.b)):
             cmd, env, record = jobs[label]
