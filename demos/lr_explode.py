@@ -4,8 +4,8 @@ Plain SGD with a learning rate far too high for the data's scale, no warmup, no
 clipping; a DataLoader loop with a StepLR scheduler. Lowering the LR (pinned, so the
 scheduler does not undo it) lets the loss recover.
 
-    stepdbg --break 'grad_norm>1000' --on-break pause python demos/lr_explode.py
-    (at the pause: 'lr 0.01 pin', then Enter)
+    stepdbg --no-tui --break 'grad_norm>200' --on-break pause python demos/lr_explode.py
+    (at the pause: 'lr 0.01 pin', 'break rm grad_norm>200', then Enter; the TUI: l, c)
 """
 
 import argparse
