@@ -58,14 +58,14 @@ class RunFailed(Exception):
     """A run did not give a record to compare: one line, exit code 2."""
 
 
-def _tolerance(flag: str) -> Any:
+def _nonnegative(flag: str, what: str = "a number >= 0 (e.g. 1e-6)") -> Any:
     def parse(value: str) -> float:
         try:
             x = float(value)
         except ValueError:
             x = math.nan
         if not 0 <= x < math.inf:
-            raise UsageError(f"{flag} needs a number >= 0 (e.g. 1e-6), not {value!r}")
+            raise UsageError(f"{flag} needs {what}, not {value!r}")
         return x
 
     return parse
@@ -88,15 +88,6 @@ def _max_calls(value: str) -> int:
     return n
 
 
-def _timeout(value: str) -> float:
-    try:
-        x = float(value)
-    except ValueError:
-        x = math.nan
-    if not 0 <= x < math.inf:
-        raise UsageError(f"--timeout needs a number of seconds >= 0 (0: no limit), not {value!r}")
-    return x
-
 
 def parser() -> Parser:
     p = Parser(prog="stepdbg diff", usage='%(prog)s [--steps N] [--json] [--atol X] [--rtol Y] "COMMAND A" "COMMAND B" | [--model SPEC] BUNDLE BUNDLE',
@@ -105,16 +96,17 @@ def parser() -> Parser:
     p.add_argument("b", metavar="B", help="the second command line")
     p.add_argument("--steps", type=_steps, default=1, metavar="N", help="how many steps to compare (default 1)")
     p.add_argument("--json", action="store_true", help="print the answer as one JSON object, alone on stdout")
-    p.add_argument("--atol", type=_tolerance("--atol"), default=0.0, metavar="X",
+    p.add_argument("--atol", type=_nonnegative("--atol"), default=0.0, metavar="X",
                    help="absolute tolerance on the fingerprints' numbers (default 0: bitwise)")
-    p.add_argument("--rtol", type=_tolerance("--rtol"), default=0.0, metavar="Y",
+    p.add_argument("--rtol", type=_nonnegative("--rtol"), default=0.0, metavar="Y",
                    help="relative tolerance on the fingerprints' numbers (default 0: bitwise)")
     p.add_argument("--max-calls", type=_max_calls, default=MAX_CALLS, metavar="N",
                    help=f"module calls fingerprinted per step (default {MAX_CALLS}); later ones are left out, and said")
     p.add_argument("--model", metavar="MODULE:FACTORY",
                    help="bundles only: a function (or class) that builds the model with no arguments, as "
                         "`stepdbg replay --model` takes it (a model built inline in the script needs it)")
-    p.add_argument("--timeout", type=_timeout, default=TIMEOUT, metavar="SECONDS",
+    p.add_argument("--timeout", type=_nonnegative("--timeout", "a number of seconds >= 0 (0: no limit)"),
+                   default=TIMEOUT, metavar="SECONDS",
                    help=f"end a run that has not finished after SECONDS (default {TIMEOUT:g}, each run; 0: no "
                         "limit) and exit 2; a run that takes long says its steps recorded so far on stderr")
     return p
