@@ -67,6 +67,20 @@ class Pace:
         if self.job is not None:
             self.job.spent(cpu_seconds)
 
+    def now_or_never(self, running: Callable[[], bool]) -> bool:
+        """True (a token taken) when a request may run at once; False, taking nothing, when
+        it would wait: the reader, which must stay free for `interrupt`, never waits."""
+        if not running():
+            return True
+        now = self.clock()
+        if now < self.rest_until:
+            return False
+        tokens = min(float(self.burst), self.tokens + (now - self.last) * self.rate)
+        if tokens < 1 or (self.job is not None and self.job.take()):
+            return False
+        self.tokens, self.last = tokens - 1, now
+        return True
+
     def wait(self, running: Callable[[], bool], stopped: threading.Event) -> None:
         """Return when the next request may run: at once while the job is paused."""
         while running() and not stopped.is_set():

@@ -130,14 +130,17 @@ class Server:
         self.broadcast(protocol.event("exited", {"exit_code": exit_code, "steps": self.session.step, "error": error}))
         with self._lock:
             peers = list(self._peers)
+        deadline = time.monotonic() + WORKERS_GRACE
+        for p in peers:  # the exited event goes out first; clients that do not read wait for nobody (1 s in all)
+            p.outbox.close(wait=max(0.0, deadline - time.monotonic()))
         for p in peers:
-            p.outbox.close(wait=1.0)  # the exited event goes out first; a client that does not read waits for nobody
+            p.outbox.stop()  # (a sender still writing ends unsaid: the socket closes under it)
             p.conn.close()
         # A connection's thread in a torch call (a status, a tensor's statistics) as the
         # interpreter finalizes would abort the process (see Watchdog.stop): they end with
         # their connections; wait a little for them.
         deadline = time.monotonic() + WORKERS_GRACE
-        with self._lock:
+        with self._lock:  # (a second grace: 2 s at most in all, whatever the clients)
             threads = [t for t in self._threads if t is not threading.current_thread()]
         for t in threads:
             t.join(timeout=max(0.0, deadline - time.monotonic()))
@@ -292,6 +295,7 @@ class Server:
         """Read requests until the client goes; `interrupt` is answered here at once, and so
         is a `status` the worker has nothing before (a hand-off to it costs more than the answer)."""
         handlers = protocol.Dispatcher(Handlers(self.session, peer), SCHEMAS)
+        running = self._running
         while not self._stopped.is_set() and peer.outbox.dropped is None:
             try:
                 msg = peer.conn.recv(timeout=None)
@@ -307,8 +311,8 @@ class Server:
             if msg.get("op") == "interrupt":
                 peer.outbox.put(handlers.handle(msg))
                 continue
-            if msg.get("op") in INLINE_OPS and requests.unfinished_tasks == 0:
-                self._answer(peer, handlers, msg, pace)
+            if msg.get("op") in INLINE_OPS and requests.unfinished_tasks == 0 and pace.now_or_never(running):
+                self._answer(peer, handlers, msg, pace, paced=True)
                 continue
             try:
                 requests.put_nowait(msg)
@@ -329,8 +333,11 @@ class Server:
             finally:
                 requests.task_done()
 
-    def _answer(self, peer: Peer, handlers: protocol.Dispatcher, msg: dict[str, Any], pace: Pace) -> None:
-        pace.wait(lambda: self.session.paused is None, self._stopped)
+    def _answer(self, peer: Peer, handlers: protocol.Dispatcher, msg: dict[str, Any], pace: Pace,
+                paced: bool = False) -> None:
+        """Answer `msg` once `pace` lets it run (`paced`: it already did)."""
+        if not paced:
+            pace.wait(self._running, self._stopped)
         running, cpu = self.session.paused is None, time.thread_time()
         try:
             peer.outbox.put(handlers.handle(msg))
@@ -339,6 +346,9 @@ class Server:
                                            "failed", f"{type(e).__name__}: {e}"))
         if running:  # (this thread's CPU: a request that waited for the training thread cost it nothing)
             pace.spent(time.thread_time() - cpu)
+
+    def _running(self) -> bool:
+        return self.session.paused is None
 
     def _handshake(self, conn: protocol.Connection) -> str | None:
         """The client's role ("frontend" or "probe") once its token is right, else None."""
