@@ -73,3 +73,33 @@ def test_a_failed_save_leaves_nothing_and_the_names_are_this_hosts(tmp_path):
         assert e.errno == 28
     assert list(tmp_path.iterdir()) == []
     assert partials._NAME.match(partials.prefix("stepdbg-step1") + "x1y2")
+
+
+HOLDER = textwrap.dedent("""
+    import sys, threading
+    from stepdbg.agent.replay import partials
+
+    with partials.held(sys.argv[1]):
+        print("holding", flush=True)
+        threading.Event().wait()
+""")
+
+
+def test_a_save_whose_pid_looks_gone_but_holds_its_lock_is_left(tmp_path):
+    """A save in another PID namespace (a container sharing the folder and the hostname)
+    looks gone to os.kill, but it holds its folder's lock: the sweep leaves it (the
+    attacker's unshare --pid run had it removed mid-write)."""
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait(timeout=WAIT)
+    name = partials.prefix("stepdbg-step8").replace(str(os.getpid()), str(dead.pid)) + "live"
+    (tmp_path / name).mkdir()
+    holder = subprocess.Popen([sys.executable, "-c", HOLDER, str(tmp_path / name)], stdout=subprocess.PIPE,
+                              text=True, cwd=ROOT, env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    try:
+        assert holder.stdout is not None and holder.stdout.readline() == "holding\n"
+        assert partials.sweep(tmp_path) == []
+        assert (tmp_path / name).is_dir()
+    finally:
+        holder.kill()
+        holder.wait(timeout=WAIT)
+    assert partials.sweep(tmp_path) == [name]  # its holder gone too: swept

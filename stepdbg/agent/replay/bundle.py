@@ -89,9 +89,10 @@ def _atomically(parent: Path, name: str, fill: Callable[[Path], None]) -> Path:
     partials.sweep(parent)  # what a killed save left here (SIGKILL: no Python ran to remove it)
     tmp = Path(tempfile.mkdtemp(prefix=partials.prefix(name), dir=parent))
     try:
-        fill(tmp)
-        final = _free_name(parent, name)
-        os.rename(tmp, final)
+        with partials.held(tmp):  # (a sweep elsewhere leaves a folder a save holds)
+            fill(tmp)
+            final = _free_name(parent, name)
+            os.rename(tmp, final)
         return final
     except BaseException:  # noqa: B036 - nothing of a failed save is left, whatever ended it
         shutil.rmtree(tmp, ignore_errors=True)

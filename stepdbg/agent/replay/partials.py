@@ -1,19 +1,24 @@
 """The hidden folders of bundle saves that never finished, and their sweep.
 
 A save writes into ``.<name>.partial-<host>-<pid>-<random>`` beside its bundle and renames
-it when whole (bundle.py). Any failure Python sees removes it; a SIGKILL, a power cut or
-the OOM killer does not. The next save in that folder removes those of this host whose
-process is gone and that belong to this user: never a link, never another host's (its
-pid means nothing here), never one whose process still runs.
+it when whole (bundle.py), holding an exclusive flock on the folder while it writes.
+Any failure Python sees removes it; a SIGKILL, a power cut or the OOM killer does not.
+The next save in that folder removes those of this host and user whose process is gone
+and whose lock it can take at once: never a link, never another host's (its pid means
+nothing here), never one a save still holds (a process in another PID namespace, a
+container sharing the folder, looks gone to os.kill but holds its lock).
 """
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import os
 import re
 import shutil
 import socket
 import stat
+from collections.abc import Iterator
 from pathlib import Path
 
 _HOST = re.sub(r"[^A-Za-z0-9.]", "_", socket.gethostname())[:64] or "host"
@@ -57,6 +62,29 @@ def sweep(parent: Path) -> list[str]:
                 continue
             if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid():
                 continue
-            shutil.rmtree(entry.path, ignore_errors=True)
-            removed.append(entry.name)
+            with held(entry.path, wait=False) as free:
+                if free:
+                    shutil.rmtree(entry.path, ignore_errors=True)
+            if free and not os.path.lexists(entry.path):
+                removed.append(entry.name)
     return removed
+
+
+@contextlib.contextmanager
+def held(folder: str | os.PathLike[str], wait: bool = True) -> Iterator[bool]:
+    """An exclusive flock on `folder` (never through a link) for the block: True when held;
+    with `wait` False, False at once when a save holds it (or it cannot be opened)."""
+    try:
+        fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | getattr(os, "O_NOFOLLOW", 0))
+    except OSError:
+        yield False
+        return
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
+        except OSError:
+            yield False
+            return
+        yield True
+    finally:
+        os.close(fd)
