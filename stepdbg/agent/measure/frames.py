@@ -68,11 +68,12 @@ def is_own_file(path: str) -> bool:
 T = TypeVar("T")
 
 
-def fold_own(frames: Iterable[T], filename: Callable[[T], str], marker: Callable[[int], T]) -> list[T]:
+def fold_own(frames: Iterable[T], filename: Callable[[T], str], marker: Callable[[int], T] | None) -> list[T]:
     """`frames` (outermost first) with each run of stepdbg's own frames folded into one
-    marker; a run at the outer end (the launcher, runpy) is dropped, as Python drops its own.
-    Past the user's last frame, what stepdbg called is its own too (an interrupt at a pause
-    lands in queue.py and threading.py under stepdbg's wait)."""
+    marker, or left out where `marker` is None; a run at the outer end (the launcher, runpy)
+    is dropped, as Python drops its own. Past the user's last frame, what stepdbg called is
+    its own too (an interrupt at a pause lands in queue.py and threading.py under stepdbg's
+    wait)."""
     frames = list(frames)
     last_user = max((i for i, f in enumerate(frames) if is_user_file(filename(f))), default=-1)
     inner = next((i for i in range(last_user + 1, len(frames)) if is_own_file(filename(frames[i]))), len(frames))
@@ -83,35 +84,18 @@ def fold_own(frames: Iterable[T], filename: Callable[[T], str], marker: Callable
         if is_own_file(filename(f)):
             run += 1
             continue
-        if run and out:
+        if run and out and marker is not None:
             out.append(marker(run))
         run = 0
         out.append(f)
     run += called
-    if run and out:
+    if run and out and marker is not None:
         out.append(marker(run))
     return out
 
 
 def hidden_frames_line(n: int) -> str:
     return f"[{n} frame{'s' if n != 1 else ''} of stepdbg hidden]"
-
-
-class _FoldedStack(traceback.StackSummary):
-    """A traceback's frames with stepdbg's folded: a marker is an int, printed as one line."""
-
-    def format(self, **kw: Any) -> list[str]:  # type: ignore[override]
-        out: list[str] = []
-        run: list[traceback.FrameSummary] = []  # formatted together: Python's "line repeated N times" holds
-        for f in [*self, None]:
-            if isinstance(f, traceback.FrameSummary):
-                run.append(f)
-                continue
-            out.extend(traceback.StackSummary.from_list(run).format(**kw))
-            run = []
-            if f is not None:
-                out.append(f"  {hidden_frames_line(f)}\n")
-        return out
 
 
 def exception_text(exc: BaseException) -> str:
@@ -124,8 +108,12 @@ def exception_text(exc: BaseException) -> str:
 
 
 def user_traceback(exc: BaseException) -> str:
-    """`exc`'s traceback as plain Python prints it for the script: the launcher's frames
-    dropped and stepdbg's own folded, in the exception and everything chained to it."""
+    """`exc`'s traceback as plain Python prints it for the script, in the exception and
+    everything chained to it: the person's own frames only. stepdbg's frames, and the
+    standard library's that stepdbg's waiting put under them, are left out without a line
+    that says so (a Ctrl-C at a pause, or one that lands in stepdbg's hooks inside the
+    script's model call, is the script's Ctrl-C; a line about stepdbg there read as stepdbg
+    failing)."""
     te = traceback.TracebackException(type(exc), exc, exc.__traceback__)
     todo, seen = [te], set()
     while todo:
@@ -133,7 +121,7 @@ def user_traceback(exc: BaseException) -> str:
         if id(t) in seen:
             continue
         seen.add(id(t))
-        t.stack = _FoldedStack(fold_own(t.stack, lambda fs: fs.filename, lambda n: n))  # type: ignore[arg-type]
+        t.stack = traceback.StackSummary.from_list(fold_own(t.stack, lambda fs: fs.filename, None))
         todo += [c for c in (t.__cause__, t.__context__, *(getattr(t, "exceptions", None) or ())) if c]
     return "".join(te.format())
 
