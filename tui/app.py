@@ -24,9 +24,10 @@ from .asking import ask
 from .break_panel import BreakPanel
 from .controls import ControlActions
 from .dialogs import HelpScreen
+from .header import JobHeader
 from .messages import HISTORY_KEPT, ConnectionLost, JobEvent, StepSummary, with_records
 from .panel_table import BY_ID, PANELS, keys_go_to, shown
-from .panels import LogPanel, ModelPanel, TensorPanel, module_expression, render_header
+from .panels import LogPanel, ModelPanel, TensorPanel, module_expression
 from .plots import PlotsPanel
 from .repl_line import LineHistory, ReplActions
 from .source import Source
@@ -99,7 +100,7 @@ class StepdbgApp(ControlActions, ReplActions, App[str | None]):
     # ------------------------------------------------------------------ layout
 
     def compose(self) -> ComposeResult:
-        yield Static(id="header")
+        yield JobHeader(id="header")
         with TabbedContent(id="panels", classes="-many-ranks" if self.is_job else ""):
             for p in shown(self.is_job):
                 with TabPane(f"{p.key} {p.title}", id=p.id):
@@ -124,9 +125,8 @@ class StepdbgApp(ControlActions, ReplActions, App[str | None]):
     def refresh_header(self) -> None:
         elapsed = max(0.0, self.clock() - (self.source.session.get("started") or self.clock()))
         # On the main screen (App.query_one would search a dialog on top); none while starting or closing.
-        for header in self.screen_stack[0].query("#header").results(Static) if self.screen_stack else []:
-            header.update(render_header(self.source.session, self.status, elapsed, self.connection,
-                                        header.content_region.width or None))
+        for header in self.screen_stack[0].query("#header").results(JobHeader) if self.screen_stack else []:
+            header.show(self.source.session, self.status, elapsed, self.connection)
 
     def watch_status(self) -> None:
         if self._mounted:

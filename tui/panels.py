@@ -9,7 +9,6 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from rich.table import Table
 from rich.text import Text
 from textual import on
 from textual.app import ComposeResult
@@ -319,41 +318,6 @@ class LogPanel(Loads, Vertical):
 
     def write(self, line: str, style: str = "") -> None:
         self.query_one(RichLog).write(Text(line, style=style))
-
-
-def render_header(session: dict[str, Any], status: dict[str, Any], elapsed: float, connection: str,
-                  width: int | None = None) -> Table:
-    """pid, script and host on the left, the clock, step and state on the right. In `width`
-    columns the script's name stays whole: the host gives way, then the clock, then the
-    right side's end (a long break condition, which the Break panel says whole)."""
-    t = Table.grid(expand=True, padding=(0, 1))  # a cut host name never runs into the clock
-    t.add_column(ratio=1, no_wrap=True, overflow="ellipsis")
-    t.add_column(justify="right", no_wrap=True)
-    argv = session.get("argv") or []
-    script = " ".join(a.rsplit("/", 1)[-1] for a in argv[1:3]) if len(argv) > 1 else "?"
-    rank = f" rank {session['rank']}/{session['world_size']}" if session.get("rank") is not None else ""
-    # The pid first: at 80 columns the right side leaves room for little, and the pid is
-    # what `stepdbg attach` and `kill` need.
-    left = Text(f"pid {session.get('pid')}{rank}  {script} @ {session.get('host')}", style="bold")
-    state = status.get("state", "?")
-    paused = status.get("paused")
-    clock = f"{int(elapsed // 3600):02d}:{int(elapsed % 3600 // 60):02d}:{int(elapsed % 60):02d} · "
-    right = Text()
-    right.append(f"step {status.get('step', '?')} · {status.get('phase', '?')} · ")
-    if connection != "connected":
-        right.append(connection, style="bold red")
-    elif state == "paused" and paused:
-        right.append(f"PAUSED [{paused.get('condition')}]", style="bold black on yellow")
-    else:
-        right.append(state.upper(), style="bold green")
-    name = argv[1].rsplit("/", 1)[-1] if len(argv) > 1 else "?"
-    room = None if width is None else width - len(f"pid {session.get('pid')}{rank}  {name}") - 2  # (and an ellipsis)
-    if room is None or right.cell_len + len(clock) <= room:
-        right = Text(clock) + right
-    elif right.cell_len > room:  # the clock gone, the state's end gives way
-        right.truncate(max(room, 1), overflow="ellipsis")
-    t.add_row(left, right)
-    return t
 
 
 STATE_STYLE = {"dead": "red", "exited": "red", "in collective": "yellow"}

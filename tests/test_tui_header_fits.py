@@ -1,0 +1,71 @@
+"""The header at 80 columns keeps the script's name whole (issue 45, item 9): over a
+torchrun job's ranks, with a cluster's host name and a six-digit pid, from the first frame
+on. What gives way does so whole, in a defined order (tui/header.py GIVES_WAY: the host, the
+script's argument, the clock, the pid), never as a cut word.
+
+Before: `pid 123456 rank 0/4  nan_log.p… 00:12:34 · step 30 …` until the header's first
+refresh a second later (it was fitted to no width before the layout), then
+`nan_log.py @ gpu-nod…`; paused, `nan_log.py @ … 00:12:34`."""
+
+from __future__ import annotations
+
+import pytest
+from fake_source import FakeJobSource, FakeSource
+from test_tui_fixes import wait_for
+from tui_walk import screen_text
+
+from stepdbg_tui.app import StepdbgApp
+from stepdbg_tui.header import render_header
+
+pytestmark = pytest.mark.timeout(60)
+
+HOST = "gpu-node-017.cluster.example.org"
+ARGV = ["python", "demos/nan_log.py", "--steps", "100"]
+
+
+def header_line(app: StepdbgApp) -> str:
+    return screen_text(app).splitlines()[0]
+
+
+@pytest.mark.parametrize("source", [FakeJobSource, lambda: FakeSource(paused=True)], ids=["ranks", "paused"])
+async def test_at_80x24_the_header_names_the_script_whole_from_the_first_frame(source):
+    """The first frame and every one after: `nan_log.py` whole, the rank beside it, the
+    state whole at the right end, no word cut (no ellipsis)."""
+    src = source()
+    src.session = {**src.session, "host": HOST, "pid": 123456, "argv": ARGV}
+    app = StepdbgApp(src, clock=lambda: 1754.0)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        first = header_line(app)  # what is drawn before the header's next refresh
+        app.status = {**app.status, "step": 31}  # a step summary: drawn again
+        await wait_for(pilot, lambda: "step 31 · " in header_line(app), "the header to show step 31")
+        for line in (first, header_line(app)):
+            assert " nan_log.py " in line and "…" not in line and "@ gpu" not in line, line
+            assert ("rank 0/4  nan_log.py" in line) == (source is FakeJobSource), line
+            assert line.rstrip().endswith("RUNNING" if source is FakeJobSource else "PAUSED [nan]"), line
+
+
+def words(width: int, condition: str = "nan", rank: int | None = 0) -> str:
+    session = {"pid": 123456, "host": HOST, "argv": ARGV, "rank": rank, "world_size": 8}
+    status = {"step": 1234, "phase": "before_optimizer_step", "state": "paused", "paused": {"condition": condition}}
+    return render_header(session, status, 754.0, "connected", width).plain
+
+
+def test_the_parts_give_way_whole_in_their_order():
+    """Narrowed one column at a time: the host goes first, then the argument, the clock,
+    the pid; the script's name and the rank stay, each part whole or gone."""
+    wide = words(200)
+    assert wide.startswith(f"pid 123456 rank 0/8  nan_log.py --steps @ {HOST} ") and "00:12:34 · " in wide, wide
+    gone_at = {}
+    least = len("rank 0/8  nan_log.py step 1234 · before_optimizer_step · PAUSED [nan]")  # all given way
+    for width in range(len(wide), least - 1, -1):
+        line = words(width)
+        assert len(line) == width and "nan_log.py" in line and "rank 0/8" in line, (width, line)
+        for part, text in (("host", f"@ {HOST}"), ("argument", "--steps"), ("clock", "00:12:34"), ("pid", "pid 123456")):
+            if text not in line:
+                gone_at.setdefault(part, width)
+        assert "…" not in line, (width, line)
+    assert list(gone_at) == ["host", "argument", "clock", "pid"], gone_at
+    assert words(80, rank=None).startswith("pid 123456  nan_log.py "), words(80, rank=None)
+    # Past all of them, the state's end is cut (the Break panel says the condition whole).
+    assert words(48, condition="expr:loss > 4 and step > 100").startswith("rank 0/8  nan_log.py step 1234 ·")
