@@ -9,6 +9,7 @@ import os
 import shutil
 import stat
 import sys
+import textwrap
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, NoReturn
@@ -26,13 +27,28 @@ class UsageError(Exception):
     """Bad stepdbg arguments: printed as one line, exit code 2."""
 
 
+class _Formatter(argparse.RawDescriptionHelpFormatter):
+    """Descriptions and epilogs as written, but a paragraph of prose (no line of it
+    indented) filled to the terminal's width: written 88 wide, at 80 columns each line
+    broke a word in two. Indented lines (examples, tables) stay as they are."""
+
+    def _fill_text(self, text: str, width: int, indent: str) -> str:
+        out = []
+        for para in text.split("\n\n"):
+            lines = para.splitlines()
+            if lines and not any(line.startswith((" ", "\t")) for line in lines):
+                para = textwrap.fill(" ".join(lines), width, initial_indent=indent, subsequent_indent=indent)
+            out.append(para)
+        return "\n\n".join(out)
+
+
 class Parser(argparse.ArgumentParser):
     """argparse, with errors raised as one-line UsageErrors in stepdbg's own words. No
     abbreviations: argparse matches them in the script's own arguments too, so a script's
     `--b` failed as "ambiguous option: --b could match --break, --bundle-dir"."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
-        kwargs.setdefault("formatter_class", argparse.RawDescriptionHelpFormatter)
+        kwargs.setdefault("formatter_class", _Formatter)
         kwargs.setdefault("allow_abbrev", False)
         super().__init__(*args, **kwargs)
 

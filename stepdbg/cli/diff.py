@@ -90,7 +90,7 @@ def _max_calls(value: str) -> int:
 
 
 def parser() -> Parser:
-    p = Parser(prog="stepdbg diff", usage='%(prog)s [--steps N] [--json] [--atol X] [--rtol Y] "COMMAND A" "COMMAND B" | [--model SPEC] BUNDLE BUNDLE',
+    p = Parser(prog="stepdbg diff", usage='%(prog)s [OPTIONS] "COMMAND A" "COMMAND B"\n       %(prog)s [OPTIONS] [--model MODULE:FACTORY] BUNDLE BUNDLE',
                description=textwrap.fill(DESCRIPTION, 88), epilog=EPILOG)
     p.add_argument("a", metavar="A", help='the first command line, in one argument: "python train.py --lr 3e-4"')
     p.add_argument("b", metavar="B", help="the second command line")

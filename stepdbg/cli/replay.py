@@ -19,12 +19,12 @@ printed: the op, module and line that made the first non-finite value, and wheth
 fault came back from the same state."""
 
 EPILOG = """\
-the model's code (never the bundle's: a bundle is data, and nothing it names or ships runs):
-  by default the model's class, recorded in the bundle, is looked up in the training script
-  it records, read as definitions only (its imports, classes, functions and constants; none
-  of its top-level statements, so the training never runs again) and built with no
-  arguments if it is an nn.Module. The file is named on stderr before it is read. A model
-  built with arguments needs --model, a function you name.
+The model's code is yours, never the bundle's (a bundle is data: nothing it names or
+ships runs). By default the model's class, recorded in the bundle, is looked up in the
+training script it records, read as definitions only (its imports, classes, functions
+and constants; none of its top-level statements, so the training never runs again) and
+built with no arguments if it is an nn.Module. The file is named on stderr before it is
+read. A model built with arguments needs --model, a function you name.
 
 examples:
   stepdbg replay stepdbg-step30
