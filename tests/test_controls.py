@@ -59,7 +59,7 @@ def test_pause_inspect_step_change_and_continue(job):
     assert r["output"] == "hi\n" and r["error"] is None
     assert s.views.evaluate("torch.is_grad_enabled()")["value"] == "True"  # the training thread's grad mode
     assert "NameError" in s.views.evaluate("undefined_name")["error"]
-    with pytest.raises(LookupError, match="cannot evaluate 'nope'"):
+    with pytest.raises(LookupError, match="no variable nope in this frame"):
         s.views.summary("nope")
 
     s.controls.next_phase()

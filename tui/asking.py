@@ -2,7 +2,9 @@
 
 A request's error becomes a notification on screen, never a crash. A panel fills itself
 with ``load(source, status, history)`` when it is shown; the panels the app keeps up to date
-from the job's events (Break, Log) load nothing.
+from the job's events (Break, Log) load nothing. Once the job has ended a panel asks nothing:
+it says so above what it last showed, and of which step (a visit after the end toasted
+`optimizer: Connection lost` and `memory: [Errno 32] Broken pipe`).
 """
 
 from __future__ import annotations
@@ -10,22 +12,66 @@ from __future__ import annotations
 from collections.abc import Awaitable
 from typing import Any, Protocol
 
+from textual.widgets import Static
+
 
 class Notifies(Protocol):
     def notify(self, message: str, *, severity: Any = ..., timeout: float | None = ...) -> None: ...
 
 
 async def ask(where: Notifies, what: str, request: Awaitable[Any]) -> Any:
-    """Await one request; its error is shown (`what: the agent's message`) and None returned."""
+    """Await one request; its error is shown (`what: the agent's message`) and None returned.
+    A panel's request after the job's end is not sent: the panel says the job ended."""
+    panel = where if isinstance(where, Loads) else None
+    if panel is not None and panel.job_ended():
+        getattr(request, "close", lambda: None)()  # (a coroutine never awaited warns)
+        panel.say_ended()
+        return None
     try:
-        return await request
+        answer = await request
     except Exception as e:
+        if panel is not None and panel.job_ended():  # it ended while the request was on its way
+            panel.say_ended()
+            return None
         where.notify(f"{what}: {getattr(e, 'message', None) or e}", severity="error", timeout=6)
         return None
+    if panel is not None:
+        panel.answered()
+    return answer
 
 
 class Loads:
     """A panel: what it asks the source for when it is shown (nothing, by default)."""
 
+    seen_step: Any = None  # the job's step when this panel last had an answer
+
     async def load(self, source: Any, status: dict[str, Any], history: list[dict[str, Any]]) -> None:
         """Kept up to date by the app from the job's events: nothing to ask."""
+
+    def _state(self) -> dict[str, Any]:
+        return getattr(getattr(self, "app", None), "status", None) or {}
+
+    def job_ended(self) -> bool:
+        return str(self._state().get("state", "")).startswith("exited")
+
+    def answered(self) -> None:
+        """An answer came: its step is the one shown; a note of an earlier end goes (a reconnect)."""
+        self.seen_step = self._state().get("step")
+        for note in self.query("#ended-note"):  # type: ignore[attr-defined]
+            note.remove()
+
+    def say_ended(self) -> None:
+        """Above what the panel shows: the job ended, and what it shows is as of which step."""
+        state = str(self._state().get("state", "")).replace("exited (", "ended (exit code ")
+        if self.seen_step is not None:
+            words = f"the job has {state}: this shows step {self.seen_step}, the last step this panel saw"
+        else:
+            words = f"the job has {state}: this panel was not shown while it ran, so it has nothing to show"
+        notes = self.query("#ended-note")  # type: ignore[attr-defined]
+        if notes:
+            notes.first(Static).update(words)
+            return
+        note = Static(words, id="ended-note", markup=False)
+        note.styles.text_style = "bold"
+        children = list(self.children)  # type: ignore[attr-defined]
+        self.mount(note, before=children[0]) if children else self.mount(note)  # type: ignore[attr-defined]

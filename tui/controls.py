@@ -29,6 +29,7 @@ class ControlActions(_AppBase):
     quit_choice: str | None
     replay_result: dict[str, Any] | None
     is_job: bool
+    output_shown: bool
 
     if TYPE_CHECKING:  # StepdbgApp's own
         async def ask(self, what: str, coro: Any) -> Any: ...
@@ -95,7 +96,8 @@ class ControlActions(_AppBase):
         self.notify("running the step twice from the same state…")
         result = await self.ask("diff", self.source.diff_step())
         if result is not None:
-            self.log_line(f"diff: {result['summary']}")
+            if not self.output_shown:  # (where the job's output reaches the Log, its own `stepdbg: diff: ...` says it)
+                self.log_line(f"diff: {result['summary']}")
             self.notify(result["summary"], title="diff", timeout=30)
 
     def action_set_lr(self) -> None:

@@ -16,7 +16,7 @@ def format_summary(s: dict[str, Any]) -> str:
     if "min" not in s:
         return head + f"  nan {s.get('nan', 0)} inf {s.get('inf', 0)}"
     g = "{:.4g}".format
-    return (f"{head}\n  min {g(s['min'])} max {g(s['max'])} mean {g(s['mean'])} std {g(s['std'])} "
+    return (f"{head}\n  {finite_text(s)}min {g(s['min'])} max {g(s['max'])} mean {g(s['mean'])} std {g(s['std'])} "
             f"norm {g(s['norm'])}  nan {s['nan']} inf {s['inf']} zeros {s['zeros']}/{counted(s)}")
 
 
@@ -37,3 +37,9 @@ def shard_text(s: dict[str, Any]) -> str:
     """What a DTensor's summary covers: this rank's shard (empty for a plain tensor)."""
     sh = s.get("shard")
     return f" (DTensor; this rank holds {sh['shape']}, {', '.join(sh['placements'])}; statistics of that shard)" if sh else ""
+
+
+def finite_text(s: dict[str, Any]) -> str:
+    """Before the statistics when some values are nan or inf: they are of the finite values
+    only (`min 0 max 4.44 ... inf 19` read as if 4.44 were the largest value)."""
+    return "finite values: " if s.get("nan") or s.get("inf") else ""

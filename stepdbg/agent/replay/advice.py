@@ -80,7 +80,7 @@ def advise(first: dict[str, Any] | None, history: Iterable[dict[str, Any]],
     why = diverging(history, params)
     if first.get("where") == "parameter" or why:
         return {"cause": "divergence",
-                "text": f"divergence, not the op: {why or 'a parameter is already non-finite'}. Lower the learning "
+                "text": f"the op is not the cause; {why or 'a parameter is already non-finite'}. Lower the learning "
                         "rate (lr X pin), add warmup and gradient clipping; the damage was done by an earlier "
                         "update, so go back to a checkpoint from before it"}
     op = base_op(first.get("op"))

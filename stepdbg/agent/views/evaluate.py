@@ -22,6 +22,33 @@ from stepdbg.agent.breaks.controls import Controls
 from stepdbg.agent.measure import tensors
 from stepdbg.agent.step.step_model import StepModel
 from stepdbg.wire import settings
+from stepdbg.wire.protocol import ProtocolError
+
+
+class Unevaluable(ProtocolError, LookupError):
+    """A name the paused frame cannot evaluate, in words: the caller's argument (`bad_args`
+    on the wire, its words alone: the TUI showed `LookupError: cannot evaluate 'foo(':
+    SyntaxError: ...`); in process a LookupError whose text is those words."""
+
+    def __init__(self, words: str) -> None:
+        super().__init__("bad_args", words)
+
+    def __str__(self) -> str:
+        return self.message
+
+
+def unevaluable_words(expr: str, e: BaseException) -> str:
+    """Why `expr` has no value here, as a person says it: `not an expression ('(' was never
+    closed)`, `no variable nosuch in this frame`; what else the user's code raised, by its message."""
+    if isinstance(e, SyntaxError):
+        return f"not an expression ({e.msg})" if e.msg else "not an expression"
+    if isinstance(e, NameError) and getattr(e, "name", None):
+        return f"no variable {e.name} in this frame"
+    if isinstance(e, AttributeError) and getattr(e, "name", None) and getattr(e, "obj", None) is not None:
+        return f"a {type(e.obj).__name__} has no attribute {e.name}"
+    if isinstance(e, KeyboardInterrupt):
+        return f"stopped: {e}" if str(e) else "stopped"
+    return f"evaluating it failed: {e}" if str(e) else f"evaluating it failed ({type(e).__name__})"
 
 
 def _default_limit() -> float | None:
@@ -121,7 +148,7 @@ class Evaluator:
         def run() -> list[Any]:
             value = self._eval_expr(name)
             if not isinstance(value, torch.Tensor):
-                raise LookupError(f"{name!r} is a {type(value).__name__}, not a tensor")
+                raise Unevaluable(f"{name} is a {type(value).__name__}, not a tensor")
             return tensors.slice_of(value, index, limit)
 
         return self.controls.on_training_thread(run)
@@ -132,7 +159,7 @@ class Evaluator:
             with self._interruptible():
                 return eval(compile(expr, "<stepdbg>", "eval"), ns, ns)
         except BaseException as e:  # noqa: B036 - user code: SystemExit and Ctrl-C become an answer too
-            raise LookupError(f"cannot evaluate {expr!r}: {type(e).__name__}: {e}") from None
+            raise Unevaluable(unevaluable_words(expr, e)) from None
 
     def evaluate(self, source: str) -> dict[str, Any]:
         """Run an expression or statement in the paused frame; stdout and errors come back as text.
