@@ -213,7 +213,9 @@ class Session:
     # ------------------------------------------------------------------ the step model's listener
 
     def needs_grad_norm(self) -> bool:
-        return self.breaker.break_set.reads_grad_norm()
+        """A condition reads it, or a front end plots it: removing `grad_norm>X` at a pause
+        had stopped the plot at that step (a newcomer's walk of the lr_explode recipe)."""
+        return self.breaker.break_set.reads_grad_norm() or self.controls.frontends > 0
 
     def limits_on_device(self) -> list[float] | None:
         return self.breaker.break_set.limits_on_device
