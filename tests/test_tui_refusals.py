@@ -55,8 +55,6 @@ async def test_a_name_the_frame_cannot_evaluate_is_said_in_words(start_job):
     await client.close(then="end")
 
 
-@pytest.mark.xfail(strict=True, reason="needs stepdbg/agent/serve/handlers.py's op_rewind to answer NoSnapshot as "
-                                       "bad_args for R (no step) too (owned elsewhere)")
 @real
 async def test_r_without_snapshots_is_said_in_words(start_job):
     """R with no snapshots kept said `rewind: NoSnapshot: no snapshots are kept: ...`."""
@@ -120,7 +118,6 @@ def test_the_consoles_statistics_say_they_are_of_the_finite_values():
     assert "finite values" not in format_summary(summarize(torch.tensor([0.0, 4.44]), "y"))
 
 
-@pytest.mark.xfail(strict=True, reason="needs tui/panels.py's render_summary to say finite_text(s) (owned elsewhere)")
 @real
 async def test_enter_on_a_graph_tensor_with_inf_says_its_statistics_are_of_the_finite_values(start_job):
     """nan_log at its break, Memory (5), Enter on `... in loss's graph` holding inf: the Tensor

@@ -18,7 +18,7 @@ from textual.widgets import DataTable, Input, Label, RichLog, Sparkline, Static
 
 from stepdbg.client.info_text import group_other, num, optimizer_state_lines
 from stepdbg.client.job import stall_of
-from stepdbg.client.tensor_text import counted, sampled_text, shard_text
+from stepdbg.client.tensor_text import counted, finite_text, sampled_text, shard_text
 from stepdbg.wire.conditions import ConditionError, parse
 
 from .asking import Loads, ask
@@ -101,7 +101,7 @@ def render_summary(s: dict[str, Any]) -> Text:
         t.append(s["note"], style="dim")
         return t
     if "min" in s:
-        t.append(f"min {num(s['min'])}  max {num(s['max'])}  mean {num(s['mean'])}  std {num(s['std'])}  "
+        t.append(f"{finite_text(s)}min {num(s['min'])}  max {num(s['max'])}  mean {num(s['mean'])}  std {num(s['std'])}  "
                  f"norm {num(s['norm'])}\n")
     t.append("nan ", style="dim")
     t.append(str(s.get("nan", 0)), style="red bold" if s.get("nan") else "")

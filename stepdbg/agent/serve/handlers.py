@@ -169,11 +169,9 @@ class Handlers:
         return self.s.changer.skip_step()
 
     def op_rewind(self, step: int | None = None) -> dict[str, Any]:
-        if step is None:
-            return self.s.rewinds.asked()
         try:
-            return self.s.rewinds.asked(step)
-        except NoSnapshot as e:  # no snapshot of the step asked for: the caller's argument
+            return self.s.rewinds.asked() if step is None else self.s.rewinds.asked(step)
+        except NoSnapshot as e:  # nothing to rewind to, or no snapshot of the step asked for: said in words
             raise protocol.ProtocolError("bad_args", str(e)) from None
 
     def op_snapshots(self) -> list[dict[str, Any]]:
