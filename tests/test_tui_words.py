@@ -5,6 +5,7 @@ before its fix."""
 from __future__ import annotations
 
 import pytest
+from conftest import text_of
 from fake_source import HISTORY
 from test_tui_fixes import no_exception_on_screen, wait_for
 from test_tui_keys import started
@@ -174,3 +175,22 @@ def test_overfit_on_the_demo_prints_its_verdict_once():
     assert run.returncode == 1, run.stderr[-2000:]
     assert words.count("cannot fit even one batch") == 1 and words.count("try:") == 1, run.stdout
     assert "Traceback" not in run.stderr, run.stderr[-2000:]
+
+
+@pytest.mark.timeout(60)
+async def test_the_consoles_info_and_locals_on_the_repl_line_open_their_panels():
+    """`info mem` typed on the REPL line said `SyntaxError: invalid syntax`, and `locals`
+    printed `<built-in function locals>` (a newcomer's walk: the README says the console's
+    words work there). They name the panel that shows it and open it."""
+    src, app, ctx = await started(size=(80, 24))
+    async with ctx as pilot:
+        await pilot.pause()
+        for line, panel, said in (("info mem", "memory", "the Memory panel (5) shows it"),
+                                  ("info opt", "optimizer", "the Optimizer panel (4) shows it"),
+                                  ("locals", "break", "the Break panel (1) shows it")):
+            await pilot.click("#repl")
+            await pilot.press(*line, "enter")
+            await wait_for(pilot, lambda said=said: said in text_of(app, "#repl-out"), said)
+            assert app.query_one(TabbedContent).active == panel
+            no_exception_on_screen(app)
+        assert not any(c[0] == "eval" and c[1][0] in ("info mem", "info opt", "locals") for c in src.calls), src.calls

@@ -76,6 +76,7 @@ class StepdbgApp(ControlActions, ReplActions, App[str | None]):
 
     status: reactive[dict[str, Any]] = reactive(dict, always_update=True)  # step, phase, state, the break
     connection: reactive[str] = reactive("connected")  # connected, or why not
+    repl_after_tab: tuple[str, str] | None = None  # (panel id, what the REPL line said when it opened that panel)
 
     def __init__(self, source: Source, clock: Callable[[], float] = time.time,
                  reconnect: Callable[[], Awaitable[Source]] | None = None) -> None:
@@ -262,7 +263,9 @@ class StepdbgApp(ControlActions, ReplActions, App[str | None]):
         if pane is not None and pane is not event.pane:  # the focus was in the panel now hidden (a break came):
             to = keys_go_to(self.query_one(BY_ID[event.pane.id or ""].cls))  # on the one shown, where keys are
             self.set_focus(None if isinstance(to, Input) else to)  # keys (its number key: its field)
-        self.query_one("#repl-out", Static).update("")  # the last answer was the panel left's (at 80x24 it took 3 lines of every panel)
+        kept, self.repl_after_tab = self.repl_after_tab, None  # (a REPL line that opened this panel: its answer)
+        # the last answer was the panel left's (at 80x24 it took 3 lines of every panel)
+        self.query_one("#repl-out", Static).update(kept[1] if kept and kept[0] == event.pane.id else "")
         self.load_panel(event.pane.id or "")
 
     @work(exclusive=True, group="panel")

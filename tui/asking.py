@@ -73,5 +73,10 @@ class Loads:
             return
         note = Static(words, id="ended-note", markup=False)
         note.styles.text_style = "bold"
+        # Docked: above the panel whatever its layout (in a Horizontal panel, Model's, a note in
+        # the row pushed the table off screen with the focus on it: the long walk, seed 2).
+        note.styles.dock = "top"
+        note.styles.width = "100%"
+        note.styles.height = "auto"
         children = list(self.children)  # type: ignore[attr-defined]
         self.mount(note, before=children[0]) if children else self.mount(note)  # type: ignore[attr-defined]

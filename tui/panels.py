@@ -62,6 +62,9 @@ class ModelPanel(Loads, Vertical):
         yield DataTable(id="model-table", cursor_type="row", zebra_stripes=True)
         yield Label(self.HINT, classes="hint")
 
+    def on_mount(self) -> None:  # the columns before the first answer: an empty table of no height took the focus
+        self.show([])
+
     def on_resize(self) -> None:
         if self.rows:
             self.show(list(self.rows.values()))

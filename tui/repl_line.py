@@ -6,12 +6,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from textual.widgets import Input, Static
+from textual.widgets import Input, Static, TabbedContent
 
 from stepdbg.wire.ops import lr_typed
 
 from .asking import ask
 from .break_panel import ended_words
+from .panel_table import BY_ID
 from .panels import BreakpointsPanel, check_spec, render_summary
 
 if TYPE_CHECKING:
@@ -169,8 +170,27 @@ async def _evaluate(app: Any, out: Static, line: str) -> None:
         out.update(f"» {line}\n{last_lines(text)}")
 
 
+# The console's `info WHAT` and `locals` are panels here: the line names the panel and opens it.
+_SHOWN_BY = {"model": "model", "opt": "optimizer", "optimizer": "optimizer", "mem": "memory", "memory": "memory",
+             "threads": "threads", "breaks": "breakpoints", "ranks": "ranks", "locals": "break"}
+
+
+async def _panel(app: Any, out: Static, line: str, word: str, rest: str) -> bool:
+    what = rest.split()[0] if word == "info" and rest.strip() else ("locals" if word == "locals" else "model")
+    if word == "locals" and rest.strip() or what not in _SHOWN_BY:
+        return False  # (Python, or an `info` this line does not know: said as Python says it)
+    panel = BY_ID[_SHOWN_BY[what]]
+    said = f"» {line}\nthe {panel.name} panel ({panel.key}) shows it"
+    if app.query_one(TabbedContent).active == panel.id:
+        out.update(said)
+    else:
+        app.repl_after_tab = (panel.id, said)  # (the tab's change clears the line's answer: this one stays)
+    app.action_panel(panel.id)
+    return True
+
+
 LINE_COMMANDS = {"lr": _lr, "break": _break, "rewind": _rewind, "w": _frames, "where": _frames, "u": _frames,
-                 "d": _frames, "p": _print}
+                 "d": _frames, "p": _print, "info": _panel, "locals": _panel}
 
 
 def last_lines(text: str, n: int = 4) -> str:
