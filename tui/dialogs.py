@@ -41,6 +41,8 @@ HELP = f"""\
   0       Ranks: every rank's state (running, paused, in a collective
           with the time its timeout leaves, dead with its exit code)
   o       which ranks get stepping, LR, skip, breakpoints (0,2-3, all)
+          `diff ranks` in the REPL line (e): the first parameter or
+          gradient whose replicas differ across the ranks, and the ranks
   ?       this help
   escape  close a dialog, leave a field (keys are keys again; in
           Breaks its table: space turns one on/off, delete removes)"""

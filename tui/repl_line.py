@@ -1,5 +1,5 @@
 """The app's REPL line (e): Python in the paused frame, plus a few console words
-(lr X [pin], break add SPEC, p EXPR, rewind [STEP], w, u [N], d [N]); its history is walked
+(lr X [pin], break add SPEC, p EXPR, rewind [STEP], w, u [N], d [N], diff ranks); its history is walked
 with up and down."""
 
 from __future__ import annotations
@@ -8,7 +8,10 @@ from typing import TYPE_CHECKING, Any
 
 from textual.widgets import Input, Static, TabbedContent
 
+from stepdbg.client.replicas import diff_ranks_async
 from stepdbg.wire.ops import lr_typed
+from stepdbg.wire.rank_diff import USAGE as RANKS_USAGE
+from stepdbg.wire.rank_diff import tolerances
 
 from .asking import ask
 from .break_panel import ended_words
@@ -163,6 +166,26 @@ async def _print(app: Any, out: Static, line: str, word: str, rest: str) -> bool
     return True
 
 
+async def _diff(app: Any, out: Static, line: str, word: str, rest: str) -> bool:
+    """`diff ranks [--atol X] [--rtol Y]`: every rank's replicas compared (D runs the step's diff)."""
+    mode, _, more = rest.partition(" ")
+    if not rest:
+        return False  # (Python: a variable named diff)
+    if mode != "ranks":
+        out.update(f"» {line}\ndiff {mode}? here: {RANKS_USAGE}; D runs the step twice from the same state; "
+                   "diff compile is the console's (stepdbg attach)")
+        return True
+    try:
+        atol, rtol = tolerances(more.split())
+    except ValueError as e:
+        out.update(f"» {line}\n{e}")
+        return True
+    r = await ask(UnderTheLine(out, line), "diff ranks", diff_ranks_async(app.source, atol, rtol))
+    if r is not None:
+        out.update(f"» {line}\ndiff ranks: {r['summary']}")
+    return True
+
+
 async def _evaluate(app: Any, out: Static, line: str) -> None:
     r = await ask(UnderTheLine(out, line), "eval", app.source.evaluate(line))
     if r is not None:
@@ -190,7 +213,7 @@ async def _panel(app: Any, out: Static, line: str, word: str, rest: str) -> bool
 
 
 LINE_COMMANDS = {"lr": _lr, "break": _break, "rewind": _rewind, "w": _frames, "where": _frames, "u": _frames,
-                 "d": _frames, "p": _print, "info": _panel, "locals": _panel}
+                 "d": _frames, "p": _print, "info": _panel, "locals": _panel, "diff": _diff}
 
 
 def last_lines(text: str, n: int = 4) -> str:

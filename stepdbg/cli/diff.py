@@ -19,7 +19,6 @@ ran past --timeout (one line says which and why), 128 + N when stopped by signal
 from __future__ import annotations
 
 import json
-import math
 import os
 import shlex
 import shutil
@@ -31,7 +30,7 @@ import textwrap
 from typing import Any
 
 from ..wire.agent_config import FINGERPRINT_LIMIT
-from ..wire.step_diff import Record, RecordError, first_divergence, read_record
+from ..wire.step_diff import Record, RecordError, first_divergence, nonnegative, read_record
 from . import isolated
 from .common import Parser, UsageError, add_run_options, run_config, steps
 from .diff_jobs import SIGNALS, StopOnSignal, Stopped, TimedOut, end_group, in_child, watch
@@ -61,12 +60,9 @@ class RunFailed(Exception):
 def _nonnegative(flag: str, what: str = "a number >= 0 (e.g. 1e-6)") -> Any:
     def parse(value: str) -> float:
         try:
-            x = float(value)
-        except ValueError:
-            x = math.nan
-        if not 0 <= x < math.inf:
-            raise UsageError(f"{flag} needs {what}, not {value!r}")
-        return x
+            return nonnegative(flag, value, what)  # (the one check: the console's `diff ranks --atol` too)
+        except ValueError as e:
+            raise UsageError(str(e)) from None
 
     return parse
 

@@ -16,6 +16,8 @@ from collections.abc import Callable
 from typing import Any
 
 from ..wire.ops import lr_typed
+from ..wire.rank_diff import USAGE as RANKS_USAGE
+from ..wire.rank_diff import tolerances
 from .info_text import info_lines, source_lines
 from .tensor_text import format_summary
 
@@ -30,6 +32,9 @@ stepdbg console:
   diff            run the step twice from the same state: where the runs part
   diff compile [BACKEND]  the forward eagerly and under torch.compile
                   (inductor; aot_eager, eager): the first module that differs
+  diff ranks [--atol X] [--rtol Y]  (a distributed job) every rank's
+                  parameters and gradients: the first whose replicas differ,
+                  and the ranks (bitwise unless a tolerance is given)
   p EXPR          a tensor's summary (loss, batch, model.fc.weight.grad, ...)
   lr X [pin]      set the learning rate (pin: keep it against schedulers)
   skip            do not apply this step's update
@@ -142,8 +147,13 @@ def _diff(target: Any, word: str, rest: str) -> str | None:
     if mode == "compile":
         r = target.diff_compile(backend.strip() or "inductor")
         _confirm(target, f"diff compile: {r['summary']}")
+    elif mode == "ranks":
+        from .replicas import diff_ranks
+
+        out(f"diff ranks: {diff_ranks(target, *tolerances(shlex.split(backend)))['summary']}")
     elif mode:
-        out(f"diff {mode}? diff (the step twice from the same state) or diff compile [inductor|aot_eager|eager]")
+        out(f"diff {mode}? diff (the step twice from the same state), diff compile [inductor|aot_eager|eager] "
+            f"or {RANKS_USAGE}")
     else:
         r = target.diff_step()  # (in process the job says it: stepdbg: diff: ...)
         _confirm(target, f"diff: {r['summary']}")

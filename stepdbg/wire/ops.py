@@ -22,6 +22,7 @@ from stepdbg.wire.schema import Choice, Flag, Int, Maybe, Num, SchemaError, Spec
 SLICE_LIMIT = 10_000  # tensor values in one slice
 HISTORY_LIMIT = 10_000  # steps of history (all that is kept)
 SOURCE_CONTEXT_LIMIT = 200  # lines either side of the paused line
+REPLICAS_PAGE = 4096  # fingerprints in one answer of `replicas` (about 0.6 KB each)
 EVAL_SOURCE_LIMIT = 100_000  # characters of code to evaluate
 LR_LIMIT = 1e4  # a learning rate above this is a typo, and near 1e308 it overflows the update
 HYPERPARAM_LIMIT = 1e6
@@ -103,6 +104,9 @@ OPS: dict[str, Op] = {op.name: op for op in (
         "the randomness that moved", "object", method="diff_step"),
     _op("diff_compile", "the step's forward eagerly and under torch.compile: the first module whose output differs",
         "object", Arg("backend", Choice(("inductor", "aot_eager", "eager")), "inductor"), timeout=1800),
+    _op("replicas", "a page of this rank's parameters, then gradients, as fingerprints in parameter order "
+        "(what `diff ranks` compares across ranks); whether they are sharded", "object",
+        Arg("start", Int(0, 2**31), 0), Arg("limit", Int(1, REPLICAS_PAGE), 1024), method="replica_fingerprints"),
     _op("save", "write the step's evidence bundle (stepdbg-stepN/) for `stepdbg replay PATH`; its path", "object"),
     _op("eval", "run Python in the paused frame; its output, value or error", "object",
         Arg("source", Text(EVAL_SOURCE_LIMIT)), method="evaluate"),

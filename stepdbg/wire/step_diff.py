@@ -164,6 +164,17 @@ def _num(x: float) -> float | None:
     return None if math.isinf(x) or math.isnan(x) else float(f"{x:.4g}")
 
 
+def nonnegative(flag: str, value: str, what: str = "a number >= 0 (e.g. 1e-6)") -> float:
+    """A tolerance (--atol, --rtol; or any number >= 0) as typed; ValueError that says what is allowed."""
+    try:
+        x = float(value)
+    except ValueError:
+        x = math.nan
+    if not 0 <= x < math.inf:
+        raise ValueError(f"{flag} needs {what}, not {value!r}")
+    return x
+
+
 def _key(e: dict[str, Any]) -> tuple[Any, ...]:
     return (e.get("phase"), e.get("module"), e.get("what"), e.get("call"))
 

@@ -137,6 +137,9 @@ class Handlers:
     def op_diff_compile(self, backend: str = "inductor") -> dict[str, Any]:
         return self.s.views.diff_compile(backend)
 
+    def op_replicas(self, start: int = 0, limit: int = 1024) -> dict[str, Any]:
+        return self.s.views.replicas(start, limit)
+
     def op_save(self) -> dict[str, Any]:
         return self.s.views.save()
 

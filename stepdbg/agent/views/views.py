@@ -212,6 +212,19 @@ class Views:
 
         return self.controls.on_training_thread(run, timeout=1800)
 
+    def replicas(self, start: int = 0, limit: int = 1024) -> dict[str, Any]:
+        """A page of this rank's parameters' and gradients' fingerprints, for `diff ranks`
+        to compare replicas (diff/replicas.py); read on the paused training thread."""
+        from stepdbg.agent.diff.replicas import replica_page
+
+        def run() -> dict[str, Any]:
+            brk = self.controls.paused
+            rank = self.ranks.rank if self.ranks.active() else None
+            return {"rank": rank, "world_size": self.ranks.world(), "step": brk.step if brk else self.model.step,
+                    "phase": brk.phase if brk else None, **replica_page(self.model, start, limit)}
+
+        return self.controls.on_training_thread(run)
+
     def save(self) -> dict[str, Any]:
         """Write the paused step's evidence bundle (bundle.py) under --bundle-dir: its path,
         or why it was not written. The job goes on whatever happens here."""

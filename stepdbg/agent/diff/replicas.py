@@ -1,0 +1,70 @@
+"""`diff ranks`' agent side: this rank's parameters and gradients as fingerprints (the
+`replicas` op), for a client to compare with every other rank's (stepdbg/wire/rank_diff.py).
+
+Parameters first, in parameter order (the optimizers' order, else the models'), then their
+gradients in the same order: a parameter that differs is a cause, a gradient that differs
+while every parameter agrees says the all-reduce did not make them the same. A page of at
+most `limit` tensors is fingerprinted at a time (fingerprint.py: a few hundred bytes each,
+read a chunk at a time, no copy of a whole tensor), so an answer stays small whatever the
+model's size and the client can stop at the first page that differs.
+
+Only reads, on this rank alone: no collective, no gradient recorded, nothing changed. A
+model whose parameters are sharded (FSDP, FSDP2's DTensors) holds no replicas: that is
+said (`sharded`) and nothing is read; a tensor this rank cannot read in place (a tensor
+subclass, freed storage) is fingerprinted as its shape and dtype, `unreadable`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from stepdbg.agent.diff.fingerprint import fingerprint
+from stepdbg.agent.measure.tensors import readable, sharded_across_ranks
+from stepdbg.agent.step.step_model import StepModel
+
+NO_SYNC = ("DDP's no_sync() is on: this micro-batch's gradients are each rank's own until the backward "
+           "that syncs them (compare them at before_optimizer_step)")
+
+
+def replica_page(model: StepModel, start: int, limit: int) -> dict[str, Any]:
+    """Fingerprints of this rank's parameters and gradients [start, start + limit): `entries`
+    ({name, what: parameter or gradient, fp}), `total`, `next` (the next page's start, or
+    None), `sharded` (why these are not replicas, or None), `grads_local` (why the gradients
+    are not the same on every rank at this pause, or None)."""
+    roots = list(model.roots.values())
+    sharded = next((why for r in roots if (why := sharded_across_ranks(r))), None)
+    listing = _tensors(model)
+    out: dict[str, Any] = {"total": len(listing), "start": start, "sharded": sharded,
+                           "grads_local": NO_SYNC if _no_sync(roots) else None, "entries": [], "next": None}
+    if sharded:
+        return out
+    end = min(start + limit, len(listing))
+    out["entries"] = [{"name": name, "what": what, "fp": _fingerprint(t)} for name, what, t in listing[start:end]]
+    out["next"] = end if end < len(listing) else None
+    return out
+
+
+def _tensors(model: StepModel) -> list[tuple[str, str, torch.Tensor | None]]:
+    """(name, parameter or gradient, tensor or None) of every parameter, then every gradient."""
+    seen: dict[int, torch.nn.Parameter] = {}
+    for p in model.params_of_step():
+        seen.setdefault(id(p), p)
+    params = list(seen.values())
+    names = model.param_names()
+    named = [(names.get(id(p), f"param#{i}"), p) for i, p in enumerate(params)]
+    return [*((n, "parameter", p) for n, p in named), *((f"{n}.grad", "gradient", p.grad) for n, p in named)]
+
+
+def _fingerprint(t: torch.Tensor | None) -> dict[str, Any]:
+    if t is None or readable(t):
+        return fingerprint(t)
+    return {"shape": list(t.shape), "dtype": str(t.dtype).removeprefix("torch."),
+            "unreadable": f"a {type(t).__name__} this rank cannot read in place"}
+
+
+def _no_sync(roots: list[torch.nn.Module]) -> bool:
+    """A DDP model inside its no_sync(): the backward just run did not all-reduce."""
+    return any(type(m).__name__ == "DistributedDataParallel" and not getattr(m, "require_backward_grad_sync", True)
+               for r in roots for m in r.modules())

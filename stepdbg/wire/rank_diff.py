@@ -1,0 +1,196 @@
+"""`diff ranks`: the replicas of a job's ranks compared, tensor by tensor (standard library only).
+
+Every rank answers the `replicas` op with a page of fingerprints (stepdbg/agent/diff/
+replicas.py): its parameters, then their gradients, in parameter order. ``RankDiff`` takes
+one page from every rank at a time (``feed``), compares the ranks' fingerprints of each
+tensor with stepdbg/wire/step_diff.py's ``compare`` (bitwise by default; --atol/--rtol on
+the fingerprints' numbers), and stops at the first tensor whose replicas differ: the
+client fetches no further page. The ranks are grouped by the value they hold; the value
+most ranks hold is the reference (on a tie, the group of the lowest rank, and the answer
+says there is no majority) and the others are the ranks that differ.
+
+Nothing is compared when the parameters are sharded (FSDP, FSDP2: each rank holds a
+shard, not a replica) or when the ranks are paused at different points (step, phase).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .step_diff import compare, nonnegative
+
+USAGE = "diff ranks [--atol X] [--rtol Y]"
+
+
+def tolerances(words: list[str]) -> tuple[float, float]:
+    """(atol, rtol) from `--atol X --rtol Y` (or `--atol=X`), as `stepdbg diff` takes them."""
+    got = {"--atol": 0.0, "--rtol": 0.0}
+    i = 0
+    while i < len(words):
+        flag, eq, value = words[i].partition("=")
+        if flag not in got:
+            raise ValueError(f"{USAGE}: {words[i]!r}?")
+        if not eq:
+            i += 1
+            if i == len(words):
+                raise ValueError(f"{flag} needs a number >= 0 (e.g. 1e-6)")
+            value = words[i]
+        got[flag] = nonnegative(flag, value)
+        i += 1
+    return got["--atol"], got["--rtol"]
+
+
+def _ranks(ranks: list[int]) -> str:
+    return f"rank {ranks[0]}" if len(ranks) == 1 else "ranks " + ",".join(map(str, ranks))
+
+
+class RankDiff:
+    """The comparison of every rank's pages, fed one page of all ranks at a time."""
+
+    def __init__(self, atol: float = 0.0, rtol: float = 0.0) -> None:
+        self.atol, self.rtol = atol, rtol
+        self.compared = self.gradients = 0  # tensors compared (each on every rank); gradients among them
+        self.found: dict[str, Any] | None = None
+        self.not_compared: str | None = None  # why nothing (more) was compared
+        self.grads_local: str | None = None
+        self.ranks: list[int] = []
+        self.where: tuple[Any, Any] = (None, None)  # (step, phase)
+        self.total = 0
+
+    def feed(self, pages: dict[int, dict[str, Any]]) -> int | None:
+        """One page of every rank's answer (by rank): compared in order. Returns the start
+        of the next page to ask for, or None when the comparison is done."""
+        if not self.ranks:
+            if not self._first(pages):
+                return None
+        rows = [pages[r].get("entries") or [] for r in self.ranks]
+        for i in range(max(len(row) for row in rows)):
+            held = {r: row[i] if i < len(row) else None for r, row in zip(self.ranks, rows, strict=True)}
+            if self._one(held):
+                return None
+        nexts = {pages[r].get("next") for r in self.ranks}
+        if len(nexts) != 1:  # one rank has more tensors than another
+            longer = [r for r in self.ranks if pages[r].get("next") is not None]
+            self._structure(longer, f"{_ranks(longer)} {'holds' if len(longer) == 1 else 'hold'} more "
+                                    "parameters than the others")
+            return None
+        return nexts.pop()
+
+    def _first(self, pages: dict[int, dict[str, Any]]) -> bool:
+        """The first pages: whether there is anything to compare."""
+        self.ranks = sorted(pages)
+        first = pages[self.ranks[0]]
+        self.where = (first.get("step"), first.get("phase"))
+        self.total = int(first.get("total") or 0)
+        sharded = next((p["sharded"] for p in pages.values() if p.get("sharded")), None)
+        if sharded:
+            self.not_compared = (f"nothing compared: {sharded}, so each rank holds its own shard, not a replica "
+                                 "(diff ranks compares the replicas of DDP-style data parallelism)")
+            return False
+        places = {(p.get("step"), p.get("phase")) for p in pages.values()}
+        if len(places) > 1:
+            at = ", ".join(f"rank {r} at step {pages[r].get('step')} {pages[r].get('phase')}" for r in self.ranks)
+            self.not_compared = f"nothing compared: the ranks are paused at different points ({at})"
+            return False
+        self.grads_local = next((p["grads_local"] for p in pages.values() if p.get("grads_local")), None)
+        return True
+
+    def _one(self, held: dict[int, dict[str, Any] | None]) -> bool:
+        """Compare one tensor across the ranks; True when it (or the ranks' structure) differs."""
+        keys = {r: (e.get("name"), e.get("what")) if e else None for r, e in held.items()}
+        if len(set(keys.values())) > 1:
+            groups = _groups(list(keys.items()), lambda a, b: a == b)
+            odd = [r for g in groups[1:] for r in g]
+            base = held[groups[0][0]]
+            self._structure(odd, f"{_ranks(odd[:1])} holds {_named(held[odd[0]])} where {_ranks(groups[0])} "
+                                 f"{'hold' if len(groups[0]) > 1 else 'holds'} {_named(base)}")
+            return True
+        e = next(iter(held.values()))
+        assert e is not None
+        if e.get("what") == "gradient" and self.grads_local:
+            return False
+        present = sum(1 for x in held.values() if x and not x["fp"].get("none"))
+        self.compared += bool(present)  # (a gradient no rank has yet is not counted)
+        self.gradients += bool(present) and e.get("what") == "gradient"
+        groups = _groups([(r, x["fp"]) for r, x in held.items() if x],
+                         lambda a, b: compare(a, b, self.atol, self.rtol) is None)
+        if len(groups) == 1:
+            return False
+        ref, odd = groups[0], groups[1:]
+        diff = compare(held[odd[0][0]]["fp"], held[ref[0]]["fp"], self.atol, self.rtol) or {}  # type: ignore[index]
+        self._differ(e, ref, odd, diff)
+        return True
+
+    def _differ(self, e: dict[str, Any], ref: list[int], odd: list[list[int]], diff: dict[str, Any]) -> None:
+        majority = len(ref) > sum(len(g) for g in odd)
+        odd_ranks = sorted(r for g in odd for r in g)
+        kind = "parameter" if e["what"] == "parameter" else "gradient"
+        words = f"{e['name']} ({kind}) is the first whose replicas differ: {_ranks(odd_ranks)} " \
+                f"{'differs' if len(odd_ranks) == 1 else 'differ'} from {_ranks(ref)}"
+        if len(odd) > 1:
+            words += " and from each other"
+        words += f": {diff.get('reason')}"
+        if diff.get("max_abs"):
+            words += (f"; max |rank {odd[0][0]} - rank {ref[0]}| {diff['max_abs']:g}, max relative "
+                      f"{diff['max_rel']:g} over its fingerprint")
+        elif diff.get("max_abs") == 0:
+            words += " (its sampled values and statistics agree: the values that differ are between the samples)"
+        if diff.get("past") is not None:
+            words += f", {diff['past']:g}x the tolerance"
+        if not majority:
+            words += f" (no value is held by most ranks: {_ranks(ref)}'s is taken as the reference)"
+        self.found = {"name": e["name"], "what": kind, "ranks": odd_ranks, "reference": ref,
+                      "groups": [ref, *odd], "majority": majority, "reason": diff.get("reason"),
+                      "max_abs": diff.get("max_abs"), "max_rel": diff.get("max_rel"),
+                      "past_tolerance": diff.get("past"), "summary": words}
+
+    def _structure(self, odd: list[int], detail: str) -> None:
+        others = [r for r in self.ranks if r not in odd]
+        self.found = {"name": None, "what": "structure", "ranks": odd, "reference": others,
+                      "groups": [others, odd], "majority": len(others) > len(odd),
+                      "reason": "the ranks hold different parameters", "max_abs": None, "max_rel": None,
+                      "past_tolerance": None,
+                      "summary": f"the ranks hold different parameters: {detail}"}
+
+    def result(self) -> dict[str, Any]:
+        """The answer: `first_divergence` (null when the replicas agree), what was compared
+        how, and a `summary` in words."""
+        bitwise = self.atol == 0 and self.rtol == 0
+        tolerance = {"mode": "bitwise" if bitwise else "tolerance", "atol": self.atol, "rtol": self.rtol}
+        step, phase = self.where
+        at = f"step {step} ({phase})" if phase else f"step {step}"
+        if self.not_compared:
+            summary = self.not_compared
+        elif self.found:
+            summary = f"{at}: {self.found['summary']}"
+        else:
+            n = len(self.ranks)
+            what = "the same parameters and gradients"
+            if self.grads_local:
+                what = f"the same parameters (gradients not compared: {self.grads_local})"
+            elif not self.gradients:
+                what = "the same parameters (no gradients yet)"
+            how = "bitwise" if bitwise else f"within atol {self.atol:g}, rtol {self.rtol:g}"
+            summary = f"{at}: all {n} ranks hold {what}: {self.compared} tensors compared on each, {how}"
+        return {"first_divergence": self.found, "ranks": self.ranks, "step": step, "phase": phase,
+                "compared": self.compared, "gradients": self.gradients, "tensors": self.total,
+                "not_compared": self.not_compared, "grads_local": self.grads_local, "tolerance": tolerance,
+                "summary": summary}
+
+
+def _named(e: dict[str, Any] | None) -> str:
+    return f"{e.get('name')} ({e.get('what')})" if e else "nothing more"
+
+
+def _groups(items: list[tuple[int, Any]], same: Any) -> list[list[int]]:
+    """Ranks grouped by the value they hold (each compared with its group's first), the
+    largest group first (on a tie, the one of the lowest rank)."""
+    groups: list[tuple[Any, list[int]]] = []
+    for r, v in items:
+        for first, members in groups:
+            if same(v, first):
+                members.append(r)
+                break
+        else:
+            groups.append((v, [r]))
+    return [m for _, m in sorted(groups, key=lambda g: (-len(g[1]), g[1][0]))]
