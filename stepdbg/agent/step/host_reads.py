@@ -45,8 +45,15 @@ def on_device(st: StepState, norm: torch.Tensor | float | None) -> torch.Tensor 
     vals = [_whole(v) for v in (*st.pending_losses, *st.pending_outputs,
                                 *([norm] if isinstance(norm, torch.Tensor) else []))]
     dev = vals[0].device
-    dtype = torch.float32 if dev.type == "mps" else torch.float64  # a double loss stays exact
-    return torch.stack([v.reshape(()).to(dev, dtype) for v in vals])
+    # One stack in the widest of their dtypes (stack promotes: a bf16 loss and a float32 norm
+    # go as float32, whose every value a host float holds exactly; a double loss stays
+    # double), not a conversion each: on a short GPU step every launch shows.
+    together = torch.stack([v.reshape(()) if v.device == dev else v.reshape(()).to(dev) for v in vals])
+    if together.is_complex():
+        together = together.real
+    if not together.is_floating_point() or (dev.type == "mps" and together.dtype == torch.float64):
+        together = together.to(torch.float32 if dev.type == "mps" else torch.float64)
+    return together
 
 
 def taken(st: StepState, got: list[float], losses: int, outputs: int) -> float | None:
