@@ -56,6 +56,7 @@ class RankDiff:
         self.ranks: list[int] = []
         self.where: tuple[Any, Any] = (None, None)  # (step, phase)
         self.total = 0
+        self.world = 0  # the job's ranks, as the ranks say it
 
     def feed(self, pages: dict[int, dict[str, Any]]) -> int | None:
         """One page of every rank's answer (by rank): compared in order. Returns the start
@@ -82,6 +83,8 @@ class RankDiff:
         first = pages[self.ranks[0]]
         self.where = (first.get("step"), first.get("phase"))
         self.total = int(first.get("total") or 0)
+        self.world = max((p.get("world_size") for p in pages.values() if isinstance(p.get("world_size"), int)),
+                         default=len(pages))
         sharded = next((p["sharded"] for p in pages.values() if p.get("sharded")), None)
         if sharded:
             self.not_compared = (f"nothing compared: {sharded}, so each rank holds its own shard, not a replica "
@@ -91,6 +94,10 @@ class RankDiff:
         if len(places) > 1:
             at = ", ".join(f"rank {r} at step {pages[r].get('step')} {pages[r].get('phase')}" for r in self.ranks)
             self.not_compared = f"nothing compared: the ranks are paused at different points ({at})"
+            return False
+        if not any(p.get("total") for p in pages.values()):
+            self.not_compared = ("nothing compared: no rank knows its model's parameters yet (they are found at the "
+                                 "first training step's forward or optimizer step)")
             return False
         self.grads_local = next((p["grads_local"] for p in pages.values() if p.get("grads_local")), None)
         return True
@@ -105,8 +112,9 @@ class RankDiff:
             self._structure(odd, f"{_ranks(odd[:1])} holds {_named(held[odd[0]])} where {_ranks(groups[0])} "
                                  f"{'hold' if len(groups[0]) > 1 else 'holds'} {_named(base)}")
             return True
-        e = next(iter(held.values()))
-        assert e is not None
+        e = next((x for x in held.values() if x), None)
+        if e is None:
+            return False
         if e.get("what") == "gradient" and self.grads_local:
             return False
         present = sum(1 for x in held.values() if x and not x["fp"].get("none"))
@@ -171,8 +179,11 @@ class RankDiff:
             elif not self.gradients:
                 what = "the same parameters (no gradients yet)"
             how = "bitwise" if bitwise else f"within atol {self.atol:g}, rtol {self.rtol:g}"
-            summary = f"{at}: all {n} ranks hold {what}: {self.compared} tensors compared on each, {how}"
-        return {"first_divergence": self.found, "ranks": self.ranks, "step": step, "phase": phase,
+            summary = f"{at}: all {n} ranks hold {what}: {self.compared} tensor{'s' if self.compared != 1 else ''} compared on each, {how}"
+        if self.world > len(self.ranks) and not self.not_compared:
+            summary += f" (only {_ranks(self.ranks)} of the job's {self.world} answered: the others are gone)"
+        return {"first_divergence": self.found, "ranks": self.ranks, "world_size": self.world, "step": step,
+                "phase": phase,
                 "compared": self.compared, "gradients": self.gradients, "tensors": self.total,
                 "not_compared": self.not_compared, "grads_local": self.grads_local, "tolerance": tolerance,
                 "summary": summary}
