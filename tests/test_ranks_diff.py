@@ -162,3 +162,15 @@ async def test_diff_ranks_on_the_tuis_repl_line_over_the_whole_job(tmp_path, pri
     finally:
         code, out, err = finish(proc)
     assert code == 0 and out.count("finished") == 2, err[-2000:]
+
+
+def test_diff_ranks_in_a_job_of_one_process_says_so_in_one_line(tmp_path):
+    """At the job's own console of a one-process job there are no replicas: one line says
+    so (the console reads on, and `continue` ends the job as usual)."""
+    from test_console import LOOP, start_script
+
+    proc = start_script(tmp_path, LOOP)
+    out, err = proc.communicate("diff ranks\ncontinue\n", timeout=WAIT)
+    assert proc.returncode == 0 and out.strip() == "done", err[-2000:]
+    assert ("(stepdbg) diff ranks: nothing compared: this job is one process: diff ranks compares the replicas of a "
+            "distributed job's ranks\n") in err, err[-2000:]
