@@ -86,3 +86,7 @@ def test_a_nan_born_in_a_gans_generator_names_the_generators_op_not_the_data(tmp
     assert first["fed"] == {"model": "netG", "into": "netD", "as": "args[0]"}, first
     assert (replay["reproduced"], replay["advice"]["cause"]) == (True, "domain"), replay
     assert "netD's input args[0] is netG's output, not the data" in run.stderr, run.stderr[-2000:]
+    if loss == "BCEWithLogitsLoss":  # the break's own line, before any replay: netG's, not the data's
+        (brk,) = run.of("break")
+        assert "it is netG's output, born in netG's forward" in brk["reason"], brk
+        assert "came with the data" not in run.stderr and brk["details"]["fed_by"] == "netG", brk

@@ -16,7 +16,7 @@ import torch
 
 from stepdbg.agent.measure import tensors
 from stepdbg.agent.measure.memory import memory_in_use
-from stepdbg.agent.step import backward_capture, micro_batches
+from stepdbg.agent.step import backward_capture, micro_batches, upstream
 from stepdbg.agent.step.step_model import StepModel
 from stepdbg.wire import conditions as cond_mod
 from stepdbg.wire.conditions import Condition
@@ -237,9 +237,16 @@ def nonfinite(phase: str, model: StepModel) -> tuple[str, dict[str, Any]] | None
         elif (out is not None and not bool(torch.isfinite(out.detach()).all())) or st.output_finite is False:
             details["model_output"] = "nonfinite"
             why = "the model output is already non-finite: it was born in the forward"
-            if _data_nonfinite(model):  # `x = x * nan` before `model(x)`: the data, not the model
+            bad_inputs = _nonfinite_inputs(model)
+            if bad_inputs:  # `x = x * nan` before `model(x)`: the data, not the model
                 details["model_input"] = "nonfinite"
                 why = "the model's input is already non-finite: it came with the data (replay the step to name it)"
+                feeder = upstream.feeder(model.capture, bad_inputs)
+                if feeder is not None:  # a GAN's netD fed netG's output: born in netG's forward
+                    name = model.root_name(feeder) or type(feeder).__name__
+                    details["fed_by"] = name
+                    why = (f"the model's input is already non-finite: it is {name}'s output, born in {name}'s "
+                           "forward (replay the step to name the op)")
         elif out is None and st.output_finite is None:
             details["model_output"] = "released"
             why = "the model output was released in the backward (replay the step to see where it was born)"
@@ -322,9 +329,9 @@ def break_scalars(model: StepModel) -> dict[str, Any]:
     return {k: scalars[k] for k in ("loss", "grad_norm", "data_wait")} | {"lr": model.lrs()}
 
 
-def _data_nonfinite(model: StepModel) -> bool:
-    """Whether the inputs of the step's model call hold a non-finite value (read at a
-    break, where a read costs nothing more)."""
+def _nonfinite_inputs(model: StepModel) -> list[torch.Tensor]:
+    """The inputs of the step's model call that hold a non-finite value (read at a break,
+    where a read costs nothing more)."""
     cap = model.capture
-    return any(t.is_floating_point() and not tensors.all_finite(t)
-               for t in tensors.tensors_in((cap.get("args"), cap.get("kwargs") or {})))
+    return [t for t in tensors.tensors_in((cap.get("args"), cap.get("kwargs") or {}))
+            if t.is_floating_point() and not tensors.all_finite(t)]

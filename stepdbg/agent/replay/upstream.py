@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import itertools
 import weakref
-from collections import deque
 from types import FrameType
 from typing import Any
 
@@ -21,9 +20,9 @@ from stepdbg.agent.measure import warning_filters
 from stepdbg.agent.measure.tensors import set_rng_state
 from stepdbg.agent.replay.provenance import ModuleStack, Provenance, named_tensors
 from stepdbg.agent.replay.rerun import preserved_state, run_root, shown_origin
+from stepdbg.agent.step.upstream import came_from
 
 DEPTH = 3  # models fed by models, followed at most (an encoder feeding a decoder feeding a critic)
-NODES = 10_000  # autograd nodes walked at most to tell whether an input was computed from an output
 
 
 def born_upstream(model: Any, cap: dict[str, Any], first: dict[str, Any] | None, frame: FrameType | None,
@@ -40,7 +39,7 @@ def born_upstream(model: Any, cap: dict[str, Any], first: dict[str, Any] | None,
     for record in list((cap.get("upstream") or {}).values()):
         out = record["output"]() if isinstance(record.get("output"), weakref.ReferenceType) else None
         root = record["root"]() if isinstance(record.get("root"), weakref.ReferenceType) else None
-        if held is None or out is None or root is None or not _came_from(held, out):
+        if held is None or out is None or root is None or not came_from(held, out):
             continue
         root = _eager(root)
         name = model.root_name(root, frame) or type(root).__name__
@@ -72,27 +71,6 @@ def _eager(root: torch.nn.Module) -> torch.nn.Module:
         if type(root).__name__ in ("OptimizedModule", "DistributedDataParallel", "DataParallel"):
             root = getattr(root, attr, root)
     return root
-
-
-def _came_from(held: torch.Tensor, out: torch.Tensor) -> bool:
-    """`held` is `out`, a view or detached alias of it (same storage), or computed from it."""
-    if held is out:
-        return True
-    try:
-        if held.device == out.device and held.untyped_storage().data_ptr() == out.untyped_storage().data_ptr():
-            return True
-    except RuntimeError:  # (a tensor without storage: a subclass, a meta tensor)
-        return False
-    target, todo, seen = out.grad_fn, deque([held.grad_fn]), set()
-    while target is not None and todo and len(seen) < NODES:
-        node = todo.popleft()
-        if node is None or node in seen:
-            continue
-        if node is target:
-            return True
-        seen.add(node)
-        todo.extend(n for n, _ in node.next_functions)
-    return False
 
 
 def _forward_producer(model: Any, root: torch.nn.Module, record: dict[str, Any], name: str) -> dict[str, Any] | None:

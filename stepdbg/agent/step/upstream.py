@@ -9,10 +9,14 @@ capture holds them) and its output, weakly (only to tell whether a later input i
 from __future__ import annotations
 
 import weakref
+from collections import deque
 from typing import Any
+
+import torch
 
 from stepdbg.agent.measure import tensors
 
+NODES = 10_000  # autograd nodes walked at most to tell whether an input was computed from an output
 KEPT = ("root", "args", "kwargs", "rng", "kernels", "buffers", "called_from", "step")
 
 
@@ -32,3 +36,35 @@ def kept(cap: dict[str, Any], module: Any) -> dict[str, Any]:
         record["output"] = None
     cap.setdefault("upstream", {})[id(prev)] = record
     return cap
+
+
+def feeder(cap: dict[str, Any], bad: list[torch.Tensor]) -> Any:
+    """The root module of another model whose kept forward's output one of `bad` (the
+    captured forward's non-finite inputs) is, or came from; None: the data's."""
+    for record in list((cap.get("upstream") or {}).values()):
+        out = record["output"]() if isinstance(record.get("output"), weakref.ReferenceType) else None
+        root = record["root"]() if isinstance(record.get("root"), weakref.ReferenceType) else None
+        if out is not None and root is not None and any(came_from(t, out) for t in bad):
+            return root
+    return None
+
+
+def came_from(held: torch.Tensor, out: torch.Tensor) -> bool:
+    """`held` is `out`, a view or detached alias of it (same storage), or computed from it."""
+    if held is out:
+        return True
+    try:
+        if held.device == out.device and held.untyped_storage().data_ptr() == out.untyped_storage().data_ptr():
+            return True
+    except RuntimeError:  # (a tensor without storage: a subclass, a meta tensor)
+        return False
+    target, todo, seen = out.grad_fn, deque([held.grad_fn]), set()
+    while target is not None and todo and len(seen) < NODES:
+        node = todo.popleft()
+        if node is None or node in seen:
+            continue
+        if node is target:
+            return True
+        seen.add(node)
+        todo.extend(n for n, _ in node.next_functions)
+    return False
