@@ -111,3 +111,41 @@ def test_tolerances_are_typed_as_stepdbg_diff_takes_them():
         with pytest.raises(ValueError) as e:
             tolerances(words)
         assert str(e.value) == said
+
+
+def test_pages_that_end_at_other_tensors_are_compared_as_far_as_every_rank_sent():
+    d = RankDiff()
+    short = page(nxt=1)
+    short["entries"] = short["entries"][:1]
+    assert d.feed({0: short, 1: page(nxt=2)}) == 1  # rank 1's second tensor is asked again, with rank 0's
+    assert d.walked == 1 and d.progress().startswith("1 of 2 parameters and gradients compared on every rank")
+
+
+def test_the_agents_pages_end_by_values_read_and_read_only(session_factory, monkeypatch):
+    """One step of a real model under an in-process agent: the `replicas` op's pages (the
+    agent's own function) end after PAGE_VALUES values, hold the fingerprints `stepdbg diff`
+    takes of the same tensors, and change nothing; two such answers agree."""
+    from torch import nn
+
+    from stepdbg.agent.diff import replicas
+
+    s = session_factory()
+    model = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 1))
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    nn.functional.mse_loss(model(torch.randn(8, 4)), torch.randn(8, 1)).backward()
+    opt.step()
+    before = [t.clone() for p in model.parameters() for t in (p, p.grad)]
+    monkeypatch.setattr(replicas, "PAGE_VALUES", 40)  # the first weight (32) and its bias (8), then a page more
+    first = replicas.replica_page(s.model, 0, 1024)
+    assert ([e["name"] for e in first["entries"]], first["next"], first["total"]) == (["0.weight", "0.bias"], 2, 8)
+    assert first["entries"][0]["fp"] == fingerprint(model[0].weight)
+    rest = replicas.replica_page(s.model, 2, 1024)
+    assert [e["name"] for e in rest["entries"]] == ["2.weight", "2.bias", "0.weight.grad"]  # 8 + 1 + 32 values
+    assert rest["next"] == 5 and (first["values"], rest["values"], rest["total_values"]) == (40, 41, 98)
+    assert all(torch.equal(a, b) for a, b in zip(before, [t for p in model.parameters() for t in (p, p.grad)],
+                                                   strict=True))
+    d = RankDiff()
+    start = 0
+    while start is not None:
+        start = d.feed({r: replicas.replica_page(s.model, start, 1024) for r in (0, 1)})
+    assert d.result()["first_divergence"] is None and (d.compared, d.gradients) == (8, 4), d.result()

@@ -180,7 +180,8 @@ async def _diff(app: Any, out: Static, line: str, word: str, rest: str) -> bool:
     except ValueError as e:
         out.update(f"» {line}\n{e}")
         return True
-    r = await ask(UnderTheLine(out, line), "diff ranks", diff_ranks_async(app.source, atol, rtol))
+    walk = diff_ranks_async(app.source, atol, rtol, lambda far: out.update(f"» {line}\n{far}…"))
+    r = await ask(UnderTheLine(out, line), "diff ranks", walk)
     if r is not None:
         out.update(f"» {line}\ndiff ranks: {r['summary']}")
     return True

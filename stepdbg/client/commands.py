@@ -150,7 +150,8 @@ def _diff(target: Any, word: str, rest: str) -> str | None:
     elif mode == "ranks":
         from .replicas import diff_ranks
 
-        out(f"diff ranks: {diff_ranks(target, *tolerances(shlex.split(backend)))['summary']}")
+        atol, rtol = tolerances(shlex.split(backend))
+        out(f"diff ranks: {diff_ranks(target, atol, rtol, lambda far: out(f'diff ranks: {far}…'))['summary']}")
     elif mode:
         out(f"diff {mode}? diff (the step twice from the same state), diff compile [inductor|aot_eager|eager] "
             f"or {RANKS_USAGE}")

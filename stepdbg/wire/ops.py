@@ -105,7 +105,8 @@ OPS: dict[str, Op] = {op.name: op for op in (
     _op("diff_compile", "the step's forward eagerly and under torch.compile: the first module whose output differs",
         "object", Arg("backend", Choice(("inductor", "aot_eager", "eager")), "inductor"), timeout=1800),
     _op("replicas", "a page of this rank's parameters, then gradients, as fingerprints in parameter order "
-        "(what `diff ranks` compares across ranks); whether they are sharded", "object",
+        "(at most limit of them, about 16M values read; what `diff ranks` compares across ranks); whether they are "
+        "sharded", "object",
         Arg("start", Int(0, 2**31), 0), Arg("limit", Int(1, REPLICAS_PAGE), 1024), method="replica_fingerprints"),
     _op("save", "write the step's evidence bundle (stepdbg-stepN/) for `stepdbg replay PATH`; its path", "object"),
     _op("eval", "run Python in the paused frame; its output, value or error", "object",

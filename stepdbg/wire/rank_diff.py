@@ -57,25 +57,39 @@ class RankDiff:
         self.where: tuple[Any, Any] = (None, None)  # (step, phase)
         self.total = 0
         self.world = 0  # the job's ranks, as the ranks say it
+        self.values = self.total_values = 0  # values read on each rank so far, and in all
+        self.walked = 0  # tensors walked (a gradient no rank has yet too)
 
     def feed(self, pages: dict[int, dict[str, Any]]) -> int | None:
         """One page of every rank's answer (by rank): compared in order. Returns the start
-        of the next page to ask for, or None when the comparison is done."""
+        of the next page to ask for, or None when the comparison is done. Where the ranks'
+        pages end at different tensors, the tensors all of them sent are compared and the
+        next page starts after those."""
         if not self.ranks:
             if not self._first(pages):
                 return None
         rows = [pages[r].get("entries") or [] for r in self.ranks]
-        for i in range(max(len(row) for row in rows)):
-            held = {r: row[i] if i < len(row) else None for r, row in zip(self.ranks, rows, strict=True)}
-            if self._one(held):
+        common = min(len(row) for row in rows)
+        for i in range(common):
+            if self._one({r: row[i] for r, row in zip(self.ranks, rows, strict=True)}):
                 return None
-        nexts = {pages[r].get("next") for r in self.ranks}
-        if len(nexts) != 1:  # one rank has more tensors than another
-            longer = [r for r in self.ranks if pages[r].get("next") is not None]
+        self.values += min(int(pages[r].get("values") or 0) for r in self.ranks)
+        self.walked += common
+        ended = [r for r, row in zip(self.ranks, rows, strict=True)
+                 if len(row) == common and pages[r].get("next") is None]
+        if len(ended) == len(self.ranks):
+            return None
+        if ended:  # some ranks have no tensor left where the others have more
+            longer = [r for r in self.ranks if r not in ended]
             self._structure(longer, f"{_ranks(longer)} {'holds' if len(longer) == 1 else 'hold'} more "
                                     "parameters than the others")
             return None
-        return nexts.pop()
+        return int(pages[self.ranks[0]].get("start") or 0) + common
+
+    def progress(self) -> str:
+        """How far the walk is, in words (for a walk that takes long)."""
+        return (f"{self.walked} of {self.total} parameters and gradients compared on every rank "
+                f"({self.values / max(self.total_values, 1):.0%} of their values)")
 
     def _first(self, pages: dict[int, dict[str, Any]]) -> bool:
         """The first pages: whether there is anything to compare."""
@@ -83,6 +97,7 @@ class RankDiff:
         first = pages[self.ranks[0]]
         self.where = (first.get("step"), first.get("phase"))
         self.total = int(first.get("total") or 0)
+        self.total_values = int(first.get("total_values") or 0)
         self.world = max((p.get("world_size") for p in pages.values() if isinstance(p.get("world_size"), int)),
                          default=len(pages))
         sharded = next((p["sharded"] for p in pages.values() if p.get("sharded")), None)

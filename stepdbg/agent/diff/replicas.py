@@ -4,9 +4,10 @@
 Parameters first, in parameter order (the optimizers' order, else the models'), then their
 gradients in the same order: a parameter that differs is a cause, a gradient that differs
 while every parameter agrees says the all-reduce did not make them the same. A page of at
-most `limit` tensors is fingerprinted at a time (fingerprint.py: a few hundred bytes each,
-read a chunk at a time, no copy of a whole tensor), so an answer stays small whatever the
-model's size and the client can stop at the first page that differs.
+most `limit` tensors and about PAGE_VALUES values is fingerprinted at a time (fingerprint.py:
+a few hundred bytes each, read a chunk at a time, no copy of a whole tensor), so an answer
+stays small and comes within seconds whatever the model's size, the client can say its
+progress, and it stops at the first page that differs.
 
 Only reads, on this rank alone: no collective, no gradient recorded, nothing changed. A
 model whose parameters are sharded (FSDP, FSDP2's DTensors) holds no replicas: that is
@@ -24,15 +25,18 @@ from stepdbg.agent.diff.fingerprint import fingerprint
 from stepdbg.agent.measure.tensors import readable, sharded_across_ranks
 from stepdbg.agent.step.step_model import StepModel
 
+PAGE_VALUES = 1 << 24  # values a page reads (after its first tensor): about 2 s of a 2-core CPU, then the client
+#                        hears back (progress; the first page that differs ends the walk)
 NO_SYNC = ("DDP's no_sync() is on: this micro-batch's gradients are each rank's own until the backward "
            "that syncs them (compare them at before_optimizer_step)")
 
 
 def replica_page(model: StepModel, start: int, limit: int) -> dict[str, Any]:
-    """Fingerprints of this rank's parameters and gradients [start, start + limit): `entries`
-    ({name, what: parameter or gradient, fp}), `total`, `next` (the next page's start, or
-    None), `sharded` (why these are not replicas, or None), `grads_local` (why the gradients
-    are not the same on every rank at this pause, or None)."""
+    """Fingerprints of this rank's parameters and gradients from `start`, at most `limit` of
+    them and about PAGE_VALUES values: `entries` ({name, what: parameter or gradient, fp}),
+    `total`, `next` (the next page's start, or None), `values` and `total_values` (read for
+    this page, and for all), `sharded` (why these are not replicas, or None), `grads_local`
+    (why the gradients are not the same on every rank at this pause, or None)."""
     roots = list(model.roots.values())
     sharded = next((why for r in roots if (why := sharded_across_ranks(r))), None)
     listing = _tensors(model)
@@ -40,21 +44,29 @@ def replica_page(model: StepModel, start: int, limit: int) -> dict[str, Any]:
                            "grads_local": NO_SYNC if _no_sync(roots) else None, "entries": [], "next": None}
     if sharded:
         return out
-    end = min(start + limit, len(listing))
-    out["entries"] = [{"name": name, "what": what, "fp": _fingerprint(t)} for name, what, t in listing[start:end]]
+    end, values = start, 0
+    while end < len(listing) and end - start < limit and values < PAGE_VALUES:
+        values += listing[end][3]
+        end += 1
+    out["entries"] = [{"name": name, "what": what, "fp": _fingerprint(t)} for name, what, t, _ in listing[start:end]]
     out["next"] = end if end < len(listing) else None
+    out["values"] = values  # read for this page (a parameter's count for its gradient, present or not)
+    out["total_values"] = sum(n for *_, n in listing)
     return out
 
 
-def _tensors(model: StepModel) -> list[tuple[str, str, torch.Tensor | None]]:
-    """(name, parameter or gradient, tensor or None) of every parameter, then every gradient."""
+def _tensors(model: StepModel) -> list[tuple[str, str, torch.Tensor | None, int]]:
+    """(name, parameter or gradient, tensor or None, the parameter's values) of every
+    parameter, then every gradient. A page ends by the parameters' sizes, which replicas
+    share, so every rank's page ends at the same tensor."""
     seen: dict[int, torch.nn.Parameter] = {}
     for p in model.params_of_step():
         seen.setdefault(id(p), p)
     params = list(seen.values())
     names = model.param_names()
     named = [(names.get(id(p), f"param#{i}"), p) for i, p in enumerate(params)]
-    return [*((n, "parameter", p) for n, p in named), *((f"{n}.grad", "gradient", p.grad) for n, p in named)]
+    return [*((n, "parameter", p, p.numel()) for n, p in named),
+            *((f"{n}.grad", "gradient", p.grad, p.numel()) for n, p in named)]
 
 
 def _fingerprint(t: torch.Tensor | None) -> dict[str, Any]:
