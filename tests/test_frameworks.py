@@ -299,13 +299,17 @@ def test_a_compiled_step_is_replayed_eagerly_and_names_what_made_the_nan(session
     assert brk.step == 2 and (first["where"], first["tensor"]) == ("parameter", "2.weight"), first
 
 
-def test_a_lightning_break_is_placed_where_training_step_made_the_loss(tmp_path):
+@pytest.mark.parametrize("strategy", ["single", "ddp"])
+def test_a_lightning_break_is_placed_where_training_step_made_the_loss(tmp_path, strategy):
     """Lightning's closure calls backward and steps the optimizer, not the user's file: a break
     there (a NaN loss before the backward, a gradient norm before the update) is placed at the
-    training_step line that returned the loss, not at the script's `trainer.fit(...)`."""
+    training_step line that returned the loss, not at the script's `trainer.fit(...)`. Under
+    the DDP strategy (two CPU processes, gloo) training_step runs inside the DDP wrapper's
+    forward, which the trainer calls: the break was placed at `trainer.fit(...)`."""
     pytest.importorskip("lightning")
     script = Path(__file__).parent / "fixtures" / "lightning_top_level.py"
-    run = run_stepdbg(tmp_path, "--break", "nan", "--break", "grad_norm>1e4", script_args=(str(script),))
+    run = run_stepdbg(tmp_path, "--break", "nan", "--break", "grad_norm>1e4",
+                      script_args=(str(script), *(["ddp"] if strategy == "ddp" else [])))
     assert run.returncode == 0, run.stderr
     norm, nan = run.of("break")
     assert (norm["step"], norm["phase"], nan["step"], nan["phase"]) == (2, "before_optimizer_step", 3, "before_backward")

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import dis
 import functools
 import linecache
 import os
 import runpy
 import sys
 import traceback
+import weakref
 from collections.abc import Callable, Iterable
 from types import CodeType, FrameType
 from typing import Any, TypeVar
@@ -226,10 +228,12 @@ class ModelCaller:
     def __init__(self) -> None:
         self.frame: FrameType | None = None
         self.left: tuple[CodeType, int] | None = None  # the released frame's code and line (no locals)
+        self.root: weakref.ReferenceType[Any] | None = None  # the model this step's forward ran
 
-    def called(self) -> tuple[str, int, str] | None:
+    def called(self, root: Any = None) -> tuple[str, int, str] | None:
         """A root forward begins: (file, line, function) of the user's line that called the
         model; the frame is kept while gradients are on."""
+        self.root = _weak(root)
         f = user_frame(sys._getframe(1))
         self.frame, self.left = (f if torch.is_grad_enabled() else None), None
         return (f.f_code.co_filename, f.f_lineno, f.f_code.co_name) if f is not None else None
@@ -258,7 +262,49 @@ class ModelCaller:
             return stack, where_of(f)
         if self.left is not None and _runs(self.left[0], start) is None:
             return stack, _where(*self.left)
+        inner = wrapped_step(self.root() if self.root is not None else None)
+        if inner is not None:  # (the frame that called the model, trainer.fit's, is still running)
+            return stack, _where(*inner)
         return stack, where_of(stack.innermost())
+
+
+def _weak(obj: Any) -> weakref.ReferenceType[Any] | None:
+    try:
+        return weakref.ref(obj) if obj is not None else None
+    except TypeError:
+        return None
+
+
+def wrapped_step(root: Any) -> tuple[CodeType, int] | None:
+    """Lightning's DDP and FSDP strategies call the user's training_step inside the wrapper's
+    forward (the model stepdbg sees is the wrapper, called by the trainer): the step
+    function's code, and the line of its one `return <value>` (the def line when it has
+    several), read from its bytecode; None for any other model."""
+    m = root
+    for _ in range(4):  # DDP -> Lightning's wrapper -> the LightningModule
+        fn = getattr(type(m), "training_step", None)
+        code = getattr(fn, "__code__", None)
+        if isinstance(code, CodeType) and is_user_file(code.co_filename):
+            return code, _value_return_line(code) or code.co_firstlineno
+        m = getattr(m, "module", None) or getattr(m, "_forward_module", None) or getattr(m, "_orig_mod", None)
+        if m is None:
+            return None
+    return None
+
+
+def _value_return_line(code: CodeType) -> int | None:
+    """The line of the function's one `return <value>` (a bare or implicit `return None` does
+    not count), or None when it has none or several."""
+    lines, prev = set(), None
+    for ins in dis.get_instructions(code):
+        line = ins.positions.lineno if ins.positions is not None else None
+        if ins.opname == "RETURN_VALUE" and not (prev is not None and prev.opname == "LOAD_CONST"
+                                                 and prev.argval is None):
+            lines.add(line)
+        elif ins.opname == "RETURN_CONST" and ins.argval is not None:
+            lines.add(line)
+        prev = ins
+    return lines.pop() if len(lines) == 1 else None
 
 
 class PausedStack:

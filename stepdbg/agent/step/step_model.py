@@ -239,7 +239,7 @@ class StepModel(ProgramObjects, Gate):
         cap["rng"] = tensors.rng_state()
         cap["kernels"] = kernel_choice.current()  # the replay runs the kernels this forward runs
         cap["output"] = cap["grad_output"] = None
-        cap["called_from"] = self.caller.called()  # the user's line that called the model (a data NaN entered there)
+        cap["called_from"] = self.caller.called(module)  # the user's line that called the model (a data NaN entered there)
         if self.armed:
             cap["buffers"] = {n: b.detach().clone() for n, b in module.named_buffers()}
         if self.saved is not None:
