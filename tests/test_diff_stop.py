@@ -81,6 +81,22 @@ def test_a_signal_ends_the_job_its_workers_and_the_folder(tmp_path, sig):
 
 
 @pytest.mark.slow
+def test_a_process_the_job_started_in_a_session_of_its_own_is_ended_too(tmp_path):
+    """The job starts a server in a session of its own (setsid): the job's process group
+    does not hold it. SIGTERM to stepdbg diff: the job and that server are both ended (before:
+    the server, reparented to init, ran on after stepdbg diff had said it ended it all)."""
+    pidfile = tmp_path / "pids"
+    stall = line("diff_stall.py", str(pidfile), "setsid")
+    proc = start(stall, stall, tmp=tmp_path)
+    pids = pids_in(pidfile, 2)
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=WAIT)
+    assert proc.returncode == 128 + signal.SIGTERM, err
+    assert all_ended(pids), [p for p in pids if alive(p)]
+    assert ours(tmp_path) == []
+
+
+@pytest.mark.slow
 def test_ctrl_c_at_a_terminal_shows_progress_then_ends_it_all_with_130(tmp_path):
     """stderr a terminal: a progress line every few seconds while A never steps (before:
     no word at all); then SIGINT, as Ctrl-C sends it: exit 130, one line, no

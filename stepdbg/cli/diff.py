@@ -33,7 +33,17 @@ from ..wire.agent_config import FINGERPRINT_LIMIT
 from ..wire.step_diff import Record, RecordError, first_divergence, nonnegative, read_record
 from . import isolated
 from .common import Parser, UsageError, add_run_options, run_config, steps
-from .diff_jobs import SIGNALS, StopOnSignal, Stopped, TimedOut, end_group, in_child, watch
+from .diff_jobs import (
+    SIGNALS,
+    StopOnSignal,
+    Stopped,
+    TimedOut,
+    adopt_orphans,
+    end_group,
+    end_orphans,
+    in_child,
+    watch,
+)
 
 EXIT_AGREE, EXIT_DIFFER, EXIT_BAD = 0, 1, 2
 MAX_CALLS = 4096  # module calls fingerprinted per step (each about 0.5 KB in the record)
@@ -239,6 +249,7 @@ def words(result: dict[str, Any]) -> str:
 def main(argv: list[str]) -> int:
     ns = parser().parse_args(argv)
     stop = StopOnSignal()
+    adopt_orphans()
     old = {sig: signal.signal(sig, stop) for sig in SIGNALS}
     try:
         code = _diff(ns, stop)
@@ -274,6 +285,7 @@ def _diff(ns: Any, stop: StopOnSignal) -> int:
         stop.holding = True  # from here a signal waits: the jobs are ended and the folder removed first
         for proc in running:
             end_group(proc)
+        end_orphans()  # (what a job started in a session of its own: a server, a daemon)
         shutil.rmtree(folder, ignore_errors=True)
     if stop.signum is not None:
         return 128 + stop.signum

@@ -48,6 +48,51 @@ class StopOnSignal:
             raise Stopped(signum)
 
 
+def adopt_orphans() -> None:
+    """Linux: `stepdbg diff` becomes its jobs' subreaper (PR_SET_CHILD_SUBREAPER): a process a
+    job started in a session of its own (setsid: a server, a daemon) outlives the job's
+    process group, and comes to us, not to init, when its parent ends; end_orphans ends it."""
+    if _LIBC is not None:
+        _LIBC.prctl(36, 1)
+
+
+def end_orphans(rounds: int = 100) -> None:
+    """Every job is ended and reaped: what is still our child came to us as an orphan of one
+    (adopt_orphans) and is killed and reaped, with what it started in turn."""
+    if _LIBC is None:
+        return
+    for _ in range(rounds):
+        orphans = _children()
+        if not orphans:
+            return
+        for pid in orphans:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        for pid in orphans:
+            try:
+                os.waitpid(pid, 0)
+            except ChildProcessError:
+                pass
+
+
+def _children() -> list[int]:
+    """Our child processes, from /proc (each process's parent, read from its stat line)."""
+    me, found = os.getpid(), []
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat", "rb") as f:
+                fields = f.read().rpartition(b")")[2].split()
+        except OSError:  # (ended meanwhile)
+            continue
+        if len(fields) > 1 and int(fields[1]) == me:
+            found.append(int(name))
+    return found
+
+
 def in_child() -> None:
     """In the job, before exec: signals as a job gets them, and killed if we are (SIGKILL)."""
     signal.pthread_sigmask(signal.SIG_UNBLOCK, SIGNALS)
