@@ -188,6 +188,42 @@ def start_job(tmp_path):
             j.proc.communicate()
 
 
+async def wait_for(pilot: Any, predicate: Any, what: str) -> None:
+    """Pilot's pauses until `predicate` holds (a guard against a hang, never a measure)."""
+    deadline = time.monotonic() + WAIT
+    while not predicate():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        await pilot.pause(0.1)
+
+
+@pytest.fixture
+def tui_at_break(start_job, private_runtime_dir):
+    """The TUI (Pilot) attached to a real served job of its own, from its first pause:
+    `async with tui_at_break(*stepdbg_args, script=..., script_args=..., size=...) as (app,
+    pilot)`. The job starts for this test alone (no state shared between tests); after the
+    block the app closes and the job is ended (it may have ended already)."""
+    import contextlib
+
+    @contextlib.asynccontextmanager
+    async def attached(*args: str, script: Path = FIXTURE, script_args: tuple[str, ...] = (),
+                       size: tuple[int, int] = (80, 24)) -> Any:
+        from stepdbg.client.async_client import AsyncClient
+        from stepdbg_tui.app import StepdbgApp
+
+        start_job(*args, script=script, script_args=script_args).info()
+        client = await AsyncClient.connect()
+        app = StepdbgApp(client)
+        try:
+            async with app.run_test(size=size) as pilot:
+                await wait_for(pilot, lambda: app.status.get("state") == "paused", "the first pause")
+                yield app, pilot
+                app.exit(None)
+        finally:
+            await client.close(then="end")
+
+    return attached
+
+
 class Tmux:
     """A real terminal: tmux running `stepdbg ARGS` in the repository, its exit code kept.
     Each has a tmux server of its own (`tmux -L`), so tests in parallel never meet."""

@@ -4,24 +4,13 @@ Pilot), against the fake source or a real job; each failed before its fix."""
 from __future__ import annotations
 
 import pytest
-from conftest import DEMOS, WAIT, text_of
+from conftest import DEMOS, WAIT, text_of, wait_for
 from fake_source import HISTORY, FakeSource
 from test_tui_keys import started
 from textual.widgets import DataTable, Input, TabbedContent
 from tui_walk import EXCEPTION_WORDS, focus_is_visible, header_text, screen_text, settled
 
-from stepdbg.client.async_client import AsyncClient
 from stepdbg_tui.app import StepdbgApp
-
-
-async def wait_for(pilot, predicate, what: str) -> None:
-    """Pilot's pauses until `predicate` holds (a guard against a hang, never a measure)."""
-    import time
-
-    deadline = time.monotonic() + WAIT
-    while not predicate():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        await pilot.pause(0.1)
 
 
 def no_exception_on_screen(app: StepdbgApp) -> None:
@@ -127,13 +116,13 @@ async def test_a_loss_not_yet_computed_is_said_in_words(monkeypatch):
 @pytest.mark.timeout(60)
 async def test_a_job_interrupted_at_a_pause_ends_at_the_step_it_was_paused_at():
     """Paused at step 30, then interrupted (the agent's end counts 30 steps: 0 to 29 ran to
-    their end): the header says step 30 · ended (it said step 29)."""
+    their end): the header says step 30 · job ended (it said step 29)."""
     src, app, ctx = await started(size=(80, 24))
     async with ctx as pilot:
         await pilot.pause()
         src.push("exited", {"exit_code": 130, "steps": 30})
         await wait_for(pilot, lambda: "ended" in header_text(app), "the end")
-        assert "step 30 · ended" in header_text(app), header_text(app)
+        assert "step 30 · job ended, exit code 130" in header_text(app), header_text(app)
 
 
 # ---------------------------------------------------------------------- item 9: 80x24
@@ -241,16 +230,11 @@ def real(test):
 
 @pytest.mark.parametrize("row", ["head.0.weight", "opt.state[head.0.weight].exp_avg", "in loss's graph"])
 @real
-async def test_enter_on_a_memory_row_opens_its_summary(start_job, row):
+async def test_enter_on_a_memory_row_opens_its_summary(tui_at_break, row):
     """nan_log at its break, Memory (5), Enter on a parameter, an optimizer state, a tensor
     saved in loss's graph: the Tensor panel shows it with its dtype and shape (it said
     `LookupError: cannot evaluate 'head.0.weight': SyntaxError`)."""
-    job = start_job("--break", "nan", script=DEMOS / "nan_log.py")
-    job.info()
-    client = await AsyncClient.connect()
-    app = StepdbgApp(client)
-    async with app.run_test(size=(80, 24)) as pilot:
-        await wait_for(pilot, lambda: app.status.get("state") == "paused", "the break")
+    async with tui_at_break("--break", "nan", script=DEMOS / "nan_log.py") as (app, pilot):
         await pilot.press("5")
         table = app.query_one("#mem-largest", DataTable)
         await wait_for(pilot, lambda: table.row_count > 0, "the largest tensors")
@@ -262,20 +246,14 @@ async def test_enter_on_a_memory_row_opens_its_summary(start_job, row):
         await wait_for(pilot, lambda: "values: " in text_of(app, "#tensor-slice"), "the values")
         assert "float32 [" in text_of(app, "#tensor-summary")
         no_exception_on_screen(app)
-        app.exit(None)
-    await client.close(then="end")
 
 
 @real
-async def test_a_breakpoint_removed_and_added_again_fires_again(start_job):
+async def test_a_breakpoint_removed_and_added_again_fires_again(tui_at_break):
     """loss>0 holds at every step: paused at step 0, removed (delete on its row), added again
     (b, the spec, Enter), c: the job pauses at step 1 (it ran to its end: a repeat)."""
-    job = start_job("--break", "loss>0", script_args=("--steps", "20"))
-    job.info()
-    client = await AsyncClient.connect()
-    app = StepdbgApp(client)
-    async with app.run_test(size=(80, 24)) as pilot:
-        await wait_for(pilot, lambda: (app.status.get("paused") or {}).get("step") == 0, "the break at step 0")
+    async with tui_at_break("--break", "loss>0", script_args=("--steps", "20")) as (app, pilot):
+        assert (app.status.get("paused") or {}).get("step") == 0, app.status
         await pilot.press("7")
         table = app.query_one("#breaks-table", DataTable)
         await wait_for(pilot, lambda: table.row_count == 1, "the breakpoint")
@@ -287,5 +265,3 @@ async def test_a_breakpoint_removed_and_added_again_fires_again(start_job):
         await wait_for(pilot, lambda: "PAUSED" in header_text(app) and "step 0 · " not in header_text(app)
                        or "ended" in header_text(app), "a pause after step 0, or the end")
         assert "step 1 · " in header_text(app) and "PAUSED [loss>0]" in header_text(app), header_text(app)
-        app.exit(None)
-    await client.close(then="end")

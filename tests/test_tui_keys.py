@@ -228,7 +228,7 @@ async def test_pushed_events_update_the_screen():
         src.push("exited", {"exit_code": 0, "steps": 60})
         await pilot.pause(0.2)
         assert app.connection == "job ended, exit code 0"
-        assert "step 59 · ended" in text_of(app, "#header")  # the last of 60 steps, not the last status seen
+        assert "step 59 · job ended, exit code 0" in text_of(app, "#header")  # the last of 60 steps, not the last status seen
         # Not "running — no break yet" after the end; a change is in the Log once, in words.
         assert text_of(app, "#break-record").startswith("the job ended (exit code 0).")
         await pilot.press("9")  # the Log draws its lines once shown

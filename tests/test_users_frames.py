@@ -6,6 +6,7 @@ called."""
 from __future__ import annotations
 
 import os
+import queue
 import re
 import subprocess
 import sys
@@ -14,7 +15,7 @@ import textwrap
 import pytest
 from conftest import FIXTURE, ROOT, WAIT
 
-from stepdbg.agent.measure.frames import OWN_DIR, fold_own, is_own_file, is_user_file
+from stepdbg.agent.measure.frames import OWN_DIR, is_own_file, is_user_file, without_own
 
 pytestmark = pytest.mark.usefixtures("private_runtime_dir")
 
@@ -37,10 +38,10 @@ def test_every_file_of_the_package_is_stepdbgs_own_and_none_is_the_users():
     assert not is_own_file(str(ROOT / "stepdbg_extras" / "x.py"))  # a name that starts alike is not ours
 
 
-def test_runs_of_own_frames_fold_into_one_marker_and_the_launchers_are_dropped():
+def test_own_frames_are_left_out_without_a_marker_and_the_launchers_are_dropped():
     own, user = str(ROOT / "stepdbg" / "launch" / "bootstrap.py"), str(FIXTURE)
-    frames = [own, "<frozen runpy>", user, own, own, "/torch/nn/modules/module.py", user, own]
-    assert fold_own(frames, str, lambda n: f"[{n}]") == [user, "[2]", "/torch/nn/modules/module.py", user, "[1]"]
+    frames = [own, "<frozen runpy>", user, own, own, "/torch/nn/modules/module.py", user, own, queue.__file__]
+    assert without_own(frames, str) == [user, "/torch/nn/modules/module.py", user]
 
 
 def test_w_at_a_pause_under_the_launcher_lists_only_the_scripts_frames():

@@ -14,6 +14,7 @@ from typing import Any
 from textual import on, work
 from textual.app import App, ComposeResult
 from textual.binding import Binding
+from textual.containers import ScrollableContainer
 from textual.events import Key
 from textual.reactive import reactive
 from textual.suggester import SuggestFromList
@@ -27,7 +28,7 @@ from .dialogs import HelpScreen
 from .header import JobHeader
 from .messages import HISTORY_KEPT, ConnectionLost, JobEvent, StepSummary, with_records
 from .panel_table import BY_ID, PANELS, keys_go_to, shown
-from .panels import LogPanel, ModelPanel, TensorPanel, module_expression
+from .panels import LogPanel, ModelPanel, TensorPanel, first_parameter_words, module_expression
 from .plots import PlotsPanel
 from .repl_line import LineHistory, ReplActions
 from .source import Source
@@ -96,6 +97,7 @@ class StepdbgApp(ControlActions, ReplActions, App[str | None]):
         self.log_buffer: list[tuple[str, str]] = []  # (stream, line) printed before the UI came up
         self.said_as_event: set[str] = set()  # streams whose last line the Log shows from its event
         self.output_shown = False  # the job's output reaches the Log (launched here, or --forward-output)
+        self.interrupted = False  # this window sent the job Ctrl-C (ctrl+c, i)
         self._mounted = False
 
     # ------------------------------------------------------------------ layout
@@ -238,7 +240,7 @@ class StepdbgApp(ControlActions, ReplActions, App[str | None]):
         main = self.screen_stack[0] if self.screen_stack else None
         for panel in main.query(BreakPanel).results(BreakPanel) if main else []:
             panel.show(brk, self.replay_result, src, self.findings, ended=ended if ended.startswith("exited") else None,
-                       frames=frames, locals_=locals_, output_shown=self.output_shown)
+                       frames=frames, locals_=locals_, output_shown=self.output_shown, interrupted=self.interrupted)
         if brk:
             names = await self.ask("names", self.source.evaluate("sorted(vars())"))
             main = self.screen_stack[0] if self.screen_stack else None
@@ -279,8 +281,14 @@ class StepdbgApp(ControlActions, ReplActions, App[str | None]):
             self.notify(f"{BY_ID[pid].key} shows the {BY_ID[pid].name} of a distributed job; this is one process",
                         severity="warning")
             return
-        self.query_one(TabbedContent).active = pid
-        self.set_focus(keys_go_to(self.query_one(BY_ID[pid].cls)))
+        tabs, panel = self.query_one(TabbedContent), self.query_one(BY_ID[pid].cls)
+        opening = tabs.active != pid
+        tabs.active = pid
+        # A panel opens at its top, its focus where it is (at 80x24 the Memory panel opened
+        # scrolled to its table, the lines above it out of reach); its keys scroll from there.
+        self.set_focus(keys_go_to(panel), scroll_visible=False)
+        if opening and isinstance(panel, ScrollableContainer):
+            panel.scroll_home(animate=False)
 
     def action_breakpoints(self) -> None:
         self.action_panel("breakpoints")
@@ -311,7 +319,7 @@ class StepdbgApp(ControlActions, ReplActions, App[str | None]):
             self.query_one(TensorPanel).say(f"{name} ({module['type']}) has no parameters: nothing to inspect "
                                             "(its output is " + str(module.get("output_shape") or "-") + ")")
             return
-        label = f"{name} ({module['type']}): its first parameter" if module else None
+        label = first_parameter_words(name, module) if module else None
         self.run_worker(self.query_one(TensorPanel).open(self.source, self.query_one("#tensor-name", Input).value,
                                                          "", label), group="tensor", exclusive=True)
 

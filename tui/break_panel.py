@@ -100,6 +100,20 @@ def ended_words(state: str) -> str:
     return state.replace("exited (", "ended (exit code ")
 
 
+def end_words(state: str, output_shown: bool, interrupted: bool) -> str:
+    """The Break panel once the job has ended: how, and where what it printed went. After
+    an interrupt from this window its Ctrl-C handling printed where it runs (a served job's
+    said `--forward-output`, an option that changes nothing there, and not the Ctrl-C)."""
+    if interrupted:
+        how = f"the job {ended_words(state)} after the Ctrl-C sent from this window (i): its own Ctrl-C handling ran"
+        log = ("; the Log (9) has what it printed" if output_shown else
+               ", and what it printed then (a traceback) is where it runs (its terminal or log), not here")
+        return f"{how}{log}; q closes this window."
+    log = ("The Log (9) has what it printed while this window was open" if output_shown else
+           "Its output went where it runs (started with --forward-output, the Log (9) shows it)")
+    return f"the job {ended_words(state)}. {log}; q closes this window."
+
+
 def render_replay(replay: dict[str, Any]) -> list[Any]:
     """The replay's lines of the Break panel: its summary, its verdict, where the value is born."""
     lines: list[Any] = []
@@ -186,14 +200,12 @@ class BreakPanel(Loads, VerticalScroll):
     def show(self, brk: dict[str, Any] | None, replay: dict[str, Any] | None, src: dict[str, Any] | None,
              findings: list[dict[str, Any]] | None = None, ended: str | None = None,
              frames: list[dict[str, Any]] | None = None, locals_: list[dict[str, str]] | None = None,
-             output_shown: bool = False) -> None:
+             output_shown: bool = False, interrupted: bool = False) -> None:
         """`output_shown`: the job's output reaches the Log (a job this window started, or
-        one started with --forward-output)."""
+        one started with --forward-output); `interrupted`: this window sent it Ctrl-C (i)."""
         record = render_break(brk, replay, findings)
         if brk is None and ended:
-            log = ("The Log (9) has what it printed while this window was open" if output_shown else
-                   "Its output went where it runs (started with --forward-output, the Log (9) shows it)")
-            record = Text(f"the job {ended_words(ended)}. {log}; q closes this window.", style="bold")
+            record = Text(end_words(ended, output_shown, interrupted), style="bold")
         try:
             self.query_one("#break-record", Static).update(record)
             self.query_one("#break-source", Static).update(render_source(src) if brk else "")

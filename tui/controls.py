@@ -30,6 +30,7 @@ class ControlActions(_AppBase):
     replay_result: dict[str, Any] | None
     is_job: bool
     output_shown: bool
+    interrupted: bool
 
     if TYPE_CHECKING:  # StepdbgApp's own
         async def ask(self, what: str, coro: Any) -> Any: ...
@@ -168,8 +169,11 @@ class ControlActions(_AppBase):
 
     @work(group="control")
     async def interrupt_job(self) -> None:
+        self.interrupted = True  # (the Break panel says so at the end, which may come before the answer)
         if await self.ask("Ctrl-C", self.source.interrupt_job()) is not None:
             self.notify("Ctrl-C sent to the job: its own Ctrl-C handling runs")
+        elif not str(self.status.get("state", "")).startswith("exited"):
+            self.interrupted = False  # refused: the job goes on
 
     # ------------------------------------------------------------------ the paused stack
 

@@ -23,8 +23,14 @@ def _script(argv: list[str]) -> tuple[str, str]:
     return argv[1].rsplit("/", 1)[-1], (argv[2].rsplit("/", 1)[-1] if len(argv) > 2 else "")
 
 
+def _ended(status: dict[str, Any]) -> bool:
+    return str(status.get("state", "")).startswith("exited")
+
+
 def _state(status: dict[str, Any], connection: str) -> Text:
-    right = Text(f"step {status.get('step', '?')} · {status.get('phase', '?')} · ")
+    # After the end the phase is "ended", which the connection's words say ("job ended, exit code 130").
+    phase = "" if _ended(status) else f"{status.get('phase', '?')} · "
+    right = Text(f"step {status.get('step', '?')} · {phase}")
     paused = status.get("paused")
     if connection != "connected":
         right.append(connection, style="bold red")
@@ -43,7 +49,8 @@ def render_header(session: dict[str, Any], status: dict[str, Any], elapsed: floa
     rank = f" rank {session['rank']}/{session['world_size']}" if session.get("rank") is not None else ""
     clock = f"{int(elapsed // 3600):02d}:{int(elapsed % 3600 // 60):02d}:{int(elapsed % 60):02d} · "
     right = _state(status, connection)
-    shown = set(GIVES_WAY)
+    # After the end no clock: it would count on from a job that is gone (and it took the host's room).
+    shown = set(GIVES_WAY) - ({"clock"} if _ended(status) else set())
 
     def left_words() -> str:
         # The pid first: it is what `stepdbg attach` and `kill` need.

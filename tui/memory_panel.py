@@ -26,6 +26,7 @@ from stepdbg.wire.conditions import format_size
 from .asking import Loads, ask
 from .fitted import fill_fitted
 from .plots import StepPlot, drawing, log_scale, points
+from .table_in_scroll import TableInScroll
 
 
 class MemoryPanel(Loads, VerticalScroll):
@@ -39,7 +40,7 @@ class MemoryPanel(Loads, VerticalScroll):
         yield Static(id="mem-now")
         yield Static(id="mem-categories")
         yield Label("largest tensors (Enter opens one in the Tensor panel)", classes="hint")
-        yield DataTable(id="mem-largest", cursor_type="row", zebra_stripes=True)
+        yield TableInScroll(id="mem-largest", cursor_type="row", zebra_stripes=True)
         yield Label(id="mem-plot-label", classes="hint")
         yield StepPlot(id="mem-plot")
 
@@ -65,8 +66,6 @@ class MemoryPanel(Loads, VerticalScroll):
                                    r["dtype"], str(r["shape"]), r["device"])] for r in largest]
         fill_fitted(t, self, self.COLUMNS, rows, [r["name"] for r in largest], flexible=1)  # a long name folds
         self.show_plot(mem, history)
-        if self.screen.focused is t:  # (5 gave it the focus): the lines above it pushed it below the fold at 80x24
-            self.call_after_refresh(t.scroll_visible, animate=False)
 
     def show_plot(self, mem: dict[str, Any], history: list[dict[str, Any]]) -> None:
         steps, values = points(history, "mem")

@@ -34,9 +34,24 @@ def bad(v: Any) -> bool:
 
 def module_expression(name: str) -> str:
     """The expression of a module's first parameter, from its name in the module tree."""
-    path = "model" if name == "(root)" else "model." + ".".join(
-        f"[{p}]" if p.isdigit() else p for p in name.split(".")).replace(".[", "[")
+    path = "model" if name == "(root)" else ("model." + ".".join(  # (an nn.Sequential's `0`: model[0])
+        f"[{p}]" if p.isdigit() else p for p in name.split("."))).replace(".[", "[")
     return f"next(({path}).parameters(), None)"
+
+
+# What the Model panel's |w| and |g| are, said once: its hint and the Tensor panel's words for
+# a module's first parameter both use it (a module's |w| 5.21 beside its weight's norm 5.08
+# in the Tensor panel read as two answers to one question: the first counts the bias too).
+MODULE_NORMS = "|w| |g|: L2 norm of a module's own parameters (their gradients) together, bias included"
+
+
+def first_parameter_words(name: str, row: dict[str, Any]) -> str:
+    """The Tensor panel's label for a module opened from the Model panel: which tensor it
+    shows, and why its norm is not the module's |w| where the module has more than it."""
+    words = f"{name} ({row['type']}): its first parameter"
+    if isinstance(row.get("weight_norm"), (int, float)):
+        words += f" (the Model panel's |w| {num(row['weight_norm'], 3)} is of all its own parameters together)"
+    return words
 
 
 def grad_ratio(row: dict[str, Any]) -> float | None:
@@ -50,7 +65,7 @@ class ModelPanel(Loads, Vertical):
     rows: dict[str, dict[str, Any]] = {}  # the modules shown, by name (Enter opens one's first parameter)
     COLUMNS = ("module", "type", "out", "params", "|w|", "|g|", "|g|/|w|", "mode")
     DROP = (7, 2, 3)  # left out first at a narrow width: mode, then out, then params (the norms stay)
-    HINT = "Enter: inspect the module's weight in Tensor (3). red: non-finite · yellow: |g|/|w| < 1e-6"
+    HINT = f"Enter: its first parameter in Tensor (3). {MODULE_NORMS}. red: non-finite · yellow: |g|/|w| < 1e-6"
 
     async def load(self, source: Any, status: dict[str, Any], history: list[dict[str, Any]]) -> None:
         if status.get("state") == "paused":
@@ -292,10 +307,7 @@ def render_stacks(stacks: list[dict[str, Any]]) -> Text:
             t.append(f"{th['name']} (stepdbg's own thread)\n", style="dim")
             continue
         t.append(f"{th['name']}{' (main)' if th.get('main') else ''}\n", style="bold")
-        for fr in th["stack"][-10:]:
-            if fr.get("hidden"):  # stepdbg's own frames, folded into one line
-                t.append(f"  {fr['function']}\n", style="dim italic")
-                continue
+        for fr in th["stack"][-10:]:  # (the person's frames and their libraries', never stepdbg's)
             t.append(f"  {fr['file']}:{fr['line']} in {fr['function']}\n", style="dim")
             if fr.get("code"):
                 t.append(f"      {fr['code']}\n")

@@ -117,12 +117,11 @@ def model_lines(rows: list[dict[str, Any]]) -> list[str]:
 
 
 def thread_lines(stacks: list[dict[str, Any]], frames: int = 8) -> list[str]:
-    """Each thread and its innermost frames; stepdbg's own frames folded into one line."""
+    """Each thread and its innermost frames (the person's and their libraries', never stepdbg's)."""
     out = []
     for t in stacks:
         out.append(f"--- {t['name']}" + (" (stepdbg's own thread)" if t.get("own") else ""))
-        out += [f"  {fr['function']}" if fr.get("hidden") else f"  {fr['file']}:{fr['line']} {fr['function']}: "
-                f"{fr['code']}" for fr in t["stack"][-frames:]]
+        out += [f"  {fr['file']}:{fr['line']} {fr['function']}: {fr['code']}" for fr in t["stack"][-frames:]]
     return out
 
 

@@ -112,8 +112,8 @@ def _waits_at(stack: list[dict[str, Any]]) -> str:
     if not stack:
         return ""
     top = stack[-1]
-    user = next((f for f in reversed(stack) if not f.get("hidden") and is_user_file(f["file"])), None)
+    user = next((f for f in reversed(stack) if is_user_file(f["file"])), None)
     if user is None:
         return f"; the training thread waits in {top['function']} ({top['file']}:{top['line']})"
-    inner = f", in {top['function']}" if top is not user and not top.get("hidden") else ""
+    inner = f", in {top['function']}" if top is not user else ""
     return f"; the training thread waits at {user['file']}:{user['line']} ({(user.get('code') or '').strip()}){inner}"

@@ -70,34 +70,17 @@ def is_own_file(path: str) -> bool:
 T = TypeVar("T")
 
 
-def fold_own(frames: Iterable[T], filename: Callable[[T], str], marker: Callable[[int], T] | None) -> list[T]:
-    """`frames` (outermost first) with each run of stepdbg's own frames folded into one
-    marker, or left out where `marker` is None; a run at the outer end (the launcher, runpy)
-    is dropped, as Python drops its own. Past the user's last frame, what stepdbg called is
-    its own too (an interrupt at a pause lands in queue.py and threading.py under stepdbg's
-    wait)."""
+def without_own(frames: Iterable[T], filename: Callable[[T], str]) -> list[T]:
+    """`frames` (outermost first) as a person's view shows them: the person's own frames and
+    the libraries' they called, stepdbg's left out with no line that says so (a Ctrl-C's
+    traceback, the Threads view: a line about stepdbg there read as stepdbg's doing). The
+    launcher and runpy at the outer end go, as Python drops its own; past the user's last
+    frame, what stepdbg called is its own too (an interrupt at a pause lands in queue.py
+    and threading.py under stepdbg's wait)."""
     frames = list(frames)
     last_user = max((i for i, f in enumerate(frames) if is_user_file(filename(f))), default=-1)
     inner = next((i for i in range(last_user + 1, len(frames)) if is_own_file(filename(frames[i]))), len(frames))
-    out: list[T] = []
-    run = 0
-    frames, called = frames[:inner], len(frames) - inner
-    for f in frames:
-        if is_own_file(filename(f)):
-            run += 1
-            continue
-        if run and out and marker is not None:
-            out.append(marker(run))
-        run = 0
-        out.append(f)
-    run += called
-    if run and out and marker is not None:
-        out.append(marker(run))
-    return out
-
-
-def hidden_frames_line(n: int) -> str:
-    return f"[{n} frame{'s' if n != 1 else ''} of stepdbg hidden]"
+    return [f for f in frames[:inner] if not is_own_file(filename(f))]
 
 
 def exception_text(exc: BaseException) -> str:
@@ -123,7 +106,7 @@ def user_traceback(exc: BaseException) -> str:
         if id(t) in seen:
             continue
         seen.add(id(t))
-        t.stack = traceback.StackSummary.from_list(fold_own(t.stack, lambda fs: fs.filename, None))
+        t.stack = traceback.StackSummary.from_list(without_own(t.stack, lambda fs: fs.filename))
         todo += [c for c in (t.__cause__, t.__context__, *(getattr(t, "exceptions", None) or ())) if c]
     return "".join(te.format())
 

@@ -12,7 +12,7 @@ import traceback
 from types import FrameType
 from typing import Any
 
-from stepdbg.agent.measure.frames import fold_own, hidden_frames_line, is_own_file, is_user_file
+from stepdbg.agent.measure.frames import is_own_file, is_user_file, without_own
 
 
 def thread_stacks(training: int | None = None) -> list[dict[str, Any]]:
@@ -31,9 +31,9 @@ def thread_stacks(training: int | None = None) -> list[dict[str, Any]]:
             "daemon": t.daemon if t else None,
             "main": t is threading.main_thread(),
             "own": own,
-            "stack": [] if own else fold_own(
+            "stack": [] if own else without_own(  # the person's frames only, as a Ctrl-C's traceback
                 ({"file": fs.filename, "line": fs.lineno, "function": fs.name, "code": fs.line} for fs in stack),
-                lambda f: f["file"], _hidden),
+                lambda f: f["file"]),
         })
     out.sort(key=lambda t: (t["id"] != training, not t["main"], t["own"], t["name"]))
     return out
@@ -47,11 +47,6 @@ def _started_by_stepdbg(stack: traceback.StackSummary) -> bool:
         return False
     first = next((fs for fs, threading_py in zip(stack, started, strict=True) if not threading_py), None)
     return first is not None and is_own_file(first.filename)
-
-
-def _hidden(n: int) -> dict[str, Any]:
-    """The one entry that stands for `n` frames of stepdbg's in a thread's stack."""
-    return {"file": "<stepdbg>", "line": 0, "function": hidden_frames_line(n), "code": "", "hidden": n}
 
 
 def blocked_in(frame: FrameType, multi_rank: bool) -> dict[str, Any]:

@@ -1,0 +1,78 @@
+"""A table inside a panel that scrolls (the Memory panel's largest tensors, between the
+lines above it and the plot below it). With the focus on the table, its keys reach every
+line of the panel: the cursor's row is kept in the panel's view, and a key that would move
+the cursor past the table's first or last row scrolls the panel instead (at 80x24 the
+lines above the table were out of reach: Up, PageUp and Home stopped at its first row)."""
+
+from __future__ import annotations
+
+from textual.containers import ScrollableContainer
+from textual.geometry import Region
+from textual.widgets import DataTable
+
+
+class TableInScroll(DataTable):
+    def _panel(self) -> ScrollableContainer | None:
+        return self.parent if isinstance(self.parent, ScrollableContainer) else None
+
+    def cursor_in_view(self) -> None:
+        """Scroll the panel so that the cursor's row (the header with the first) shows."""
+        panel = self._panel()
+        if panel is None or not self.row_count:
+            return
+        row = self._get_row_region(self.cursor_row)
+        top = 0 if self.cursor_row == 0 else row.y - int(self.scroll_y)
+        at = self.virtual_region.offset  # the table's place in the panel's scrolled content
+        panel.scroll_to_region(
+            Region(0, at.y + top, 1, row.y + row.height - int(self.scroll_y) - top),
+            animate=False,
+            force=True,
+        )
+
+    def _moved(self) -> None:
+        self.call_after_refresh(self.cursor_in_view)
+
+    def action_cursor_up(self) -> None:
+        panel = self._panel()
+        if panel is not None and self.cursor_row <= 0:
+            panel.scroll_up(animate=False)
+            return
+        super().action_cursor_up()
+        self._moved()
+
+    def action_cursor_down(self) -> None:
+        panel = self._panel()
+        if panel is not None and self.cursor_row >= self.row_count - 1:
+            panel.scroll_down(animate=False)
+            return
+        super().action_cursor_down()
+        self._moved()
+
+    def action_page_up(self) -> None:
+        panel = self._panel()
+        if panel is not None and self.cursor_row <= 0:
+            panel.scroll_page_up(animate=False)
+            return
+        super().action_page_up()
+        self._moved()
+
+    def action_page_down(self) -> None:
+        panel = self._panel()
+        if panel is not None and self.cursor_row >= self.row_count - 1:
+            panel.scroll_page_down(animate=False)
+            return
+        super().action_page_down()
+        self._moved()
+
+    def action_scroll_home(self) -> None:  # Home (ctrl+home): the first row, and the panel's top
+        super().action_scroll_top()
+        if (panel := self._panel()) is not None:
+            panel.scroll_home(animate=False)
+
+    def action_scroll_end(self) -> None:  # End (ctrl+end): the last row, and the panel's end
+        super().action_scroll_bottom()
+        if (panel := self._panel()) is not None:
+            panel.scroll_end(animate=False)
+
+    action_scroll_top = action_scroll_home
+    action_scroll_bottom = action_scroll_end
