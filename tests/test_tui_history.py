@@ -13,7 +13,6 @@ from test_tui_fixes import no_exception_on_screen, real, wait_for
 from test_tui_keys import started
 from tui_walk import header_text
 
-from stepdbg.client.async_client import AsyncClient
 from stepdbg_tui.app import StepdbgApp
 from stepdbg_tui.messages import StepSummary
 
@@ -70,22 +69,15 @@ async def test_steps_sent_while_the_history_is_on_its_way_stay(monkeypatch):
 
 
 @real
-async def test_after_c_to_the_end_the_plots_cover_every_step(start_job):
+async def test_after_c_to_the_end_the_plots_cover_every_step(tui_at_break):
     """Paused at step 5 of 60, Plots (6), c: after the end the loss plot covers steps 0–59
     (it said steps 0-29, or missed steps in the middle on a loaded machine)."""
-    job = start_job("--break", "step==5", script_args=("--steps", "60"))
-    job.info()
-    client = await AsyncClient.connect()
-    app = StepdbgApp(client)
-    async with app.run_test(size=(80, 24)) as pilot:
-        await wait_for(pilot, lambda: app.status.get("state") == "paused", "the break")
+    async with tui_at_break("--break", "step==5", script_args=("--steps", "60")) as (app, pilot):
         await pilot.press("6", "c")
         await wait_for(pilot, lambda: "ended" in header_text(app), "the end")
         await wait_for(pilot, lambda: loss_label(app).startswith("loss: steps 0–59"), "the plots to step 59")
         assert [h["step"] for h in app.history] == list(range(60))
         no_exception_on_screen(app)
-        app.exit(None)
-    await client.close(then="end")
 
 
 @pytest.mark.timeout(60)

@@ -14,7 +14,6 @@ from textual.widgets import DataTable, Input
 from tui_walk import screen_text
 
 from stepdbg.agent.replay.advice import advise
-from stepdbg.client.async_client import AsyncClient
 from stepdbg.client.tensor_text import format_summary
 from stepdbg_tui.app import StepdbgApp
 
@@ -32,16 +31,11 @@ def note(app: StepdbgApp, panel: str) -> str:
 
 
 @real
-async def test_a_name_the_frame_cannot_evaluate_and_r_without_snapshots_are_said_in_words(start_job):
+async def test_a_name_the_frame_cannot_evaluate_and_r_without_snapshots_are_said_in_words(tui_at_break):
     """Tensor (3): `foo(` said `tensor foo(: LookupError: cannot evaluate 'foo(': SyntaxError:
     '(' was never closed (<stepdbg>, line 1)`, `nosuch` said `... NameError: name 'nosuch' is
     not defined`."""
-    job = start_job("--break", "loss>0", script_args=("--steps", "20"))
-    job.info()
-    client = await AsyncClient.connect()
-    app = StepdbgApp(client)
-    async with app.run_test(size=(80, 24)) as pilot:
-        await wait_for(pilot, lambda: app.status.get("state") == "paused", "the break")
+    async with tui_at_break("--break", "loss>0", script_args=("--steps", "20")) as (app, pilot):
         await pilot.press("3")
         field = app.query_one("#tensor-name", Input)
         for typed, said in (("foo(", "tensor foo(: not an expression ('(' was never closed)"),
@@ -55,27 +49,21 @@ async def test_a_name_the_frame_cannot_evaluate_and_r_without_snapshots_are_said
         await wait_for(pilot, lambda: any(t.startswith("rewind: ") for t in toasts(app)), "the rewind's answer")
         said = next(t for t in toasts(app) if t.startswith("rewind: "))
         assert said.startswith("rewind: no snapshots are kept: start with --keep-every N"), said
-        app.exit(None)
-    await client.close(then="end")
 
 
 # ---------------------------------------------------------------------- 3: panels after the end
 
 
 @real
-async def test_optim_and_mem_after_the_end_say_it_ended_not_a_connection_error(start_job):
+async def test_optim_and_mem_after_the_end_say_it_ended_not_a_connection_error(tui_at_break):
     """Memory (5) seen at the break at step 0, then the job runs to its end: Optim (4) and
     Memory (5) said `optimizer: Connection lost`, `memory: [Errno 32] Broken pipe` (toasts),
     Optim an empty table. Now each says the job ended and of which step it shows."""
-    job = start_job("--break", "loss>0", script_args=("--steps", "3"))
-    job.info()
-    client = await AsyncClient.connect()
-    app = StepdbgApp(client)
-    async with app.run_test(size=(80, 24)) as pilot:
-        await wait_for(pilot, lambda: (app.status.get("paused") or {}).get("step") == 0, "the break at step 0")
+    async with tui_at_break("--break", "loss>0", script_args=("--steps", "3")) as (app, pilot):
+        assert (app.status.get("paused") or {}).get("step") == 0, app.status
         await pilot.press("5")
         await wait_for(pilot, lambda: app.query_one("#mem-largest", DataTable).row_count > 0, "the memory")
-        await client.call("break_remove", spec="loss>0")
+        await app.source.call("break_remove", spec="loss>0")
         await pilot.press("c")
         await wait_for(pilot, lambda: str(app.status.get("state", "")).startswith("exited"), "the end")
         await pilot.press("4")
@@ -87,7 +75,6 @@ async def test_optim_and_mem_after_the_end_say_it_ended_not_a_connection_error(s
         assert "this shows step 0, the last step this panel saw" in note(app, "MemoryPanel")
         assert not [t for t in toasts(app) if t.startswith(("optimizer:", "memory:"))], toasts(app)
         no_exception_on_screen(app)
-        app.exit(None)
 
 
 # ---------------------------------------------------------------------- 4: statistics beside inf
@@ -105,15 +92,10 @@ def test_the_consoles_statistics_say_they_are_of_the_finite_values():
 
 
 @real
-async def test_enter_on_a_graph_tensor_with_inf_says_its_statistics_are_of_the_finite_values(start_job):
+async def test_enter_on_a_graph_tensor_with_inf_says_its_statistics_are_of_the_finite_values(tui_at_break):
     """nan_log at its break, Memory (5), Enter on `... in loss's graph` holding inf: the Tensor
     panel said `min 0 max 4.44 mean 0.8684 ... inf 19`."""
-    job = start_job("--break", "nan", script=DEMOS / "nan_log.py")
-    job.info()
-    client = await AsyncClient.connect()
-    app = StepdbgApp(client)
-    async with app.run_test(size=(80, 24)) as pilot:
-        await wait_for(pilot, lambda: app.status.get("state") == "paused", "the break")
+    async with tui_at_break("--break", "nan", script=DEMOS / "nan_log.py") as (app, pilot):
         await pilot.press("5")
         table = app.query_one("#mem-largest", DataTable)
         await wait_for(pilot, lambda: table.row_count > 0, "the largest tensors")
@@ -129,8 +111,6 @@ async def test_enter_on_a_graph_tensor_with_inf_says_its_statistics_are_of_the_f
                 seen.append(summary)
                 assert "finite values: min " in summary, summary
         assert seen, "no tensor of loss's graph with inf"
-        app.exit(None)
-    await client.close(then="end")
 
 
 # ---------------------------------------------------------------------- 5: advice and diff once
