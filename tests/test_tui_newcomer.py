@@ -165,19 +165,21 @@ PAUSE = re.compile(r"break at step (\d+) \((\w+)\) \[pause\]")
 @real
 async def test_s_stops_where_the_console_and_the_docs_say(tmp_path, private_runtime_dir):
     """s, n, s from a break at step 1 (before_forward): the TUI's pauses are the console's
-    (the reference), and docs/tui.md says what they are: the same pause point, a step on."""
+    (the reference), and the console's help, the TUI's help (?) and docs/tui.md say what
+    they are: the same pause point, a step on (each said `next step`)."""
     script = tmp_path / "train.py"
     script.write_text(textwrap.dedent(STEPPING))
     console = subprocess.run(
         [sys.executable, str(script)],
         cwd=ROOT,
-        input="s\nn\ns\nc\n",
+        input="h\ns\nn\ns\nc\n",
         capture_output=True,
         text=True,
         timeout=WAIT,
         env={**os.environ, "STEPDBG_CONSOLE": "1"},
     )
     assert console.returncode == 0, console.stderr
+    assert "s | step        the same pause point of the next step" in console.stderr, console.stderr
     expected = [(int(s), p) for s, p in PAUSE.findall(console.stderr)]
     assert expected == [(2, "before_forward"), (2, "after_forward"), (3, "after_forward")], (
         console.stderr
@@ -216,6 +218,11 @@ async def test_s_stops_where_the_console_and_the_docs_say(tmp_path, private_runt
                 )
                 seen.append((app.status["step"], app.status["phase"]))
                 assert f"step {seen[-1][0]} · {seen[-1][1]} · PAUSED" in header_text(app)
+            await pilot.press("question_mark")
+            await wait_for(
+                pilot, lambda: "s same pause point, next step" in words(app), "the help's s"
+            )
+            await pilot.press("escape")
             app.exit(None)
         await client.close(then="continue")
         assert seen == expected

@@ -18,7 +18,7 @@ from .panel_table import help_lines
 HELP = f"""\
 [b]keys[/b]   (escape, ? or q closes this; ↑↓ PgUp PgDn scroll it)
   c       continue                 p   pause at the next pause point
-  n       next phase               s   next step
+  n       next phase               s   same pause point, next step
   r       replay the step under anomaly detection: the op, module, line
   D       diff: the step twice from the same state; where the runs part
           (module, op, line) and the randomness that moved (the Log)

@@ -24,7 +24,8 @@ from .tensor_text import format_summary
 HELP = """\
 stepdbg console:
   c | continue    continue           n | next   to the next pause point
-  s | step        to the next step   until N    run to step N
+  s | step        the same pause point of the next step
+  until N         run to step N
   Enter           the last of c, n, s, until again (as pdb); at first continue
   pause           pause at the next pause point
   r               replay the step under anomaly detection
