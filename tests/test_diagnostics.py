@@ -193,10 +193,11 @@ def test_doctor_table_wraps_long_advice_instead_of_cutting_it(capsys, monkeypatc
     assert f"try: {advice}" in " ".join(out.split())  # every word, whole (a block per finding at 60)
 
 
-def preempted_loop(s, monkeypatch, preempted: bool) -> list:
-    """A tiny loop whose steps are 30 ms apart; `preempted`: the kernel's run-queue count
-    says the thread waited for a CPU all that time (a busy machine), else it was the loop's
-    own host time (a slow get_batch)."""
+def preempted_loop(s, monkeypatch, preempted: bool, where: str) -> list:
+    """A tiny loop that spends 30 ms a step `where`: between steps (a get_batch), or between
+    its forward and its backward (a micro-batch's loss; nanoGPT's prefetch). `preempted`:
+    the kernel's run-queue count says the thread waited for a CPU all that time (a busy
+    machine), else it was the loop's own host time."""
     from stepdbg.agent.measure import preempted as preempted_mod
 
     injected = [0.0]
@@ -206,23 +207,34 @@ def preempted_loop(s, monkeypatch, preempted: bool) -> list:
     s.model.armed = True
     model = nn.Sequential(nn.Linear(4, 16), nn.ReLU(), nn.Linear(16, 1))
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
-    for _ in range(8):
+
+    def host_time() -> None:
         t0 = time.perf_counter()
         time.sleep(0.03)
         if preempted:
             injected[0] += time.perf_counter() - t0
+
+    for _ in range(8):
+        if where == "between steps":
+            host_time()
         opt.zero_grad()
-        nn.functional.mse_loss(model(torch.randn(8, 4)), torch.randn(8, 1)).backward()
+        out = model(torch.randn(8, 4))
+        if where == "in the loss":
+            host_time()
+        nn.functional.mse_loss(out, torch.randn(8, 1)).backward()
         opt.step()
     return [f.rule for f in s.doctor.findings]
 
 
+@pytest.mark.parametrize("where", ["between steps", "in the loss"])
 @pytest.mark.parametrize("preempted", [True, False], ids=["preempted", "own host time"])
-def test_a_loop_preempted_between_steps_is_not_called_data_bound(session_factory, monkeypatch, preempted):
+def test_a_loop_preempted_between_steps_is_not_called_data_bound(session_factory, monkeypatch, preempted, where):
     """On a busy machine a healthy get_batch() loop was '94% of its time getting data'
     (CI under load): time the training thread waited for a CPU is not data wait; the
-    same 30 ms spent by the loop itself is."""
-    rules = preempted_loop(session_factory("nan"), monkeypatch, preempted)
+    same 30 ms spent by the loop itself is. In the loss: a healthy loop of 4 micro-batches
+    was '66% of a 10 ms step getting data' under load, its losses' preempted time counted
+    as the next step's prefetch (test_no_finding_on_the_healthy_loop_styles, 1 run in 30)."""
+    rules = preempted_loop(session_factory("nan"), monkeypatch, preempted, where)
     assert ("slow_dataloader" in rules) is not preempted, rules
 
 

@@ -139,7 +139,7 @@ class Doctor:
 
     def on_batch(self, m: StepModel, root: torch.nn.Module, args: tuple[Any, ...]) -> None:
         self.flush_nan_break()  # a NaN break of an earlier step that no replay followed
-        self.preempted.first_forward(m.step)
+        self.preempted.first_forward(m.step, m.data)
         if root.training is False and has_kind(root, DROPOUT_BN):
             self.add(m, "eval_mode_training", "error",
                      f"step {m.step} trains with the model in eval mode: "
@@ -244,7 +244,7 @@ class Doctor:
     def on_step_end(self, m: StepModel) -> None:
         hist = list(m.history)
         if hist:
-            self.preempted.step_ended(hist[-1]["step"])
+            self.preempted.step_ended(hist[-1]["step"], m.data)
         self._lr_too_high(m, hist)
         if m.step > WARMUP_STEPS and "memory_growth" not in self._fired:
             frame = user_frame(sys._getframe())
@@ -349,11 +349,13 @@ class Doctor:
         loader = m.capture.get("loader")
         it = loader() if loader is not None else None
         # The GPU's view where known; else the host's, less the time the step waited for a CPU
-        # (preempted by other processes: the machine's load, not the loader's); its work too.
-        gap, work = self.preempted.gap, self.preempted.work
+        # (preempted by other processes: the machine's load, not the loader's) in its gap and in
+        # the step before's prefetch gaps (a micro-batch's loss, nanoGPT's get_batch); its work too.
+        gap, work, fetch = self.preempted.gap, self.preempted.work, self.preempted.fetch
         rows = [{**h, "data_wait": h["gpu_data_wait"] if "gpu_data_wait" in h
-                 else max(0.0, h["data_wait"] - gap.get(h["step"], 0.0)),
-                 "step_time": max(0.0, h["step_time"] - work.get(h["step"], 0.0))}
+                 else max(0.0, h["data_wait"] - gap.get(h["step"], 0.0) - fetch.get(h["step"] - 1, 0.0)),
+                 "step_time": max(0.0, h["step_time"] - work.get(h["step"], 0.0)),
+                 "fetch_in_step": max(0.0, (h.get("fetch_in_step") or 0.0) - fetch.get(h["step"], 0.0))}
                 for h in hist[-10:] if h["data_wait"] is not None and h["step_time"]]
         if len(rows) < DATA_STEPS:
             return

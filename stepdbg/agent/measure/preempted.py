@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import threading
+from typing import Any
 
 _PATH = "/proc/thread-self/schedstat"
 
@@ -50,29 +51,34 @@ def waited_for_cpu() -> float:
 
 class StepPreemption:
     """Per step, the training thread's time waiting for a CPU in its gap (from where the
-    step before ended to its first forward) and in its work (from there to its end): what
-    the machine's load, not the loader or the model, took. Three reads a step."""
+    step before ended to its first forward), in its work (from there to its end) and, of
+    that work, in its forward-to-backward gaps (a prefetch: the next step's data wait; read
+    by the step's data clock, which first_forward gives this one's clock): what the
+    machine's load, not the loader or the model, took. Three reads a step, two a forward."""
 
     KEEP = 16  # steps remembered
 
     def __init__(self) -> None:
         self.gap: dict[int, float] = {}
         self.work: dict[int, float] = {}
+        self.fetch: dict[int, float] = {}
         self._mark: float | None = None
 
     def gap_starts(self) -> None:
         self._mark = waited_for_cpu()
 
-    def first_forward(self, step: int) -> None:
+    def first_forward(self, step: int, data: Any) -> None:
+        data.cpu_clock = waited_for_cpu  # (a DataWait: its prefetch gaps, measured the same way)
         now = waited_for_cpu()
         if self._mark is not None:
             self._keep(self.gap, step, now - self._mark)
         self._mark = now
 
-    def step_ended(self, step: int) -> None:
+    def step_ended(self, step: int, data: Any) -> None:
         now = waited_for_cpu()
         if self._mark is not None:
             self._keep(self.work, step, now - self._mark)
+        self._keep(self.fetch, step, data.preempted_in_step())
         self._mark = None
 
     def _keep(self, table: dict[int, float], step: int, seconds: float) -> None:

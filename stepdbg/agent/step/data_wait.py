@@ -17,11 +17,16 @@ the optimizer step), which is not data time. Two events bracket the gap on the s
 the GPU's time between them (idle, or running the batch's own kernels) is the step's
 ``gpu_data_wait``, read without a sync once the GPU has passed the second event, and the
 doctor's data rule uses it where it is known.
+
+Under the doctor, ``cpu_clock`` (the thread's time waiting for a CPU) is read where a
+forward ends and its backward starts too: the part of the prefetch gaps that a busy
+machine took (``preempted_in_step``) is no data wait, as the between-steps gap's is not.
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -42,6 +47,9 @@ class DataWait:
         self._this_gap: tuple[Any, Any] | None = None  # CUDA: (start, end) events of this step's gap
         self._pending: list[tuple[dict[str, Any], Any, Any]] = []  # (history record, start, end) to read
         self._after_eval = False  # an evaluation ended since the last step: the gap is its, not data
+        self.cpu_clock: Callable[[], float] | None = None  # set by the doctor: waited_for_cpu()
+        self._forward_cpu = 0.0  # cpu_clock() where the last forward ended
+        self._this_step_cpu = 0.0  # time waiting for a CPU in this step's forward-to-backward gaps
 
     def iter_started(self, seconds: float) -> None:
         self._iter_time += seconds
@@ -68,13 +76,21 @@ class DataWait:
         batch (nanoGPT's prefetch), inside this step's time but not its compute."""
         return self._this_step
 
+    def preempted_in_step(self) -> float:
+        """Of fetched_in_step(), the time the thread waited for a CPU (0.0 without cpu_clock)."""
+        return self._this_step_cpu
+
     def forward_done(self) -> None:
         self._forward_done = time.perf_counter()
+        if self.cpu_clock is not None:
+            self._forward_cpu = self.cpu_clock()
 
     def backward_started(self) -> None:
         if self._forward_done is not None:
             self._this_step += max(0.0, time.perf_counter() - self._forward_done)
             self._forward_done = None
+            if self.cpu_clock is not None:
+                self._this_step_cpu += max(0.0, self.cpu_clock() - self._forward_cpu)
 
     def evaluation_done(self) -> None:
         """A no_grad forward ended between steps: what came before it was evaluation, and
@@ -92,7 +108,7 @@ class DataWait:
 
     def step_ended(self, now: float, record: dict[str, Any] | None = None) -> None:
         self._gap_start = now
-        self._carried, self._this_step = self._this_step, 0.0
+        self._carried, self._this_step, self._this_step_cpu = self._this_step, 0.0, 0.0
         self._forward_done = None
         if record is not None and self._this_gap is not None:
             self._pending.append((record, *self._this_gap))  # this step's gap, measured on the GPU
