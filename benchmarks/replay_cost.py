@@ -18,7 +18,7 @@ def _model(quick: bool) -> tuple[str, torch.nn.Module, Any] | None:
     if quick:  # the suite only checks that it runs: the char GPT, without importing transformers
         from .workloads import CharGPT
 
-        return "char GPT (quick)", CharGPT(), torch.randint(0, 65, (4, 64))
+        return "char GPT (quick)", CharGPT(), torch.randint(0, 65, (2, 32))
     try:
         import transformers
     except ImportError:
@@ -43,7 +43,7 @@ def run(quick: bool) -> dict[str, Any]:
         return {"skipped": "needs transformers (pip install transformers)"}
     name, model, batch = made
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
-    rounds = 3 if quick else 10
+    rounds = 1 if quick else 10
 
     def step() -> float:
         t0 = time.perf_counter()

@@ -70,31 +70,35 @@ def deep() -> nn.Module:
     return nn.Sequential(*[Residual(32) for _ in range(100)], nn.Linear(32, 1))
 
 
-def step_fn(name: str, device: str = "cpu", fused: bool = False) -> tuple[nn.Module, Callable[[], None]]:
+def step_fn(name: str, device: str = "cpu", fused: bool = False,
+            small: bool = False) -> tuple[nn.Module, Callable[[], None]]:
     """A model and one training step on it (fresh random data each step); `fused`: AdamW's
-    fused implementation (the one that takes found_inf: --skip-on-device)."""
+    fused implementation (the one that takes found_inf: --skip-on-device); `small`: the same
+    model on a batch of 2 (quick mode: the suite only checks that a benchmark runs)."""
     torch.manual_seed(0)
+    n = 2 if small else None
     if name == "mlp":
         model = mlp().to(device)
 
         def batch() -> tuple[torch.Tensor, torch.Tensor, Callable]:
-            return (torch.randn(128, 64, device=device), torch.randint(0, 10, (128,), device=device),
+            return (torch.randn(n or 128, 64, device=device), torch.randint(0, 10, (n or 128,), device=device),
                     F.cross_entropy)
     elif name == "deep":
         model = deep().to(device)
 
         def batch() -> tuple[torch.Tensor, torch.Tensor, Callable]:
-            return torch.randn(32, 32, device=device), torch.randn(32, 1, device=device), F.mse_loss
+            return torch.randn(n or 32, 32, device=device), torch.randn(n or 32, 1, device=device), F.mse_loss
     elif name == "transformer":
         model = transformer().to(device)
 
         def batch() -> tuple[torch.Tensor, torch.Tensor, Callable]:
-            return torch.randn(16, 32, 128, device=device), torch.randn(16, 32, 1, device=device), F.mse_loss
+            return (torch.randn(n or 16, 32, 128, device=device), torch.randn(n or 16, 32, 1, device=device),
+                    F.mse_loss)
     else:
         model = CharGPT().to(device)
 
         def batch() -> tuple[torch.Tensor, torch.Tensor, Callable]:
-            idx = torch.randint(0, 65, (16, 65), device=device)
+            idx = torch.randint(0, 65, (n or 16, 65), device=device)
             return idx[:, :-1], idx[:, 1:], lambda out, y: F.cross_entropy(out.flatten(0, 1), y.flatten())
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=fused or None)
 

@@ -39,14 +39,28 @@ def kept(cap: dict[str, Any], module: Any) -> dict[str, Any]:
 
 
 def feeder(cap: dict[str, Any], bad: list[torch.Tensor]) -> Any:
-    """The root module of another model whose kept forward's output one of `bad` (the
-    captured forward's non-finite inputs) is, or came from; None: the data's."""
+    """The root module of another model whose kept forward's output is non-finite and one of
+    `bad` (the captured forward's non-finite inputs) is it, came from it, or is a copy of it
+    (`fake.detach().clone()`: the same values); None: the data's. A finite output did not
+    make the NaN (real data with a NaN beside it in a torch.cat, a log of it taken between
+    the models, another generator's output in the same batch)."""
     for record in list((cap.get("upstream") or {}).values()):
         out = record["output"]() if isinstance(record.get("output"), weakref.ReferenceType) else None
         root = record["root"]() if isinstance(record.get("root"), weakref.ReferenceType) else None
-        if out is not None and root is not None and any(came_from(t, out) for t in bad):
+        if out is None or root is None or not out.is_floating_point() or tensors.all_finite(out):
+            continue
+        if any(came_from(t, out) or _copy_of(t, out) for t in bad):
             return root
     return None
+
+
+def _copy_of(held: torch.Tensor, out: torch.Tensor) -> bool:
+    """`held` holds `out`'s values, bit for bit (a clone, a copy to another device)."""
+    if held.shape != out.shape or held.dtype != out.dtype or held.is_complex() or held.layout != torch.strided:
+        return False
+    with torch.no_grad():
+        a, b = held.detach(), out.detach().to(held.device)
+        return bool(((a == b) | (a.isnan() & b.isnan())).all())
 
 
 def came_from(held: torch.Tensor, out: torch.Tensor) -> bool:
