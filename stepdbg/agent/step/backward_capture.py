@@ -32,26 +32,41 @@ from stepdbg.agent.step.hooks import own_id
 
 def keep_output_grad(cap: dict[str, Any], output: Any) -> None:
     """The gradient that reaches the model's `output` in the backward, kept in `cap` (the
-    capture) for the replay's backward: one output-sized tensor."""
+    capture) for the replay's backward: one output-sized tensor. Only this forward's: the
+    hook of an earlier forward (a GAN's netG, whose output netD's backward reaches after the
+    capture moved to netD; a micro-batch before the last) is removed and writes nothing, and
+    a leaf output (a parameter the model returns every step) holds one hook, not one a step."""
+    old = cap.pop("grad_hook", None)
+    if old is not None:
+        old[1].remove()
+    cap["grad_output"] = None  # (until this forward's backward: another forward's is not its gradient)
     out = tensors.first_tensor(output)
     if out is None or not out.requires_grad:
         return
+    token = object()
     node, nr = out.grad_fn, out.output_nr
     if node is None:  # (a leaf: the model returned a parameter)
         def keep_grad(g: torch.Tensor) -> None:
-            cap["grad_output"] = g.detach()
+            if _mine(cap, token):
+                cap["grad_output"] = g.detach()
 
-        own_id(out.register_hook(keep_grad))
+        cap["grad_hook"] = (token, own_id(out.register_hook(keep_grad)))
         return
 
     def keep_grads(grads: tuple[torch.Tensor | None, ...]) -> None:
-        g = grads[nr] if nr < len(grads) else None
-        cap["grad_output"] = g.detach() if g is not None else None
+        if _mine(cap, token):
+            g = grads[nr] if nr < len(grads) else None
+            cap["grad_output"] = g.detach() if g is not None else None
 
     # On the node that made the output, not the tensor: a tensor's hook costs a Python
     # handle and dict each step (about 20 us, half of what arming costs a small step);
     # the node's pre-hook receives the same gradient, after the program's own tensor hooks.
-    own_id(node.register_prehook(keep_grads))
+    cap["grad_hook"] = (token, own_id(node.register_prehook(keep_grads)))
+
+
+def _mine(cap: dict[str, Any], token: object) -> bool:
+    held = cap.get("grad_hook")
+    return held is not None and held[0] is token
 
 
 class BackwardWatch:
