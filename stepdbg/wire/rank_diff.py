@@ -59,6 +59,9 @@ class RankDiff:
         self.world = 0  # the job's ranks, as the ranks say it
         self.values = self.total_values = 0  # values read on each rank so far, and in all
         self.walked = 0  # tensors walked (a gradient no rank has yet too)
+        self.pauses: dict[int, Any] = {}  # each rank's pause (step, phase, when it paused) at its first page
+        self.moved: str | None = None  # a rank left that pause between pages: what was walked is said, no more
+        self.unread: list[str] = []  # tensors a rank could not read: compared by shape and dtype alone
 
     def feed(self, pages: dict[int, dict[str, Any]]) -> int | None:
         """One page of every rank's answer (by rank): compared in order. Returns the start
@@ -68,6 +71,8 @@ class RankDiff:
         if not self.ranks:
             if not self._first(pages):
                 return None
+        elif self._moved(pages):
+            return None
         rows = [pages[r].get("entries") or [] for r in self.ranks]
         common = min(len(row) for row in rows)
         for i in range(common):
@@ -86,6 +91,17 @@ class RankDiff:
             return None
         return int(pages[self.ranks[0]].get("start") or 0) + common
 
+    def _moved(self, pages: dict[int, dict[str, Any]]) -> bool:
+        """Whether a rank answered this page at another pause than its first page's (another
+        client continued the job between pages): the pages are not of one moment."""
+        now = {r: _pause(pages[r]) for r in self.ranks}
+        gone = [r for r in self.ranks if now[r] != self.pauses[r]]
+        if gone:
+            r = gone[0]
+            self.moved = (f"the job moved on between pages ({_ranks(gone)}: rank {r} now at step {now[r][0]} "
+                          f"{now[r][1]}): the rest was not compared")
+        return bool(gone)
+
     def progress(self) -> str:
         """How far the walk is, in words (for a walk that takes long)."""
         return (f"{self.walked} of {self.total} parameters and gradients compared on every rank "
@@ -94,6 +110,7 @@ class RankDiff:
     def _first(self, pages: dict[int, dict[str, Any]]) -> bool:
         """The first pages: whether there is anything to compare."""
         self.ranks = sorted(pages)
+        self.pauses = {r: _pause(p) for r, p in pages.items()}
         first = pages[self.ranks[0]]
         self.where = (first.get("step"), first.get("phase"))
         self.total = int(first.get("total") or 0)
@@ -132,6 +149,9 @@ class RankDiff:
             return False
         if e.get("what") == "gradient" and self.grads_local:
             return False
+        note = next((x["fp"]["unreadable"] for x in held.values() if x and x["fp"].get("unreadable")), None)
+        if note:
+            self.unread.append(f"{e.get('name')}: {str(note)[:200]}")
         present = sum(1 for x in held.values() if x and not x["fp"].get("none"))
         self.compared += bool(present)  # (a gradient no rank has yet is not counted)
         self.gradients += bool(present) and e.get("what") == "gradient"
@@ -157,7 +177,8 @@ class RankDiff:
             words += (f"; max |rank {odd[0][0]} - rank {ref[0]}| {diff['max_abs']:g}, max relative "
                       f"{diff['max_rel']:g} over its fingerprint")
         elif diff.get("max_abs") == 0:
-            words += " (its sampled values and statistics agree: the values that differ are between the samples)"
+            words += (" (its sampled values and statistics are equal as numbers: the values that differ are between "
+                      "the samples, or differ in their bits alone: -0.0 and 0.0, NaNs)")
         if diff.get("past") is not None:
             words += f", {diff['past']:g}x the tolerance"
         if not majority:
@@ -195,13 +216,25 @@ class RankDiff:
                 what = "the same parameters (no gradients yet)"
             how = "bitwise" if bitwise else f"within atol {self.atol:g}, rtol {self.rtol:g}"
             summary = f"{at}: all {n} ranks hold {what}: {self.compared} tensor{'s' if self.compared != 1 else ''} compared on each, {how}"
+        if self.moved and not self.found:
+            summary = f"{at}: {self.compared} of {self.total} tensors agree, then {self.moved}"
+        if self.unread and not self.not_compared:
+            n = len(self.unread)
+            summary += (f"; {n} tensor{'s' if n != 1 else ''} could not be read on a rank and "
+                        f"{'were' if n != 1 else 'was'} compared by shape and dtype alone ({self.unread[0]}"
+                        f"{', ...' if n > 1 else ''})")
         if self.world > len(self.ranks) and not self.not_compared:
             summary += f" (only {_ranks(self.ranks)} of the job's {self.world} answered: the others are gone)"
         return {"first_divergence": self.found, "ranks": self.ranks, "world_size": self.world, "step": step,
                 "phase": phase,
                 "compared": self.compared, "gradients": self.gradients, "tensors": self.total,
-                "not_compared": self.not_compared, "grads_local": self.grads_local, "tolerance": tolerance,
+                "not_compared": self.not_compared, "moved": self.moved, "not_read": self.unread[:20],
+                "grads_local": self.grads_local, "tolerance": tolerance,
                 "summary": summary}
+
+
+def _pause(page: dict[str, Any]) -> tuple[Any, Any, Any]:
+    return page.get("step"), page.get("phase"), page.get("paused_at")
 
 
 def _named(e: dict[str, Any] | None) -> str:

@@ -221,7 +221,8 @@ class Views:
             brk = self.controls.paused
             rank = self.ranks.rank if self.ranks.active() else None
             return {"rank": rank, "world_size": self.ranks.world(), "step": brk.step if brk else self.model.step,
-                    "phase": brk.phase if brk else None, **replica_page(self.model, start, limit)}
+                    "phase": brk.phase if brk else None, "paused_at": brk.at if brk else None,
+                    **replica_page(self.model, start, limit)}
 
         return self.controls.on_training_thread(run)
 
