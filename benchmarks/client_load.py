@@ -71,7 +71,9 @@ def _steps_in(times: Path, windows: list[tuple[float, float]]) -> list[float]:
 def _wait_for_steps(times: Path, proc: subprocess.Popen[bytes]) -> None:
     while not times.exists() or times.stat().st_size < 4096:
         if proc.poll() is not None:
-            raise RuntimeError(f"the benchmark's job ended before it ran (exit code {proc.returncode})")
+            raise RuntimeError(
+                f"the benchmark's job ended before it ran (exit code {proc.returncode})"
+            )
         time.sleep(0.05)
 
 
@@ -84,22 +86,40 @@ def run(quick: bool, clients: int = 10, op: str = "status") -> dict[str, Any]:
     script, times = Path(d) / "job.py", Path(d) / "times.txt"
     script.write_text(JOB)
     root = Path(__file__).resolve().parent.parent
-    proc = subprocess.Popen([sys.executable, "-m", "stepdbg", "serve", "-q", sys.executable, str(script), str(times)],
-                            cwd=root, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "stepdbg", "serve", "-q", sys.executable, str(script), str(times)],
+        cwd=root,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     phase = 0.5 if quick else 3.0  # quick: the suite only checks that it runs
     rounds = 1 if quick else 4
     try:
         _wait_for_steps(times, proc)
         sid = sessions.listing()[0].id
         quiet: list[tuple[float, float]] = []
+        attached: list[tuple[float, float]] = []
         flooded: list[tuple[float, float]] = []
         requests = 0
         for _ in range(rounds):
             start = time.monotonic()
             time.sleep(phase)
             quiet.append((start, time.monotonic()))
-            flood = [subprocess.Popen([sys.executable, "-c", FLOOD, sid, "", op], cwd=root, stdin=subprocess.PIPE,
-                                      stdout=subprocess.PIPE, text=True) for _ in range(clients)]
+            with client.connect(sid) as idle:  # one front end attached, asking nothing
+                idle.status()  # (attached once this is answered)
+                start = time.monotonic()
+                time.sleep(phase)
+                attached.append((start, time.monotonic()))
+            flood = [
+                subprocess.Popen(
+                    [sys.executable, "-c", FLOOD, sid, "", op],
+                    cwd=root,
+                    stdin=subprocess.PIPE,
+                    stdout=subprocess.PIPE,
+                    text=True,
+                )
+                for _ in range(clients)
+            ]
             for p in flood:  # every flooding client connected
                 if p.stdout is None or p.stdout.readline().strip() != "ready":
                     raise RuntimeError(f"a flooding client did not connect (exit code {p.wait()})")
@@ -109,13 +129,23 @@ def run(quick: bool, clients: int = 10, op: str = "status") -> dict[str, Any]:
                 assert p.stdin is not None
                 p.stdin.write(f"{end}\n")
                 p.stdin.close()
-            requests += sum(int(p.stdout.read() or 0) for p in flood if p.stdout is not None and p.wait() == 0)
+            requests += sum(
+                int(p.stdout.read() or 0) for p in flood if p.stdout is not None and p.wait() == 0
+            )
             flooded.append((start, end))
         with client.connect(sid) as c:
             c.close(then="end")
-        q, ld = statistics.median(_steps_in(times, quiet)), statistics.median(_steps_in(times, flooded))
-        return {"clients": clients, "op": op, "plain_step_ms": round(q * 1e3, 3), "flooded_step_ms": round(ld * 1e3, 3),
-                "ratio": round(ld / q, 3), "requests_per_s": round(requests / (rounds * phase), 1)}
+        q, a, ld = (statistics.median(_steps_in(times, w)) for w in (quiet, attached, flooded))
+        return {
+            "clients": clients,
+            "op": op,
+            "plain_step_ms": round(q * 1e3, 3),
+            "attached_step_ms": round(a * 1e3, 3),
+            "flooded_step_ms": round(ld * 1e3, 3),
+            "ratio": round(ld / q, 3),
+            "attached_ratio": round(a / q, 3),  # what one idle front end costs (replay armed)
+            "requests_per_s": round(requests / (rounds * phase), 1),
+        }
     finally:
         proc.wait(30) if proc.poll() is None and not proc.kill() else None
         shutil.rmtree(d, ignore_errors=True)
