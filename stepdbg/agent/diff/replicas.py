@@ -2,7 +2,9 @@
 `replicas` op), for a client to compare with every other rank's (stepdbg/wire/rank_diff.py).
 
 Parameters first, in parameter order (the optimizers' order, else the models'), then their
-gradients in the same order: a parameter that differs is a cause, a gradient that differs
+gradients in the same order; then the models' parameters no optimizer holds (frozen ones,
+which DDP broadcasts once at its start and never again: a rank that changes one alone parts
+for good) and their gradients, if any: a parameter that differs is a cause, a gradient that differs
 while every parameter agrees says the all-reduce did not make them the same. A page of at
 most `limit` tensors and about PAGE_VALUES values is fingerprinted at a time (fingerprint.py:
 a few hundred bytes each, read a chunk at a time, no copy of a whole tensor), so an answer
@@ -57,16 +59,23 @@ def replica_page(model: StepModel, start: int, limit: int) -> dict[str, Any]:
 
 def _tensors(model: StepModel) -> list[tuple[str, str, torch.Tensor | None, int]]:
     """(name, parameter or gradient, tensor or None, the parameter's values) of every
-    parameter, then every gradient. A page ends by the parameters' sizes, which replicas
-    share, so every rank's page ends at the same tensor."""
+    parameter the step updates, then every gradient of them; then the models' other
+    parameters (frozen) and their gradients. A page ends by the parameters' sizes, which
+    replicas share, so every rank's page ends at the same tensor."""
     seen: dict[int, torch.nn.Parameter] = {}
     for p in model.params_of_step():
         seen.setdefault(id(p), p)
-    params = list(seen.values())
+    trained = len(seen)
+    for root in list(model.roots.values()):  # frozen: DDP never syncs them after it starts
+        for p in root.parameters():
+            seen.setdefault(id(p), p)
     names = model.param_names()
-    named = [(names.get(id(p), f"param#{i}"), p) for i, p in enumerate(params)]
-    return [*((n, "parameter", p, p.numel()) for n, p in named),
-            *((f"{n}.grad", "gradient", p.grad, p.numel()) for n, p in named)]
+    named = [(names.get(id(p), f"param#{i}"), p) for i, p in enumerate(seen.values())]
+    out: list[tuple[str, str, torch.Tensor | None, int]] = []
+    for group in (named[:trained], named[trained:]):
+        out += [(n, "parameter", p, p.numel()) for n, p in group]
+        out += [(f"{n}.grad", "gradient", p.grad, p.numel()) for n, p in group]
+    return out
 
 
 def _fingerprint(t: torch.Tensor | None) -> dict[str, Any]:
