@@ -44,3 +44,14 @@ def test_two_identical_runs_of_two_models_agree_with_both_recorded():
     assert r.returncode == 0, r.stderr
     result = answer(r)
     assert result["first_divergence"] is None and result["fingerprints"]["A"] == result["fingerprints"]["B"] == 42  # 39 before: 2 weights and an argument of the head at step 0
+
+
+@pytest.mark.slow
+def test_one_model_is_named_one_way_in_the_forward_and_the_gradients():
+    """The step scales the encoder's weight gradient: the runs part at step 0's backward, at
+    the encoder's Linear named as the forward names it (`fc`, the first model's), not
+    `encoder.fc` (the program's name: one model had two names in one answer)."""
+    r = diff("--json", line("diff_two_roots.py"), line("diff_two_roots.py", "--grad-scale", "2"))
+    assert r.returncode == 1, r.stderr
+    d = answer(r)["first_divergence"]
+    assert (d["step"], d["phase"], d["module"], d["what"]) == (0, "backward", "fc", "weight.grad"), d

@@ -140,7 +140,7 @@ class Recorder:
     def after_update(self, opt: torch.optim.Optimizer) -> None:
         if not self.open:
             return
-        names = self.model.param_names()
+        names = self._param_names()
         for i, p in enumerate(self._opt_params(opt)):
             owner, _, leaf = names.get(id(p), f"param_groups.param{i}").rpartition(".")
             self.log.add("optimizer", owner, leaf, 0, p)
@@ -238,8 +238,18 @@ class Recorder:
     def _opt_params(self, opt: torch.optim.Optimizer) -> list[torch.Tensor]:
         return [p for g in opt.param_groups for p in g["params"]]
 
+    def _param_names(self) -> dict[int, str]:
+        """Each parameter's name as the forward's modules are named here (_name_roots): one
+        model is named one way in the whole record (the program's own names, the models'
+        variables, would call the first root's Linear `fc` in the forward and `encoder.fc`
+        in the gradients)."""
+        names: dict[int, str] = {}
+        for name, t in self._model_tensors():
+            names.setdefault(id(t), name)
+        return names
+
     def _grads(self, params: list[torch.Tensor]) -> None:
-        names = self.model.param_names()
+        names = self._param_names()
         for i, p in enumerate(params):
             owner, _, leaf = names.get(id(p), f"param_groups.param{i}").rpartition(".")
             self.log.add("backward", owner, f"{leaf}.grad", 0, p.grad)
