@@ -211,6 +211,11 @@ def test_hf_trainer_with_fused_adamw_skips_a_nan_step_on_the_device(session_fact
     assert all(torch.isfinite(p).all() for p in model.parameters())
 
 
+# Dynamo and AOTAutograd, what stepdbg's hooks meet, without inductor's C++ build of each
+# graph (twice, cold in the run's temp folder: 88 s of the suite on 2 busy cores).
+COMPILE_BACKEND = "aot_eager"
+
+
 def _compiled_losses(with_stepdbg: bool) -> tuple[list[float], int, list[str], int | None]:
     import warnings
 
@@ -225,7 +230,7 @@ def _compiled_losses(with_stepdbg: bool) -> tuple[list[float], int, list[str], i
     torch.manual_seed(0)
     model = nn.Sequential(nn.Linear(8, 32), nn.GELU(), nn.LayerNorm(32), nn.Linear(32, 1))
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
-    compiled = torch.compile(model)
+    compiled = torch.compile(model, backend=COMPILE_BACKEND)
     g = torch.Generator().manual_seed(0)
     losses, steps = [], None
     with warnings.catch_warnings(record=True) as caught:
