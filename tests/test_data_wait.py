@@ -32,6 +32,7 @@ def test_a_nanogpt_loop_prefetch_counts_and_evaluation_does_not(session_factory)
     model = SlowEval()
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
     fetches: list[float] = []
+    prefetched: list[float] = []  # each step's fetch of the next step's batch, as the loop timed it
     evals: dict[int, float] = {}
 
     def get_batch() -> tuple[torch.Tensor, torch.Tensor]:
@@ -53,6 +54,7 @@ def test_a_nanogpt_loop_prefetch_counts_and_evaluation_does_not(session_factory)
             evals[it] = time.perf_counter() - t0
         loss = nn.functional.mse_loss(model(x), y)
         x, y = get_batch()  # the next step's batch, fetched between forward and backward
+        prefetched.append(fetches[-1])
         loss.backward()
         opt.step()
         opt.zero_grad()
@@ -60,8 +62,10 @@ def test_a_nanogpt_loop_prefetch_counts_and_evaluation_does_not(session_factory)
     assert waits[0] is None  # the first step has no step before it to measure from
     for step in range(1, 6):
         assert waits[step] >= 0.03, (step, waits)  # the batch prefetched in the step before
-        if step in evals:  # evaluation, and the checkpoint after it, are not data wait
-            assert waits[step] < fetches[0] + 0.1, (step, waits[step], evals[step])
+        if step in evals:  # evaluation, and the checkpoint after it (0.2 s of sleep alone), are not data wait:
+            # the wait is the batch prefetched in the step before, as long as the loop timed it
+            # (a busy machine stretches both alike), plus the loss between, far from 0.2 s
+            assert waits[step] < prefetched[step - 1] + 0.15, (step, waits[step], prefetched, evals[step])
     assert len(fetches) == 6 + 2 * 4 + 1  # the loop's own timings: every get_batch was seen
 
 

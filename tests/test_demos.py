@@ -6,7 +6,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import DEMOS, ROOT, marked_line, run_stepdbg
+from conftest import DEMOS, ROOT, WAIT, marked_line, run_stepdbg
 
 pytestmark = pytest.mark.slow  # real processes end to end (see pyproject: slow)
 
@@ -111,7 +111,7 @@ def test_hung_dataloader_is_reported_by_the_watchdog_with_stacks_and_settings(tm
     """Row 5, hang: a worker never returns; stall>2 records stacks and loader settings, abort ends it."""
     script = DEMOS / "slow_loader.py"
     run = run_stepdbg(tmp_path, "--break", "stall>2", "--on-break", "abort",
-                      script_args=(str(script), "--hang"), timeout=60)
+                      script_args=(str(script), "--hang"), timeout=WAIT)
     assert run.returncode == 3, run.stderr
     (brk,) = run.of("break")
     assert brk["condition"] == "stall>2"
@@ -162,7 +162,7 @@ def test_demo_runs_plainly_without_stepdbg(demo):
     import subprocess
     import sys
 
-    proc = subprocess.run([sys.executable, str(DEMOS / demo)], capture_output=True, text=True, timeout=60)
+    proc = subprocess.run([sys.executable, str(DEMOS / demo)], capture_output=True, text=True, timeout=WAIT)
     assert proc.returncode == (1 if demo == "inplace_error.py" else 0), proc.stderr
 
 
@@ -176,7 +176,7 @@ def test_a_loader_stalled_before_its_first_batch_is_named_with_its_settings(tmp_
         "class Hangs(Dataset):\n    def __len__(self): return 8\n"
         "    def __getitem__(self, i):\n        time.sleep(3600)\n"
         "for x in DataLoader(Hangs(), batch_size=4, num_workers=1):\n    pass\n")
-    run = run_stepdbg(tmp_path, "--break", "stall>1", "--on-break", "abort", script_args=(str(script),), timeout=60)
+    run = run_stepdbg(tmp_path, "--break", "stall>1", "--on-break", "abort", script_args=(str(script),), timeout=WAIT)
     assert run.returncode == 3, run.stderr
     (brk,) = run.of("break")
     loader = brk["details"]["dataloader"]

@@ -52,7 +52,7 @@ def alive(pid: int) -> bool:
 
 
 def all_ended(pids: list[int]) -> bool:
-    deadline = time.monotonic() + 30  # SIGKILLed already; init may take a moment to reap them
+    deadline = time.monotonic() + WAIT  # SIGKILLed already; init may take a moment to reap them
     while any(alive(p) for p in pids) and time.monotonic() < deadline:
         time.sleep(0.1)
     return not any(alive(p) for p in pids)

@@ -8,7 +8,7 @@ import textwrap
 
 import pytest
 import torch
-from conftest import ROOT
+from conftest import ROOT, WAIT
 from torch import nn
 
 from stepdbg.agent.report import read
@@ -70,7 +70,7 @@ def run_script(tmp_path, body: str, stdin: str | None = None, env: dict | None =
     p.write_text(textwrap.dedent(body))
     import os
 
-    return subprocess.run([sys.executable, str(p)], capture_output=True, text=True, timeout=60, cwd=ROOT,
+    return subprocess.run([sys.executable, str(p)], capture_output=True, text=True, timeout=WAIT, cwd=ROOT,
                           input=stdin, stdin=None if stdin else subprocess.DEVNULL,
                           env={**os.environ, **(env or {})})
 
