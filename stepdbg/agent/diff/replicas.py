@@ -33,17 +33,23 @@ NO_SYNC = ("DDP's no_sync() is on: this micro-batch's gradients are each rank's 
            "that syncs them (compare them at before_optimizer_step)")
 
 
-def replica_page(model: StepModel, start: int, limit: int) -> dict[str, Any]:
+MID_ACCUMULATION = ("the step's gradients are mid-accumulation (a backward of this step is done, this micro-batch's "
+                    "is not): under DDP's no_sync() each rank's are its own until the backward that syncs them "
+                    "(compare them at after_backward of the last micro-batch or before_optimizer_step)")
+BEFORE_BACKWARD = ("before_forward", "after_forward", "before_backward")
+
+
+def replica_page(model: StepModel, start: int, limit: int, phase: str | None = None) -> dict[str, Any]:
     """Fingerprints of this rank's parameters and gradients from `start`, at most `limit` of
     them and about PAGE_VALUES values: `entries` ({name, what: parameter or gradient, fp}),
     `total`, `next` (the next page's start, or None), `values` and `total_values` (read for
     this page, and for all), `sharded` (why these are not replicas, or None), `grads_local`
-    (why the gradients are not the same on every rank at this pause, or None)."""
+    (why the gradients are not the same on every rank at this pause `phase`, or None)."""
     roots = list(model.roots.values())
     sharded = next((why for r in roots if (why := sharded_across_ranks(r))), None)
     listing = _tensors(model)
     out: dict[str, Any] = {"total": len(listing), "start": start, "sharded": sharded,
-                           "grads_local": NO_SYNC if _no_sync(roots) else None, "entries": [], "next": None}
+                           "grads_local": _grads_local(model, roots, phase), "entries": [], "next": None}
     if sharded:
         return out
     end, values = start, 0
@@ -83,6 +89,20 @@ def _fingerprint(t: torch.Tensor | None) -> dict[str, Any]:
         return fingerprint(t)
     return {"shape": list(t.shape), "dtype": str(t.dtype).removeprefix("torch."),
             "unreadable": f"a {type(t).__name__} this rank cannot read in place"}
+
+
+def _grads_local(model: StepModel, roots: list[torch.nn.Module], phase: str | None) -> str | None:
+    """Why this rank's gradients need not be the other ranks' at this pause, or None: inside
+    DDP's no_sync(); or after a backward of this step and before the next one (gradient
+    accumulation: the micro-batches before the last ran under no_sync(), the usual way, so
+    the last one's forward, outside it, holds their local sums)."""
+    if _no_sync(roots):
+        return NO_SYNC
+    st = model.current
+    done = (st.backward_calls - (phase == "before_backward")) if st is not None else 0  # (counted before its pause)
+    if phase in BEFORE_BACKWARD and done > 0:
+        return MID_ACCUMULATION
+    return None
 
 
 def _no_sync(roots: list[torch.nn.Module]) -> bool:

@@ -222,7 +222,7 @@ class Views:
             rank = self.ranks.rank if self.ranks.active() else None
             return {"rank": rank, "world_size": self.ranks.world(), "step": brk.step if brk else self.model.step,
                     "phase": brk.phase if brk else None, "paused_at": brk.at if brk else None,
-                    **replica_page(self.model, start, limit)}
+                    **replica_page(self.model, start, limit, brk.phase if brk else None)}
 
         return self.controls.on_training_thread(run)
 
