@@ -44,3 +44,19 @@ def test_rank_0s_verdict_live_and_from_its_bundle_names_rank_1_whose_data_held_t
     assert (offline["bundle"]["rank"], offline["first_nonfinite"], offline["reproduced"]) == (0, None, None), offline
     assert (offline["verdict"], offline["from_rank"]) == (live["verdict"], 1), offline
     assert "transient" not in offline["verdict"]
+
+
+def test_rank_0s_break_names_rank_1_without_a_replay(tmp_path):
+    """The default action (report), no replay, no bundle: rank 0's break on its gradients
+    says they came in through the all-reduce from rank 1, whose own loss was non-finite
+    (before: rank 1 was named only where it had replayed or saved at its break)."""
+    cmd = [sys.executable, "-m", "stepdbg", "--no-tui", "--break", "nan", "--report", str(tmp_path / "r.jsonl"),
+           "torchrun", "--standalone", "--nproc_per_node=2", str(FIXTURE), "--nan-at", "3", "--steps", "5"]
+    job = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=WAIT, stdin=subprocess.DEVNULL)
+    assert job.returncode == 0 and job.stdout.count("finished") == 2, job.stderr[-3000:]
+    events = {r: [json.loads(x) for x in (tmp_path / f"r.rank{r}.jsonl").read_text().splitlines()] for r in (0, 1)}
+    (mine,) = [e for e in events[1] if e["event"] == "break"]
+    assert mine["reason"].startswith("loss is nan"), mine
+    (theirs,) = [e for e in events[0] if e["event"] == "break"]
+    assert theirs["details"]["from_rank"] == 1, theirs
+    assert "they came in through the all-reduce from rank 1, whose own loss was not" in theirs["reason"], theirs

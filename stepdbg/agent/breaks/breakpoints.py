@@ -14,7 +14,7 @@ from typing import Any
 
 import torch
 
-from stepdbg.agent.measure import tensors
+from stepdbg.agent.measure import rank_origin, tensors
 from stepdbg.agent.measure.memory import memory_in_use
 from stepdbg.agent.step import backward_capture, micro_batches, upstream
 from stepdbg.agent.step.step_model import StepModel
@@ -254,17 +254,23 @@ def nonfinite(phase: str, model: StepModel) -> tuple[str, dict[str, Any]] | None
             details["model_output"] = "finite"
             why = "the model output is finite: it was born in the loss computation"
         where = f" in micro-batch {forward}" if forward is not None else ""
+        rank_origin.publish(st.index)  # (many ranks: the others' gradients take it in through the all-reduce)
         return f"loss is {_fmt_nonfinite(loss)}{where}; {why}", details
     if phase == "before_optimizer_step" and st.grad_norm is not None and not math.isfinite(st.grad_norm):
         bad = tensors.nonfinite_names(model.named(model.params_of_step(), grads=True))
         if not bad:
             return None  # a finite gradient whose norm overflowed is not a NaN
         forward = backward_capture.focus(model)  # (armed, several backwards: the one that made them, replayed)
+        own_finite = all(math.isfinite(v) for v in st.losses)
+        other = rank_origin.born_on(st.index, wait=0.5) if own_finite and rank_origin.world() else None
         return (
             f"gradient norm is {_fmt_nonfinite(st.grad_norm)}: non-finite gradients in {', '.join(bad[:3])}"
             + (f" and {len(bad) - 3} more" if len(bad) > 3 else "")
-            + (f", from the backward of micro-batch {forward}" if forward else ""),
-            {"nonfinite_grads": bad, **({"forward": forward} if forward else {})},
+            + (f", from the backward of micro-batch {forward}" if forward else "")
+            + (f"; this rank's loss is finite: they came in through the all-reduce from rank {other}, whose own "
+               "loss was not" if other is not None else ""),
+            {"nonfinite_grads": bad, **({"forward": forward} if forward else {}),
+             **({"from_rank": other} if other is not None else {})},
         )
     return None
 

@@ -1,14 +1,15 @@
 """Which rank a non-finite value was born on, in a job of many ranks: DDP's all-reduce
 carries one rank's NaN gradients to every rank, so the other ranks' replays find their
 own step finite. The rank whose own step made it says so in the job's store at its
-break (its replay named where it is born, or its own loss was already non-finite); the
-others read it there (a store round trip, never a collective: the ranks may not be in
+break (its loss was non-finite, or its replay named where it is born); the others read it
+there, at their own break's words and in their replays (a store round trip, never a collective: the ranks may not be in
 the same one) and say "from rank 1", in the live verdict and in their bundles.
 """
 
 from __future__ import annotations
 
 import math
+import time
 from typing import Any
 
 import torch
@@ -42,14 +43,21 @@ def publish(step: Any) -> None:
         pass
 
 
-def born_on(step: Any) -> int | None:
-    """Another rank that said its own step `step` made the non-finite value, else None."""
+def born_on(step: Any, wait: float = 0.0) -> int | None:
+    """Another rank that said its own step `step` made the non-finite value, else None;
+    asked again for up to `wait` seconds (on an accelerator that rank reads its loss at the
+    same pause point as this one's gradients: it may say so a moment later)."""
     try:
         job = _job()
         if job is None or not isinstance(step, int):
             return None
         store, rank, size = job
-        return next((r for r in range(size) if r != rank and store.check([KEY.format(step=step, rank=r)])), None)
+        until = time.monotonic() + wait
+        while True:
+            found = next((r for r in range(size) if r != rank and store.check([KEY.format(step=step, rank=r)])), None)
+            if found is not None or time.monotonic() >= until:
+                return found
+            time.sleep(0.02)
     except Exception:
         return None
 

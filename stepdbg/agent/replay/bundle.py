@@ -44,8 +44,9 @@ from typing import Any
 
 import torch
 
+from stepdbg.agent.measure import rank_origin
 from stepdbg.agent.measure.tensors import sharded_across_ranks
-from stepdbg.agent.replay import bundle_check, partials, rank_origin
+from stepdbg.agent.replay import bundle_check, partials
 from stepdbg.agent.replay.bundle_check import FORMAT, BundleError
 from stepdbg.version import __version__
 from stepdbg.wire.protocol import plain

@@ -25,8 +25,8 @@ from typing import Any
 
 import torch
 
-from stepdbg.agent.replay import rank_origin
-from stepdbg.agent.replay.rank_origin import from_rank_words
+from stepdbg.agent.measure import rank_origin
+from stepdbg.agent.measure.rank_origin import from_rank_words
 
 NONFINITE_CONDITIONS = ("nan", "inf", "nonfinite", "activations")
 REPRODUCED = "reproduced from the same state: the fault is in the model, the data or the state"
