@@ -1,7 +1,8 @@
 """A NaN break at netD's loss names the generator only where a generator's output holds
 the NaN (step/upstream.py: feeder): not when netG's finite output sits in a torch.cat beside
 real data that holds it, nor when the program's own log between the models made it; the
-generator that made it of two; and a `fake.detach().clone()` (no storage or graph shared)."""
+generator that made it of two; and a `fake.detach().clone()` (no storage or graph shared).
+The replay (replay/upstream.py: born_upstream) names the same generator's op."""
 
 from __future__ import annotations
 
@@ -22,11 +23,10 @@ class Gen(nn.Module):
         return y * float("nan") if self.bad else y
 
 
-@pytest.mark.parametrize(("case", "fed_by"), [("nan_in_real", None), ("log_between", None),
-                                              ("second_generator", "netG2"), ("detached_clone", "netG")])
-def test_the_nan_break_names_the_generator_whose_output_holds_the_nan(session_factory, tmp_path, case, fed_by):
+def gan(session_factory, tmp_path, case: str, actions: tuple[str, ...]) -> list[dict]:
+    """The loop of `case` under an in-process agent; its report's lines."""
     report = tmp_path / "r.jsonl"
-    s = session_factory("nan", report=str(report))
+    s = session_factory("nan", actions=actions, report=str(report))
     torch.manual_seed(0)
     netG, netG2, netD = Gen(), Gen(), nn.Linear(5, 1)
     opt_d = torch.optim.SGD(netD.parameters(), lr=0.01)
@@ -46,9 +46,28 @@ def test_the_nan_break_names_the_generator_whose_output_holds_the_nan(session_fa
         nn.functional.binary_cross_entropy_with_logits(netD(inputs), torch.zeros(len(inputs), 1)).backward()
         opt_d.step()
     s.stop()
-    (brk,) = [r for r in map(json.loads, report.read_text().splitlines()) if r.get("event") == "break"]
+    return [json.loads(line) for line in report.read_text().splitlines()]
+
+
+CASES = [("nan_in_real", None), ("log_between", None), ("second_generator", "netG2"), ("detached_clone", "netG")]
+
+
+@pytest.mark.parametrize(("case", "fed_by"), CASES)
+def test_the_nan_break_names_the_generator_whose_output_holds_the_nan(session_factory, tmp_path, case, fed_by):
+    (brk,) = [r for r in gan(session_factory, tmp_path, case, ("report",)) if r.get("event") == "break"]
     assert brk["details"].get("fed_by") == fed_by, brk
     if fed_by:
         assert f"it is {fed_by}'s output, born in {fed_by}'s forward" in brk["reason"], brk
     else:
         assert "came with the data" in brk["reason"] and "netG" not in brk["reason"], brk
+
+
+@pytest.mark.parametrize(("case", "fed_by"), [c for c in CASES if c[0] != "log_between"])
+def test_the_replay_names_the_generators_op(session_factory, tmp_path, case, fed_by):
+    (replay,) = [r for r in gan(session_factory, tmp_path, case, ("replay",)) if r.get("event") == "replay"]
+    first = replay["first_nonfinite"]
+    if fed_by:
+        assert (first["where"], first["module"], first["op"], first["fed"]["model"]) == ("forward", fed_by, "mul",
+                                                                                          fed_by), first
+    else:
+        assert first["where"] == "input" and "fed" not in first, first

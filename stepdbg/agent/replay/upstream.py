@@ -20,7 +20,7 @@ from stepdbg.agent.measure import warning_filters
 from stepdbg.agent.measure.tensors import set_rng_state
 from stepdbg.agent.replay.provenance import ModuleStack, Provenance, named_tensors
 from stepdbg.agent.replay.rerun import preserved_state, run_root, shown_origin
-from stepdbg.agent.step.upstream import came_from
+from stepdbg.agent.step.upstream import fed_from
 
 DEPTH = 3  # models fed by models, followed at most (an encoder feeding a decoder feeding a critic)
 
@@ -39,7 +39,7 @@ def born_upstream(model: Any, cap: dict[str, Any], first: dict[str, Any] | None,
     for record in list((cap.get("upstream") or {}).values()):
         out = record["output"]() if isinstance(record.get("output"), weakref.ReferenceType) else None
         root = record["root"]() if isinstance(record.get("root"), weakref.ReferenceType) else None
-        if held is None or out is None or root is None or not came_from(held, out):
+        if held is None or out is None or root is None or not fed_from(held, out):
             continue
         root = _eager(root)
         name = model.root_name(root, frame) or type(root).__name__
@@ -49,7 +49,7 @@ def born_upstream(model: Any, cap: dict[str, Any], first: dict[str, Any] | None,
         else:
             origin = _forward_producer(model, root, record, name)
         if origin is None:
-            return first  # (that model's forward, replayed, stays finite: the input is what is known)
+            continue  # (that model's forward, replayed, stays finite: another model's may not, else the input)
         fed_root = cap.get("root")
         fed = fed_root() if isinstance(fed_root, weakref.ReferenceType) else None
         origin["fed"] = {"model": name, "into": (model.root_name(_eager(fed), frame) if fed is not None else None)

@@ -49,9 +49,14 @@ def feeder(cap: dict[str, Any], bad: list[torch.Tensor]) -> Any:
         root = record["root"]() if isinstance(record.get("root"), weakref.ReferenceType) else None
         if out is None or root is None or not out.is_floating_point() or tensors.all_finite(out):
             continue
-        if any(came_from(t, out) or _copy_of(t, out) for t in bad):
+        if any(fed_from(t, out) for t in bad):
             return root
     return None
+
+
+def fed_from(held: torch.Tensor, out: torch.Tensor) -> bool:
+    """`held` is `out`, came from it (came_from), or is a copy of its values (_copy_of)."""
+    return came_from(held, out) or _copy_of(held, out)
 
 
 def _copy_of(held: torch.Tensor, out: torch.Tensor) -> bool:
