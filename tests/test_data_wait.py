@@ -5,8 +5,11 @@ Only lower bounds and comparisons with what the loop itself measured: no absolut
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
+import pytest
 import torch
+from conftest import WAIT, run_stepdbg
 from torch import nn
 from torch.utils.data import BatchSampler, DataLoader, SequentialSampler, TensorDataset
 
@@ -100,6 +103,45 @@ def test_dataloader_start_up_is_charged_to_the_epochs_first_step(session_factory
     assert all(w < 0.1 for i, w in enumerate(waits) if i not in (0, 3)), waits
 
 
+class SlowEndSampler(BatchSampler):
+    """A batch sampler whose iterator takes a while to end, as eight workers' shut-down does."""
+
+    def __iter__(self):
+        yield from super().__iter__()
+        time.sleep(0.3)
+
+
+def test_an_epochs_end_is_not_the_last_steps_data_wait_under_a_batch_ahead(session_factory):
+    """accelerate's DataLoaderShard (HF's Trainer) fetches a batch ahead: the epoch's last
+    batch is yielded after the __next__ that ends the iterator, where its workers shut down
+    (eight: 0.2-0.3 s). That was said to be the last step's data wait, and data_wait>X then
+    stayed true into the next epoch's start-up, a repeat reported once: the epoch's stall
+    never had a break of its own."""
+    s = session_factory("nan")
+    torch.manual_seed(0)
+    data = TensorDataset(torch.randn(24, 4), torch.randn(24, 1))
+    loader = DataLoader(data, batch_sampler=SlowEndSampler(SequentialSampler(data), batch_size=8, drop_last=False))
+    model = nn.Linear(4, 1)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+
+    def one_ahead():  # accelerate's order: the next batch is fetched before this one is yielded
+        it = iter(loader)
+        current = next(it)
+        for ahead in it:
+            yield current
+            current = ahead
+        yield current
+
+    for _ in range(2):
+        for x, y in one_ahead():
+            opt.zero_grad()
+            nn.functional.mse_loss(model(x), y).backward()
+            opt.step()
+    waits = [h["data_wait"] for h in s.model.history]
+    assert len(waits) == 6
+    assert waits[2] < 0.3, waits  # the epoch's last step: its batch was there (the end is no step's wait)
+
+
 def test_an_evaluation_dataloader_under_no_grad_is_not_counted(session_factory):
     s = session_factory("nan")
     data = TensorDataset(torch.randn(16, 4), torch.randn(16, 1))
@@ -117,3 +159,15 @@ def test_an_evaluation_dataloader_under_no_grad_is_not_counted(session_factory):
         opt.step()
     assert s.model.history[1]["data_wait"] < 0.1, list(s.model.history)
 
+
+def test_hf_trainers_epoch_end_is_no_steps_data_wait(tmp_path):
+    """The same under HF's Trainer (accelerate's DataLoaderShard, a batch ahead): a dataset
+    whose iterator takes 0.5 s to end broke `data_wait>0.4` at each epoch's last step
+    ('waited 0.50s for data', steps 3 and 7), where no step waited for its data."""
+    pytest.importorskip("transformers")
+    script = Path(__file__).parent / "fixtures" / "hf_slow_end.py"
+    run = run_stepdbg(tmp_path, "--no-tui", "--break", "data_wait>0.4", script_args=(str(script), str(tmp_path / "out")),
+                      timeout=WAIT)
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert run.of("break") == [], run.of("break")
+    assert sum(1 for e in run.of("end")) == 1

@@ -43,6 +43,7 @@ class DataWait:
         self._this_step = 0.0  # forward-to-backward gaps of this step so far
         self._forward_done: float | None = None
         self._iter_time = 0.0  # DataLoader.__iter__ time waiting for the next batch
+        self._ended = 0.0  # an exhausted iterator's last __next__ (its workers shut down) since the last step
         self._gap_event: Any = None  # CUDA: recorded where the last step ended
         self._this_gap: tuple[Any, Any] | None = None  # CUDA: (start, end) events of this step's gap
         self._pending: list[tuple[dict[str, Any], Any, Any]] = []  # (history record, start, end) to read
@@ -54,6 +55,13 @@ class DataWait:
     def iter_started(self, seconds: float) -> None:
         self._iter_time += seconds
 
+    def iter_ended(self, seconds: float) -> None:
+        """An epoch's iterator is exhausted: its last __next__ took `seconds` (8 workers shut
+        down: 0.2-0.3 s). That is no step's data: accelerate fetches a batch ahead, so it
+        came before the epoch's last step, which was said to wait for data (and a
+        data_wait>X break then stayed true into the next epoch's start-up, a repeat)."""
+        self._ended += seconds
+
     def loader_wait(self, seconds: float) -> float:
         """A DataLoader batch came after `seconds`: with any pending __iter__ time."""
         total, self._iter_time = seconds + self._iter_time, 0.0
@@ -61,13 +69,14 @@ class DataWait:
 
     def first_forward(self, used_loader: bool, loader_wait: float) -> float | None:
         """The data wait of a step whose first forward starts now."""
+        ended, self._ended = self._ended, 0.0
         if used_loader:
             return loader_wait
         if self._gap_start is None:
             return None  # the first step: nothing to measure from
         if self._gap_event is not None:
             self._this_gap, self._gap_event = (self._gap_event, _event()), None
-        gap = 0.0 if self._after_eval else max(0.0, time.perf_counter() - self._gap_start)
+        gap = 0.0 if self._after_eval else max(0.0, time.perf_counter() - self._gap_start - ended)
         self._after_eval = False
         return gap + self._carried
 

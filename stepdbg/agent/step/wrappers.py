@@ -49,7 +49,12 @@ def patch_step_calls(model: Any, h: HookSet) -> None:  # noqa: C901, PLR0915 - o
             if model.overfit and model._overfit_batch is not None:
                 batch = model._overfit_batch  # the same batch again: overfit one batch
             else:
-                batch = orig(it)
+                try:
+                    batch = orig(it)
+                except StopIteration:  # (the epoch's end: its workers shut down in this call)
+                    if torch.is_grad_enabled() and model.tracking():
+                        model.guard("dataloader", model.data.iter_ended, time.perf_counter() - t0)
+                    raise
                 if model.overfit:
                     model._overfit_batch = batch
             if torch.is_grad_enabled() and model.tracking():  # an evaluation's batches are not the step's
