@@ -58,9 +58,10 @@ def keep_output_grad(cap: dict[str, Any], output: Any) -> None:
             g = grads[nr] if nr < len(grads) else None
             cap["grad_output"] = g.detach() if g is not None else None
 
-    # On the node that made the output, not the tensor: a tensor's hook costs a Python
-    # handle and dict each step (about 20 us, half of what arming costs a small step);
-    # the node's pre-hook receives the same gradient, after the program's own tensor hooks.
+    # On the node that made the output (the same gradient, after the program's own tensor
+    # hooks), removed when the next forward is captured. Measured on a quiet CPU (0.32 ms
+    # toy step): this hook is 20-30 us of the 50 us that arming costs a step, no cheaper
+    # than a tensor hook; the same hook outside a session costs 4 us.
     cap["grad_hook"] = (token, own_id(node.register_prehook(keep_grads)))
 
 
