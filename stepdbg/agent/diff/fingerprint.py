@@ -37,6 +37,10 @@ CHUNK = 1 << 22  # values read at a time (32 MB as float64)
 MAX_PARTS_SHOWN = 16  # component shapes a nested tensor's fingerprint lists
 _MAX_DEPTH = 4
 _SUMMED = (torch.float16, torch.bfloat16, torch.float32, torch.float64)  # summed as they are
+# float4_e2m1fn_x2 holds two values a byte (the first in the low 4 bits) and has no kernels
+# (no copy, no arithmetic): read as its bytes, each byte's two values decoded by this table.
+_PACKED = {torch.float4_e2m1fn_x2} if hasattr(torch, "float4_e2m1fn_x2") else set()
+_E2M1 = (0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0, -0.0, -0.5, -1.0, -1.5, -2.0, -3.0, -4.0, -6.0)
 
 
 def fingerprint(t: Any) -> dict[str, Any]:
@@ -49,6 +53,10 @@ def fingerprint(t: Any) -> dict[str, Any]:
     try:
         with torch.no_grad():
             x = t.detach()
+            packed = x.dtype in _PACKED
+            if packed:
+                x = x.view(torch.uint8)
+                head["packed"] = "two e2m1 values a byte: the shape is in bytes, the values decoded"
             parts = list(x.unbind()) if x.is_nested else [x]
             if x.is_nested:
                 head["shape"] = [len(parts)]
@@ -58,7 +66,7 @@ def fingerprint(t: Any) -> dict[str, Any]:
             why = _unreadable(x)
             if why:
                 return {**head, "unreadable": why}
-            return {**head, **_read(parts)}
+            return {**head, **_read(parts, packed)}
     except Exception as e:  # noqa: BLE001 - a tensor torch cannot read so is said, and the record goes on
         text = (str(e).strip().splitlines() or [""])[0][:200]
         return {**head, "shape": head.get("shape", []), "unreadable": f"not read: {type(e).__name__}: {text}"}
@@ -74,8 +82,9 @@ def _unreadable(x: torch.Tensor) -> str | None:
     return None
 
 
-def _read(parts: list[torch.Tensor]) -> dict[str, Any]:
-    """Hash, statistics and samples of the values of `parts` one after the other."""
+def _read(parts: list[torch.Tensor], packed: bool = False) -> dict[str, Any]:
+    """Hash, statistics and samples of the values of `parts` one after the other (`packed`:
+    bytes of float4 pairs, read as their decoded values)."""
     digest = hashlib.blake2b(digest_size=8)
     acc = _Stats()
     notes: list[str] = []
@@ -92,11 +101,13 @@ def _read(parts: list[torch.Tensor]) -> dict[str, Any]:
             piece = piece.to("cpu")
             if piece.numel() == 1 and piece.stride(0) != 1:  # one value at stride 0 (an expanded 1-D view)
                 piece = piece.as_strided((1,), (1,))
+            if packed:
+                piece = _unpacked(piece)
             digest.update(piece.view(torch.uint8).numpy())
             acc.add(piece, times)
     n = sum(p.numel() for p in parts)
     out: dict[str, Any] = {"hash": digest.hexdigest() if n else "empty", "nonfinite": acc.nonfinite,
-                           "stats": acc.result(), "samples": _samples(parts)}
+                           "stats": acc.result(), "samples": _samples(parts, packed)}
     if expanded > 1:
         out["expanded"] = expanded
     if notes:
@@ -195,11 +206,11 @@ def _sums(v: torch.Tensor, acc: torch.dtype) -> tuple[int, float, float, float, 
     return out if all(math.isfinite(x) for x in out[1:]) or acc == torch.float64 else None
 
 
-def _samples(parts: list[torch.Tensor]) -> list[float]:
+def _samples(parts: list[torch.Tensor], packed: bool = False) -> list[float]:
     """SAMPLES values at evenly spaced positions of the parts' values flattened one after
-    the other (a complex value is two: real, imaginary), gathered by index: nothing is
-    made contiguous."""
-    width = 2 if parts and parts[0].is_complex() else 1
+    the other (a complex value is two: real, imaginary; a packed float4 byte two values),
+    gathered by index: nothing is made contiguous."""
+    width = 2 if parts and (parts[0].is_complex() or packed) else 1
     sizes = [p.numel() * width for p in parts]
     n = sum(sizes)
     k = min(n, SAMPLES)
@@ -221,10 +232,19 @@ def _samples(parts: list[torch.Tensor]) -> list[float]:
                 rest //= flat.shape[d]
         values = flat[tuple(torch.tensor(c, dtype=torch.long, device=flat.device) for c in coords)]
         values = values.resolve_conj().resolve_neg().to("cpu")
-        if width == 2:
+        if packed:
+            values = _unpacked(values).view(-1, 2)[torch.arange(len(mine)), torch.tensor([q % 2 for q in mine])]
+        elif width == 2:
             values = torch.view_as_real(values)[torch.arange(len(mine)), torch.tensor([q % 2 for q in mine])]
         out.extend(values.to(torch.float64).tolist())
     return out
+
+
+def _unpacked(b: torch.Tensor) -> torch.Tensor:
+    """Bytes of float4_e2m1fn_x2 pairs (1-D, on the host) as float32, two values a byte."""
+    i = b.reshape(-1).to(torch.int64)
+    table = torch.tensor(_E2M1, dtype=torch.float32)
+    return torch.stack((table[i & 15], table[i >> 4]), dim=-1).reshape(-1)
 
 
 def tensors_in(obj: Any, depth: int = 0, out: list[Any] | None = None) -> list[Any]:
