@@ -151,3 +151,17 @@ def test_with_gradient_accumulation_the_break_names_the_micro_batch(session_fact
     assert (brk.details["skipped_on_device"], brk.details["forward"]) == (2, "1 of 3"), brk
     assert brk.reason.startswith("step 2, micro-batch 1 of 3: loss is nan"), brk.reason
     assert s.model.capture["args"][0] is xs[6]
+
+
+def test_a_half_precision_norm_is_compared_with_its_limit_exactly():
+    """A bf16 loss and a bf16 norm (clip_grad_norm_'s, of bf16 gradients) go to the device's
+    decision in float32: stacked as bf16, `norm > 1003` compared 1004 with bf16(1003), which
+    is 1004, and an update over its limit was not skipped (the attacker's finding on fe38ce5)."""
+    from stepdbg.agent.step import host_reads
+    from stepdbg.agent.step.step_state import StepState
+
+    st = StepState(index=0, started=0.0)
+    st.pending_losses = [torch.tensor(2.0, dtype=torch.bfloat16)]
+    values = host_reads.on_device(st, torch.tensor(1004.0, dtype=torch.bfloat16))
+    assert values is not None and values.dtype == torch.float32
+    assert bool(values[-1] > 1003.0) and values.tolist() == [2.0, 1004.0]

@@ -53,6 +53,8 @@ def on_device(st: StepState, norm: torch.Tensor | float | None) -> torch.Tensor 
         together = together.real
     if not together.is_floating_point() or (dev.type == "mps" and together.dtype == torch.float64):
         together = together.to(torch.float32 if dev.type == "mps" else torch.float64)
+    elif together.dtype in (torch.float16, torch.bfloat16, *_FLOAT8):  # (all half: --skip-on-device
+        together = together.float()  # compares the norm with a limit on the device, 1000.5 not 1000)
     return together
 
 
@@ -68,6 +70,9 @@ def taken(st: StepState, got: list[float], losses: int, outputs: int) -> float |
         st.outputs_read += outputs
     rest = got[losses + outputs:]
     return rest[0] if rest else None
+
+
+_FLOAT8 = tuple(getattr(torch, n) for n in ("float8_e4m3fn", "float8_e5m2") if hasattr(torch, n))
 
 
 def _whole(t: torch.Tensor) -> torch.Tensor:
