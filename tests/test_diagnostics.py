@@ -42,7 +42,7 @@ SCRIPT_ARGS = {"slow_loader.py": ("--slow", "2")}
         ("slow_get_batch.py", ("--steps", "4"), "slow_dataloader", "a get_batch() loop"),  # row 5, nanoGPT's way
         ("mse_on_classes.py", (), "loss_target_mismatch", "look like class indices"),  # row 6
         ("unscaled_features.py", (), "input_scale", "input feature 3 reaches"),  # row 7
-        ("memory_leak.py", ("--steps", "30"), "memory_growth", "keeps tensors alive"),  # row 9
+        ("memory_leak.py", ("--steps", "16"), "memory_growth", "keeps tensors alive"),  # row 9 (found at step 13)
         ("nondeterministic.py", (), "nondeterministic", "Python's or numpy's RNG"),  # row 11
         ("eval_mode.py", (), "eval_mode_training", "trains with the model in eval mode"),  # row 12
     ],
