@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import ROOT, marked_line, run_stepdbg
+from conftest import ROOT, WAIT, marked_line, run_stepdbg
 from torch import nn
 
 from stepdbg.agent.replay import bundle
@@ -23,7 +23,7 @@ TRANSIENT = ROOT / "demos" / "transient_fault.py"
 
 def replay_cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "stepdbg", "replay", *args], cwd=cwd, capture_output=True,
-                          text=True, timeout=120, stdin=subprocess.DEVNULL)
+                          text=True, timeout=WAIT, stdin=subprocess.DEVNULL)
 
 
 def test_save_and_skip_runs_to_the_end_and_a_replay_elsewhere_names_what_the_live_one_named(tmp_path):
@@ -55,7 +55,7 @@ def test_save_and_skip_runs_to_the_end_and_a_replay_elsewhere_names_what_the_liv
     gone, pipe = os.pipe()
     os.close(gone)  # the reader left before the answer came (`| head -c 20`)
     piped = subprocess.run([sys.executable, "-m", "stepdbg", "replay", "--json", str(path)], cwd=elsewhere,
-                           stdout=pipe, stderr=subprocess.PIPE, text=True, timeout=120)
+                           stdout=pipe, stderr=subprocess.PIPE, text=True, timeout=WAIT)
     os.close(pipe)
     assert piped.returncode == 0 and "Traceback" not in piped.stderr, piped.stderr
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import run_stepdbg
+from conftest import WAIT, run_stepdbg
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -244,7 +244,7 @@ def test_a_damaged_bundle_is_one_line_and_exit_1(saved, tmp_path, damage, capsys
 def test_the_cli_refuses_a_bad_model_spec_in_one_line(saved, tmp_path):
     for spec in ("..:x", ":x", "os:", "a b:c", "nothere.py:build"):
         got = subprocess.run([sys.executable, "-m", "stepdbg", "replay", "--model", spec, str(saved[1])],
-                             capture_output=True, text=True, cwd=tmp_path, timeout=120, stdin=subprocess.DEVNULL)
+                             capture_output=True, text=True, cwd=tmp_path, timeout=WAIT, stdin=subprocess.DEVNULL)
         assert got.returncode == 1 and "Traceback" not in got.stderr, (spec, got.stderr)
         assert got.stderr.splitlines()[-1].startswith("stepdbg replay: "), (spec, got.stderr)
 

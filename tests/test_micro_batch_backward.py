@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import host_reads_counted, marked_line, run_stepdbg
+from conftest import WAIT, host_reads_counted, marked_line, run_stepdbg
 from torch import nn
 
 from stepdbg.agent.replay.verdict import REPRODUCED
@@ -38,7 +38,7 @@ def test_a_nan_born_in_one_micro_batchs_backward_is_named_there_and_reproduced(t
     import subprocess
     import sys
 
-    plain = subprocess.run([sys.executable, str(SCRIPT), str(bad)], capture_output=True, text=True, timeout=120)
+    plain = subprocess.run([sys.executable, str(SCRIPT), str(bad)], capture_output=True, text=True, timeout=WAIT)
     assert run.stdout == plain.stdout, (run.stdout, plain.stdout)
 
 

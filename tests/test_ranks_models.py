@@ -27,9 +27,9 @@ def test_a_replay_on_one_ddp_rank_leaves_the_job_unharmed(tmp_path, private_runt
     proc = start(tmp_path, "serve", "--break", "nan", script_args=("--inf-weight-at", "3", "--steps", "6", "--batchnorm"))
     with ranks_of(proc) as (r0, r1):
         assert r0.wait_paused(WAIT)["step"] == r1.wait_paused(WAIT)["step"] == 3
-        rows = {r["name"]: r for r in r1.call("module_tree", timeout=30)}  # the Model panel, on one rank
+        rows = {r["name"]: r for r in r1.call("module_tree", timeout=WAIT)}  # the Model panel, on one rank
         assert rows["module.1"]["type"] == "BatchNorm1d" and rows["module.1"]["output_shape"] == [8, 8], rows
-        replay = r1.call("replay", timeout=30)
+        replay = r1.call("replay", timeout=WAIT)
         first = replay["first_nonfinite"]
         assert (first["where"], first["tensor"]) == ("parameter", "3.weight"), replay["summary"]  # as DDP's module names it
         for c in (r0, r1):
@@ -46,10 +46,10 @@ def test_a_ddp_rank_that_paused_for_anothers_nan_is_not_called_a_transient_fault
     proc = start(tmp_path, "serve", "--break", "nan", script_args=("--nan-at", "3", "--steps", "6"))
     with ranks_of(proc) as (r0, r1):
         assert r0.wait_paused(WAIT)["step"] == r1.wait_paused(WAIT)["step"] == 3
-        mine = r0.call("replay", timeout=30)
+        mine = r0.call("replay", timeout=WAIT)
         assert (mine["first_nonfinite"], mine["reproduced"]) == (None, None), mine
         assert mine["verdict"].startswith("this rank's own step made no non-finite value: the break is rank 1's"), mine
-        theirs = r1.call("replay", timeout=30)
+        theirs = r1.call("replay", timeout=WAIT)
         assert (theirs["first_nonfinite"]["where"], theirs["reproduced"]) == ("input", True), theirs
         assert "data: the data" not in theirs["summary"] and theirs["advice"]["cause"] == "data", theirs
         for c in (r0, r1):
@@ -115,17 +115,17 @@ def test_fsdp2_pauses_as_one_at_a_nan_in_one_ranks_data_and_its_grad_norm_is_the
         w = r1.call("summary", name="model[0].weight")  # Linear(8, 32) sharded on dim 0: rank 1 holds rows 16..31
         assert (w["shape"], w["shard"]["shape"], w["shard"]["stats_over"]) == ([32, 8], [16, 8], "this rank's shard"), w
         assert "(DTensor; this rank holds [16, 8], Shard(dim=0); statistics of that shard)" in format_summary(w)
-        assert len(r1.call("slice", name="model[0].weight", index="0, :4", timeout=30)) == 4  # of the shard
-        replay = r1.call("replay", timeout=30)  # the NaN is in its batch: named with no forward
+        assert len(r1.call("slice", name="model[0].weight", index="0, :4", timeout=WAIT)) == 4  # of the shard
+        replay = r1.call("replay", timeout=WAIT)  # the NaN is in its batch: named with no forward
         first = replay["first_nonfinite"]
         assert (first["where"], first["index"], replay["reproduced"]) == ("input", [0, 0], True), replay
         assert first.get("as", first["tensor"]) in ("batch", "args[0]") and first["count"] == 1, first  # (x: the loop's name)
-        saved = r1.call("save", timeout=60)  # the inputs, not the shards: offline, the input is named too
+        saved = r1.call("save", timeout=WAIT)  # the inputs, not the shards: offline, the input is named too
         assert saved["path"] == str(tmp_path / "stepdbg-step3-rank1"), saved
         offline = json.loads(subprocess.run([sys.executable, "-m", "stepdbg", "replay", "--json", saved["path"]],
-                                            capture_output=True, text=True, timeout=120, check=True).stdout)
+                                            capture_output=True, text=True, timeout=WAIT, check=True).stdout)
         assert offline["first_nonfinite"]["index"] == [0, 0] and offline["reproduced"] is True, offline
-        replay = r0.call("replay", timeout=30)  # alone, its forward would wait for rank 1's shards forever
+        replay = r0.call("replay", timeout=WAIT)  # alone, its forward would wait for rank 1's shards forever
         assert replay["first_nonfinite"] is None and replay["summary"].startswith(
             "not replayed: its parameters are sharded DTensors (FSDP2)"), replay
         for c in (r0, r1):

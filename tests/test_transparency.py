@@ -26,7 +26,7 @@ SCRIPT = ROOT / "tests" / "fixtures" / "transparency.py"
 def run(out: Path, *stepdbg_args: str) -> subprocess.CompletedProcess[str]:
     prefix = [sys.executable, "-m", "stepdbg", "--no-tui", "--quiet", *stepdbg_args] if stepdbg_args else []
     return subprocess.run([*prefix, sys.executable, str(SCRIPT), str(out)], capture_output=True,
-                          text=True, timeout=180, cwd=ROOT, stdin=subprocess.DEVNULL)
+                          text=True, timeout=WAIT, cwd=ROOT, stdin=subprocess.DEVNULL)
 
 
 def archive(path: Path) -> dict[str, bytes]:
