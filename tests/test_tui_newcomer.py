@@ -14,7 +14,7 @@ import textwrap
 from conftest import DEMOS, ROOT, WAIT, text_of, wait_for
 from test_tui_fixes import no_exception_on_screen, real
 from textual.widgets import DataTable
-from tui_walk import header_text, screen_text, settled
+from tui_walk import focus_is_visible, header_text, screen_text, settled
 
 from stepdbg_tui.memory_panel import MemoryPanel
 from stepdbg_tui.panels import MODULE_NORMS, num
@@ -69,6 +69,29 @@ async def test_the_memory_panel_opens_at_its_top_and_its_keys_reach_every_line(t
         await pilot.press("home")
         await settled(pilot, app)
         assert panel.scroll_y == 0 and first in screen_text(app)
+        no_exception_on_screen(app)
+
+
+@real
+async def test_at_an_oom_break_the_memory_panel_opens_at_its_top_with_the_focus_in_sight(
+    tui_at_break,
+):
+    """oom_batch at its out-of-memory break, 5 at 80x24: the cause's lines above the table
+    fill the view from the panel's top, so the focus is on the panel (its keys scroll it;
+    Tab reaches the table), not on a table out of sight."""
+    async with tui_at_break("--record-memory", script=DEMOS / "oom_batch.py") as (app, pilot):
+        await pilot.press("5")
+        table, panel = app.query_one("#mem-largest", DataTable), app.query_one(MemoryPanel)
+        await wait_for(pilot, lambda: table.row_count > 0, "the largest tensors")
+        await settled(pilot, app)
+        assert "out of memory" in words(app) and panel.scroll_y == 0, screen_text(app)
+        assert focus_is_visible(app), app.focused
+        await pilot.press("end")
+        await settled(pilot, app)
+        assert panel.scroll_y == panel.max_scroll_y > 0
+        await pilot.press("home")
+        await settled(pilot, app)
+        assert panel.scroll_y == 0 and "out of memory" in words(app)
         no_exception_on_screen(app)
 
 

@@ -11,6 +11,7 @@ from rich.table import Table
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import VerticalScroll
+from textual.errors import NoWidget
 from textual.widgets import DataTable, Label, Static
 
 from stepdbg.client.memory_text import (
@@ -66,6 +67,26 @@ class MemoryPanel(Loads, VerticalScroll):
                                    r["dtype"], str(r["shape"]), r["device"])] for r in largest]
         fill_fitted(t, self, self.COLUMNS, rows, [r["name"] for r in largest], flexible=1)  # a long name folds
         self.show_plot(mem, history)
+        self.call_after_refresh(self.focus_in_view)
+
+    def on_resize(self) -> None:  # (its content's height too: the lines above the table laid out)
+        self.focus_in_view()
+
+    def focus_in_view(self) -> None:
+        """The focus where the person sees it: on the table where some of it shows, else on
+        the panel, whose keys scroll it (Tab then reaches the table). At an out-of-memory
+        break at 80x24 the lines above the table fill the panel's view from its top. Only
+        a table laid out, whole below the view, gives the focus away (not one of no height
+        yet, before the layout of a panel just shown)."""
+        t = self.query_one(DataTable)
+        if self.screen.focused is not t or not t.size.height:
+            return
+        try:
+            at = self.screen.find_widget(t).virtual_region
+        except NoWidget:  # not drawn: another panel is shown
+            return
+        if at.height and at.y >= self.scroll_offset.y + self.scrollable_content_region.height:
+            self.screen.set_focus(self, scroll_visible=False)
 
     def show_plot(self, mem: dict[str, Any], history: list[dict[str, Any]]) -> None:
         steps, values = points(history, "mem")
