@@ -87,20 +87,21 @@ def test_dataloader_start_up_is_charged_to_the_epochs_first_step(session_factory
     loader = DataLoader(data, batch_sampler=SlowStartSampler(SequentialSampler(data), batch_size=8, drop_last=False))
     model = nn.Linear(4, 1)
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
-    starts = []
+    seen = []  # each step's wait for its batch, as the loop itself timed it from the step before's end
+    t0 = time.perf_counter()
     for _ in range(2):
-        t0 = time.perf_counter()
-        for i, (x, y) in enumerate(loader):
-            if i == 0:
-                starts.append(time.perf_counter() - t0)
+        for x, y in loader:
+            seen.append(time.perf_counter() - t0)
             opt.zero_grad()
             nn.functional.mse_loss(model(x), y).backward()
             opt.step()
+            t0 = time.perf_counter()
     waits = [h["data_wait"] for h in s.model.history]
-    assert len(waits) == 6
+    assert len(waits) == len(seen) == 6
     assert waits[0] >= 0.1 and waits[3] >= 0.1  # each epoch's first step waited for the start
-    assert waits[0] <= starts[0] and waits[3] <= starts[1]  # never more than the loop itself saw
-    assert all(w < 0.1 for i, w in enumerate(waits) if i not in (0, 3)), waits
+    # Never more than the loop itself saw: the other steps' waits hold no start-up (a fixed bound,
+    # 0.1 s, was reached by a busy machine's preemption of a plain batch)
+    assert all(w <= t for w, t in zip(waits, seen, strict=True)), (waits, seen)
 
 
 class SlowEndSampler(BatchSampler):
