@@ -102,7 +102,10 @@ def test_a_nan_on_rank_1_pauses_both_ranks_at_the_same_step(tmp_path, private_ru
 def test_a_pause_longer_than_the_collective_timeout_does_not_kill_the_job(tmp_path, private_runtime_dir):
     """The job's gloo timeout is 2 s; rank 0 is held paused for 3 s while rank 1 waits in
     the all-reduce. Attaching raised every rank's timeout, so the job lives."""
-    proc = start(tmp_path, "--break", "step==1000", script_args=("--steps", "40", "--timeout", "2", "--sleep", "0.05"))
+    # 400 steps of 0.05 s: the job must not end before this test, on a busy machine, has
+    # seen it running and paused it (with 40 it did, and the status asked of it found the
+    # connection closed)
+    proc = start(tmp_path, "--break", "step==1000", script_args=("--steps", "400", "--timeout", "2", "--sleep", "0.05"))
     with ranks_of(proc) as (r0, r1):
         deadline = time.monotonic() + WAIT
         while r0.status()["step"] < 1 and r1.status()["step"] < 1:  # the ranks are running

@@ -13,6 +13,7 @@ from rich.text import Text
 from textual import on
 from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.css.query import NoMatches
 from textual.events import Key
 from textual.widgets import DataTable, Input, Label, RichLog, Sparkline, Static
 
@@ -365,7 +366,10 @@ class RanksPanel(Loads, Vertical):
     def show(self, rows: list[dict[str, Any]], current: int) -> None:
         self.shown = (rows, current)
         stall = stall_of(rows)
-        said = self.query_one("#ranks-stall", Label)
+        try:
+            said = self.query_one("#ranks-stall", Label)
+        except NoMatches:  # the window closed while the answer was on its way (a worker's late show)
+            return
         said.update(Text(f"stalled: {stall['diagnosis']}", style="bold red") if stall else "")
         said.display = bool(stall)
         cells = []
