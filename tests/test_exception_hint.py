@@ -7,14 +7,11 @@ from __future__ import annotations
 
 import sys
 
-import pytest
 from conftest import ROOT, run_stepdbg
 
 HINT = "the job goes on: report is the default action"
 
 
-@pytest.mark.xfail(strict=True, reason="the default-action hint says 'the job goes on' at an uncaught "
-                   "exception's break, where the script is ending (stepdbg/agent/breaks/breaker.py _act)")
 def test_an_exception_break_does_not_say_the_job_goes_on(tmp_path):
     run = run_stepdbg(tmp_path, "--no-tui",
                       script_args=(str(ROOT / "tests" / "fixtures" / "raises_after_update.py"),))

@@ -5,7 +5,6 @@ modules, updated by hand with no optimizer; its last Linear overflows at step 1.
 
 from __future__ import annotations
 
-import pytest
 from conftest import ROOT, run_stepdbg
 
 FIXTURE = ROOT / "tests" / "fixtures" / "manual_sgd_diverges.py"
@@ -25,16 +24,11 @@ def replayed(tmp_path):
     return run, replays[0]
 
 
-@pytest.mark.xfail(strict=True, reason="a forward op of a model made only of torch's modules (nn.Sequential) is "
-                   "placed at the paused line 'loss.backward()', not at the line that called the model")
 def test_the_replay_names_the_line_that_called_the_model_not_the_backward(tmp_path):
     run, replay = replayed(tmp_path)
     assert replay["first_nonfinite"]["line"] == marker_line("# @model-call"), (replay, run.stderr)
 
 
-@pytest.mark.xfail(strict=True, reason="the replay's divergence advice says 'lr X pin' where no optimizer exists; "
-                   "at the console 'lr 1 pin' then answers 'no optimizer seen yet: there is no learning rate to set' "
-                   "(doctor's lr_too_high already says '(the script's own)' there)")
 def test_the_divergence_advice_offers_no_lr_pin_without_an_optimizer(tmp_path):
     run, replay = replayed(tmp_path)
     assert replay["advice"]["cause"] == "divergence", replay

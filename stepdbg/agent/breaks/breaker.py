@@ -322,7 +322,9 @@ class Breaker:
         actions = self._actions(actions)
         self.repeat_skips.broke(brk.conditions)
         if actions == ["report"] and self.actions_defaulted and len(self.breaks) == 1:  # (a newcomer waits for a prompt)
-            self.bus.say("the job goes on: report is the default action; --on-break pause stops at a break "
+            goes_on = ("the exception goes on to the script" if "exception" in brk.conditions  # (it is ending)
+                       else "the job goes on")
+            self.bus.say(f"{goes_on}: report is the default action; --on-break pause stops at a break "
                          "(a console at this terminal), and stepdbg serve waits for stepdbg attach")
         actions = as_one_job.coordinate(self, brk, actions, coordinated)  # a pause, a sharded replay: every rank
         hooks = self.hooks

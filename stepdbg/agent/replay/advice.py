@@ -67,22 +67,27 @@ def diverging(history: Iterable[dict[str, Any]], params: list[torch.Tensor]) -> 
 
 
 def advise(first: dict[str, Any] | None, history: Iterable[dict[str, Any]],
-           params: list[torch.Tensor]) -> dict[str, str] | None:
-    """{"cause": data | divergence | constant | domain | overflow, "text": what to do}."""
+           params: list[torch.Tensor], optimizer: bool = True) -> dict[str, str] | None:
+    """{"cause": data | divergence | constant | domain | overflow, "text": what to do}.
+    `optimizer`: the program steps an optimizer (else the console's `lr X pin` has no
+    learning rate to set: the script updates the weights by hand)."""
     if first is None:
         return None
     if first.get("where") == "input":
         sample = f" (dataset index {first['sample']})" if first.get("sample") is not None else ""
         return {"cause": "data",
-                "text": f"{first.get('tensor')} holds {first.get('count', 'some')} non-finite values, the "
+                "text": f"{first.get('tensor')} holds {first.get('count', 'some')} non-finite "
+                        f"value{'' if first.get('count') == 1 else 's'}, the "
                         f"first at {first.get('index')}{sample}; find that record and clean or filter it (check "
                         "for NaN/inf in the dataset or the collate_fn)"}
     why = diverging(history, params)
     if first.get("where") == "parameter" or why:
         return {"cause": "divergence",
                 "text": f"the op is not the cause; {why or 'a parameter is already non-finite'}. Lower the learning "
-                        "rate (lr X pin), add warmup and gradient clipping; the damage was done by an earlier "
-                        "update, so go back to a checkpoint from before it"}
+                        + ("rate (lr X pin)" if optimizer else "rate (the script's own: it updates the weights by "
+                           "hand)")
+                        + ", add warmup and gradient clipping; the damage was done by an earlier update, so go "
+                        "back to a checkpoint from before it"}
     op = base_op(first.get("op"))
     if first.get("constant"):
         return {"cause": "constant",

@@ -25,7 +25,9 @@ with the same source line.
 
 from __future__ import annotations
 
+import linecache
 import math
+import os
 import sys
 import weakref
 from collections.abc import Iterator
@@ -128,15 +130,37 @@ class ModuleStack:
 class Provenance(TorchFunctionMode):
     """Tracks where each non-finite value came from during a replayed forward."""
 
-    def __init__(self, modules: ModuleStack, names: dict[int, str]) -> None:
+    def __init__(self, modules: ModuleStack, names: dict[int, str],
+                 called_at: tuple[str, int, str] | None = None) -> None:
         super().__init__()
         self.modules = modules
         self.names = names  # id(parameter or buffer) -> its name
+        # The user's line that called the model in the step: where an op of torch's own
+        # modules (an nn.Sequential of Linears) is placed, not at the paused line around the
+        # replay (`loss.backward()`), which is no line of the forward.
+        self.called_at = called_at
+        self._outer: set[int] = set()  # the frames around the replay (ids, alive while it runs)
         self.origins: list[dict[str, Any]] = []
         self.ops = 0
         self._seen: dict[int, tuple[weakref.ref[torch.Tensor], int, int | None]] = {}
         self.node_at: dict[int, dict[str, Any]] = {}  # id(grad_fn) -> module and line of its op
         self._nodes: list[Any] = []  # keeps those nodes alive, so their ids stay theirs
+
+    def __enter__(self) -> Provenance:
+        f = sys._getframe(1)
+        while f is not None:
+            self._outer.add(id(f))
+            f = f.f_back
+        super().__enter__()
+        return self
+
+    def _where(self, frame: Any) -> dict[str, Any]:
+        """File, line, function and code of an op run in `frame`, the innermost user frame."""
+        if self.called_at is not None and (frame is None or id(frame) in self._outer):
+            file, line, function = self.called_at
+            return {"file": os.path.abspath(file), "line": line, "function": function,
+                    "code": linecache.getline(file, line).strip()}
+        return where_of(frame) or {}
 
     def state(self, t: torch.Tensor) -> tuple[int, int | None]:
         """(flags, origin index) of a tensor; one not made in the replay is looked at once."""
@@ -179,7 +203,7 @@ class Provenance(TorchFunctionMode):
             if o.grad_fn is not None and id(o.grad_fn) not in self.node_at:
                 frame = frame or user_frame(sys._getframe(1))
                 module = module or self.modules.current()
-                self.node_at[id(o.grad_fn)] = {"module": module[0], "module_type": module[1], **(where_of(frame) or {})}
+                self.node_at[id(o.grad_fn)] = {"module": module[0], "module_type": module[1], **self._where(frame)}
                 self._nodes.append(o.grad_fn)
             f = flags_of(o)
             origin = None
@@ -192,7 +216,7 @@ class Provenance(TorchFunctionMode):
                         "where": "forward", "module": module[0], "module_type": module[1], "op": _op_name(func),
                         "node": o.grad_fn.name() if o.grad_fn is not None else None,  # the kernel's autograd node
                         "kind": "nan" if f & NAN else "inf", "dtype": str(o.dtype).removeprefix("torch."),
-                        "intended": not f & NAN and _explicit_inf((args, kwargs)), **(where_of(frame) or {}),
+                        "intended": not f & NAN and _explicit_inf((args, kwargs)), **self._where(frame),
                     })
             self._remember(o, f, origin)
         return out

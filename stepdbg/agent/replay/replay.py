@@ -100,7 +100,7 @@ def replay_step(model: StepModel, brk: Any = None, frame: FrameType | None = Non
                           forward_only=shards is not None)
     result["first_nonfinite"], result["micro_batches"] = first, getattr(getattr(model, "current", None), "forwards", 1)
     judge(result, brk, list(model.history), list(root.parameters()), original_finite)
-    result["advice"] = advise(first, model.history, list(root.parameters()))
+    result["advice"] = advise(first, model.history, list(root.parameters()), optimizer=bool(model.optimizers))
     result["seconds"] = round(time.perf_counter() - t0, 4)
     if notes:
         result["notes"] = notes
@@ -159,7 +159,7 @@ def _replayed(model: StepModel, root: torch.nn.Module, args: Any, kwargs: Any, c
     names = {id(t): ".".join(filter(None, (prefix, n)))
              for n, t in itertools.chain(root.named_parameters(), root.named_buffers())}
     modules = ModuleStack(root, prefix)
-    prov = Provenance(modules, names)
+    prov = Provenance(modules, names, called_at=cap.get("called_from"))
     first = None
     with preserved_state(model), warning_filters.recorded() as caught:
         restore_step_start(cap)
@@ -256,7 +256,8 @@ def _summary(result: dict[str, Any], notes: list[str]) -> str:
     first = result["first_nonfinite"]
     if first and first["where"] == "input":
         sample = f" (dataset index {first['sample']})" if first.get("sample") is not None else ""
-        return (f"the data: {first['tensor']} already holds {first['count']} non-finite values, the first at "
+        return (f"the data: {first['tensor']} already holds {first['count']} non-finite "
+                f"value{'s' if first['count'] != 1 else ''}, the first at "
                 f"{first['index']}{sample}{fed_words(first)}")
     if first and first["where"] == "parameter":
         return f"parameter {first.get('tensor')} was already non-finite before this step (an earlier update)"
