@@ -290,7 +290,7 @@ def test_a_replay_and_a_save_at_the_jobs_own_console_are_said_once(tmp_path):
     """)
     out, err = proc.communicate("r\nsave\nc\n", timeout=WAIT)
     assert proc.returncode == 0 and out.strip() == "done", err
-    assert err.count("already holds 1 non-finite values") == 1 and err.count("reproduced from the same state") == 1, err
+    assert err.count("already holds 1 non-finite value,") == 1 and err.count("reproduced from the same state") == 1, err
     assert err.count("evidence bundle: ") == 1 and (tmp_path / "stepdbg-step0").is_dir(), err
 
 

@@ -208,7 +208,7 @@ def test_a_bad_record_in_one_ranks_shard_is_named_there_and_not_blamed_elsewhere
                           "--standalone", "--nproc_per_node=2", str(script)], capture_output=True, text=True,
                          timeout=180, cwd=ROOT, stdin=subprocess.DEVNULL)
     assert run.returncode == 0 and script.read_text().count("# @bad-record") == 1, run.stderr[-3000:]
-    assert "stepdbg[rank 1]: replay of step 6: the data: xb already holds 1 non-finite values, the first " \
+    assert "stepdbg[rank 1]: replay of step 6: the data: xb already holds 1 non-finite value, the first " \
            "at [4, 3] (dataset index 201)" in run.stderr, run.stderr[-3000:]
     assert "stepdbg[rank 0]: replay of step 6: the replay produced no non-finite value\n  not on this rank: its " \
            "own forward and backward, replayed, stay finite" in run.stderr, run.stderr[-3000:]

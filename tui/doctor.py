@@ -74,7 +74,8 @@ def show(findings: list[dict[str, Any]], steps: int | None, code: int, overfit: 
     if steps is None and overfit is None:  # the agent never reported its end: nothing was watched
         console.print(f"[bold]{command}[/]: no step was watched (the script exited with {code})")
         return
-    title = f"{command}: {len(findings)} finding{'s' if len(findings) != 1 else ''} in {steps} steps"
+    title = (f"{command}: {len(findings)} finding{'s' if len(findings) != 1 else ''} in {steps} "
+             f"step{'s' if steps != 1 else ''}")
     if overfit is not None:
         fits = overfit["reached_near_zero"]
         verdict = next((f for f in findings if f["rule"] == "cannot_overfit"), None)

@@ -233,7 +233,10 @@ def nonfinite(phase: str, model: StepModel) -> tuple[str, dict[str, Any]] | None
         out = tensors.first_tensor(model.output())
         if bad_params:
             details["nonfinite_params"] = bad_params
-            why = f"parameters {', '.join(bad_params[:3])} are non-finite (the update of the previous step made them so)"
+            n = len(bad_params)  # (nonfinite_names stops at 10)
+            more = "" if n <= 3 else f" and {n - 3} more" if n < 10 else " and more"
+            why = (f"parameters {', '.join(bad_params[:3])}{more} are non-finite (the update of the previous step "
+                   "made them so)")
         elif (out is not None and not bool(torch.isfinite(out.detach()).all())) or st.output_finite is False:
             details["model_output"] = "nonfinite"
             why = "the model output is already non-finite: it was born in the forward"
