@@ -48,6 +48,8 @@ class BundleModel:
         self.history = deque(history)
         self.step, self.busy = capture.get("step", 0), False
         self.caller = ModelCaller()  # (no frame: the job's code does not run here)
+        # The job stepped an optimizer where its steps had a learning rate (the advice's `lr X pin`)
+        self.optimizers = [None] if any(r.get("lr") for r in history) else []
 
     def root(self) -> torch.nn.Module:
         return self._root
