@@ -219,3 +219,25 @@ def test_a_second_interrupt_of_one_evaluation_is_not_sent(session_factory):
     go.set()
     assert done.wait(WAIT)
     assert caught == ["in the code"]
+
+
+def test_a_slice_index_that_is_no_index_is_said_in_words(start_job, private_runtime_dir):
+    """The Tensor panel's slice field with `zz` toasted `slice: ValueError: invalid literal for
+    int() with base 10: 'zz'` (a newcomer's walk at 80x24); an index past the shape, torch's
+    IndexError. Both are the caller's bad arguments, in words."""
+    from stepdbg import client
+    from stepdbg.client import ClientError
+
+    job = start_job("--break", "step==2", script_args=("--steps", "4"))
+    info = job.info()
+    with client.connect(info.id) as c:
+        assert c.wait_paused(WAIT)["step"] == 2
+        with pytest.raises(ClientError) as bad:
+            c.slice("x", "zz")
+        assert bad.value.code == "bad_args" and "'zz' is not an index: a whole number or a slice" in str(bad.value)
+        with pytest.raises(ClientError) as past:
+            c.slice("x", "9, 0")
+        assert past.value.code == "bad_args" and "does not fit shape [8, 4]" in str(past.value), past.value
+        assert c.slice("x", "0, :2") == c.slice("x", "0")[:2]  # a right index still answers
+        c.close(then="continue")
+    assert job.proc.wait(WAIT) == 0

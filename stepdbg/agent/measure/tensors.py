@@ -121,7 +121,10 @@ def slice_of(t: torch.Tensor, index: str, limit: int = 256) -> list[Any]:
     A DTensor is indexed in this rank's shard (its summary says which): indexing the whole
     would gather it from ranks that are paused elsewhere."""
     key = tuple(_index_part(p) for p in index.split(",")) if index.strip() else ()
-    part = local_shard(t)[0].detach()[key]
+    try:
+        part = local_shard(t)[0].detach()[key]
+    except IndexError as e:  # (too many indices, one out of range: torch's words, first line)
+        raise BadIndex(f"index {index!r} does not fit shape {list(t.shape)}: {str(e).splitlines()[0]}") from None
     if part.is_quantized:
         part = part.dequantize()
     part = first_values(part, limit).cpu()
@@ -142,12 +145,22 @@ def first_values(t: torch.Tensor, limit: int, evenly: bool = False) -> torch.Ten
     return t[torch.unravel_index(flat, t.shape)] if t.dim() else t.reshape(-1)[:limit]
 
 
+class BadIndex(ValueError):
+    """An index string a slice cannot take, in words (a Tensor panel's slice field, `p x[...]`)."""
+
+
 def _index_part(p: str) -> int | slice:
     p = p.strip()
-    if ":" in p:
-        bits = [int(b) if b.strip() else None for b in p.split(":")]
-        return slice(*bits)
-    return int(p)
+    try:
+        if ":" in p:
+            bits = [int(b) if b.strip() else None for b in p.split(":")]
+            if len(bits) > 3:
+                raise ValueError
+            return slice(*bits)
+        return int(p)
+    except ValueError:
+        raise BadIndex(f"{p!r} is not an index: a whole number or a slice such as 0:8 or ::2, one per "
+                       "dimension, with commas between") from None
 
 
 def total_norm(grads: list[torch.Tensor]) -> torch.Tensor | None:

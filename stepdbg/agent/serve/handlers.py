@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from stepdbg.agent.breaks.rewind import NoSnapshot
+from stepdbg.agent.measure import tensors
 from stepdbg.wire import protocol
 
 if TYPE_CHECKING:
@@ -92,7 +93,10 @@ class Handlers:
         return self.s.views.summary(name)  # (a Memory row's name too)
 
     def op_slice(self, name: str, index: str = "", limit: int = 256) -> list[Any]:
-        return self.s.views.slice(name, index, limit)
+        try:
+            return self.s.views.slice(name, index, limit)
+        except tensors.BadIndex as e:  # said in words, as a bad argument: not the agent's failure
+            raise protocol.ProtocolError("bad_args", str(e)) from None
 
     def op_module_tree(self) -> list[dict[str, Any]]:
         return self.s.views.module_tree()
