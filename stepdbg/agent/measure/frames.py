@@ -216,7 +216,8 @@ class ModelCaller:
     def called(self, root: Any = None) -> tuple[str, int, str] | None:
         """A root forward begins: (file, line, function) of the user's line that called the
         model; the frame is kept while gradients are on."""
-        self.root = _weak(root)
+        if self.root is None or self.root() is not root:  # (a new weakref only when the model changes)
+            self.root = _weak(root)
         f = user_frame(sys._getframe(1))
         self.frame, self.left = (f if torch.is_grad_enabled() else None), None
         return (f.f_code.co_filename, f.f_lineno, f.f_code.co_name) if f is not None else None
