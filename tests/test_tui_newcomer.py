@@ -265,3 +265,22 @@ async def wait_for_listing(sessions) -> None:
     while not sessions.listing():
         assert time.monotonic() < deadline, "the job never announced its session"
         await asyncio.sleep(0.05)
+
+
+async def test_the_consoles_stepping_words_on_the_repl_line_name_their_key(tui_at_break):
+    """`continue` on the REPL line said `SyntaxError: 'continue' not properly in loop`, `c`
+    `NameError: name 'c' is not defined`, and `info history` `SyntaxError` (the README says the
+    console's words are typed there). Where the frame has no such name, the answer names the
+    key; the job does not move (typed text never drives it)."""
+    async with tui_at_break("--break", "nan", script=DEMOS / "nan_log.py") as (app, pilot):
+        step = app.status.get("step")
+        for line, key in (("continue", "c"), ("c", "c"), ("n", "n")):  # (`next` is a builtin: Python answers)
+            await pilot.click("#repl")
+            await pilot.press(*line, "enter")
+            said = f"{line} is the console's word; here it is the key {key}"
+            await wait_for(pilot, lambda said=said: said in text_of(app, "#repl-out"), said)
+            no_exception_on_screen(app)
+        await pilot.click("#repl")
+        await pilot.press(*"info history", "enter")
+        await wait_for(pilot, lambda: "the Plots panel (6) shows it" in text_of(app, "#repl-out"), "the Plots panel")
+        assert app.status.get("step") == step and app.status.get("paused"), app.status

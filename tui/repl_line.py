@@ -187,16 +187,27 @@ async def _diff(app: Any, out: Static, line: str, word: str, rest: str) -> bool:
     return True
 
 
+# The console's stepping words are keys here. Typed on this line they are Python first (a
+# frame's `c` is shown); where Python has no such name, the answer says which key it is.
+_KEYS = {"c": "c", "continue": "c", "cont": "c", "n": "n", "next": "n", "s": "s", "step": "s", "q": "q",
+         "quit": "q", "r": "r", "replay": "r"}
+
+
 async def _evaluate(app: Any, out: Static, line: str) -> None:
     r = await ask(UnderTheLine(out, line), "eval", app.source.evaluate(line))
     if r is not None:
         text = (r.get("output") or "") + (r.get("error") or "") + (r.get("value") or "")
+        key = _KEYS.get(line.strip())
+        if key is not None and ("NameError" in (r.get("error") or "") or "SyntaxError" in (r.get("error") or "")):
+            text = (f"{line.strip()} is the console's word; here it is the key {key}, pressed outside this line "
+                    "(Escape leaves it; ? lists the keys)")
         out.update(f"» {line}\n{last_lines(text)}")
 
 
 # The console's `info WHAT` and `locals` are panels here: the line names the panel and opens it.
 _SHOWN_BY = {"model": "model", "opt": "optimizer", "optimizer": "optimizer", "mem": "memory", "memory": "memory",
-             "threads": "threads", "breaks": "breakpoints", "ranks": "ranks", "locals": "break"}
+             "threads": "threads", "breaks": "breakpoints", "ranks": "ranks", "locals": "break",
+             "history": "plots", "timings": "plots"}
 
 
 async def _panel(app: Any, out: Static, line: str, word: str, rest: str) -> bool:
