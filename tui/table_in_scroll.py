@@ -6,6 +6,8 @@ lines above the table were out of reach: Up, PageUp and Home stopped at its firs
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from textual.containers import ScrollableContainer
 from textual.geometry import Region
 from textual.widgets import DataTable
@@ -32,37 +34,26 @@ class TableInScroll(DataTable):
     def _moved(self) -> None:
         self.call_after_refresh(self.cursor_in_view)
 
-    def action_cursor_up(self) -> None:
+    def _past_edge(self, up: bool, scroll: str, move: Callable[[], None]) -> None:
+        """A key that moves the cursor: past the table's first (last) row it scrolls the panel."""
         panel = self._panel()
-        if panel is not None and self.cursor_row <= 0:
-            panel.scroll_up(animate=False)
+        if panel is not None and (self.cursor_row <= 0 if up else self.cursor_row >= self.row_count - 1):
+            getattr(panel, scroll)(animate=False)
             return
-        super().action_cursor_up()
+        move()
         self._moved()
+
+    def action_cursor_up(self) -> None:
+        self._past_edge(True, "scroll_up", super().action_cursor_up)
 
     def action_cursor_down(self) -> None:
-        panel = self._panel()
-        if panel is not None and self.cursor_row >= self.row_count - 1:
-            panel.scroll_down(animate=False)
-            return
-        super().action_cursor_down()
-        self._moved()
+        self._past_edge(False, "scroll_down", super().action_cursor_down)
 
     def action_page_up(self) -> None:
-        panel = self._panel()
-        if panel is not None and self.cursor_row <= 0:
-            panel.scroll_page_up(animate=False)
-            return
-        super().action_page_up()
-        self._moved()
+        self._past_edge(True, "scroll_page_up", super().action_page_up)
 
     def action_page_down(self) -> None:
-        panel = self._panel()
-        if panel is not None and self.cursor_row >= self.row_count - 1:
-            panel.scroll_page_down(animate=False)
-            return
-        super().action_page_down()
-        self._moved()
+        self._past_edge(False, "scroll_page_down", super().action_page_down)
 
     def action_scroll_home(self) -> None:  # Home (ctrl+home): the first row, and the panel's top
         super().action_scroll_top()
