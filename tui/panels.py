@@ -151,8 +151,10 @@ class TensorPanel(Loads, Vertical):
 
     async def load(self, source: Any, status: dict[str, Any], history: list[dict[str, Any]]) -> None:
         """At a pause, the loss until a name is typed."""
-        if status.get("state") == "paused" and not self.query_one("#tensor-name", Input).value:
-            self.query_one("#tensor-name", Input).value = "loss"
+        field = self.query_one("#tensor-name", Input)
+        if status.get("state") == "paused" and not field.value:
+            field.value = "loss"
+            field.select_all()  # (the focus may be there already: a name typed replaces it, never `lossx`)
             await self.open(source, "loss", "")
 
     async def open(self, source: Any, name: str, index: str, label: str | None = None) -> None:
