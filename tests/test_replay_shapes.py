@@ -90,3 +90,19 @@ def test_a_nan_born_in_a_gans_generator_names_the_generators_op_not_the_data(tmp
         (brk,) = run.of("break")
         assert "it is netG's output, born in netG's forward" in brk["reason"], brk
         assert "came with the data" not in run.stderr and brk["details"]["fed_by"] == "netG", brk
+
+
+@pytest.mark.parametrize("has", ["warmup and clipping", "clipping"])
+def test_the_divergence_advice_asks_only_for_what_the_loop_lacks(tmp_path, has):
+    """The replay's advice for a divergence said "add warmup and gradient clipping" to loops
+    that had both (nanoGPT's train.py has both). It now reads the loop's steps: the LR rising
+    over steps running is a warmup, a call of clip_grad_norm_ is clipping."""
+    script = FIXTURES / "warm_clip_diverges.py"
+    run = run_stepdbg(tmp_path, "--no-tui", "--break", "nan", "--on-break", "replay",
+                      script_args=(str(script), *(["nowarm"] if has == "clipping" else [])))
+    (replay,) = run.of("replay")
+    assert replay["advice"]["cause"] == "divergence", replay
+    said = {"warmup and clipping": "Lower the learning rate (lr X pin): the loop already warms it up and clips "
+                                   "the gradients; the damage",
+            "clipping": "Lower the learning rate (lr X pin), add warmup (the loop already has gradient clipping);"}[has]
+    assert said in replay["advice"]["text"] and said in " ".join(run.stderr.split()), run.stderr[-2000:]

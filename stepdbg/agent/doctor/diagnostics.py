@@ -31,6 +31,7 @@ from stepdbg.agent.measure import census
 from stepdbg.agent.measure.census import top_holder
 from stepdbg.agent.measure.frames import user_frame
 from stepdbg.agent.measure.preempted import StepPreemption
+from stepdbg.agent.replay.advice import stabilizers
 from stepdbg.agent.replay.verdict import NONFINITE_CONDITIONS
 from stepdbg.agent.step.optimizer_phase import opt_params
 from stepdbg.agent.step.step_model import StepModel
@@ -205,7 +206,7 @@ class Doctor:
             self.add(m, "exploding_updates", "error",
                      f"each update changes the weights by {med:.0%} of their norm (median over "
                      f"{len(ratios)} tensors; healthy runs are near 0.1%)",
-                     "lower the learning rate 10-100x, add warmup and gradient clipping")
+                     "lower the learning rate 10-100x" + stabilizers(m.history))
 
     def before_backward(self, m: StepModel, loss: torch.Tensor | None) -> None:
         self.on_loss(m, loss)
@@ -323,7 +324,7 @@ class Doctor:
                      f"{norms[0]:.3g} to {norms[-1]:.3g} in {len(pts)} steps "
                      + (f"at lr {lrs[0]}" if lrs else "(the loop updates the weights by hand, with no optimizer)"),
                      "lower the learning rate 10x " + ("(pin it live with 'lr X pin')" if lrs else "(the script's own)")
-                     + ", add warmup and clipping")
+                     + stabilizers(hist))
 
     def _memory_growth(self, m: StepModel) -> None:
         """Like with like: the bytes of live tensors (each storage once, saved activations

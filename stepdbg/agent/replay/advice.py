@@ -66,6 +66,27 @@ def diverging(history: Iterable[dict[str, Any]], params: list[torch.Tensor]) -> 
     return None
 
 
+def _warms_up(history: list[dict[str, Any]]) -> bool:
+    """Some param group's LR rose over two steps running: a warmup (a live `lr X` is one jump)."""
+    lrs = [r["lr"] for r in history if isinstance(r.get("lr"), list) and r["lr"]]
+    rises = [len(x) == len(y) and any(isinstance(a, float) and isinstance(b, float) and b > a
+                                      for a, b in zip(x, y, strict=True))
+             for x, y in zip(lrs, lrs[1:], strict=False)]
+    return any(r1 and r2 for r1, r2 in zip(rises, rises[1:], strict=False))
+
+
+def stabilizers(history: Iterable[dict[str, Any]]) -> str:
+    """What to add besides a lower LR, from what the loop already does: ", add warmup and
+    gradient clipping", or the half it lacks, or that it has both."""
+    rows = list(history)
+    has = {"warmup": _warms_up(rows), "gradient clipping": any(r.get("clipped") for r in rows)}
+    missing = [what for what, done in has.items() if not done]
+    if not missing:
+        return ": the loop already warms it up and clips the gradients"
+    done = [what for what, d in has.items() if d]
+    return ", add " + " and ".join(missing) + (f" (the loop already has {done[0]})" if done else "")
+
+
 def advise(first: dict[str, Any] | None, history: Iterable[dict[str, Any]],
            params: list[torch.Tensor], optimizer: bool = True) -> dict[str, str] | None:
     """{"cause": data | divergence | constant | domain | overflow, "text": what to do}.
@@ -73,6 +94,7 @@ def advise(first: dict[str, Any] | None, history: Iterable[dict[str, Any]],
     learning rate to set: the script updates the weights by hand)."""
     if first is None:
         return None
+    history = list(history)
     if first.get("where") == "input":
         sample = f" (dataset index {first['sample']})" if first.get("sample") is not None else ""
         return {"cause": "data",
@@ -86,7 +108,7 @@ def advise(first: dict[str, Any] | None, history: Iterable[dict[str, Any]],
                 "text": f"the op is not the cause; {why or 'a parameter is already non-finite'}. Lower the learning "
                         + ("rate (lr X pin)" if optimizer else "rate (the script's own: it updates the weights by "
                            "hand)")
-                        + ", add warmup and gradient clipping; the damage was done by an earlier update, so go "
+                        + stabilizers(history) + "; the damage was done by an earlier update, so go "
                         "back to a checkpoint from before it"}
     op = base_op(first.get("op"))
     if first.get("constant"):

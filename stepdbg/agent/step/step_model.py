@@ -357,6 +357,7 @@ class StepModel(ProgramObjects, Gate):
             "batch_shape": st.batch_shape,
             "skipped": st.skip or st.skipped_by_scaler,
             "skipped_by_scaler": st.skipped_by_scaler,
+            "clipped": st.clip_norm is not None,  # (the advice does not say "add clipping" to a loop that clips)
         }
         self.history.append(record)
         self.step += 1
