@@ -1,5 +1,6 @@
-"""The header line: which job (pid, rank, script, host) on the left, the clock, step,
-phase and state on the right, fitted to the header's own width whenever it changes."""
+"""The header line: which job (pid, rank, script and its arguments, host) on the left, the
+clock, step, phase and state on the right, fitted to the header's own width whenever it
+changes."""
 
 from __future__ import annotations
 
@@ -8,29 +9,55 @@ from typing import Any
 from rich.text import Text
 from textual.widgets import Static
 
-# What gives way in a narrow header, first to last, each part whole (never a cut word): the
-# host, the script's first argument, the clock, the pid; then the state's end (a long break
-# condition, which the Break panel says whole) is cut. The rank and the script's name stay.
-GIVES_WAY = ("host", "argument", "clock", "pid")
+# What the header keeps when it can, first to last, each part whole (never a cut word): the
+# pid, the clock, the script's arguments (as many whole ones as fit, an option with its
+# value, then `…`), the host; each is put in where the width left has room for it. Then
+# the state's end (a long break condition, which the Break panel says whole) is cut. The
+# rank and the script's name stay. (The reverse order is the order they give way in.)
+MORE = "…"  # after the arguments shown, where some are left out
 
 
-def _script(argv: list[str]) -> tuple[str, str]:
-    """The script's name (`-m pkg.train` for a module) and its first argument, if any."""
+def _script(argv: list[str]) -> tuple[str, list[str]]:
+    """The script's name (`-m pkg.train` for a module) and its arguments, each an option
+    with its value (`--steps 100`) or a word alone; a path is named by its last part."""
     if len(argv) < 2:
-        return "?", ""
-    if argv[1] == "-m" and len(argv) > 2:
-        return f"-m {argv[2]}", ""
-    return argv[1].rsplit("/", 1)[-1], (argv[2].rsplit("/", 1)[-1] if len(argv) > 2 else "")
+        return "?", []
+    name, rest = (f"-m {argv[2]}", argv[3:]) if argv[1] == "-m" and len(argv) > 2 else (
+        argv[1].rsplit("/", 1)[-1], argv[2:])
+    groups: list[str] = []
+    for word in (w.rsplit("/", 1)[-1] or w for w in rest):
+        if groups and groups[-1].startswith("-") and " " not in groups[-1] and "=" not in groups[-1] \
+                and not word.startswith("-"):
+            groups[-1] += f" {word}"  # the option's value stays with it
+        else:
+            groups.append(word)
+    return name, groups
 
 
 def _ended(status: dict[str, Any]) -> bool:
     return str(status.get("state", "")).startswith("exited")
 
 
+def last_reached(status: dict[str, Any]) -> Any:
+    """The step the header names: the last one the job reached. Running between steps the
+    status's step is the next one's number, not reached yet (at the end `step 60` after steps
+    0 to 59): the one before it, which ran to its end. Paused, the job's own number."""
+    step = status.get("step")
+    if status.get("phase") == "between steps" and status.get("state") != "paused" and isinstance(step, int) \
+            and step > 0:
+        return step - 1
+    return step
+
+
 def _state(status: dict[str, Any], connection: str) -> Text:
     # After the end the phase is "ended", which the connection's words say ("job ended, exit code 130").
-    phase = "" if _ended(status) else f"{status.get('phase', '?')} · "
-    right = Text(f"step {status.get('step', '?')} · {phase}")
+    step = last_reached(status)
+    if _ended(status):
+        right = Text(f"step {step} · ")
+    elif step != status.get("step"):  # between steps: the one that ran to its end
+        right = Text(f"after step {step} · ")
+    else:
+        right = Text(f"step {step} · {status.get('phase', '?')} · ")
     paused = status.get("paused")
     if connection != "connected":
         right.append(connection, style="bold red")
@@ -44,32 +71,40 @@ def _state(status: dict[str, Any], connection: str) -> Text:
 def render_header(session: dict[str, Any], status: dict[str, Any], elapsed: float, connection: str,
                   width: int | None = None) -> Text:
     """The header in `width` columns (None: not laid out yet, everything shown). The script's
-    name stays whole: the parts in GIVES_WAY are left out, in that order, until the line fits."""
-    name, argument = _script(session.get("argv") or [])
+    name stays whole: the pid, clock, arguments and host are put in, in that order, each where it still fits."""
+    name, arguments = _script(session.get("argv") or [])
     rank = f" rank {session['rank']}/{session['world_size']}" if session.get("rank") is not None else ""
     clock = f"{int(elapsed // 3600):02d}:{int(elapsed % 3600 // 60):02d}:{int(elapsed % 60):02d} · "
     right = _state(status, connection)
+    pid = f"pid {session.get('pid')}"
+    host = f" @ {session.get('host')}" if session.get("host") else ""
     # After the end no clock: it would count on from a job that is gone (and it took the host's room).
-    shown = set(GIVES_WAY) - ({"clock"} if _ended(status) else set())
+    parts: dict[str, str] = {"pid": "", "clock": "", "argument": "", "host": ""}
 
     def left_words() -> str:
         # The pid first: it is what `stepdbg attach` and `kill` need.
-        pid = f"pid {session.get('pid')}" if "pid" in shown else ""
-        words = f"{pid}{rank}".strip()
-        script = f"{name} {argument}" if argument and "argument" in shown else name
-        host = f" @ {session.get('host')}" if "host" in shown and session.get("host") else ""
-        return f"{words}  {script}{host}" if words else f"{script}{host}"
+        words = f"{parts['pid']}{rank}".strip()
+        script = f"{name}{parts['argument']}{parts['host']}"
+        return f"{words}  {script}" if words else script
 
-    def length() -> int:
-        return len(left_words()) + 1 + len(clock if "clock" in shown else "") + right.cell_len
+    def fits() -> bool:
+        return width is None or len(left_words()) + 1 + len(parts["clock"]) + right.cell_len <= width
 
-    for part in GIVES_WAY:
-        if width is None or length() <= width:
+    def put(part: str, words: str) -> bool:
+        parts[part] = words
+        if not fits():
+            parts[part] = ""
+        return bool(parts[part])
+
+    put("pid", pid)
+    put("clock", "" if _ended(status) else clock)
+    for n in range(len(arguments), -1, -1):  # as many whole arguments as fit, then `…` for the rest
+        if put("argument", "".join(f" {a}" for a in arguments[:n]) + (f" {MORE}" if n < len(arguments) else "")):
             break
-        shown.discard(part)
+    put("host", host)
     left = Text(left_words(), style="bold")
-    if "clock" in shown:
-        right = Text(clock) + right
+    if parts["clock"]:
+        right = Text(parts["clock"]) + right
     if width is None:
         return Text.assemble(left, "  ", right)
     if left.cell_len + 1 + right.cell_len > width:  # the state's end gives way, then the left's

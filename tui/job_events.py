@@ -10,6 +10,8 @@ from textual.widgets import TabbedContent
 
 from stepdbg.wire import stall_text
 
+from .header import last_reached
+
 # The agent says these on stderr too; with --forward-output the Log would show each twice.
 SAID_AS_EVENTS = re.compile(r"stepdbg(\[rank \d+\])?: (change: |break at step )")
 
@@ -78,8 +80,8 @@ def on_finding(app: Any, data: Any) -> None:
 
 def on_exited(app: Any, data: Any) -> None:
     code = data.get("exit_code")
-    steps = data.get("steps")  # how many ran: the last one's number is one less (the status lags)
-    shown = app.status.get("step")
+    steps = data.get("steps")  # how many ran to their end: the last one's number is one less
+    shown = last_reached(app.status)  # (the header's number: the last step reached)
     last = steps - 1 if isinstance(steps, int) and steps > 0 else shown
     if isinstance(shown, int) and (last is None or shown > last):  # ended inside the step shown (an interrupt
         last = shown  # at a pause): the step never goes back
