@@ -7,6 +7,8 @@ never touch the connection; every request runs in a worker so nothing blocks the
 
 from __future__ import annotations
 
+import asyncio
+import threading
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -34,6 +36,9 @@ from .repl_line import LineHistory, ReplActions
 from .source import Source
 
 RANKS_EVERY = 1.0  # seconds between Ranks panel refreshes while it is shown
+# The longest the end waits for the job's last lines (a launched job's output comes by its
+# pipes, its end by the socket, sooner); a child that outlives the job may hold the pipes.
+OUTPUT_ENDS_WITHIN = 5.0
 # ---------------------------------------------------------------------- the app
 
 
@@ -97,6 +102,7 @@ class StepdbgApp(ControlActions, ReplActions, App[str | None]):
         self.log_buffer: list[tuple[str, str]] = []  # (stream, line) printed before the UI came up
         self.said_as_event: set[str] = set()  # streams whose last line the Log shows from its event
         self.output_shown = False  # the job's output reaches the Log (launched here, or --forward-output)
+        self.output_ended: threading.Event | None = None  # set once a launched job's output is all read
         self.interrupted = False  # this window sent the job Ctrl-C (ctrl+c, i)
         self._mounted = False
 
@@ -147,6 +153,8 @@ class StepdbgApp(ControlActions, ReplActions, App[str | None]):
             async for ev in self.source.iter_events():
                 if ev.get("event") == "lost":
                     raise ConnectionError(ev.get("data") or "the connection closed")
+                if ev.get("event") == "exited" and self.output_ended is not None:  # its lines, then the end
+                    await asyncio.to_thread(self.output_ended.wait, OUTPUT_ENDS_WITHIN)
                 if ev.get("event") == "step":
                     self.post_message(StepSummary(ev["data"]))
                 else:

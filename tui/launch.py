@@ -69,6 +69,7 @@ async def _run(target: str | None, token: str | None, output: list[tuple[str, st
         hold["ctrl_c"].showing(app)
     app.log_buffer.extend(output or [])  # what the job printed before the UI came up
     app.output_shown = output is not None  # a job started here: its output comes to the Log
+    app.output_ended = hold.get("output_ended")  # (its end: the job's last lines come before the end's)
     try:
         choice = await app.run_async()
     finally:
@@ -175,6 +176,8 @@ def _launched(child: subprocess.Popen[Any], kept: subprocess.Popen[str] | None, 
     output: list[tuple[str, str]] = []
     hold: dict[str, Any] = {"app": None}
     lock = threading.Lock()
+    unread = {"stdout", "stderr"}  # the streams still open: the job's output is all read once none is
+    hold["output_ended"] = threading.Event()
     torchrun = TorchrunLog()  # exit codes and each rank's last lines, from torchrun's output
     ended = EndedReport()  # torchrun's failure report for a job ended from the TUI, in one line
 
@@ -198,6 +201,10 @@ def _launched(child: subprocess.Popen[Any], kept: subprocess.Popen[str] | None, 
 
             app.post_message(JobEvent("output", [{"stream": name, "lines": [line]}]))
             output.append((name, line))
+        with lock:
+            unread.discard(name)
+            if not unread:
+                hold["output_ended"].set()
 
     readers = [threading.Thread(target=relay, args=(streams[0], "stdout"), daemon=True),
                threading.Thread(target=relay, args=(streams[1], "stderr"), daemon=True)]
