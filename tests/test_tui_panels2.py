@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from conftest import DEMOS, text_of, wait_for
 from test_tui_fixes import real
-from textual.widgets import Input
-from tui_walk import settled
+from textual.widgets import DataTable, Input
+from tui_walk import screen_text, settled
 
 
 @real
@@ -28,3 +28,44 @@ async def test_a_name_typed_in_the_tensor_panel_replaces_the_one_shown(tui_at_br
         await settled(pilot, app)
         assert field.value == "loss", field.value
 
+
+
+def bars(screen: str) -> list[str]:
+    """The rows of a histogram's bars (an empty one draws its baseline: a row of ▁)."""
+    return [row for row in screen.splitlines() if row.strip() and set(row.strip()) <= set("▁▂▃▄▅▆▇█ ")]
+
+
+@real
+async def test_the_tensor_panel_shows_only_the_new_answer(tui_at_break):
+    """A weight (a histogram and 64 values), then the 0-d loss, a module without parameters,
+    a name that is not there: each left the lines of the one before on screen (item 11): an
+    empty `histogram` row, its bars' baseline, the weight's values under the new name."""
+    async with tui_at_break("--break", "nan", script=DEMOS / "nan_log.py") as (app, pilot):
+        await pilot.press("3")
+        await wait_for(pilot, lambda: "loss" in text_of(app, "#tensor-summary"), "the loss")
+        await settled(pilot, app)
+
+        async def ask(name: str) -> str:
+            await pilot.press("escape", "3", *name, "enter")
+            await wait_for(pilot, lambda: name.split("[")[0] in text_of(app, "#tensor-summary"), name)
+            await settled(pilot, app)
+            return screen_text(app)
+
+        weight = await ask("model.head[0].weight")
+        assert "histogram -" in weight and "values: -" in weight and "▇" in weight, weight
+        values = text_of(app, "#tensor-slice").split()[1:4]
+        loss = await ask("loss")
+        assert "values: nan" in loss and "histogram" not in loss and not bars(loss), loss
+        await pilot.press("escape", "2")
+        table = app.query_one("#model-table", DataTable)
+        await wait_for(pilot, lambda: table.row_count > 0, "the modules")
+        table.move_cursor(row=[str(k.value) for k in table.rows].index("features"))
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: "has no parameters" in text_of(app, "#tensor-summary"), "the words")
+        await settled(pilot, app)
+        module = screen_text(app)
+        assert "values:" not in module and "histogram" not in module and not bars(module), module
+        await ask("model.head[0].weight")
+        missing = await ask("nosuchname")
+        assert "nosuchname: nothing to show" in missing, missing
+        assert not any(v in missing for v in values) and "float32 [32, 8]" not in missing, missing

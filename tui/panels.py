@@ -137,6 +137,7 @@ class TensorPanel(Loads, Vertical):
     TensorPanel Input { width: 1fr; }
     TensorPanel #tensor-summary { height: auto; margin: 1 0; }
     TensorPanel Sparkline { height: 3; }
+    TensorPanel #tensor-hist, TensorPanel #tensor-hist-label, TensorPanel #tensor-slice { display: none; }
     TensorPanel #tensor-slice { height: auto; }
     """
 
@@ -145,7 +146,7 @@ class TensorPanel(Loads, Vertical):
             yield Input(placeholder="tensor: loss, batch, x, model.head[0].weight.grad", id="tensor-name")
             yield Input(placeholder="slice: 0, :8", id="tensor-index")
         yield Static(id="tensor-summary")
-        yield Label("histogram", classes="hint")
+        yield Label("", id="tensor-hist-label", classes="hint")
         yield Sparkline([], id="tensor-hist")
         yield Static(id="tensor-slice")
 
@@ -157,27 +158,40 @@ class TensorPanel(Loads, Vertical):
             field.select_all()  # (the focus may be there already: a name typed replaces it, never `lossx`)
             await self.open(source, "loss", "")
 
+    asked = 0  # the latest question: the answer to an earlier one (still on its way) is not shown over it
+
     async def open(self, source: Any, name: str, index: str, label: str | None = None) -> None:
         """The summary of the expression `name` (shown as `label`), and the values at `index` of a tensor."""
+        self.asked = question = self.asked + 1
         s = await ask(self, f"tensor {label or name}", source.summary(name))
-        if s is None:
+        if question != self.asked:
+            return
+        if s is None:  # (its error is in the notice): not the tensor shown before under this new name
+            if not self.job_ended():  # (once ended, the panel keeps what it last showed, and says so)
+                self.say(f"{label or name}: nothing to show (the notice says why)")
             return
         values = await ask(self, "slice", source.slice(name, index, 64)) if s.get("type") == "Tensor" else None
-        self.show({**s, "name": label or s.get("name")}, values)
+        if question == self.asked:
+            self.show({**s, "name": label or s.get("name")}, values)
 
     def say(self, words: str) -> None:
         """Words in the summary's place (a module without parameters has no tensor to show)."""
+        self.asked += 1
         self.show({"type": None, "words": words}, None)
 
     def show(self, summary: dict[str, Any], values: list[Any] | None) -> None:
+        """Every part drawn again from this answer; what it has not (a 0-d tensor's histogram,
+        a module's values) is hidden, not left as it was."""
         self.query_one("#tensor-summary", Static).update(render_summary(summary))
-        counts = (summary.get("hist") or {}).get("counts") or []
-        self.query_one("#tensor-hist", Sparkline).data = counts
         h = summary.get("hist")
-        label = f"histogram {num(h['lo'])} … {num(h['hi'])}" if h else "histogram"
-        self.query_one(".hint", Label).update(label)
-        self.query_one("#tensor-slice", Static).update(
-            "" if values is None else "values: " + ", ".join(num(v) for v in values))
+        counts = (h or {}).get("counts") or []
+        self.query_one("#tensor-hist", Sparkline).data = counts
+        label = self.query_one("#tensor-hist-label", Label)
+        label.update(f"histogram {num(h['lo'])} … {num(h['hi'])}" if counts else "")
+        label.display = self.query_one("#tensor-hist", Sparkline).display = bool(counts)
+        shown = self.query_one("#tensor-slice", Static)
+        shown.update("" if values is None else "values: " + ", ".join(num(v) for v in values))
+        shown.display = values is not None
 
 
 # ---------------------------------------------------------------------- optimizer, memory
