@@ -243,7 +243,10 @@ def nonfinite(phase: str, model: StepModel) -> tuple[str, dict[str, Any]] | None
             bad_inputs = _nonfinite_inputs(model)
             if bad_inputs:  # `x = x * nan` before `model(x)`: the data, not the model
                 details["model_input"] = "nonfinite"
-                why = "the model's input is already non-finite: it came with the data (replay the step to name it)"
+                why = ("the model's input is already non-finite: the program computed it from a model's output "
+                       "or parameters, not the data (replay the step to name the op)"
+                       if any(t.grad_fn is not None for t in bad_inputs) else
+                       "the model's input is already non-finite: it came with the data (replay the step to name it)")
                 feeder = upstream.feeder(model.capture, bad_inputs)
                 if feeder is not None:  # a GAN's netD fed netG's output: born in netG's forward
                     name = model.root_name(feeder) or type(feeder).__name__
