@@ -7,9 +7,11 @@ The replay (replay/upstream.py: born_upstream) names the same generator's op."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 import torch
+from conftest import marked_line
 from torch import nn
 
 
@@ -35,12 +37,16 @@ def gan(session_factory, tmp_path, case: str, actions: tuple[str, ...]) -> list[
         real = torch.randn(4, 5)
         if step == 2 and case == "nan_in_real":
             real[0, 0] = float("nan")
-        fake, fake2 = netG(torch.randn(4, 3)), netG2(torch.randn(4, 3))
+        if case == "inline_detached":  # netD(netG(z).detach()): netG's output is freed, its alias held
+            netG.bad = step == 2
+            inputs = netG(torch.randn(4, 3)).detach()
+        else:
+            fake, fake2 = netG(torch.randn(4, 3)), netG2(torch.randn(4, 3))
         if case == "detached_clone":
             inputs = fake.detach().clone()
         elif case == "log_between":
-            inputs = torch.log(fake + (-2 if step == 2 else 2))
-        else:
+            inputs = torch.log(fake + (-2 if step == 2 else 2))  # @log-between
+        elif case != "inline_detached":
             inputs = torch.cat([real, fake, fake2])
         opt_d.zero_grad()
         nn.functional.binary_cross_entropy_with_logits(netD(inputs), torch.zeros(len(inputs), 1)).backward()
@@ -49,7 +55,8 @@ def gan(session_factory, tmp_path, case: str, actions: tuple[str, ...]) -> list[
     return [json.loads(line) for line in report.read_text().splitlines()]
 
 
-CASES = [("nan_in_real", None), ("log_between", None), ("second_generator", "netG2"), ("detached_clone", "netG")]
+CASES = [("nan_in_real", None), ("log_between", None), ("second_generator", "netG2"), ("detached_clone", "netG"),
+         ("inline_detached", "netG")]
 
 
 @pytest.mark.parametrize(("case", "fed_by"), CASES)
@@ -58,15 +65,21 @@ def test_the_nan_break_names_the_generator_whose_output_holds_the_nan(session_fa
     assert brk["details"].get("fed_by") == fed_by, brk
     if fed_by:
         assert f"it is {fed_by}'s output, born in {fed_by}'s forward" in brk["reason"], brk
+    elif case == "log_between":  # computed from netG's output by the program: not the data, not netG's
+        assert "the program computed it from a model's output" in brk["reason"] and "netG" not in brk["reason"], brk
     else:
         assert "came with the data" in brk["reason"] and "netG" not in brk["reason"], brk
 
 
-@pytest.mark.parametrize(("case", "fed_by"), [c for c in CASES if c[0] != "log_between"])
+@pytest.mark.parametrize(("case", "fed_by"), CASES)
 def test_the_replay_names_the_generators_op(session_factory, tmp_path, case, fed_by):
     (replay,) = [r for r in gan(session_factory, tmp_path, case, ("replay",)) if r.get("event") == "replay"]
     first = replay["first_nonfinite"]
-    if fed_by:
+    if case == "log_between":  # the program's own log, at its line: it said "the data: inputs holds ..."
+        assert (first["where"], first["op"], first["line"], first["into"]) == (
+            "program", "log", marked_line(Path(__file__), "log-between"), "netD"), first
+        assert "log in the program's own code produced the first non-finite value" in replay["summary"], replay
+    elif fed_by:
         assert (first["where"], first["module"], first["op"], first["fed"]["model"]) == ("forward", fed_by, "mul",
                                                                                           fed_by), first
     else:

@@ -16,6 +16,7 @@ import torch
 
 from stepdbg.agent.measure import rank_origin, tensors
 from stepdbg.agent.measure.memory import memory_in_use
+from stepdbg.agent.replay.autograd_graph import search_input_graph
 from stepdbg.agent.step import backward_capture, micro_batches, upstream
 from stepdbg.agent.step.step_model import StepModel
 from stepdbg.wire import conditions as cond_mod
@@ -245,7 +246,7 @@ def nonfinite(phase: str, model: StepModel) -> tuple[str, dict[str, Any]] | None
                 details["model_input"] = "nonfinite"
                 why = ("the model's input is already non-finite: the program computed it from a model's output "
                        "or parameters, not the data (replay the step to name the op)"
-                       if any(t.grad_fn is not None for t in bad_inputs) else
+                       if any(search_input_graph(t, None) is not None for t in bad_inputs) else
                        "the model's input is already non-finite: it came with the data (replay the step to name it)")
                 feeder = upstream.feeder(model.capture, bad_inputs)
                 if feeder is not None:  # a GAN's netD fed netG's output: born in netG's forward

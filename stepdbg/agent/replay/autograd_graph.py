@@ -32,12 +32,13 @@ def finite(x: Any) -> bool:
     return True
 
 
-def graph_nodes(root_node: Any, stop: set[int] | None = None) -> list[Any]:
-    """Every autograd node reachable from `root_node` (not past nodes in `stop`)."""
+def graph_nodes(root_node: Any, stop: set[int] | None = None, most: int | None = None) -> list[Any]:
+    """Every autograd node reachable from `root_node` (not past nodes in `stop`; the first
+    `most`, where given)."""
     seen: set[int] = set()
     order = []
     todo = [root_node]
-    while todo:
+    while todo and (most is None or len(order) < most):
         n = todo.pop()
         if n is None or id(n) in seen:
             continue
@@ -108,17 +109,7 @@ def search_loss_graph(loss: torch.Tensor, output: Any, frame: FrameType | None) 
     out_t = first_tensor(output)
     stop = {id(out_t.grad_fn)} if out_t is not None and out_t.grad_fn is not None else set()
     nodes = [n for n in graph_nodes(loss.grad_fn, stop) if id(n) not in stop]
-    producer, constant = None, None
-    # Forward evidence: a node whose saved inputs are finite and saved result is not; or one
-    # given a non-finite number (`out * float("nan")`: autograd saves it as a 0-d constant).
-    for n in reversed(nodes):  # from the leaves towards the loss
-        saved = {a: getattr(n, a, None) for a in dir(n) if a.startswith("_saved_")}
-        tensors = {k: v for k, v in saved.items() if isinstance(v, torch.Tensor)}
-        res = tensors.pop("_saved_result", None)
-        constant = next((v for v in tensors.values() if v.dim() == 0 and not v.requires_grad and not finite(v)), None)
-        if constant is not None or (res is not None and not finite(res) and finite(list(tensors.values()))):
-            producer = n
-            break
+    producer, constant = forward_evidence(nodes)
     if producer is None and out_t is not None:
         handles, found = hook_nodes(nodes)
         try:
@@ -147,6 +138,55 @@ def search_loss_graph(loss: torch.Tensor, output: Any, frame: FrameType | None) 
                 "constant": value, **guess_line({"nan", "inf"}, frame, called=False)}
     return {"where": "loss", "module": None, "module_type": None, "op": op, "loss_fn": loss_fn,
             **guess_line(names, frame)}
+
+
+def _saved(node: Any) -> dict[str, torch.Tensor]:
+    """The tensors autograd saved on `node` (none once a backward has freed them)."""
+    out = {}
+    for a in dir(node):
+        if a.startswith("_saved_"):
+            try:
+                v = getattr(node, a)
+            except RuntimeError:  # (freed by a backward)
+                continue
+            if isinstance(v, torch.Tensor):
+                out[a] = v
+    return out
+
+
+def forward_evidence(nodes: list[Any]) -> tuple[Any, torch.Tensor | None]:
+    """(node, constant): the node, from the leaves on, whose saved inputs are finite and saved
+    result is not; or one given a non-finite number (`out * float("nan")`: autograd saves it
+    as a 0-d constant, returned too). (None, None): no such evidence in what was saved."""
+    for n in reversed(nodes):  # from the leaves towards the root
+        tensors = _saved(n)
+        res = tensors.pop("_saved_result", None)
+        constant = next((v for v in tensors.values() if v.dim() == 0 and not v.requires_grad and not finite(v)), None)
+        if constant is not None or (res is not None and not finite(res) and finite(list(tensors.values()))):
+            return n, constant
+    return None, None
+
+
+def search_input_graph(held: torch.Tensor, frame: FrameType | None, most: int = 10_000) -> dict[str, Any] | None:
+    """A model's non-finite input that the program computed from another model's output or
+    from parameters (it has a grad_fn: a log taken between a generator and its critic, a
+    normalization between a backbone and its head): not the data. The op of its graph that
+    made the non-finite value from finite ones, at the line guessed from the paused frame's
+    source; None where its graph does not say (or it has none: loaded or detached data)."""
+    top = held.grad_fn
+    if top is None:
+        return None
+    producer, constant = forward_evidence(graph_nodes(top, most=most))
+    if producer is None:  # the op that made `held` itself: its inputs saved finite, its output is not
+        inputs = {k: v for k, v in _saved(top).items() if k != "_saved_result"}
+        producer = top if inputs and finite(list(inputs.values())) else None
+    if producer is None:
+        return None
+    op, names = loss_names(producer.name(), frame)
+    value = ("nan" if bool(torch.isnan(constant)) else "inf") if constant is not None else None
+    return {"where": "program", "module": None, "module_type": None, "op": op,
+            **({"constant": value} if value else {}),
+            **guess_line({"nan", "inf"} if value else names, frame, called=value is None)}
 
 
 _SHAPE_ONLY = ("MeanBackward", "CloneBackward", "ViewBackward", "ReshapeAliasBackward", "SqueezeBackward",

@@ -56,7 +56,7 @@ from stepdbg.agent.replay.rerun import (
     run_root,
     shown_origin,
 )
-from stepdbg.agent.replay.upstream import born_upstream, fed_words
+from stepdbg.agent.replay.upstream import born_in_program, born_upstream, fed_words
 from stepdbg.agent.replay.verdict import REPRODUCED, judge
 from stepdbg.agent.step.step_model import StepModel
 
@@ -81,6 +81,7 @@ def replay_step(model: StepModel, brk: Any = None, frame: FrameType | None = Non
     kwargs = cap.get("kwargs", {})
     first = _input_born(cap, args, kwargs, model.caller.frame or frame)  # (no forward: a sharded model too)
     first = born_upstream(model, cap, first, frame, _input_born)  # (a GAN's netD fed netG's output)
+    first = born_in_program(model, cap, first, model.caller.frame or frame)  # (or a log of it, taken between)
     shards = sharded_across_ranks(root) if first is None else None
     if shards is not None:
         why = together() if together is not None else "this rank would replay alone"
@@ -259,6 +260,11 @@ def _summary(result: dict[str, Any], notes: list[str]) -> str:
         return (f"the data: {first['tensor']} already holds {first['count']} non-finite "
                 f"value{'s' if first['count'] != 1 else ''}, the first at "
                 f"{first['index']}{sample}{fed_words(first)}")
+    if first and first["where"] == "program":
+        where = f"{first.get('file')}:{first.get('line')}" if first.get("line") else "an unknown line"
+        return (f"{first['op']} in the program's own code produced the first non-finite value, at {where}: "
+                f"{first.get('tensor')}, {first.get('into') or 'the model'}'s input, is computed from a model's "
+                "output or parameters, not the data")
     if first and first["where"] == "parameter":
         return f"parameter {first.get('tensor')} was already non-finite before this step (an earlier update)"
     if first:

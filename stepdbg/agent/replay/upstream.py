@@ -5,6 +5,10 @@ of, or computed from) the output of another model's last forward, kept by the st
 (step/upstream.py), that forward runs again from its own inputs and RNG state, under the
 same provenance rules, and its producer is the answer: the op, module and line in the
 generator (or its own input, the data it was fed, at the line that called it).
+
+A bad input that the program computed between the models (it has a grad_fn: a log of the
+generator's output, a normalization of a backbone's features) is not the data either: the
+op of its graph that made the value is named (born_in_program).
 """
 
 from __future__ import annotations
@@ -18,9 +22,10 @@ import torch
 
 from stepdbg.agent.measure import warning_filters
 from stepdbg.agent.measure.tensors import set_rng_state
+from stepdbg.agent.replay.autograd_graph import search_input_graph
 from stepdbg.agent.replay.provenance import ModuleStack, Provenance, named_tensors
 from stepdbg.agent.replay.rerun import preserved_state, run_root, shown_origin
-from stepdbg.agent.step.upstream import fed_from
+from stepdbg.agent.step.upstream import record_feeds
 
 DEPTH = 3  # models fed by models, followed at most (an encoder feeding a decoder feeding a critic)
 
@@ -33,13 +38,10 @@ def born_upstream(model: Any, cap: dict[str, Any], first: dict[str, Any] | None,
     check of a forward's inputs."""
     if first is None or first.get("where") != "input" or depth >= DEPTH:
         return first
-    named = dict(itertools.chain(named_tensors(cap.get("batch"), "batch"), named_tensors(cap.get("args"), "args"),
-                                 named_tensors(cap.get("kwargs") or {}, "kwargs")))
-    held = named.get(first.get("as") or first.get("tensor"))
+    held = _held(cap, first)
     for record in list((cap.get("upstream") or {}).values()):
-        out = record["output"]() if isinstance(record.get("output"), weakref.ReferenceType) else None
         root = record["root"]() if isinstance(record.get("root"), weakref.ReferenceType) else None
-        if held is None or out is None or root is None or not fed_from(held, out):
+        if not isinstance(held, torch.Tensor) or root is None or not record_feeds(record, held):
             continue
         root = _eager(root)
         name = model.root_name(root, frame) or type(root).__name__
@@ -56,6 +58,30 @@ def born_upstream(model: Any, cap: dict[str, Any], first: dict[str, Any] | None,
                          or (type(fed).__name__ if fed is not None else None), "as": first.get("tensor")}
         return origin
     return first
+
+
+def born_in_program(model: Any, cap: dict[str, Any], first: dict[str, Any] | None,
+                    frame: FrameType | None) -> dict[str, Any] | None:
+    """`first`, or, when its bad input is no model's output but was computed by the program
+    from one (or from parameters), the op that made it, named as the program's (where:
+    "program"), with the input it reached (`tensor`, `into`)."""
+    if first is None or first.get("where") != "input" or first.get("fed"):
+        return first
+    held = _held(cap, first)
+    made = search_input_graph(held, frame) if isinstance(held, torch.Tensor) else None
+    if made is None:
+        return first
+    ref = cap.get("root")
+    root = ref() if isinstance(ref, weakref.ReferenceType) else None
+    into = (model.root_name(_eager(root), frame) or type(_eager(root)).__name__) if root is not None else None
+    return {**made, "tensor": first.get("tensor"), "count": first.get("count"), "into": into}
+
+
+def _held(cap: dict[str, Any], first: dict[str, Any]) -> Any:
+    """The captured input that `first` (an input-born origin) names."""
+    named = dict(itertools.chain(named_tensors(cap.get("batch"), "batch"), named_tensors(cap.get("args"), "args"),
+                                 named_tensors(cap.get("kwargs") or {}, "kwargs")))
+    return named.get(first.get("as") or first.get("tensor"))
 
 
 def fed_words(first: dict[str, Any] | None) -> str:

@@ -8,6 +8,7 @@ capture holds them) and its output, weakly (only to tell whether a later input i
 
 from __future__ import annotations
 
+import contextlib
 import weakref
 from collections import deque
 from typing import Any
@@ -30,10 +31,13 @@ def kept(cap: dict[str, Any], module: Any) -> dict[str, Any]:
     out = cap.get("output")
     out = out() if isinstance(out, weakref.ReferenceType) else tensors.first_tensor(out)
     record = {k: cap.get(k) for k in KEPT}
-    try:
-        record["output"] = weakref.ref(out) if out is not None else None
-    except TypeError:
-        record["output"] = None
+    record["output"] = record["storage"] = None
+    if out is not None:
+        with contextlib.suppress(TypeError, RuntimeError):  # (a tensor without storage: a subclass, a meta one)
+            record["output"] = weakref.ref(out)
+            # Its storage, weakly too: `netD(netG(z).detach())` frees the output and keeps only
+            # an alias of its storage, which lives on (torch keeps a storage's Python object with it).
+            record["storage"] = weakref.ref(out.untyped_storage())
     cap.setdefault("upstream", {})[id(prev)] = record
     return cap
 
@@ -45,13 +49,26 @@ def feeder(cap: dict[str, Any], bad: list[torch.Tensor]) -> Any:
     make the NaN (real data with a NaN beside it in a torch.cat, a log of it taken between
     the models, another generator's output in the same batch)."""
     for record in list((cap.get("upstream") or {}).values()):
-        out = record["output"]() if isinstance(record.get("output"), weakref.ReferenceType) else None
         root = record["root"]() if isinstance(record.get("root"), weakref.ReferenceType) else None
-        if out is None or root is None or not out.is_floating_point() or tensors.all_finite(out):
-            continue
-        if any(fed_from(t, out) for t in bad):
+        if root is not None and any(record_feeds(record, t, nonfinite=True) for t in bad):
             return root
     return None
+
+
+def record_feeds(record: dict[str, Any], held: torch.Tensor, nonfinite: bool = False) -> bool:
+    """`held` is (or came from, or copies) the output of the forward `record` kept; only a
+    non-finite output, with `nonfinite`. An output freed since is known by its storage, which
+    `held` then shares (an alias: `.detach()`, a view)."""
+    out = record["output"]() if isinstance(record.get("output"), weakref.ReferenceType) else None
+    if out is not None:
+        if nonfinite and (not out.is_floating_point() or tensors.all_finite(out)):
+            return False
+        return fed_from(held, out)
+    storage = record["storage"]() if isinstance(record.get("storage"), weakref.ReferenceType) else None
+    try:
+        return storage is not None and held.untyped_storage() is storage
+    except RuntimeError:
+        return False
 
 
 def fed_from(held: torch.Tensor, out: torch.Tensor) -> bool:
