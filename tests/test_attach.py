@@ -272,7 +272,7 @@ def test_cli_attach_console_ls_and_errors(start_job):
         assert out.returncode == 0, out.stderr
         assert "paused at step 2 (before_forward) [step==2]: reached step 2" in out.stderr
         assert "x: float32 [8, 4] on cpu" in out.stderr
-        assert "LR set to 0.5 (param groups 0)" in out.stderr  # every change confirmed in one line
+        assert "LR set to 0.5 (param group 0, was 0.01)" in out.stderr  # every change confirmed in one line
         assert watcher.wait_exited(WAIT)["exit_code"] == 0
     assert job.finish()[0] == 0
     assert json.loads([line for line in job.report.read_text().splitlines() if '"change"' in line][0])["lr"] == 0.5

@@ -30,7 +30,7 @@ async def test_an_lr_change_and_c_after_the_end_are_said_in_words():
         await pilot.press("9")
         await pilot.pause(0.3)
         log = "\n".join(str(line.text) for line in app.query_one("LogPanel RichLog").lines)
-        assert "change at step 30: LR set to 0.001 and pinned (param groups 0)" in log, log
+        assert "change at step 30: LR set to 0.001 and pinned (param group 0)" in log, log
         assert "groups=[" not in log
         await pilot.press("c")
         await pilot.pause(0.2)

@@ -122,6 +122,7 @@ class StepdbgApp(ControlActions, ReplActions, App[str | None]):
         self._mounted = True
         for stream, line in self.log_buffer:
             self.log_line(line, "red" if stream == "stderr" else "")
+        job_events.at_attach(self)
         self.refresh_header()
         self.set_interval(1.0, self.refresh_header)
         if self.is_job:

@@ -8,6 +8,7 @@ from typing import Any
 
 from textual.widgets import TabbedContent
 
+from stepdbg.client import commands
 from stepdbg.wire import stall_text
 
 from .header import last_reached
@@ -17,14 +18,9 @@ SAID_AS_EVENTS = re.compile(r"stepdbg(\[rank \d+\])?: (change: |break at step )"
 
 
 def change_words(data: dict[str, Any]) -> str:
-    """A change as one line: 'change at step 41: rewind to_step=40, batches_skipped=2'; an
-    LR as the REPL line says it: 'change at step 30: LR set to 0.001 and pinned (param groups 0)'."""
-    if data.get("what") == "lr" and isinstance(data.get("lr"), (int, float)):
-        groups = ", ".join(str(g.get("group")) for g in data.get("groups") or [] if isinstance(g, dict))
-        return (f"change at step {data.get('step')}: LR set to {data['lr']:g}{' and pinned' if data.get('pinned') else ''}"
-                + (f" (param groups {groups})" if groups else ""))
-    fields = ", ".join(f"{k}={v}" for k, v in data.items() if k not in ("what", "step"))
-    return f"change at step {data.get('step')}: {data.get('what')} {fields}".rstrip()
+    """A change as one line, in the console's words: 'change at step 30: LR set to 0.001 and
+    pinned (param group 0, was 0.01)', 'change at step 41: breakpoint added: nan'."""
+    return f"change at step {data.get('step')}: {commands.change_words(data)}"
 
 
 def on_paused(app: Any, data: Any) -> None:
@@ -36,6 +32,17 @@ def on_paused(app: Any, data: Any) -> None:
     if app.focused is None:  # (not while a line is typed): Down and PageDown scroll the Break panel
         app.action_panel("break")
     app.refresh_all()
+
+
+def at_attach(app: Any) -> None:
+    """Attached to a job paused already: the Log says the break it is paused at, as it would
+    have had it seen the pause (it was empty), unless the job's output shown says it."""
+    brk = app.status.get("paused")
+    if app.status.get("state") != "paused" or not isinstance(brk, dict) or "step" not in brk:
+        return
+    if not any(SAID_AS_EVENTS.match(line) for _, line in app.log_buffer):
+        on_break(app, brk)
+    app.log_line(f"paused at step {brk['step']} ({brk.get('phase')})", "yellow")
 
 
 def on_resumed(app: Any, data: Any) -> None:

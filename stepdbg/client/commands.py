@@ -178,16 +178,12 @@ def _lr(target: Any, word: str, rest: str) -> str | None:
     if not parts:
         out("lr X [pin]: set the learning rate, e.g. lr 3e-4 (info opt shows the groups' LRs)")
         return None
-    lr = lr_typed(parts[0])
-    r = target.set_lr(lr, pin="pin" in parts[1:])
-    _confirm(target, f"LR set to {lr:g}{' and pinned' if r.get('pinned') else ''} "
-                     f"(param groups {', '.join(str(g['group']) for g in r.get('groups', []))})")
+    _confirm(target, change_words(target.set_lr(lr_typed(parts[0]), pin="pin" in parts[1:])))
     return None
 
 
 def _skip(target: Any, word: str, rest: str) -> str | None:
-    target.skip_step()
-    _confirm(target, "this step's update will not be applied")
+    _confirm(target, change_words(target.skip_step()))
     return None
 
 
@@ -260,6 +256,51 @@ def _show_evaluation(r: dict[str, Any]) -> None:
         print(r["error"], end="", file=sys.stderr)
     elif r["value"] is not None:
         out(r["value"])
+
+
+def _param_groups(groups: Any) -> str:
+    """' (param group 0, was 0.01)': which groups a change set, and what they held."""
+    rows = [g for g in groups or [] if isinstance(g, dict)]
+    if not rows:
+        return ""
+    was = sorted({f"{g['old']:g}" for g in rows if isinstance(g.get("old"), (int, float))})
+    return (f" (param group{'s' if len(rows) > 1 else ''} {', '.join(str(g.get('group')) for g in rows)}"
+            + (f", was {', '.join(was)})" if was else ")"))
+
+
+def _skip_words(c: dict[str, Any]) -> str:
+    held = " and ".join(c.get("repeat_of") or [])
+    return (f"step {c['target_step']}'s update will not be applied"
+            + (f" ({held} still holds: a repeat, not a new break)" if held else ""))
+
+
+def _rewind_words(c: dict[str, Any]) -> str:
+    n = c["batches_skipped"]
+    scaled = f"; the LR scaled by {c['lr_scale']:g} for {c['lr_steps']} steps" if c.get("lr_scale") else ""
+    return f"rewind to the snapshot of step {c['to_step']} ({n} batch{'es' if n != 1 else ''} skipped{scaled})"
+
+
+# A change to the job (the `change` event, the answer to set_lr and skip) in the person's words.
+CHANGE_WORDS: dict[str, Callable[[dict[str, Any]], str]] = {
+    "lr": lambda c: f"LR set to {c['lr']:g}{' and pinned' if c.get('pinned') else ''}{_param_groups(c.get('groups'))}",
+    "param_group": lambda c: f"{c['key']} set to {c['value']:g}{_param_groups(c.get('groups'))}",
+    "skip": _skip_words,
+    "rewind": _rewind_words,
+    "break_add": lambda c: f"breakpoint added: {c['spec']}",
+    "break_remove": lambda c: f"breakpoint removed: {c['spec']}",
+    "break_enable": lambda c: f"breakpoint {'enabled' if c.get('enabled') else 'disabled'}: {c['spec']}",
+}
+
+
+def change_words(c: dict[str, Any]) -> str:
+    """'LR set to 0.001 and pinned (param group 0, was 0.01)', 'breakpoint added: nan',
+    "step 17's update will not be applied": what the console confirms and the TUI's Log says.
+    A change without words of its own is said by its fields."""
+    try:
+        return CHANGE_WORDS[c.get("what", "")](c)
+    except (KeyError, TypeError, ValueError):
+        fields = ", ".join(f"{k}={v}" for k, v in c.items() if k not in ("what", "step"))
+        return f"{c.get('what')} {fields}".rstrip()
 
 
 def _confirm(target: Any, words: str) -> None:
