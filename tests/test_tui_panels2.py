@@ -69,3 +69,30 @@ async def test_the_tensor_panel_shows_only_the_new_answer(tui_at_break):
         missing = await ask("nosuchname")
         assert "nosuchname: nothing to show" in missing, missing
         assert not any(v in missing for v in values) and "float32 [32, 8]" not in missing, missing
+
+
+def marked(screen: str) -> list[str]:
+    """The rows of the screen that carry the focus's mark down their left edge."""
+    return [row for row in screen.splitlines() if row.startswith("▌")]
+
+
+@real
+async def test_the_focus_in_the_break_and_breakpoints_panels_is_marked(tui_at_break):
+    """1 gives the Break panel the focus (Down and PageDown scroll it) and 7 the breakpoints'
+    table (space, delete), with nothing on screen to say so (item 12): a bar down the left
+    edge of what has the focus, gone when the focus leaves; the box has its own border."""
+    async with tui_at_break("--break", "nan", script=DEMOS / "nan_log.py") as (app, pilot):
+        await pilot.press("1")
+        await settled(pilot, app)
+        at_break = marked(screen_text(app))
+        assert app.focused is app.query_one("BreakPanel") and len(at_break) > 10, screen_text(app)
+        assert any("[nan]" in row for row in at_break), at_break
+        await pilot.press("7")
+        table = app.query_one("#breaks-table", DataTable)
+        await wait_for(pilot, lambda: table.row_count == 1, "the breakpoint")
+        await settled(pilot, app)
+        rows = marked(screen_text(app))
+        assert app.focused is table and any("nan" in row and "●" in row for row in rows), screen_text(app)
+        await pilot.press("b")
+        await settled(pilot, app)
+        assert app.focused is app.query_one("#break-input") and not marked(screen_text(app)), screen_text(app)

@@ -17,6 +17,7 @@ from textual.css.query import NoMatches
 from textual.widgets import Static
 
 from .asking import Loads
+from .fitted import focus_mark
 from .panels import bad, num
 
 
@@ -186,7 +187,7 @@ def render_locals(rows: list[dict[str, str]] | None) -> Table | Text:
 
 
 class BreakPanel(Loads, VerticalScroll):
-    DEFAULT_CSS = """
+    DEFAULT_CSS = focus_mark("BreakPanel") + """
     BreakPanel #break-record { height: auto; }
     BreakPanel #break-source, BreakPanel #break-frames, BreakPanel #break-locals { height: auto; margin-top: 1; }
     """

@@ -23,7 +23,7 @@ from stepdbg.client.tensor_text import counted, finite_text, sampled_text, shard
 from stepdbg.wire.conditions import ConditionError, parse
 
 from .asking import Loads, ask
-from .fitted import fill_fitted, left_out
+from .fitted import fill_fitted, focus_mark, left_out
 
 
 def bad(v: Any) -> bool:
@@ -175,8 +175,7 @@ class TensorPanel(Loads, Vertical):
             self.show({**s, "name": label or s.get("name")}, values)
 
     def say(self, words: str) -> None:
-        """Words in the summary's place (a module without parameters has no tensor to show)."""
-        self.asked += 1
+        self.asked += 1  # words in the summary's place (a module without parameters has no tensor to show)
         self.show({"type": None, "words": words}, None)
 
     def show(self, summary: dict[str, Any], values: list[Any] | None) -> None:
@@ -246,7 +245,7 @@ class BreakpointsPanel(Loads, Vertical):
     delete removes it. The requests go to the app's source (a reconnect replaces it)."""
 
     # The error wraps: at 80x24 it was cut at 'known: nan, inf, no'.
-    DEFAULT_CSS = "BreakpointsPanel #break-error { width: 100%; color: $error; }"
+    DEFAULT_CSS = "BreakpointsPanel #break-error { width: 100%; color: $error; }" + focus_mark("#breaks-table")
 
     async def load(self, source: Any, status: dict[str, Any], history: list[dict[str, Any]]) -> None:
         rows = await ask(self, "breakpoints", source.breakpoints())
