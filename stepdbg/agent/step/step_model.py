@@ -30,6 +30,7 @@ from stepdbg.agent.measure.frames import ModelCaller, caller_kwargs
 from stepdbg.agent.measure.memory import HOST_MEMORY_PERIOD, memory_in_use
 from stepdbg.agent.measure.warning_filters import Ignored
 from stepdbg.agent.step import backward_capture, host_reads, micro_batches, upstream
+from stepdbg.agent.step.buffer_copies import BufferCopies
 from stepdbg.agent.step.collectives import Collectives
 from stepdbg.agent.step.data_wait import DataWait
 from stepdbg.agent.step.device_skip import DeviceSkip
@@ -63,6 +64,7 @@ class StepModel(ProgramObjects, Gate):
         self.capture: dict[str, Any] = {}
         self.armed = False  # keep what a replay of the backward needs (costs one output-sized tensor)
         self.backward_watch = backward_capture.BackwardWatch()  # armed: which micro-batch's backward made a NaN
+        self.buffer_copies = BufferCopies()  # armed: what the replay puts back
         self.saved: SavedActivations | None = None  # saved activations by module (--record-memory)
         self.kept_by_stepdbg: list[Callable[[], Iterable[tuple[str, Any]]]] = []  # rewind snapshots
         # None: the loss is read before backward on the CPU, and kept on an accelerator until the
@@ -241,7 +243,7 @@ class StepModel(ProgramObjects, Gate):
         cap["output"] = cap["grad_output"] = None
         cap["called_from"] = self.caller.called(module)  # the user's line that called the model (a data NaN entered there)
         if self.armed:
-            cap["buffers"] = {n: b.detach().clone() for n, b in module.named_buffers()}
+            cap["buffers"] = self.buffer_copies.take(module, st.index)
         if self.saved is not None:
             self.saved.start(module)
         if st.forwards == 1 and st.backward_calls == 0:
