@@ -35,7 +35,7 @@ from .plots import PlotsPanel
 from .repl_line import LineHistory, ReplActions
 from .source import Source
 
-RANKS_EVERY = 1.0  # seconds between Ranks panel refreshes while it is shown
+RANKS_EVERY = 1.0  # seconds between Ranks (and a running job's Threads) panel refreshes while shown
 # The longest the end waits for the job's last lines (a launched job's output comes by its
 # pipes, its end by the socket, sooner); a child that outlives the job may hold the pipes.
 OUTPUT_ENDS_WITHIN = 5.0
@@ -125,8 +125,7 @@ class StepdbgApp(ControlActions, ReplActions, App[str | None]):
         job_events.at_attach(self)
         self.refresh_header()
         self.set_interval(1.0, self.refresh_header)
-        if self.is_job:
-            self.set_interval(RANKS_EVERY, self.tick_ranks)
+        self.set_interval(RANKS_EVERY, self.tick_panels)
         if self.status.get("state") == "paused":  # attached at a pause: Down and PageDown scroll the Break panel
             self.action_panel("break")
         self.pump_events()
@@ -263,10 +262,15 @@ class StepdbgApp(ControlActions, ReplActions, App[str | None]):
         if pid in BY_ID:
             await self.query_one(BY_ID[pid].cls).load(self.source, self.status, self.history)
 
-    def tick_ranks(self) -> None:
-        """The Ranks panel follows the job while it is shown (waits and countdowns move)."""
-        if self.query_one(TabbedContent).active == "ranks":
-            self.load_panel("ranks")
+    def tick_panels(self) -> None:
+        """The Ranks panel follows the job while it is shown (waits and countdowns move), and
+        the Threads panel a running job (it showed the stacks of when it was opened, or of the
+        pause the job had left)."""
+        tabs = self.screen_stack[0].query(TabbedContent).results(TabbedContent) if self.screen_stack else []
+        active = next((t.active for t in tabs), "")
+        if active == "ranks" or active == "threads" and self.status.get("state") == "running" and (
+                self.connection == "connected"):
+            self.load_panel(active)
 
     @on(TabbedContent.TabActivated)
     def tab_changed(self, event: TabbedContent.TabActivated) -> None:
