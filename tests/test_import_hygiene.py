@@ -76,3 +76,20 @@ def test_no_module_of_ours_imports_a_private_name_of_another():
                 found += [f"{file.relative_to(root)}:{node.lineno} {a.name}" for a in node.names
                           if a.name.startswith("_") and not a.name.startswith("__")]
     assert found == []
+
+
+def test_a_job_under_stepdbg_loads_no_client_module_until_a_pause_asks_for_the_console(tmp_path):
+    """The job's start pays for the agent only: the console (and the client modules under
+    it) loaded in every job at start, before any pause wanted it (issue 47's start-up cost)."""
+    from conftest import run_stepdbg
+
+    script = tmp_path / "train.py"
+    script.write_text(
+        "import sys\nimport torch\n"
+        "m = torch.nn.Linear(2, 1)\nopt = torch.optim.SGD(m.parameters(), lr=0.1)\n"
+        "for _ in range(2):\n    opt.zero_grad()\n    m(torch.ones(1, 2)).sum().backward()\n    opt.step()\n"
+        "print('loaded:', sorted(n for n in sys.modules if n.startswith(('stepdbg.client', 'stepdbg.cli'))))\n")
+    run = run_stepdbg(tmp_path, "-q", str(script))
+    assert run.returncode == 0, run.stderr
+    assert "loaded: []" in run.stdout, run.stdout
+    assert run.of("end")[0]["steps"] == 2  # the agent watched the loop

@@ -15,9 +15,21 @@ if TYPE_CHECKING:
 
 def session_for(config: AgentConfig) -> Session:
     """A Session whose pauses, with no front end attached, open the console on the job's
-    terminal (when it is one). The agent never imports the client; this wires them."""
-    from stepdbg.agent.serve.local import LocalCalls
+    terminal (when it is one). The agent never imports the client; this wires them. The
+    console's modules load at the first pause that asks for it, not at the job's start."""
     from stepdbg.agent.session import Session
-    from stepdbg.client.console import can_prompt, run_console
 
-    return Session(config, console=lambda s: run_console(LocalCalls(s)), can_prompt=can_prompt)
+    return Session(config, console=_console, can_prompt=_can_prompt)
+
+
+def _console(session: Session) -> None:
+    from stepdbg.agent.serve.local import LocalCalls
+    from stepdbg.client.console import run_console
+
+    run_console(LocalCalls(session))
+
+
+def _can_prompt() -> bool:
+    from stepdbg.client.console import can_prompt
+
+    return can_prompt()
