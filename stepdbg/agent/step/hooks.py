@@ -35,6 +35,9 @@ def own_id(handle: Any) -> Any:
     for ref in (handle.hooks_dict_ref, *handle.extra_dict_ref):
         d = ref()
         if d is not None and old in d:
+            if next(reversed(d)) == old:  # (the last: as registered, not prepended) same order
+                d[new] = d.pop(old)
+                continue
             items = [(new if k == old else k, v) for k, v in d.items()]  # same order
             d.clear()
             d.update(items)
