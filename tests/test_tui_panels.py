@@ -164,7 +164,7 @@ def test_plot_scales_and_ticks():
     assert log_scale([2.0, 500.0]) and not log_scale([2.0, 150.0]) and not log_scale([0.0, 1e6])
     assert step_ticks(0, 30) == [0, 10, 20, 30] and step_ticks(3, 8) == [3, 4, 5, 6, 7, 8]
     assert step_ticks(7, 1234)[:2] == [250, 500]
-    assert decade_ticks(0.05, 2e6) == ([0.01, 1.0, 100.0, 1e4, 1e6], ["0.01", "1", "100", "1e4", "1e6"])
+    assert decade_ticks(0.05, 2e6) == ([0.1, 10.0, 1000.0, 1e5], ["0.1", "10", "1000", "1e5"])  # within the values
     assert caption("loss", [0, 3], [2.0, 500.0], True, 4) == (
         "loss: steps 0–3, 2 … 500, last 500 · log scale · break at step 4 (red line)")
 

@@ -96,3 +96,39 @@ async def test_the_focus_in_the_break_and_breakpoints_panels_is_marked(tui_at_br
         await pilot.press("b")
         await settled(pilot, app)
         assert app.focused is app.query_one("#break-input") and not marked(screen_text(app)), screen_text(app)
+
+
+def frame_rows_with_labels(app) -> list[str]:
+    """Rows of the Plots panel's plots where a value's label sits on the frame (its top or
+    the x axis's row) instead of beside the plot's own rows."""
+    from textual.geometry import Region
+
+    from stepdbg_tui.plots import StepPlot
+
+    out = []
+    for plot in app.query(StepPlot):
+        rows = [strip.text for strip in plot.render_lines(Region(0, 0, plot.size.width, plot.size.height))]
+        out += [f"{plot.id}: {row}" for row in rows if ("└" in row or "┌" in row) and row.split("└")[0].split("┌")[0].strip()]
+    return out
+
+
+@real
+async def test_a_log_plots_labels_sit_beside_it_and_the_break_stays_marked_after_the_end(tui_at_break):
+    """lr_explode (--lr 0.1) paused at step 40, Plots (6): the loss, 25.2 … 12834, is drawn on
+    a log scale; its lowest label (10) sat on the x axis's row and its highest (1e5) on the
+    frame's top (item 14); c, the job runs to its end, 6: the break at step 40 was no longer
+    marked (the status has no pause after the end)."""
+    async with tui_at_break("--break", "step==40", script=DEMOS / "lr_explode.py",
+                            script_args=("--lr", "0.1")) as (app, pilot):
+        await pilot.press("6")
+        await wait_for(pilot, lambda: "break at step 40" in text_of(app, "#plot-loss-label"), "the plots")
+        await settled(pilot, app)
+        assert "log scale" in text_of(app, "#plot-loss-label"), text_of(app, "#plot-loss-label")
+        assert not frame_rows_with_labels(app), frame_rows_with_labels(app)
+        await pilot.press("c")
+        await wait_for(pilot, lambda: str(app.status.get("state")).startswith("exited"), "the end")
+        await pilot.press("1", "6")
+        await wait_for(pilot, lambda: "steps 0–95" in text_of(app, "#plot-loss-label"), "the whole run")
+        await settled(pilot, app)
+        assert "break at step 40 (red line)" in text_of(app, "#plot-loss-label"), text_of(app, "#plot-loss-label")
+        assert "break" in screen_text(app).split("loss:", 1)[1], screen_text(app)

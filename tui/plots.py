@@ -71,8 +71,11 @@ def step_ticks(first: int, last: int, most: int = 6) -> list[int]:
 
 
 def decade_ticks(lo: float, hi: float, most: int = 7) -> tuple[list[float], list[str]]:
-    """Powers of ten from below `lo` to above `hi` for a log axis (1e-4, 0.01, 1, 100, 1e4…)."""
-    first, last = math.floor(math.log10(lo)), math.ceil(math.log10(hi))
+    """Powers of ten between `lo` and `hi` for a log axis (1e-4, 0.01, 1, 100, 1e4…). Only
+    within the values' range: plotext puts a tick outside it on the frame, where 0.1 sat on
+    the x axis's row under a loss whose least value was 0.31 (a log scale spans two decades
+    at least, so two ticks at least are inside)."""
+    first, last = math.ceil(math.log10(lo)), math.floor(math.log10(hi))
     stride = max(1, math.ceil((last - first + 1) / most))
     ks = range(first, last + 1, stride)
     return [10.0 ** k for k in ks], [f"{10.0 ** k:g}" if -3 <= k <= 3 else f"1e{k}" for k in ks]
@@ -159,11 +162,26 @@ class PlotsPanel(Loads, VerticalScroll):
             yield Label(title, id=f"plot-{key}-label", classes="hint")
             yield StepPlot(id=f"plot-{key}")
 
-    async def load(self, source: Any, status: dict[str, Any], history: list[dict[str, Any]]) -> None:
+    break_step: int | None = None  # the last break the job paused at: marked until the next, its end included
+
+    def on_mount(self) -> None:  # (a break while another panel is shown counts: the plots mark it when shown)
+        self.watch(self.app, "status", self._status_changed)
+
+    def _status_changed(self, status: dict[str, Any]) -> None:
         brk = status.get("paused")
-        self.show(history, brk["step"] if brk else None)
+        if isinstance(brk, dict) and isinstance(brk.get("step"), int):
+            self.break_step = brk["step"]
+
+    async def load(self, source: Any, status: dict[str, Any], history: list[dict[str, Any]]) -> None:
+        self._status_changed(status)
+        self.show(history, None)
 
     def show(self, history: list[dict[str, Any]], break_step: int | None) -> None:
+        """The plots of `history`, the break at `break_step` marked, or else the last break seen
+        (once the job has ended its status has no pause: the break went from the plots)."""
+        if break_step is not None:
+            self.break_step = break_step
+        break_step = self.break_step
         for key, title in PLOTS:
             steps, values = points(history, key)
             log = log_scale(values)
