@@ -132,3 +132,43 @@ async def test_a_log_plots_labels_sit_beside_it_and_the_break_stays_marked_after
         await settled(pilot, app)
         assert "break at step 40 (red line)" in text_of(app, "#plot-loss-label"), text_of(app, "#plot-loss-label")
         assert "break" in screen_text(app).split("loss:", 1)[1], screen_text(app)
+
+
+def words(app) -> str:
+    """The screen's words, its lines joined (a sentence wraps at 80 columns), the focus's bar left out."""
+    return " ".join(screen_text(app).replace("▌", " ").split())
+
+
+RAISES = "expr: 1/((step-3)*(step-5)) > 100"  # ZeroDivisionError at steps 3 and 5
+
+
+def test_an_expression_that_raises_is_said_once_on_the_console(tmp_path):
+    """stepdbg --no-tui with an expr: breakpoint that divides by zero at steps 3 and 5: the
+    job ran to its end and nothing said why the breakpoint never held (item 15). Now one
+    line says which error, at which step and values, and that the breakpoint stays on."""
+    from conftest import FIXTURE, run_stepdbg
+
+    run = run_stepdbg(tmp_path, "--no-tui", "--break", RAISES, script_args=(str(FIXTURE), "--steps", "8"))
+    assert run.returncode == 0, run.stderr
+    said = [line for line in run.stderr.splitlines() if "its expression raised" in line]
+    assert len(said) == 1, run.stderr
+    assert (f"breakpoint '{RAISES}' at step 3: its expression raised ZeroDivisionError (float division by zero) "
+            "with step=3; it did not break there, and it stays on") in said[0], said
+    assert [e["rule"] for e in run.of("finding")] == ["breakpoint_raised"]
+
+
+@real
+async def test_an_expression_that_raises_is_said_in_the_log_and_the_break_panel(tui_at_break):
+    """The same breakpoint in the TUI, from a pause at step 1, c: the Log (9) and the Break
+    panel (running) said nothing of it."""
+    async with tui_at_break("--break", "step==1", "--break", RAISES,
+                            script_args=("--steps", "2000", "--sleep", "0.01")) as (app, pilot):
+        await pilot.press("c")
+        await wait_for(pilot, lambda: "its expression raised" in words(app), "the finding")
+        said = words(app)
+        assert f"finding [breakpoint_raised] breakpoint '{RAISES}' at step 3: its expression raised " \
+               "ZeroDivisionError" in said, said
+        await pilot.press("9")
+        await settled(pilot, app)
+        log = words(app)
+        assert f"finding [breakpoint_raised]: breakpoint '{RAISES}' at step 3: its expression raised" in log, log

@@ -107,7 +107,8 @@ class Condition:
         return {"loss_spike": ("loss", "loss_median"), "every": ("step",)}.get(self.kind, (self.kind,))
 
     def check(self, scalars: Mapping[str, Any]) -> str | None:
-        """Return a one-sentence reason when this condition fires on `scalars`, else None.
+        """Return a one-sentence reason when this condition fires on `scalars`, else None;
+        an expression that raises on them raises ExpressionRaised.
 
         Used for the scalar kinds; nan, exception, stall, activations and stale_grad are
         decided by the session, which measures what they need.
@@ -145,14 +146,21 @@ def _expr(c: Condition, scalars: Mapping[str, Any]) -> str | None:
     # Numbers are floats in a condition: every operation then costs the same, however
     # large its operands (an int power can hold the training thread for minutes).
     env = {n: float(v) if isinstance(v, int) and not isinstance(v, bool) else v for n, v in env.items()}
+    shown = ", ".join(f"{n}={_fmt(env[n])}" for n in c.names)
     try:
         hit = eval(c._code, {"__builtins__": {}, **_EXPR_FUNCS}, env)
-    except (ArithmeticError, TypeError, ValueError):
-        return None
-    if hit:
-        shown = ", ".join(f"{n}={_fmt(env[n])}" for n in c.names)
-        return f"{c.expr} is true ({shown})"
-    return None
+    except (ArithmeticError, TypeError, ValueError) as e:  # (it did not hold: the caller says so, once)
+        raise ExpressionRaised(c, f"{type(e).__name__} ({e}) with {shown}") from None
+    return f"{c.expr} is true ({shown})" if hit else None
+
+
+class ExpressionRaised(Exception):
+    """An expr: condition's expression raised on a step's values ('expr:1/(step-31) > 0' at
+    step 31: ZeroDivisionError), said in its words: which error, at which values."""
+
+    def __init__(self, c: Condition, words: str) -> None:
+        super().__init__(f"its expression raised {words}")
+        self.condition = c
 
 
 # The other scalar kinds: how each is tested on a step's scalars.

@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 import statistics
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -43,6 +44,8 @@ class Breakpoints:
         self.disabled: set[str] = set()
         self.repeats: dict[str, int] = {}  # conditions that stayed true, counted, not reported
         self._fired: dict[str, int] = {}
+        self.told: set[str] = set()  # expr: breakpoints whose expression raised, said once
+        self.tell: Callable[[Any], None] = lambda finding: None  # how that is said (the Breaker's bus.finding)
         self._recount()
 
     # ------------------------------------------------------------------ the set
@@ -67,6 +70,7 @@ class Breakpoints:
             raise KeyError(f"no breakpoint {spec!r}; set: {self.specs()}")
         self.disabled.discard(spec)  # added again later, it is on
         self._fired.pop(spec, None)  # ... and starts fresh: its first hit is a break, not a repeat
+        self.told.discard(spec)
         self._recount()
 
     def enable(self, spec: str, enabled: bool = True) -> None:
@@ -112,7 +116,7 @@ class Breakpoints:
         self.limits_on_device = [c.threshold for c in update if c.kind == "grad_norm"] \
             if all(c.kind in ("nan", "grad_norm") for c in update) else None
         # What check() runs: each condition made once into a test of the step at its pause point.
-        self._tests = {phase: [_test(c, phase) for c in cs if c.kind != "activations"] for phase, cs in self.at.items()}
+        self._tests = {phase: [_test(c, phase, self._raised) for c in cs if c.kind != "activations"] for phase, cs in self.at.items()}
 
     def reads_loss_at_backward(self) -> bool:
         """Whether a condition on the loss is checked before backward (loss>X, loss_spike,
@@ -148,6 +152,19 @@ class Breakpoints:
         a repeat (a break after a rewind goes further back)."""
         self._fired.clear()
 
+    def _raised(self, e: cond_mod.ExpressionRaised, step: int) -> None:
+        """An expr: breakpoint's expression raised at this step: it did not hold. Said once
+        (a finding: the TUI's Log and Break panel, the job's stderr, the report); it stays on."""
+        spec = e.condition.spec
+        if spec in self.told:
+            return
+        self.told.add(spec)
+        self.tell(ExpressionFinding(step=step, message=(
+            f"breakpoint '{spec}' at step {step}: {e}; it did not break there, and it stays on: checked at the "
+            "next steps, where a raise counts as false (said this once)"), advice=(
+            "guard the expression where it raises (a test that is false there, then 'and'), or remove the "
+            "breakpoint (Breaks: delete; the console: break rm SPEC)"), data={"spec": spec}))
+
     def check(self, phase: str, model: StepModel) -> list[Hit]:
         """Every condition that holds at `phase`, each with its reason, in the order set."""
         hits = []
@@ -158,7 +175,21 @@ class Breakpoints:
         return hits
 
 
-def _test(c: Condition, phase: str) -> Callable[[StepModel], Hit | None]:
+@dataclass(frozen=True)
+class ExpressionFinding:
+    """An expr: breakpoint whose expression raised, with a doctor's finding's fields (what
+    bus.finding tells)."""
+
+    step: int
+    message: str
+    advice: str
+    data: dict[str, Any] = field(default_factory=dict)
+    rule: str = "breakpoint_raised"
+    severity: str = "warning"
+
+
+def _test(c: Condition, phase: str, raised: Callable[[cond_mod.ExpressionRaised, int], None]
+          ) -> Callable[[StepModel], Hit | None]:
     """Condition `c` at `phase` as a test of the step: its hit, or None. Made once when the
     set changes, run at every step (four pause points a step under the default watch): a
     threshold reads its one scalar, and the condition's own wording is asked for only when
@@ -169,7 +200,7 @@ def _test(c: Condition, phase: str) -> Callable[[StepModel], Hit | None]:
         return _stale(c.spec)
     if c.kind in cond_mod.ABOVE_KINDS:
         return _above(c)
-    return _scalars(c)
+    return _scalars(c, raised)
 
 
 def _nan_loss(spec: str, phase: str) -> Callable[[StepModel], Hit | None]:
@@ -210,9 +241,14 @@ def _above(c: Condition) -> Callable[[StepModel], Hit | None]:
     return above
 
 
-def _scalars(c: Condition) -> Callable[[StepModel], Hit | None]:
+def _scalars(c: Condition, raised: Callable[[cond_mod.ExpressionRaised, int], None]
+             ) -> Callable[[StepModel], Hit | None]:
     def scalars(m: StepModel) -> Hit | None:
-        reason = c.check(step_scalars(m, c.reads))
+        try:
+            reason = c.check(step_scalars(m, c.reads))
+        except cond_mod.ExpressionRaised as e:
+            raised(e, m.step)
+            return None
         return (c.spec, reason, {}) if reason else None
     return scalars
 
