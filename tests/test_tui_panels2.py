@@ -172,3 +172,46 @@ async def test_an_expression_that_raises_is_said_in_the_log_and_the_break_panel(
         await settled(pilot, app)
         log = words(app)
         assert f"finding [breakpoint_raised]: breakpoint '{RAISES}' at step 3: its expression raised" in log, log
+
+
+def column_cells(screen: str, header: str, after: str) -> list[list[str]]:
+    """The cells of a table's column `header` (up to column `after`) as drawn: each cell's
+    lines, a cell starting on a row whose first column is filled."""
+    rows = screen.splitlines()
+    top = next(i for i, row in enumerate(rows) if f" {header} " in row and f" {after} " in row)
+    left, right = rows[top].index(f" {header} ") + 1, rows[top].index(f" {after} ") + 1
+    cells: list[list[str]] = []
+    for row in rows[top + 1:]:
+        if not row[:left].strip() and not row[left:right].strip():
+            break  # (the table's end)
+        if row[:left].strip():
+            cells.append([])
+        if cells:
+            cells[-1].append(row[left:right].strip())
+    return cells
+
+
+@real
+async def test_the_memory_panels_names_break_between_words_at_80_columns(tui_at_break):
+    """nan_log at its break, 5 at 80x24: the largest tensors' names were cut inside a word,
+    'opt.state[head.0.wei' over 'ght].exp_avg_sq' (item 16); each line of a name now ends
+    where a word does (after a dot, a bracket, a space), or in an ellipsis."""
+    async with tui_at_break("--break", "nan", script=DEMOS / "nan_log.py") as (app, pilot):
+        await pilot.press("5")
+        table = app.query_one("#mem-largest", DataTable)
+        await wait_for(pilot, lambda: table.row_count > 0, "the largest tensors")
+        names = [str(k.value) for k in table.rows]
+        seen: list[list[str]] = []
+        for _ in range(table.row_count + 10):  # down the panel, every row in view once
+            await settled(pilot, app)
+            screen = screen_text(app)
+            if " tensor " in screen:
+                seen += [c for c in column_cells(screen, "tensor", "category") if c not in seen]
+            if table.cursor_row == table.row_count - 1:
+                break
+            await pilot.press("down")
+        assert len(seen) >= 6 and any(len(c) > 1 for c in seen), seen
+        for lines in seen:  # each line ends where a word does: a break character, or a space in the name
+            for line, next_line in zip(lines, lines[1:], strict=False):
+                assert line.endswith((".", "[", "]", ",", "/", "…")) or any(
+                    f"{line} {next_line}" in n for n in names), (lines, names)

@@ -6,6 +6,7 @@ columns in 80)."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 
 from rich.text import Text
@@ -34,7 +35,8 @@ def room_of(t: DataTable, view: Widget) -> int:
 def fill_fitted(t: DataTable, view: Widget, labels: Sequence[str], rows: Sequence[Sequence[Text]],
                 keys: Sequence[str], flexible: int, drop: Sequence[int] = (), narrowest: int = NARROWEST) -> list[str]:
     """Clear `t` and fill it with `rows` (their `keys`) under `labels`, as wide as `view`
-    allows: column `flexible` wraps (a word longer than it folds), down to `narrowest`;
+    allows: column `flexible` wraps (at spaces, dots and brackets: never inside a word; a
+    piece longer than the column ends in an ellipsis), down to `narrowest`;
     below that, the columns in `drop` are left out, first to last, until it fits. Returns
     the labels of the columns left out, for the panel to say."""
     widths = [max([len(label), *(row[i].cell_len for row in rows)]) for i, label in enumerate(labels)]
@@ -54,11 +56,44 @@ def fill_fitted(t: DataTable, view: Widget, labels: Sequence[str], rows: Sequenc
         t.add_column(labels[i], width=narrow if i == flexible and narrow and narrow < widths[i] else None)
     for cells, key in zip(rows, keys, strict=True):
         for cell in cells:
-            cell.overflow = "fold"
+            cell.overflow = "fold"  # (a cell wraps at its spaces)
+        if narrow and flexible in kept:
+            cells = [*cells[:flexible], wrapped(cells[flexible], narrow), *cells[flexible + 1:]]
         t.add_row(*[cells[i] for i in kept], key=key, height=None)
     if 0 < row < t.row_count:
         t.move_cursor(row=row, animate=False)
     return [labels[i] for i in range(len(labels)) if i not in kept]
+
+
+BREAK_AFTER = re.compile(r"[.,/\[\]]+")  # where a word longer than its column may go on to its next line
+
+
+def wrapped(cell: Text, width: int) -> Text:
+    """`cell` in lines of at most `width`, broken after a space, and a word longer than the
+    width after a dot, a comma, a slash or a bracket, never inside a name's part: the Memory
+    panel's 'opt.state[head.0.wei' / 'ght].exp_avg_sq' at 80 columns. A piece with no such
+    place within the width ends in '…'."""
+    if all(len(word) <= width for word in cell.plain.split()):
+        return cell  # (the table wraps it at its spaces)
+    plain, ends = cell.plain, []
+    for word in re.finditer(r"\S+\s*", plain):
+        if len(word.group().rstrip()) > width:
+            ends += [word.start() + m.end() for m in BREAK_AFTER.finditer(word.group().rstrip())]
+        ends.append(word.end())
+    lines: list[Text] = []
+    start = 0
+    while start < len(plain):
+        end = len(plain) if len(plain) - start <= width else max(
+            (e for e in ends if start < e <= start + width), default=0)
+        if end:
+            lines.append(cell[start:end])
+            start = end
+        else:  # no place to break within the width: the piece is cut, and an ellipsis says so
+            lines.append(cell[start:start + width - 1] + Text("…"))
+            start = next((e for e in ends if e > start), len(plain))
+    for line in lines:
+        line.rstrip()  # (in place: a space it broke after)
+    return Text("\n", style=cell.style).join(lines)  # (the row's style, as the cell had it)
 
 
 def left_out(labels: Sequence[str]) -> str:
