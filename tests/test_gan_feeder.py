@@ -2,7 +2,9 @@
 the NaN (step/upstream.py: feeder): not when netG's finite output sits in a torch.cat beside
 real data that holds it, nor when the program's own log between the models made it; the
 generator that made it of two; and a `fake.detach().clone()` (no storage or graph shared).
-The replay (replay/upstream.py: born_upstream) names the same generator's op."""
+The replay (replay/upstream.py: born_upstream) names the same generator's op; the program's
+own log (born_in_program) where autograd kept its finite input; and, where an op kept only
+its result (a tanh of the data's NaN plus netG's output), no op: it says it cannot tell."""
 
 from __future__ import annotations
 
@@ -35,7 +37,7 @@ def gan(session_factory, tmp_path, case: str, actions: tuple[str, ...]) -> list[
     for step in range(3):
         netG2.bad, netG.bad = step == 2 and case == "second_generator", step == 2 and case == "detached_clone"
         real = torch.randn(4, 5)
-        if step == 2 and case == "nan_in_real":
+        if step == 2 and case in ("nan_in_real", "data_through_tanh"):
             real[0, 0] = float("nan")
         if case == "inline_detached":  # netD(netG(z).detach()): netG's output is freed, its alias held
             netG.bad = step == 2
@@ -46,6 +48,8 @@ def gan(session_factory, tmp_path, case: str, actions: tuple[str, ...]) -> list[
             inputs = fake.detach().clone()
         elif case == "log_between":
             inputs = torch.log(fake + (-2 if step == 2 else 2))  # @log-between
+        elif case == "data_through_tanh":  # the data's NaN, through an op that keeps only its result
+            inputs = torch.tanh(real + fake)
         elif case != "inline_detached":
             inputs = torch.cat([real, fake, fake2])
         opt_d.zero_grad()
@@ -56,7 +60,7 @@ def gan(session_factory, tmp_path, case: str, actions: tuple[str, ...]) -> list[
 
 
 CASES = [("nan_in_real", None), ("log_between", None), ("second_generator", "netG2"), ("detached_clone", "netG"),
-         ("inline_detached", "netG")]
+         ("inline_detached", None), ("data_through_tanh", None)]  # (its break: netG's output's memory, which a replay of netG verifies)
 
 
 @pytest.mark.parametrize(("case", "fed_by"), CASES)
@@ -65,10 +69,12 @@ def test_the_nan_break_names_the_generator_whose_output_holds_the_nan(session_fa
     assert brk["details"].get("fed_by") == fed_by, brk
     if fed_by:
         assert f"it is {fed_by}'s output, born in {fed_by}'s forward" in brk["reason"], brk
+    elif case == "inline_detached":  # netG's output freed: the memory it held is not known to hold its values
+        assert "it holds the memory of netG's output, freed since" in brk["reason"], brk
     elif case == "log_between":  # computed from netG's output by the program: not the data, not netG's
         assert "the program computed it from a model's output" in brk["reason"] and "netG" not in brk["reason"], brk
-    else:
-        assert "came with the data" in brk["reason"] and "netG" not in brk["reason"], brk
+    else:  # computed from netG's output and the data: what autograd kept does not tell which (not "the program's")
+        assert "computed in this step from a model's output" in brk["reason"] and "netG" not in brk["reason"], brk
 
 
 @pytest.mark.parametrize(("case", "fed_by"), CASES)
@@ -79,8 +85,25 @@ def test_the_replay_names_the_generators_op(session_factory, tmp_path, case, fed
         assert (first["where"], first["op"], first["line"], first["into"]) == (
             "program", "log", marked_line(Path(__file__), "log-between"), "netD"), first
         assert "log in the program's own code produced the first non-finite value" in replay["summary"], replay
-    elif fed_by:
+    elif fed_by or case == "inline_detached":
+        fed_by = fed_by or "netG"
         assert (first["where"], first["module"], first["op"], first["fed"]["model"]) == ("forward", fed_by, "mul",
                                                                                           fed_by), first
-    else:
-        assert first["where"] == "input" and "fed" not in first, first
+    else:  # (the tanh of a NaN is no producer: it keeps only its result, which says nothing of its input)
+        assert first["where"] == "input" and "fed" not in first and first["computed"] is True, first
+        assert replay["summary"].startswith("the data, a model or the ops between: inputs already holds"), replay
+
+
+def test_a_program_op_called_on_two_lines_of_the_loop_gets_no_line():
+    """The line of a program's op is guessed from the paused function's source: where two
+    lines call it (the glue's log and a GAN loss written with log), no line is named, not
+    the last of them (the attack's f4: the advice would have had the loss's log clamped)."""
+    import sys
+
+    from stepdbg.agent.replay.autograd_graph import search_input_graph
+
+    fake = torch.tanh(torch.randn(4, 5, requires_grad=True)) - 2
+    inputs = torch.log(fake)  # the glue
+    loss_like = -torch.log(torch.sigmoid(torch.ones(1)) + 1e-8)  # a loss written with log
+    first = search_input_graph(inputs, sys._getframe())
+    assert (first["op"], first["line"]) == ("log", None) and loss_like.isfinite().all(), first

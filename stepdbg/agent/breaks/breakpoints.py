@@ -253,6 +253,30 @@ def _scalars(c: Condition, raised: Callable[[cond_mod.ExpressionRaised, int], No
     return scalars
 
 
+def _input_words(model: StepModel, bad_inputs: list[torch.Tensor], details: dict[str, Any]) -> str:
+    """Why a non-finite model input is there: another model's output (a GAN's netD fed
+    netG's), the program's own op on one (a bounded walk of its graph), or the data."""
+    details["model_input"] = "nonfinite"
+    feeder = upstream.feeder(model.capture, bad_inputs)
+    if feeder is not None:  # born in netG's forward
+        name = model.root_name(feeder) or type(feeder).__name__
+        details["fed_by"] = name
+        return (f"the model's input is already non-finite: it is {name}'s output, born in {name}'s forward "
+                "(replay the step to name the op)")
+    sharer = upstream.feeder(model.capture, bad_inputs, by_storage=True)
+    if sharer is not None:
+        name = model.root_name(sharer) or type(sharer).__name__
+        return (f"the model's input is already non-finite: it holds the memory of {name}'s output, freed since, "
+                f"which the program may have written (replay the step to tell whether {name} made it)")
+    if any(search_input_graph(t, None) is not None for t in bad_inputs):
+        return ("the model's input is already non-finite: the program computed it from a model's output or "
+                "parameters, not the data (replay the step to name the op)")
+    if any(t.grad_fn is not None for t in bad_inputs):
+        return ("the model's input is already non-finite: computed in this step from a model's output or parameters "
+                "(the data, that model or the ops between; replay the step to look)")
+    return "the model's input is already non-finite: it came with the data (replay the step to name it)"
+
+
 def nonfinite(phase: str, model: StepModel) -> tuple[str, dict[str, Any]] | None:
     """A non-finite loss (before backward; on an accelerator, where the loss is read with the
     gradient norm, before the update) or gradient (before the update), and why."""
@@ -279,17 +303,7 @@ def nonfinite(phase: str, model: StepModel) -> tuple[str, dict[str, Any]] | None
             why = "the model output is already non-finite: it was born in the forward"
             bad_inputs = _nonfinite_inputs(model)
             if bad_inputs:  # `x = x * nan` before `model(x)`: the data, not the model
-                details["model_input"] = "nonfinite"
-                why = ("the model's input is already non-finite: the program computed it from a model's output "
-                       "or parameters, not the data (replay the step to name the op)"
-                       if any(search_input_graph(t, None) is not None for t in bad_inputs) else
-                       "the model's input is already non-finite: it came with the data (replay the step to name it)")
-                feeder = upstream.feeder(model.capture, bad_inputs)
-                if feeder is not None:  # a GAN's netD fed netG's output: born in netG's forward
-                    name = model.root_name(feeder) or type(feeder).__name__
-                    details["fed_by"] = name
-                    why = (f"the model's input is already non-finite: it is {name}'s output, born in {name}'s "
-                           "forward (replay the step to name the op)")
+                why = _input_words(model, bad_inputs, details)
         elif out is None and st.output_finite is None:
             details["model_output"] = "released"
             why = "the model output was released in the backward (replay the step to see where it was born)"
@@ -373,8 +387,15 @@ def step_scalars(model: StepModel, names: Iterable[str] | None = None) -> dict[s
 
 
 def break_scalars(model: StepModel) -> dict[str, Any]:
-    """The scalars a break reports."""
+    """The scalars a break reports. The gradient norm once the step's backward has run: read
+    here before the update reads it for the step's record, over the same parameters (an
+    after_backward pause said grad_norm - beside the Model panel's |g|)."""
     scalars = step_scalars(model, ("loss", "grad_norm", "data_wait"))
+    st = model.current
+    if scalars["grad_norm"] is None and st is not None and st.backward_calls and not st.optimizer_stepped:
+        norm = st.clip_norm if st.clip_norm is not None else tensors.total_norm(
+            [g for p in model.params_of_step() if (g := p.grad) is not None])
+        scalars["grad_norm"] = tensors.as_float(norm)
     return {k: scalars[k] for k in ("loss", "grad_norm", "data_wait")} | {"lr": model.lrs()}
 
 

@@ -95,6 +95,11 @@ def advise(first: dict[str, Any] | None, history: Iterable[dict[str, Any]],
     if first is None:
         return None
     history = list(history)
+    if first.get("where") == "input" and first.get("computed"):
+        return {"cause": "data",
+                "text": f"{first.get('tensor')} was computed in this step from a model's output or parameters; what "
+                        "autograd kept does not tell whether its non-finite values came from the data, that model or "
+                        "the ops between: look at each"}
     if first.get("where") == "input":
         sample = f" (dataset index {first['sample']})" if first.get("sample") is not None else ""
         return {"cause": "data",

@@ -32,13 +32,12 @@ def finite(x: Any) -> bool:
     return True
 
 
-def graph_nodes(root_node: Any, stop: set[int] | None = None, most: int | None = None) -> list[Any]:
-    """Every autograd node reachable from `root_node` (not past nodes in `stop`; the first
-    `most`, where given)."""
+def graph_nodes(root_node: Any, stop: set[int] | None = None) -> list[Any]:
+    """Every autograd node reachable from `root_node` (not past nodes in `stop`)."""
     seen: set[int] = set()
     order = []
     todo = [root_node]
-    while todo and (most is None or len(order) < most):
+    while todo:
         n = todo.pop()
         if n is None or id(n) in seen:
             continue
@@ -167,26 +166,48 @@ def forward_evidence(nodes: list[Any]) -> tuple[Any, torch.Tensor | None]:
     return None, None
 
 
-def search_input_graph(held: torch.Tensor, frame: FrameType | None, most: int = 10_000) -> dict[str, Any] | None:
-    """A model's non-finite input that the program computed from another model's output or
-    from parameters (it has a grad_fn: a log taken between a generator and its critic, a
-    normalization between a backbone and its head): not the data. The op of its graph that
-    made the non-finite value from finite ones, at the line guessed from the paused frame's
-    source; None where its graph does not say (or it has none: loaded or detached data)."""
+_WRITERS = ("MaskedFillBackward", "WhereBackward", "IndexPutBackward", "FillBackward", "CopySlices")
+
+
+def search_input_graph(held: torch.Tensor, frame: FrameType | None) -> dict[str, Any] | None:
+    """A model's non-finite input that the program's own op made from finite values (a log
+    of a generator's output taken between it and its critic): not the data. Only the op that
+    made `held` is judged, and only where every input of it is known finite (saved by it,
+    or saved as its inputs' own results, or a parameter): an op that keeps only its result
+    (tanh, relu, exp) says nothing of its inputs, which may hold the data's NaN or another
+    model's. An op that writes values (masked_fill, where, setitem) made it by writing one.
+    The line is the paused function's one line that calls the op, else none. None: no
+    grad_fn (loaded or detached data), or nothing known."""
     top = held.grad_fn
-    if top is None:
+    if top is None or not _inputs_known_finite(top):
         return None
-    producer, constant = forward_evidence(graph_nodes(top, most=most))
-    if producer is None:  # the op that made `held` itself: its inputs saved finite, its output is not
-        inputs = {k: v for k, v in _saved(top).items() if k != "_saved_result"}
-        producer = top if inputs and finite(list(inputs.values())) else None
-    if producer is None:
-        return None
-    op, names = loss_names(producer.name(), frame)
-    value = ("nan" if bool(torch.isnan(constant)) else "inf") if constant is not None else None
+    op, names = loss_names(top.name(), frame)
+    written = top.name().startswith(_WRITERS)
+    value = ("nan" if bool(torch.isnan(held.detach()).any()) else "inf") if written else None
+    line = guess_line(names, frame, unique=True)
     return {"where": "program", "module": None, "module_type": None, "op": op,
-            **({"constant": value} if value else {}),
-            **guess_line({"nan", "inf"} if value else names, frame, called=value is None)}
+            **({"constant": value} if value else {}), **line}
+
+
+def _inputs_known_finite(node: Any) -> bool:
+    """Every input of `node` is known, and finite: its children's outputs (a parameter, a
+    saved result) or, for the inputs not known so, as many floating tensors saved on it."""
+    saved = {k: v for k, v in _saved(node).items() if k != "_saved_result"}
+    floats = [v for v in saved.values() if v.is_floating_point() or v.is_complex()]
+    unknown = 0
+    for child, _ in node.next_functions:
+        out = None
+        if child is not None and hasattr(child, "variable"):  # (AccumulateGrad: a leaf, a parameter)
+            out = child.variable
+        elif child is not None:
+            out = _saved(child).get("_saved_result")
+        if out is None:
+            unknown += 1
+        elif not finite(out):
+            return False
+    if unknown and len(floats) < len(node.next_functions):
+        return False
+    return finite(floats)
 
 
 _SHAPE_ONLY = ("MeanBackward", "CloneBackward", "ViewBackward", "ReshapeAliasBackward", "SqueezeBackward",
@@ -235,9 +256,10 @@ def loss_names(op: str, frame: FrameType | None) -> tuple[str, set[str]]:
     return snake, names
 
 
-def guess_line(names: set[str], frame: FrameType | None, called: bool = True) -> dict[str, Any]:
+def guess_line(names: set[str], frame: FrameType | None, called: bool = True, unique: bool = False) -> dict[str, Any]:
     """The user line that most likely ran the op called by one of `names` (or, not
-    `called`, that holds one of them as a word): the backward-calling function is searched."""
+    `called`, that holds one of them as a word): the backward-calling function is searched.
+    `unique`: no line where two lines match (a guess between them would be a coin's)."""
     if frame is None:
         return {}
     code = frame.f_code
@@ -246,7 +268,7 @@ def guess_line(names: set[str], frame: FrameType | None, called: bool = True) ->
     pattern = re.compile(rf"\b(?:{alts})\w*\s*\(" if called else rf"\b(?:{alts})\b", re.I)
     hits = [n for n in range(first, frame.f_lineno + 1)
             if pattern.search(linecache.getline(code.co_filename, n))]
-    if not hits:
+    if not hits or (unique and len(hits) > 1):
         return {"file": os.path.abspath(code.co_filename), "line": None, "function": code.co_name}
     line = hits[-1]
     return {"file": os.path.abspath(code.co_filename), "line": line, "function": code.co_name,

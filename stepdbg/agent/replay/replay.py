@@ -257,7 +257,8 @@ def _summary(result: dict[str, Any], notes: list[str]) -> str:
     first = result["first_nonfinite"]
     if first and first["where"] == "input":
         sample = f" (dataset index {first['sample']})" if first.get("sample") is not None else ""
-        return (f"the data: {first['tensor']} already holds {first['count']} non-finite "
+        return (f"{'the data, a model or the ops between' if first.get('computed') else 'the data'}: "
+                f"{first['tensor']} already holds {first['count']} non-finite "
                 f"value{'s' if first['count'] != 1 else ''}, the first at "
                 f"{first['index']}{sample}{fed_words(first)}")
     if first and first["where"] == "program":

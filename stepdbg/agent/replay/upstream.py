@@ -69,8 +69,8 @@ def born_in_program(model: Any, cap: dict[str, Any], first: dict[str, Any] | Non
         return first
     held = _held(cap, first)
     made = search_input_graph(held, frame) if isinstance(held, torch.Tensor) else None
-    if made is None:
-        return first
+    if made is None:  # (computed in the step, by ops that kept nothing that tells: the data's, or theirs)
+        return {**first, "computed": True} if isinstance(held, torch.Tensor) and held.grad_fn is not None else first
     ref = cap.get("root")
     root = ref() if isinstance(ref, weakref.ReferenceType) else None
     into = (model.root_name(_eager(root), frame) or type(_eager(root)).__name__) if root is not None else None

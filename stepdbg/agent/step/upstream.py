@@ -42,33 +42,37 @@ def kept(cap: dict[str, Any], module: Any) -> dict[str, Any]:
     return cap
 
 
-def feeder(cap: dict[str, Any], bad: list[torch.Tensor]) -> Any:
+def feeder(cap: dict[str, Any], bad: list[torch.Tensor], by_storage: bool = False) -> Any:
     """The root module of another model whose kept forward's output is non-finite and one of
     `bad` (the captured forward's non-finite inputs) is it, came from it, or is a copy of it
     (`fake.detach().clone()`: the same values); None: the data's. A finite output did not
     make the NaN (real data with a NaN beside it in a torch.cat, a log of it taken between
-    the models, another generator's output in the same batch)."""
+    the models, another generator's output in the same batch). `by_storage`: instead, the
+    model whose output was freed and one of `bad` holds its memory (`netD(netG(z).detach())`),
+    which the program may have written since: only a replay of that model tells."""
     for record in list((cap.get("upstream") or {}).values()):
         root = record["root"]() if isinstance(record.get("root"), weakref.ReferenceType) else None
-        if root is not None and any(record_feeds(record, t, nonfinite=True) for t in bad):
+        if root is not None and any(record_feeds(record, t, nonfinite=True) == ("storage" if by_storage else "output")
+                                    for t in bad):
             return root
     return None
 
 
-def record_feeds(record: dict[str, Any], held: torch.Tensor, nonfinite: bool = False) -> bool:
-    """`held` is (or came from, or copies) the output of the forward `record` kept; only a
-    non-finite output, with `nonfinite`. An output freed since is known by its storage, which
-    `held` then shares (an alias: `.detach()`, a view)."""
+def record_feeds(record: dict[str, Any], held: torch.Tensor, nonfinite: bool = False) -> str | None:
+    """"output": `held` is (or came from, or copies) the output of the forward `record`
+    kept, a non-finite one with `nonfinite`; "storage": that output was freed and `held`
+    holds its memory (an alias: `.detach()`, a view), whose values then are not known to be
+    the output's; None: neither."""
     out = record["output"]() if isinstance(record.get("output"), weakref.ReferenceType) else None
     if out is not None:
         if nonfinite and (not out.is_floating_point() or tensors.all_finite(out)):
-            return False
-        return fed_from(held, out)
+            return None
+        return "output" if fed_from(held, out) else None
     storage = record["storage"]() if isinstance(record.get("storage"), weakref.ReferenceType) else None
     try:
-        return storage is not None and held.untyped_storage() is storage
+        return "storage" if storage is not None and held.untyped_storage() is storage else None
     except RuntimeError:
-        return False
+        return None
 
 
 def fed_from(held: torch.Tensor, out: torch.Tensor) -> bool:
