@@ -170,6 +170,7 @@ class Session:
             self.server.stop(exit_code, error)
         if self.doctor is not None:
             self.guard("doctor", self.doctor.flush_nan_break)
+            self.doctor.live.stop()  # (its hook in the garbage collector)
         repeats, skipped = self.breaker.break_set.repeats, self.breaker.repeat_skips.skipped
         self.bus.write("end", exit_code=exit_code, error=error, steps=self.step, breaks=len(self.breaks),
                        repeats_not_reported=repeats, repeats_skipped=skipped)

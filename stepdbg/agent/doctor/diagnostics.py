@@ -30,6 +30,7 @@ from stepdbg.agent.doctor.measurements import (
 from stepdbg.agent.measure import census
 from stepdbg.agent.measure.census import top_holder
 from stepdbg.agent.measure.frames import user_frame
+from stepdbg.agent.measure.live_tensors import LiveTensors
 from stepdbg.agent.measure.preempted import StepPreemption
 from stepdbg.agent.replay.advice import stabilizers
 from stepdbg.agent.replay.verdict import NONFINITE_CONDITIONS
@@ -84,6 +85,7 @@ class Doctor:
         self.update_ratios: list[dict[str, float]] = []
         self.tensor_bytes: list[int] = []  # tensors alive at the end of each step after the warm-up
         self._last_census: dict[str, Any] = {}
+        self.live = LiveTensors()  # the census's every live tensor, without a walk of every object a step
         self.preempted = StepPreemption()  # a busy machine's share of each step's gap and work
         # Set by the session: where findings and other events go (report, clients, stderr).
         self._nan_break: dict[str, Any] | None = None  # a NaN break whose replay may still come
@@ -249,9 +251,11 @@ class Doctor:
         self._lr_too_high(m, hist)
         if m.step > WARMUP_STEPS and "memory_growth" not in self._fired:
             frame = user_frame(sys._getframe())
-            self._last_census = census.of_step(m, [frame] if frame is not None else [])
+            self._last_census = census.of_step(m, [frame] if frame is not None else [], live=self.live)
             self.tensor_bytes.append(self._last_census["counted"])
             self._memory_growth(m)
+            if "memory_growth" in self._fired:
+                self.live.stop()
         self._slow_loader(m, hist)
         self.preempted.gap_starts()  # (three reads a step, under the doctor only)
 

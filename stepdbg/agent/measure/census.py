@@ -11,15 +11,14 @@ autograd graph holds it. Plain functions over torch objects: nothing here is kep
 
 from __future__ import annotations
 
-import gc
 import weakref
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from types import FrameType
 from typing import Any
 
 import torch
 
-from stepdbg.agent.measure.warning_filters import silenced
+from stepdbg.agent.measure.live_tensors import walk_all
 from stepdbg.wire.conditions import format_size
 
 CATEGORIES = ("parameters", "gradients", "optimizer_state", "batch", "activations", "other_tensors", "stepdbg")
@@ -135,11 +134,13 @@ def top_holder(counted: dict[str, Any]) -> str:
 
 def take(roots: Iterable[torch.nn.Module], optimizers: Iterable[Any], batch: Any,
          frames: list[FrameType], saved: list[tuple[str, torch.Tensor]] | None = None,
-         own: Iterable[tuple[str, Any]] = (), everything: bool = True, largest: int = 20) -> dict[str, Any]:
+         own: Iterable[tuple[str, Any]] = (), everything: bool = True, largest: int = 20,
+         live: Callable[[], list[torch.Tensor]] | None = None) -> dict[str, Any]:
     """The census: the model's parameters and gradients, the optimizers' state, the batch,
     saved activations (recorded per module, else found in the autograd graphs of the
     frames' tensors), the frames' other tensors, stepdbg's `own` and, with `everything`,
-    every other live tensor (a walk of the garbage collector's objects)."""
+    every other live tensor (a walk of the garbage collector's objects, or `live`'s: a
+    live_tensors.LiveTensors finds the same ones with less walking)."""
     c = Census()
     opts = list(optimizers)
     roots = list(roots)
@@ -163,7 +164,7 @@ def take(roots: Iterable[torch.nn.Module], optimizers: Iterable[Any], batch: Any
         c.add(t, "other_tensors", var, holder=var.split("[")[0].split(".")[0])
     c.add_all(own, "stepdbg")
     if everything:
-        for t in _live_tensors():
+        for t in (live or walk_all)():
             c.add(t, "other_tensors", "(no variable)" if t.grad_fn is None else f"(no variable; {t.grad_fn.name()})")
     return c.result(largest)
 
@@ -250,19 +251,8 @@ def _graph_saved(t: torch.Tensor, seen: dict[int, Any]) -> Iterator[tuple[str, t
                 todo.append(nxt)
 
 
-def _live_tensors() -> list[torch.Tensor]:
-    found = []
-    with silenced():  # isinstance on a deprecated torch object warns
-        for obj in gc.get_objects():
-            try:
-                if isinstance(obj, torch.Tensor):
-                    found.append(obj)
-            except Exception:  # an object whose __class__ raises
-                continue
-    return found
-
-
-def of_step(model: Any, frames: list[FrameType], everything: bool = True) -> dict[str, Any]:
+def of_step(model: Any, frames: list[FrameType], everything: bool = True,
+            live: Callable[[], list[torch.Tensor]] | None = None) -> dict[str, Any]:
     """The census of the StepModel `model`'s program (its roots, optimizers, batch and
     saved activations), with the paused `frames`' variables for names and what stepdbg
     itself keeps (the replay's capture, rewind snapshots) counted as its own."""
@@ -273,4 +263,4 @@ def of_step(model: Any, frames: list[FrameType], everything: bool = True) -> dic
     for kept in model.kept_by_stepdbg:
         own += kept()
     return take(list(model.roots.values()), list(model.optimizers), cap.get("batch"), frames,
-                model.saved.live() if model.saved is not None else None, own, everything)
+                model.saved.live() if model.saved is not None else None, own, everything, live=live)
