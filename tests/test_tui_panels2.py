@@ -215,3 +215,32 @@ async def test_the_memory_panels_names_break_between_words_at_80_columns(tui_at_
             for line, next_line in zip(lines, lines[1:], strict=False):
                 assert line.endswith((".", "[", "]", ",", "/", "…")) or any(
                     f"{line} {next_line}" in n for n in names), (lines, names)
+
+
+@real
+async def test_the_break_panel_shows_the_grad_norm_once_the_backward_has_run(tui_at_break):
+    """Paused at step 3, n to after_backward: the Break panel said `grad_norm -` while the
+    Model panel showed each module's |g| (item 17). It shows the step's gradient norm there,
+    the number the step's own read gives before the update (n once more)."""
+    import re
+
+    async with tui_at_break("--break", "step==3", "--break", "nan") as (app, pilot):
+        def paused_at() -> str:
+            return (app.status.get("paused") or {}).get("phase", "")
+
+        def shown_norm() -> str:
+            return re.search(r"grad_norm (\S+)", text_of(app, "#break-record")).group(1)
+
+        await wait_for(pilot, lambda: "grad_norm" in text_of(app, "#break-record"), "the break")
+        assert paused_at() == "before_forward" and shown_norm() == "-"
+        for phase in ("after_forward", "before_backward", "after_backward"):
+            if paused_at() != phase:
+                await pilot.press("n")
+                await wait_for(pilot, lambda p=phase: paused_at() == p, phase)
+        await settled(pilot, app)
+        at_backward = shown_norm()
+        assert at_backward != "-", text_of(app, "#break-record")
+        await pilot.press("n")
+        await wait_for(pilot, lambda: paused_at() == "before_optimizer_step", "before_optimizer_step")
+        await settled(pilot, app)
+        assert shown_norm() == at_backward, (shown_norm(), at_backward)

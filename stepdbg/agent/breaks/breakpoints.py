@@ -24,6 +24,7 @@ from stepdbg.wire import conditions as cond_mod
 from stepdbg.wire.conditions import Condition
 
 Hit = tuple[str, str, dict[str, Any]]  # (spec, reason, details)
+Raised = Callable[[cond_mod.ExpressionRaised, int], None]  # told of an expression that raised at a step
 SPIKE_WINDOW = 50  # steps of the running loss median (loss_spike)
 SPIKE_MIN_STEPS = 5
 
@@ -153,8 +154,7 @@ class Breakpoints:
         self._fired.clear()
 
     def _raised(self, e: cond_mod.ExpressionRaised, step: int) -> None:
-        """An expr: breakpoint's expression raised at this step: it did not hold. Said once
-        (a finding: the TUI's Log and Break panel, the job's stderr, the report); it stays on."""
+        """An expr: breakpoint's expression raised at `step`: it did not hold; said once (a finding), it stays on."""
         spec = e.condition.spec
         if spec in self.told:
             return
@@ -167,18 +167,13 @@ class Breakpoints:
 
     def check(self, phase: str, model: StepModel) -> list[Hit]:
         """Every condition that holds at `phase`, each with its reason, in the order set."""
-        hits = []
-        for test in self._tests.get(phase, ()):
-            hit = test(model)
-            if hit is not None:
-                hits.append(hit)
-        return hits
+        hits = (test(model) for test in self._tests.get(phase, ()))
+        return [hit for hit in hits if hit is not None]
 
 
 @dataclass(frozen=True)
 class ExpressionFinding:
-    """An expr: breakpoint whose expression raised, with a doctor's finding's fields (what
-    bus.finding tells)."""
+    """An expr: breakpoint whose expression raised, with a doctor's finding's fields (bus.finding)."""
 
     step: int
     message: str
@@ -188,8 +183,7 @@ class ExpressionFinding:
     severity: str = "warning"
 
 
-def _test(c: Condition, phase: str, raised: Callable[[cond_mod.ExpressionRaised, int], None]
-          ) -> Callable[[StepModel], Hit | None]:
+def _test(c: Condition, phase: str, raised: Raised) -> Callable[[StepModel], Hit | None]:
     """Condition `c` at `phase` as a test of the step: its hit, or None. Made once when the
     set changes, run at every step (four pause points a step under the default watch): a
     threshold reads its one scalar, and the condition's own wording is asked for only when
@@ -241,8 +235,7 @@ def _above(c: Condition) -> Callable[[StepModel], Hit | None]:
     return above
 
 
-def _scalars(c: Condition, raised: Callable[[cond_mod.ExpressionRaised, int], None]
-             ) -> Callable[[StepModel], Hit | None]:
+def _scalars(c: Condition, raised: Raised) -> Callable[[StepModel], Hit | None]:
     def scalars(m: StepModel) -> Hit | None:
         try:
             reason = c.check(step_scalars(m, c.reads))
@@ -387,9 +380,8 @@ def step_scalars(model: StepModel, names: Iterable[str] | None = None) -> dict[s
 
 
 def break_scalars(model: StepModel) -> dict[str, Any]:
-    """The scalars a break reports. The gradient norm once the step's backward has run: read
-    here before the update reads it for the step's record, over the same parameters (an
-    after_backward pause said grad_norm - beside the Model panel's |g|)."""
+    """The scalars a break reports; the gradient norm once the step's backward has run, over the
+    parameters the step's record reads it of (after_backward said grad_norm - beside |g|)."""
     scalars = step_scalars(model, ("loss", "grad_norm", "data_wait"))
     st = model.current
     if scalars["grad_norm"] is None and st is not None and st.backward_calls and not st.optimizer_stepped:
