@@ -20,6 +20,7 @@ from typing import Any
 import torch
 
 from stepdbg.agent.measure.tensors import local_shard
+from stepdbg.agent.step.step_history import rose, warmed_up
 
 GUARDS = {
     "log": "clamp its input to a small positive minimum (x.clamp_min(1e-12)), or use log_softmax / log1p",
@@ -66,20 +67,18 @@ def diverging(history: Iterable[dict[str, Any]], params: list[torch.Tensor]) -> 
     return None
 
 
-def _warms_up(history: list[dict[str, Any]]) -> bool:
-    """Some param group's LR rose over two steps running: a warmup (a live `lr X` is one jump)."""
-    lrs = [r["lr"] for r in history if isinstance(r.get("lr"), list) and r["lr"]]
-    rises = [len(x) == len(y) and any(isinstance(a, float) and isinstance(b, float) and b > a
-                                      for a, b in zip(x, y, strict=True))
-             for x, y in zip(lrs, lrs[1:], strict=False)]
-    return any(r1 and r2 for r1, r2 in zip(rises, rises[1:], strict=False))
-
-
 def stabilizers(history: Iterable[dict[str, Any]]) -> str:
     """What to add besides a lower LR, from what the loop already does: ", add warmup and
-    gradient clipping", or the half it lacks, or that it has both."""
+    gradient clipping", or the half it lacks, or that it has both. Clipping: most of the last
+    steps clipped their gradients (a clip_grad_norm_ to an infinite norm, which only reads
+    it, is none); warmup: step_history's, kept since the start where the history is the job's."""
     rows = list(history)
-    has = {"warmup": _warms_up(rows), "gradient clipping": any(r.get("clipped") for r in rows)}
+    lrs = [r.get("lr") if isinstance(r.get("lr"), list) else [] for r in rows]
+    warm = getattr(history, "warms_up", None)
+    recent = rows[-20:]
+    early = len(lrs) == 2 and rose(lrs[0], lrs[1])  # (a break at step 2: the one rise there is to see)
+    has = {"warmup": early or (warmed_up(lrs) if warm is None else warm),
+           "gradient clipping": bool(recent) and 2 * sum(bool(r.get("clipped")) for r in recent) >= len(recent)}
     missing = [what for what, done in has.items() if not done]
     if not missing:
         return ": the loop already warms it up and clips the gradients"
@@ -88,10 +87,18 @@ def stabilizers(history: Iterable[dict[str, Any]]) -> str:
 
 
 def advise(first: dict[str, Any] | None, history: Iterable[dict[str, Any]],
-           params: list[torch.Tensor], optimizer: bool = True) -> dict[str, str] | None:
+           params: list[torch.Tensor], optimizer: bool = True, clip_overflowed: bool = False) -> dict[str, str] | None:
     """{"cause": data | divergence | constant | domain | overflow, "text": what to do}.
     `optimizer`: the program steps an optimizer (else the console's `lr X pin` has no
-    learning rate to set: the script updates the weights by hand)."""
+    learning rate to set: the script updates the weights by hand). `clip_overflowed`: no op
+    made it, clip_grad_norm_ did, from gradients whose norm overflowed (verdict.py)."""
+    habits = stabilizers(history)  # (before the rows are listed: the job's history keeps its warmup)
+    lower = "rate (lr X pin)" if optimizer else "rate (the script's own: it updates the weights by hand)"
+    if first is None and clip_overflowed:
+        return {"cause": "divergence",
+                "text": f"the op is not the cause: the gradients' norm overflowed in clip_grad_norm_. Lower the learning "
+                        f"{lower}{habits}; the weights grew over earlier updates, so go back to a checkpoint from "
+                        "before them"}
     if first is None:
         return None
     history = list(history)
@@ -111,9 +118,7 @@ def advise(first: dict[str, Any] | None, history: Iterable[dict[str, Any]],
     if first.get("where") == "parameter" or why:
         return {"cause": "divergence",
                 "text": f"the op is not the cause; {why or 'a parameter is already non-finite'}. Lower the learning "
-                        + ("rate (lr X pin)" if optimizer else "rate (the script's own: it updates the weights by "
-                           "hand)")
-                        + stabilizers(history) + "; the damage was done by an earlier update, so go "
+                        + lower + habits + "; the damage was done by an earlier update, so go "
                         "back to a checkpoint from before it"}
     op = base_op(first.get("op"))
     if first.get("constant"):

@@ -37,8 +37,8 @@ import torch
 
 from stepdbg.agent.measure import warning_filters
 from stepdbg.agent.measure.frames import variable_holding, where_of
+from stepdbg.agent.measure.tensors import as_float, sharded_across_ranks
 from stepdbg.agent.measure.tensors import first_tensor as _first_tensor
-from stepdbg.agent.measure.tensors import sharded_across_ranks
 from stepdbg.agent.replay.advice import advise
 from stepdbg.agent.replay.autograd_graph import (
     finite,
@@ -57,7 +57,7 @@ from stepdbg.agent.replay.rerun import (
     shown_origin,
 )
 from stepdbg.agent.replay.upstream import born_in_program, born_upstream, fed_words
-from stepdbg.agent.replay.verdict import REPRODUCED, judge
+from stepdbg.agent.replay.verdict import CLIP_OVERFLOWED, REPRODUCED, judge
 from stepdbg.agent.step.step_model import StepModel
 
 
@@ -100,8 +100,11 @@ def replay_step(model: StepModel, brk: Any = None, frame: FrameType | None = Non
         first = _replayed(model, root, args, kwargs, cap, brk, frame, result, notes, original_finite,
                           forward_only=shards is not None)
     result["first_nonfinite"], result["micro_batches"] = first, getattr(getattr(model, "current", None), "forwards", 1)
+    clip = getattr(getattr(model, "current", None), "clip_norm", None)  # (what clip_grad_norm_ returned this step)
+    result["clip_norm"] = as_float(clip) if clip is not None else None
     judge(result, brk, list(model.history), list(root.parameters()), original_finite)
-    result["advice"] = advise(first, model.history, list(root.parameters()), optimizer=bool(model.optimizers))
+    result["advice"] = advise(first, model.history, list(root.parameters()), optimizer=bool(model.optimizers),
+                              clip_overflowed=str(result.get("verdict", "")).startswith(CLIP_OVERFLOWED[:40]))
     result["seconds"] = round(time.perf_counter() - t0, 4)
     if notes:
         result["notes"] = notes

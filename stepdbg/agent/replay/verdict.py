@@ -36,6 +36,9 @@ TRANSIENT = ("not reproduced from the same state: a transient fault (a flaky dev
 
 
 FROM_ANOTHER_RANK = from_rank_words(None)
+CLIP_OVERFLOWED = ("not a transient fault: the backward's gradients are finite (the replay's too), and clip_grad_norm_ "
+                   "measured their norm as {norm}: the sum of their squares overflowed, and scaling by max_norm over "
+                   "it made them 0 or NaN. The gradients are far too large: a divergence")
 
 
 def judge(result: dict[str, Any], brk: Any, history: list[dict[str, Any]], params: list[torch.Tensor],
@@ -82,6 +85,9 @@ def _replayed_finite(result: dict[str, Any], brk: Any, original_output_finite: b
         return None, ("could not tell: the model's output was finite, in the step as in the replay; the value was born "
                       "in the loss computation, after the model, whose graph only a live replay searches "
                       "(--on-break replay: a bundle holds the model, not the loss's graph)")
+    clip = result.get("clip_norm")
+    if result.get("backward_replayed") and replayed_finite and isinstance(clip, float) and not math.isfinite(clip):
+        return None, CLIP_OVERFLOWED.format(norm=clip)  # (clipping made it: not the hardware's)
     if result.get("backward_replayed") and replayed_finite:
         return (None, FROM_ANOTHER_RANK) if _many_ranks(brk) else (False, TRANSIENT)
     return None, ("could not tell: the replay did not run the stage where the value appeared (no gradient was "

@@ -38,6 +38,7 @@ from stepdbg.agent.step.hooks import Gate, Guard, HookSet, around_calls
 from stepdbg.agent.step.optimizer_phase import OptimizerPhase
 from stepdbg.agent.step.program import ProgramObjects
 from stepdbg.agent.step.saved_activations import SavedActivations
+from stepdbg.agent.step.step_history import StepHistory
 from stepdbg.agent.step.step_state import StepListener, StepState
 from stepdbg.agent.step.wrappers import patch_step_calls, patch_trainer_objects
 
@@ -58,13 +59,12 @@ class StepModel(ProgramObjects, Gate):
         self.optimizer_phase = OptimizerPhase(self)
         self.step = 0
         self.current: StepState | None = None
-        self.history: deque[dict[str, Any]] = deque(maxlen=HISTORY_LEN)
-        # What a replay needs, captured at the model's forward: root, args, kwargs, rng, buffers
-        # (when armed), output, grad_output (when armed), loss, batch, loader, called_from.
+        self.history = StepHistory(HISTORY_LEN)  # (and whether the loop warms its LR up, since its start)
+        # A replay's needs, from the forward: root, args, kwargs, rng, output, loss, batch, loader, called_from; armed: buffers, grad_output
         self.capture: dict[str, Any] = {}
         self.armed = False  # keep what a replay of the backward needs (costs one output-sized tensor)
-        self.backward_watch = backward_capture.BackwardWatch()  # armed: which micro-batch's backward made a NaN
-        self.buffer_copies = BufferCopies()  # armed: what the replay puts back
+        # armed: which micro-batch's backward made a NaN; the buffers the replay puts back
+        self.backward_watch, self.buffer_copies = backward_capture.BackwardWatch(), BufferCopies()
         self.saved: SavedActivations | None = None  # saved activations by module (--record-memory)
         self.kept_by_stepdbg: list[Callable[[], Iterable[tuple[str, Any]]]] = []  # rewind snapshots
         # None: the loss is read before backward on the CPU, and kept on an accelerator until the
@@ -359,7 +359,7 @@ class StepModel(ProgramObjects, Gate):
             "batch_shape": st.batch_shape,
             "skipped": st.skip or st.skipped_by_scaler,
             "skipped_by_scaler": st.skipped_by_scaler,
-            "clipped": st.clip_norm is not None,  # (the advice does not say "add clipping" to a loop that clips)
+            "clipped": st.clipping,  # (the advice does not say "add clipping" to a loop that clips)
         }
         self.history.append(record)
         self.step += 1

@@ -6,6 +6,7 @@ told to the listener and its collectives counted (collectives.py). Each patch is
 from __future__ import annotations
 
 import gc
+import math
 import time
 from collections.abc import Callable
 from typing import Any
@@ -88,16 +89,32 @@ def patch_step_calls(model: Any, h: HookSet) -> None:  # noqa: C901, PLR0915 - o
     h.patch(dataloader.DataLoader, "__iter__", wrap_iter)
     h.patch(dataloader._BaseDataLoaderIter, "_next_index", wrap_next_index)
 
+    def clipping(limit: Any) -> None:  # (an infinite max_norm only reads the norm: no clipping)
+        if limit is None or not isinstance(limit, (int, float, torch.Tensor)) or math.isfinite(float(limit)):
+            (model.current or model.ensure_step()).clipping = True
+
     def wrap_clip(orig: Callable[..., Any]) -> Callable[..., Any]:
         def clip_grad_norm_(*args: Any, **kwargs: Any) -> Any:
             norm = orig(*args, **kwargs)
             model.act("clip", model._on_clip, norm)
+            model.act("clip", clipping, args[1] if len(args) > 1 else kwargs.get("max_norm"))
             return norm
 
         return clip_grad_norm_
 
+    def wrap_clip_other(orig: Callable[..., Any]) -> Callable[..., Any]:
+        def clip(*args: Any, **kwargs: Any) -> Any:  # clip_grad_value_, clip_grads_with_norm_ (torch 2.6)
+            out = orig(*args, **kwargs)
+            model.act("clip", clipping, args[1] if len(args) > 1 else kwargs.get("max_norm", kwargs.get("clip_value")))
+            return out
+
+        return clip
+
     for owner in (torch.nn.utils, torch.nn.utils.clip_grad):
         h.patch(owner, "clip_grad_norm_", wrap_clip)
+        for other in ("clip_grad_value_", "clip_grads_with_norm_"):
+            if hasattr(owner, other):
+                h.patch(owner, other, wrap_clip_other)
 
     def wrap_zero_grad(orig: Callable[..., Any]) -> Callable[..., Any]:
         def zero_grad(obj: Any, *args: Any, **kwargs: Any) -> Any:
