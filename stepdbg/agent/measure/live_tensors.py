@@ -16,6 +16,7 @@ census walks all.
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import sys
 import weakref
@@ -75,7 +76,8 @@ class LiveTensors:
 
     def stop(self) -> None:
         if self._on is not None:
-            gc.callbacks.remove(self._on)
+            with contextlib.suppress(ValueError):  # (taken out by the job itself)
+                gc.callbacks.remove(self._on)
             self._on = None
         self._kept.clear()
         self._young.clear()
