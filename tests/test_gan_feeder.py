@@ -107,3 +107,18 @@ def test_a_program_op_called_on_two_lines_of_the_loop_gets_no_line():
     loss_like = -torch.log(torch.sigmoid(torch.ones(1)) + 1e-8)  # a loss written with log
     first = search_input_graph(inputs, sys._getframe())
     assert (first["op"], first["line"]) == ("log", None) and loss_like.isfinite().all(), first
+
+
+def test_the_break_panel_names_the_programs_op_as_the_programs(session_factory, tmp_path):
+    """The TUI's Break panel said '(loss computation)' for the module of an op the program
+    ran between two models."""
+    from rich.console import Console
+
+    from stepdbg_tui.break_panel import render_replay
+
+    (replay,) = [r for r in gan(session_factory, tmp_path, "log_between", ("replay",)) if r.get("event") == "replay"]
+    console = Console(width=160, record=True)
+    for line in render_replay(replay):
+        console.print(line)
+    text = console.export_text()
+    assert "module (the program's own code) (-)  op log" in text and "loss computation" not in text, text

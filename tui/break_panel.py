@@ -139,7 +139,8 @@ def render_replay(replay: dict[str, Any]) -> list[Any]:
         lines.append(t)
     elif first:
         t = Text("  module ", style="dim")
-        t.append(str(first.get("module") or "(loss computation)"), style="bold yellow")
+        t.append(str(first.get("module") or ("(the program's own code)" if first.get("where") == "program"
+                                             else "(loss computation)")), style="bold yellow")
         t.append(f" ({first.get('module_type') or '-'})  op ", style="dim")
         t.append(str(first.get("op")), style="bold yellow")
         t.append("  line ", style="dim")
