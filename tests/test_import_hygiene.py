@@ -62,19 +62,30 @@ def test_no_module_imports_itself_round_a_circle():
 
 def test_no_module_of_ours_imports_a_private_name_of_another():
     """A name shared between modules is public: `from .commands import _out` hid a shared
-    helper behind an underscore (issue 47). Names of other packages (torch._utils) are theirs."""
+    helper behind an underscore (issue 47), and so would `commands._last_stepping` after
+    `from . import commands`. Names of other packages (torch._utils) are theirs."""
     import ast
     from pathlib import Path
+
+    def private(name: str) -> bool:
+        return name.startswith("_") and not name.startswith("__")
 
     root = Path(__file__).resolve().parent.parent
     found = []
     for file in [*root.joinpath("stepdbg").rglob("*.py"), *root.joinpath("tui").rglob("*.py")]:
-        for node in ast.walk(ast.parse(file.read_text(), str(file))):
-            ours = isinstance(node, ast.ImportFrom) and (node.level > 0 or (node.module or "").split(".")[0]
-                                                         in ("stepdbg", "stepdbg_tui"))
-            if ours:
-                found += [f"{file.relative_to(root)}:{node.lineno} {a.name}" for a in node.names
-                          if a.name.startswith("_") and not a.name.startswith("__")]
+        tree = ast.parse(file.read_text(), str(file))
+        ours: set[str] = set()  # the names this file binds to one of our modules (or their names)
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and (node.level > 0 or (node.module or "").split(".")[0]
+                                                     in ("stepdbg", "stepdbg_tui")):
+                found += [f"{file.relative_to(root)}:{node.lineno} {a.name}" for a in node.names if private(a.name)]
+                ours |= {a.asname or a.name for a in node.names}
+            elif isinstance(node, ast.Import):
+                ours |= {a.asname or a.name.split(".")[0] for a in node.names
+                         if a.name.split(".")[0] in ("stepdbg", "stepdbg_tui")}
+        found += [f"{file.relative_to(root)}:{node.lineno} {node.value.id}.{node.attr}" for node in ast.walk(tree)
+                  if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in ours
+                  and private(node.attr)]
     assert found == []
 
 
