@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import ast
 import os
-import re
 import stat
 import sys
 import types
@@ -34,10 +33,10 @@ from typing import Any
 import torch
 
 from stepdbg.agent.replay.bundle import BundleError
+from stepdbg.wire.model_spec import inside, spec_error
 
 FACTORY_HINT = "give --model MODULE:FACTORY or --model FILE.py:FACTORY, a function that builds the model"
 SOURCE_CAP = 8 << 20  # bytes of a script read at most
-_MODULE = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*")
 _DEFS = (ast.Import, ast.ImportFrom, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
 
 
@@ -143,8 +142,7 @@ def _not_yours(script: str, why: str) -> None:
 
 
 def _inside(path: str, directory: Path) -> bool:
-    real, top = os.path.realpath(path or "."), os.path.realpath(directory)
-    return real == top or real.startswith(top + os.sep)
+    return inside(path, str(directory))
 
 
 def keep_out(bundle_dir: Path) -> None:
@@ -157,19 +155,15 @@ def from_spec(spec: str, bundle_dir: Path) -> tuple[Callable[[], Any], str]:
     """The factory the user named: MODULE:FACTORY (imported as named, from the current
     directory too) or FILE.py:FACTORY (definitions only); never a file of the bundle's."""
     target, _, name = spec.rpartition(":")
-    if not target or not name.replace(".", "").isidentifier():
-        raise BundleError(f"--model {spec!r}: expected MODULE:FACTORY or FILE.py:FACTORY")
-    if _inside(target if target.endswith(".py") else os.getcwd(), bundle_dir):
-        raise BundleError(f"--model {spec!r} names the bundle's own files: a bundle's files are data, never code; "
-                          "name your model's code outside it")
+    why = spec_error(spec, str(bundle_dir))
+    if why:
+        raise BundleError(why)
     if not target.endswith(".py"):
         sys.path.insert(0, os.getcwd())  # `python -m` would have: the user's own package here
     if target.endswith(".py"):
         print(f"stepdbg replay: the model's code: the definitions of {os.path.abspath(target)} "
               "(its top-level statements do not run)", file=sys.stderr, flush=True)
         return _walk(definitions(target), name, target), spec
-    if not _MODULE.fullmatch(target):
-        raise BundleError(f"--model {spec!r}: {target!r} is not a module name (pkg.module) nor a .py file")
     import importlib
 
     try:
