@@ -244,3 +244,31 @@ async def test_the_break_panel_shows_the_grad_norm_once_the_backward_has_run(tui
         await wait_for(pilot, lambda: paused_at() == "before_optimizer_step", "before_optimizer_step")
         await settled(pilot, app)
         assert shown_norm() == at_backward, (shown_norm(), at_backward)
+
+
+@real
+async def test_a_toast_never_covers_the_repl_line_or_its_answer(start_job):
+    """At 80x24 a toast (0 in a job of one process) stood over the REPL line's answer and the
+    line itself, bottom right, for its seconds (item 18): toasts are shown at the top right,
+    under the tabs; the answer and the line stay whole in sight beside one. (Pilot shows
+    toasts only when asked: this is tui_at_break's app with notifications on.)"""
+    from stepdbg.client.async_client import AsyncClient
+    from stepdbg_tui.app import StepdbgApp
+
+    start_job("--break", "step==1").info()
+    client = await AsyncClient.connect()
+    app = StepdbgApp(client)
+    try:
+        async with app.run_test(size=(80, 24), notifications=True) as pilot:
+            await wait_for(pilot, lambda: app.status.get("state") == "paused", "the first pause")
+            await pilot.press("e", *'"answer " * 9', "enter")
+            await wait_for(pilot, lambda: "answer answer" in text_of(app, "#repl-out"), "the answer")
+            await pilot.press("escape", "0")
+            await wait_for(pilot, lambda: "this is one process" in words(app), "the toast")
+            await settled(pilot, app)
+            screen = screen_text(app, skip=())
+            said = " ".join(screen.replace("▌", " ").split())
+            assert "answer " * 8 + "answer" in said and "e: Python in the paused frame" in said, screen
+            app.exit(None)
+    finally:
+        await client.close(then="end")

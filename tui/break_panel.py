@@ -188,7 +188,12 @@ def render_locals(rows: list[dict[str, str]] | None) -> Table | Text:
 
 
 class BreakPanel(Loads, VerticalScroll):
+    # Unscoped, for one rule outside the panel, on every screen: toasts at the top right under
+    # the tabs (at 80x24 they stood bottom right over the REPL line and its answer). The
+    # panel is always there, so its CSS is always loaded (the app's own CSS is not this file's).
+    SCOPED_CSS = False
     DEFAULT_CSS = focus_mark("BreakPanel") + """
+    #textual-toastrack { dock: top; align: right top; margin-bottom: 0; margin-top: 3; }
     BreakPanel #break-record { height: auto; }
     BreakPanel #break-source, BreakPanel #break-frames, BreakPanel #break-locals { height: auto; margin-top: 1; }
     """
