@@ -71,31 +71,40 @@ async def test_the_tensor_panel_shows_only_the_new_answer(tui_at_break):
         assert not any(v in missing for v in values) and "float32 [32, 8]" not in missing, missing
 
 
-def marked(screen: str) -> list[str]:
-    """The rows of the screen that carry the focus's mark down their left edge."""
-    return [row for row in screen.splitlines() if row.startswith("▌")]
+def background(widget) -> set[str]:
+    """The background colours `widget` draws its rows in (what its focus mark changes)."""
+    from textual.geometry import Region
+
+    strips = widget.render_lines(Region(0, 0, widget.size.width, widget.size.height))
+    return {str(seg.style.bgcolor) for strip in strips for seg in strip if seg.style and seg.style.bgcolor}
 
 
 @real
-async def test_the_focus_in_the_break_and_breakpoints_panels_is_marked(tui_at_break):
-    """1 gives the Break panel the focus (Down and PageDown scroll it) and 7 the breakpoints'
-    table (space, delete), with nothing on screen to say so (item 12): a bar down the left
-    edge of what has the focus, gone when the focus leaves; the box has its own border."""
+async def test_the_focus_in_the_break_panel_is_marked(tui_at_break):
+    """1 gives the Break panel the focus (Down and PageDown scroll it) with nothing on screen
+    to say so (item 12): the panel is drawn lighter, its scrollbar in the accent colour,
+    while it has the focus, and not once the focus leaves (e: the REPL line); the
+    breakpoints' table (7) likewise, beside its box (b)."""
+    from stepdbg_tui.break_panel import BreakPanel
+
     async with tui_at_break("--break", "nan", script=DEMOS / "nan_log.py") as (app, pilot):
+        panel = app.query_one(BreakPanel)
         await pilot.press("1")
         await settled(pilot, app)
-        at_break = marked(screen_text(app))
-        assert app.focused is app.query_one("BreakPanel") and len(at_break) > 10, screen_text(app)
-        assert any("[nan]" in row for row in at_break), at_break
-        await pilot.press("7")
+        assert app.focused is panel
+        focused = background(panel)
+        await pilot.press("e")
+        await settled(pilot, app)
+        assert app.focused is app.query_one("#repl") and background(panel) != focused, (background(panel), focused)
+        await pilot.press("escape", "7")
         table = app.query_one("#breaks-table", DataTable)
         await wait_for(pilot, lambda: table.row_count == 1, "the breakpoint")
         await settled(pilot, app)
-        rows = marked(screen_text(app))
-        assert app.focused is table and any("nan" in row and "●" in row for row in rows), screen_text(app)
+        assert app.focused is table
+        focused = background(table)
         await pilot.press("b")
         await settled(pilot, app)
-        assert app.focused is app.query_one("#break-input") and not marked(screen_text(app)), screen_text(app)
+        assert app.focused is app.query_one("#break-input") and background(table) != focused
 
 
 def frame_rows_with_labels(app) -> list[str]:
@@ -272,3 +281,24 @@ async def test_a_toast_never_covers_the_repl_line_or_its_answer(start_job):
             app.exit(None)
     finally:
         await client.close(then="end")
+
+
+@real
+async def test_after_another_clients_interrupt_the_break_panel_says_who_sent_it(tui_at_break):
+    """A second client (as `stepdbg attach` in another terminal) sends the job Ctrl-C while
+    the TUI shows its pause: at the end the Break panel said `Its output went where it runs
+    (started with --forward-output, ...)`: it knew only its own Ctrl-C (item 19)."""
+    from stepdbg.client.async_client import AsyncClient
+
+    async with tui_at_break("--break", "step==3", script_args=("--steps", "20")) as (app, pilot):
+        other = await AsyncClient.connect()
+        try:
+            await other.interrupt_job()
+            await wait_for(pilot, lambda: str(app.status.get("state")).startswith("exited"), "the end")
+            await settled(pilot, app)
+        finally:
+            await other.close(then="stay")
+        said = words(app)
+        assert "--forward-output" not in said, said
+        assert ("the job ended (exit code 130) after the Ctrl-C sent by another client (stepdbg attach): its own "
+                "Ctrl-C handling ran") in said, said

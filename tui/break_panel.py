@@ -101,12 +101,17 @@ def ended_words(state: str) -> str:
     return state.replace("exited (", "ended (exit code ")
 
 
-def end_words(state: str, output_shown: bool, interrupted: bool) -> str:
+ELSEWHERE = "another client"  # `interrupted`: the job's change event said a front end not this window sent Ctrl-C
+
+
+def end_words(state: str, output_shown: bool, interrupted: bool | str) -> str:
     """The Break panel once the job has ended: how, and where what it printed went. After
-    an interrupt from this window its Ctrl-C handling printed where it runs (a served job's
-    said `--forward-output`, an option that changes nothing there, and not the Ctrl-C)."""
+    an interrupt from this window (True) or another client (ELSEWHERE: `stepdbg attach`'s
+    interrupt) its Ctrl-C handling printed where it runs (a served job's said
+    `--forward-output`, an option that changes nothing there, and not the Ctrl-C)."""
     if interrupted:
-        how = f"the job {ended_words(state)} after the Ctrl-C sent from this window (i): its own Ctrl-C handling ran"
+        sent = ("by another client (stepdbg attach)" if interrupted == ELSEWHERE else "from this window (i)")
+        how = f"the job {ended_words(state)} after the Ctrl-C sent {sent}: its own Ctrl-C handling ran"
         log = ("; the Log (9) has what it printed" if output_shown else
                ", and what it printed then (a traceback) is where it runs (its terminal or log), not here")
         return f"{how}{log}; q closes this window."
@@ -207,9 +212,10 @@ class BreakPanel(Loads, VerticalScroll):
     def show(self, brk: dict[str, Any] | None, replay: dict[str, Any] | None, src: dict[str, Any] | None,
              findings: list[dict[str, Any]] | None = None, ended: str | None = None,
              frames: list[dict[str, Any]] | None = None, locals_: list[dict[str, str]] | None = None,
-             output_shown: bool = False, interrupted: bool = False) -> None:
+             output_shown: bool = False, interrupted: bool | str = False) -> None:
         """`output_shown`: the job's output reaches the Log (a job this window started, or
-        one started with --forward-output); `interrupted`: this window sent it Ctrl-C (i)."""
+        one started with --forward-output); `interrupted`: this window sent it Ctrl-C (i:
+        True), or another client did (ELSEWHERE)."""
         record = render_break(brk, replay, findings)
         if brk is None and ended:
             record = Text(end_words(ended, output_shown, interrupted), style="bold")

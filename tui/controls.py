@@ -8,8 +8,9 @@ from typing import TYPE_CHECKING, Any
 from textual import work
 from textual.widgets import DataTable, TabbedContent
 
-from .break_panel import BreakPanel
+from .break_panel import ELSEWHERE, BreakPanel
 from .dialogs import AskScreen, CtrlCScreen, LrScreen, QuitScreen
+from .messages import JobEvent
 
 if TYPE_CHECKING:
     from textual.app import App
@@ -30,7 +31,7 @@ class ControlActions(_AppBase):
     replay_result: dict[str, Any] | None
     is_job: bool
     output_shown: bool
-    interrupted: bool
+    interrupted: bool | str  # True: this window sent the job Ctrl-C; break_panel.ELSEWHERE: another client did
 
     if TYPE_CHECKING:  # StepdbgApp's own
         async def ask(self, what: str, coro: Any) -> Any: ...
@@ -166,6 +167,14 @@ class ControlActions(_AppBase):
                 self.action_quit_job()
 
         self.push_screen(CtrlCScreen(), done)
+
+    def on_job_event(self, msg: JobEvent) -> None:
+        """(After StepdbgApp's own handler.) A Ctrl-C another client sent the job (`stepdbg
+        attach`'s interrupt), as the job's change says: at the end the Break panel says who
+        interrupted it; it knew only this window's, and said `--forward-output` words."""
+        if msg.event == "change" and isinstance(msg.data, dict) and msg.data.get("what") == "interrupt" \
+                and not self.interrupted:
+            self.interrupted = ELSEWHERE
 
     @work(group="control")
     async def interrupt_job(self) -> None:

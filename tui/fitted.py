@@ -15,10 +15,12 @@ from textual.widgets import DataTable
 
 
 def focus_mark(selector: str) -> str:
-    """CSS: a bar down the left edge of `selector` while it has the focus, so the person sees
-    where the keys go (issue 45: the Break panel's focus had no mark); its column is blank
-    otherwise, so the text never moves when the focus comes or goes."""
-    return f"{selector} {{ border-left: blank; }} {selector}:focus {{ border-left: outer $accent; }}"
+    """CSS: `selector` lighter, its scrollbar in the accent colour, while it has the focus, so
+    the person sees where the keys go (issue 45: the Break panel's focus had no mark). A
+    colour, not a character: the text keeps its columns, and a sentence read off the screen
+    stays whole."""
+    return (f"{selector}:focus {{ background: $foreground 8%; scrollbar-color: $accent; "
+            "scrollbar-color-hover: $accent; }")
 
 
 NARROWEST = 16  # the column that gives way keeps at least this many

@@ -82,6 +82,7 @@ class Controls:
         self.free = True  # running free: no stepping mode, no end asked for (read at every pause point)
         self._run_mode = ("run", None)
         self._paused_cv = threading.Condition()
+        self.on_interrupt: Callable[[], Any] = lambda: None  # told before a front end's Ctrl-C (the Breaker's change)
 
     @property
     def _run_mode(self) -> tuple[str, Any]:
@@ -170,7 +171,9 @@ class Controls:
     def interrupt_job(self) -> dict[str, Any]:
         """Ctrl-C for the job, as if pressed at its terminal: SIGINT to this process. Python
         raises KeyboardInterrupt on the main thread (a pause there ends with it), so the
-        script's own Ctrl-C handling runs; a script that ignores SIGINT goes on."""
+        script's own Ctrl-C handling runs; a script that ignores SIGINT goes on. Every client
+        is told first (a change), so each can say at the end who interrupted the job."""
+        self.on_interrupt()
         os.kill(os.getpid(), signal.SIGINT)
         return {"pid": os.getpid()}
 
