@@ -90,3 +90,20 @@ async def test_attached_to_a_paused_job_the_log_says_the_break(start_job):
             app.exit(None)
     finally:
         await client.close(then="end")
+
+
+@pytest.mark.timeout(WAIT * 2)
+async def test_a_ctrl_c_from_another_client_is_said_in_words(tui_at_break):
+    """Paused at step 3; a second client (stepdbg attach's `interrupt`) sends the job Ctrl-C:
+    the Log said `change at step 3: interrupt by=a front end, signal=SIGINT`."""
+    async with tui_at_break("--break", "step==3", script_args=("--steps", "20")) as (app, pilot):
+        other = await AsyncClient.connect()
+        try:
+            await other.interrupt_job()
+        finally:
+            await other.close()
+        await pilot.press("9")
+        await wait_for(pilot, lambda: "change at step 3:" in log_words(app), "the change")
+        said = log_words(app)
+        assert "change at step 3: Ctrl-C (SIGINT) sent to the job by a front end: its own Ctrl-C handling runs" \
+            in said, said

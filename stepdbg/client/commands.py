@@ -289,6 +289,8 @@ CHANGE_WORDS: dict[str, Callable[[dict[str, Any]], str]] = {
     "break_add": lambda c: f"breakpoint added: {c['spec']}",
     "break_remove": lambda c: f"breakpoint removed: {c['spec']}",
     "break_enable": lambda c: f"breakpoint {'enabled' if c.get('enabled') else 'disabled'}: {c['spec']}",
+    "interrupt": lambda c: (f"Ctrl-C ({c.get('signal') or 'SIGINT'}) sent to the job by {c.get('by') or 'a front end'}: "
+                            "its own Ctrl-C handling runs"),
 }
 
 
