@@ -37,7 +37,7 @@ def gan(session_factory, tmp_path, case: str, actions: tuple[str, ...]) -> list[
     for step in range(3):
         netG2.bad, netG.bad = step == 2 and case == "second_generator", step == 2 and case == "detached_clone"
         real = torch.randn(4, 5)
-        if step == 2 and case in ("nan_in_real", "data_through_tanh"):
+        if step == 2 and case in ("nan_in_real", "data_through_tanh", "written_without_grad"):
             real[0, 0] = float("nan")
         if case == "inline_detached":  # netD(netG(z).detach()): netG's output is freed, its alias held
             netG.bad = step == 2
@@ -50,6 +50,10 @@ def gan(session_factory, tmp_path, case: str, actions: tuple[str, ...]) -> list[
             inputs = torch.log(fake + (-2 if step == 2 else 2))  # @log-between
         elif case == "data_through_tanh":  # the data's NaN, through an op that keeps only its result
             inputs = torch.tanh(real + fake)
+        elif case == "written_without_grad":  # real pixels pasted into a copy of netG's output, autograd off
+            inputs = fake.clone()
+            with torch.no_grad():
+                inputs[:, :2] = real[:, :2]
         elif case != "inline_detached":
             inputs = torch.cat([real, fake, fake2])
         opt_d.zero_grad()
@@ -60,7 +64,7 @@ def gan(session_factory, tmp_path, case: str, actions: tuple[str, ...]) -> list[
 
 
 CASES = [("nan_in_real", None), ("log_between", None), ("second_generator", "netG2"), ("detached_clone", "netG"),
-         ("inline_detached", None), ("data_through_tanh", None)]  # (its break: netG's output's memory, which a replay of netG verifies)
+         ("inline_detached", None), ("data_through_tanh", None), ("written_without_grad", None)]  # (its break: netG's output's memory, which a replay of netG verifies)
 
 
 @pytest.mark.parametrize(("case", "fed_by"), CASES)
@@ -122,3 +126,21 @@ def test_the_break_panel_names_the_programs_op_as_the_programs(session_factory, 
         console.print(line)
     text = console.export_text()
     assert "module (the program's own code) (-)  op log" in text and "loss computation" not in text, text
+
+
+def test_a_program_op_is_looked_for_by_its_own_name_and_a_copy_makes_no_nan():
+    """A div is not a divmod (the re-attack's decoy line); a clone whose output holds a NaN
+    its finite input did not is no producer: the copy was written in place, autograd off."""
+    import sys
+
+    from stepdbg.agent.replay.autograd_graph import search_input_graph
+
+    epoch, it = divmod(7, 2)
+    fake = torch.tanh(torch.randn(4, 5, requires_grad=True))
+    inputs = torch.div(fake, fake - fake)  # 0/0
+    first = search_input_graph(inputs, sys._getframe())
+    assert (first["op"], first["code"]) == ("div", "inputs = torch.div(fake, fake - fake)  # 0/0"), first
+    copy = fake.clone()
+    with torch.no_grad():
+        copy[0, 0] = float("nan")
+    assert search_input_graph(copy, sys._getframe()) is None and (epoch, it) == (3, 1)

@@ -187,3 +187,20 @@ def test_a_nan_in_a_micro_batchs_backward_not_watched_is_not_called_transient(se
     assert "forward" not in brk.details and "micro-batch" not in brk.reason, brk
     assert replay["reproduced"] is None and replay["micro_batches"] == 4, replay
     assert replay["verdict"].startswith("could not tell: the step ran 4 micro-batches"), replay
+
+
+def test_a_nan_norm_from_clip_grad_norm_is_not_called_its_overflow():
+    """clip_grad_norm_ of finite gradients whose squares overflow returns +inf, and to an
+    infinite max_norm makes them NaN: not a transient fault. A NaN norm means a gradient was
+    NaN already: that verdict must not be given (the re-attack's one-off NaN was called a
+    divergence)."""
+    import math
+    from types import SimpleNamespace
+
+    from stepdbg.agent.replay.verdict import CLIP_OVERFLOWED, TRANSIENT, _replayed_finite
+
+    brk = SimpleNamespace(phase="before_optimizer_step", details={}, condition="nan", conditions=["nan"])
+    base = {"backward_replayed": True, "replayed_output_finite": True, "micro_batches": 1}
+    assert _replayed_finite({**base, "clip_norm": math.inf}, brk, True)[1] == CLIP_OVERFLOWED.format(norm=math.inf)
+    assert _replayed_finite({**base, "clip_norm": math.nan}, brk, True)[1] == TRANSIENT
+    assert _replayed_finite({**base, "clip_norm": 3.0}, brk, True)[1] == TRANSIENT

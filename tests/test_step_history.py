@@ -1,6 +1,6 @@
-"""Whether a loop warms its LR up, as the advice reads it (step/step_history.py): every param
-group's LR rising two steps running, over one record or, for two optimizers taking turns
-(a GAN's), over two; kept since the start, past the records' length."""
+"""Whether a loop warms its LR up, as the advice reads it (step/step_history.py): an
+optimizer's LR rising at least twice from its start before it ever falls, every param group
+together, each optimizer followed on its own; kept since the start, past the records' length."""
 
 from __future__ import annotations
 
@@ -18,16 +18,32 @@ COSINE = [[1e-3 * 0.5 * (1 + math.cos(math.pi * i / 10))] for i in range(10)]
     (WARM, True),
     (COSINE, False),  # a decay never rises
     ([[1e-3]] * 3 + [[1e-2]] * 5, False),  # a live `lr X`: one jump
-    ([x for pair in zip(WARM, [[2e-4]] * 8, strict=True) for x in pair], True),  # D's and G's records in turn
     ([[1e-4 * (i + 1), 1e-3] for i in range(4)], False),  # group 0 warms up, group 1 is at its peak from step 0
     ([[1e-4 * (i + 1), 1e-5 * (i + 1)] for i in range(4)], True),  # both groups (with and without weight decay)
+    ([[1e-4 * (i // 3 + 1)] for i in range(12)], True),  # warmed up per epoch (LinearLR stepped each epoch)
+    ([[1e-3], [2e-3]], True),  # a break at step 2: the one rise there is
     ([[]] * 4, False),  # no optimizer
 ])
-def test_a_warmup_is_every_groups_lr_rising_two_steps_running(lrs, warm):
+def test_a_warmup_is_the_lr_rising_twice_before_it_falls(lrs, warm):
     assert warmed_up(lrs) is warm
     h = StepHistory(10_000)
     for lr in lrs:
         h.append({"lr": lr})
+    assert h.warms_up is warm
+
+
+@pytest.mark.parametrize(("rates", "warm"), [
+    ([[[1e-4 * (i + 1)] for i in range(4)], [[2e-4]] * 4], True),  # a GAN: D warms up, G does not; records in turn
+    ([[[1e2]] * 4, [[2e2]] * 4, [[4e2]] * 4], False),  # three optimizers at constant rates that differ
+    ([[[1e-4]], [[4e-4]]], False),  # two time-scales, one record each (a break at step 2): no rise of either
+])
+def test_each_optimizer_is_followed_on_its_own(rates, warm):
+    turn = [0]
+    h = StepHistory(10_000, lambda: rates[turn[0]])  # (any object per optimizer: its id tells them apart)
+    for step in range(len(rates[0])):
+        for k, lrs in enumerate(rates):
+            turn[0] = k
+            h.append({"lr": lrs[step]})
     assert h.warms_up is warm
 
 

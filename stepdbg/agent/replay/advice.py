@@ -20,7 +20,7 @@ from typing import Any
 import torch
 
 from stepdbg.agent.measure.tensors import local_shard
-from stepdbg.agent.step.step_history import rose, warmed_up
+from stepdbg.agent.step.step_history import warmed_up
 
 GUARDS = {
     "log": "clamp its input to a small positive minimum (x.clamp_min(1e-12)), or use log_softmax / log1p",
@@ -76,8 +76,7 @@ def stabilizers(history: Iterable[dict[str, Any]]) -> str:
     lrs = [r.get("lr") if isinstance(r.get("lr"), list) else [] for r in rows]
     warm = getattr(history, "warms_up", None)
     recent = rows[-20:]
-    early = len(lrs) == 2 and rose(lrs[0], lrs[1])  # (a break at step 2: the one rise there is to see)
-    has = {"warmup": early or (warmed_up(lrs) if warm is None else warm),
+    has = {"warmup": warmed_up(lrs) if warm is None else warm,
            "gradient clipping": bool(recent) and 2 * sum(bool(r.get("clipped")) for r in recent) >= len(recent)}
     missing = [what for what, done in has.items() if not done]
     if not missing:

@@ -167,6 +167,13 @@ def forward_evidence(nodes: list[Any]) -> tuple[Any, torch.Tensor | None]:
 
 
 _WRITERS = ("MaskedFillBackward", "WhereBackward", "IndexPutBackward", "FillBackward", "CopySlices")
+# Ops that only move or copy values: one that made a non-finite value of finite inputs did not
+# (its output was written in place afterwards, with autograd off: `x = fake.clone(); x[m] = real`).
+_MOVERS = ("CloneBackward", "ToCopyBackward", "RepeatBackward", "ViewBackward", "ExpandBackward", "CatBackward",
+           "StackBackward", "SelectBackward", "SliceBackward", "IndexBackward", "PermuteBackward", "TransposeBackward",
+           "TBackward", "UnsqueezeBackward", "SqueezeBackward", "ReshapeAliasBackward", "AliasBackward",
+           "UnbindBackward", "SplitBackward", "NarrowBackward", "FlipBackward", "RollBackward", "GatherBackward",
+           "UnfoldBackward", "AsStridedBackward", "CopyBackwards", "ContiguousBackward")
 
 
 def search_input_graph(held: torch.Tensor, frame: FrameType | None) -> dict[str, Any] | None:
@@ -179,7 +186,7 @@ def search_input_graph(held: torch.Tensor, frame: FrameType | None) -> dict[str,
     The line is the paused function's one line that calls the op, else none. None: no
     grad_fn (loaded or detached data), or nothing known."""
     top = held.grad_fn
-    if top is None or not _inputs_known_finite(top):
+    if top is None or top.name().startswith(_MOVERS) or not _inputs_known_finite(top):
         return None
     op, names = loss_names(top.name(), frame)
     written = top.name().startswith(_WRITERS)
@@ -265,7 +272,8 @@ def guess_line(names: set[str], frame: FrameType | None, called: bool = True, un
     code = frame.f_code
     first = code.co_firstlineno
     alts = "|".join(re.escape(n) for n in sorted(names, key=len, reverse=True))
-    pattern = re.compile(rf"\b(?:{alts})\w*\s*\(" if called else rf"\b(?:{alts})\b", re.I)
+    more = "" if unique else r"\w*"  # (unique: `div(`, not `divmod(`)
+    pattern = re.compile(rf"\b(?:{alts}){more}\s*\(" if called else rf"\b(?:{alts})\b", re.I)
     hits = [n for n in range(first, frame.f_lineno + 1)
             if pattern.search(linecache.getline(code.co_filename, n))]
     if not hits or (unique and len(hits) > 1):

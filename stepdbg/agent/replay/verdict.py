@@ -86,7 +86,7 @@ def _replayed_finite(result: dict[str, Any], brk: Any, original_output_finite: b
                       "in the loss computation, after the model, whose graph only a live replay searches "
                       "(--on-break replay: a bundle holds the model, not the loss's graph)")
     clip = result.get("clip_norm")
-    if result.get("backward_replayed") and replayed_finite and isinstance(clip, float) and not math.isfinite(clip):
+    if result.get("backward_replayed") and replayed_finite and clip == math.inf:  # (a NaN norm: a NaN gradient)
         return None, CLIP_OVERFLOWED.format(norm=clip)  # (clipping made it: not the hardware's)
     if result.get("backward_replayed") and replayed_finite:
         return (None, FROM_ANOTHER_RANK) if _many_ranks(brk) else (False, TRANSIENT)

@@ -59,7 +59,7 @@ class StepModel(ProgramObjects, Gate):
         self.optimizer_phase = OptimizerPhase(self)
         self.step = 0
         self.current: StepState | None = None
-        self.history = StepHistory(HISTORY_LEN)  # (and whether the loop warms its LR up, since its start)
+        self.history = StepHistory(HISTORY_LEN, lambda: self._last_optimizer())  # (and whether the LR warms up)
         # A replay's needs, from the forward: root, args, kwargs, rng, output, loss, batch, loader, called_from; armed: buffers, grad_output
         self.capture: dict[str, Any] = {}
         self.armed = False  # keep what a replay of the backward needs (costs one output-sized tensor)

@@ -90,7 +90,11 @@ def patch_step_calls(model: Any, h: HookSet) -> None:  # noqa: C901, PLR0915 - o
     h.patch(dataloader._BaseDataLoaderIter, "_next_index", wrap_next_index)
 
     def clipping(limit: Any) -> None:  # (an infinite max_norm only reads the norm: no clipping)
-        if limit is None or not isinstance(limit, (int, float, torch.Tensor)) or math.isfinite(float(limit)):
+        try:
+            finite = limit is None or math.isfinite(float(limit))  # (a tensor, numpy's float32, "inf")
+        except (TypeError, ValueError, RuntimeError):
+            finite = True
+        if finite:
             (model.current or model.ensure_step()).clipping = True
 
     def wrap_clip(orig: Callable[..., Any]) -> Callable[..., Any]:
