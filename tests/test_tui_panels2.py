@@ -291,6 +291,7 @@ async def test_after_another_clients_interrupt_the_break_panel_says_who_sent_it(
     from stepdbg.client.async_client import AsyncClient
 
     async with tui_at_break("--break", "step==3", script_args=("--steps", "20")) as (app, pilot):
+        await settled(pilot, app)  # (the pause shown whole first)
         other = await AsyncClient.connect()
         try:
             await other.interrupt_job()

@@ -216,6 +216,8 @@ class BreakPanel(Loads, VerticalScroll):
         """`output_shown`: the job's output reaches the Log (a job this window started, or
         one started with --forward-output); `interrupted`: this window sent it Ctrl-C (i:
         True), or another client did (ELSEWHERE)."""
+        if brk is not None and self.job_ended():  # a refresh begun at the pause, answered after the end
+            return  # (it drew the old break over the end's words)
         record = render_break(brk, replay, findings)
         if brk is None and ended:
             record = Text(end_words(ended, output_shown, interrupted), style="bold")
