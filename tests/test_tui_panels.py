@@ -10,8 +10,8 @@ from textual.widgets import DataTable, RichLog, TabbedContent
 
 from stepdbg_tui.app import StepdbgApp
 from stepdbg_tui.break_panel import BreakPanel
-from stepdbg_tui.panels import ThreadsPanel
 from stepdbg_tui.plots import PlotsPanel
+from stepdbg_tui.threads_panel import ThreadsPanel
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -50,3 +50,23 @@ async def test_the_threads_panel_follows_a_running_job(tui_at_break, tmp_path):
         await pilot.press("c")
         await wait_for(pilot, lambda: "in waits_for_its_data" in threads_text(app), "the stack of the running job")
         assert app.query_one("TabbedContent").active == "threads"
+        # which step the stacks are of, as the header says it (the fresh walk's item 6: it said none)
+        await wait_for(pilot, lambda: "the threads after step 4 (running)" in threads_text(app), "the heading")
+
+
+def test_a_frames_file_and_line_are_never_broken_at_80_columns():
+    """The fresh walk's item 7: `.../torch/nn/modules/module.py:1778` was folded across two
+    lines at 80 columns. The path loses its head instead; FILE:LINE stays whole."""
+    from rich.console import Console
+
+    from stepdbg_tui.threads_panel import render_stacks
+
+    path = "/work/main/.venv/lib/python3.11/site-packages/torch/nn/modules/module.py"
+    stacks = [{"name": "MainThread", "main": True,
+               "stack": [{"file": path, "line": 1778, "function": "_wrapped_call_impl", "code": "return f(x)"}]}]
+    console = Console(width=78, record=True)
+    console.print(render_stacks(stacks, 78, "the threads at step 3 · before_backward (paused)"))
+    lines = console.export_text().splitlines()
+    (frame,) = [ln for ln in lines if "in _wrapped_call_impl" in ln]
+    assert frame.startswith("  …") and frame.endswith("/nn/modules/module.py:1778 in _wrapped_call_impl"), lines
+    assert all(len(ln) <= 78 for ln in lines) and lines[0] == "the threads at step 3 · before_backward (paused)"

@@ -21,9 +21,9 @@ from .panels import (
     OptimizerPanel,
     RanksPanel,
     TensorPanel,
-    ThreadsPanel,
 )
 from .plots import PlotsPanel
+from .threads_panel import ThreadsPanel
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,7 @@ from typing import Any
 from rich.text import Text
 from textual import on
 from textual.app import ComposeResult
-from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.containers import Horizontal, Vertical
 from textual.css.query import NoMatches
 from textual.events import Key
 from textual.widgets import DataTable, Input, Label, RichLog, Sparkline, Static
@@ -314,33 +314,6 @@ class BreakpointsPanel(Loads, Vertical):
         if enabled is None:  # the next keys are keys, not a spec typed: an empty table gives focus to the add box
             table = self.query_one(DataTable)
             self.screen.set_focus(table if table.row_count else None)
-
-
-def render_stacks(stacks: list[dict[str, Any]]) -> Text:
-    t = Text()
-    for th in stacks:
-        if th.get("own"):
-            t.append(f"{th['name']} (stepdbg's own thread)\n", style="dim")
-            continue
-        t.append(f"{th['name']}{' (main)' if th.get('main') else ''}\n", style="bold")
-        for fr in th["stack"][-10:]:  # (the person's frames and their libraries', never stepdbg's)
-            t.append(f"  {fr['file']}:{fr['line']} in {fr['function']}\n", style="dim")
-            if fr.get("code"):
-                t.append(f"      {fr['code']}\n")
-    return t
-
-
-class ThreadsPanel(Loads, VerticalScroll):
-    async def load(self, source: Any, status: dict[str, Any], history: list[dict[str, Any]]) -> None:
-        stacks = await ask(self, "stacks", source.stacks())
-        if stacks is not None:
-            self.show(stacks)
-
-    def compose(self) -> ComposeResult:
-        yield Static(id="threads-text")
-
-    def show(self, stacks: list[dict[str, Any]]) -> None:
-        self.query_one("#threads-text", Static).update(render_stacks(stacks))
 
 
 class LogPanel(Loads, Vertical):

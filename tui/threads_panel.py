@@ -1,0 +1,67 @@
+"""The Threads panel: every thread's stack (the person's frames and their libraries', never
+stepdbg's), under a line that says which step of the job they are of, so that a stack
+shown while the job runs on is not taken for the pause's. A frame's FILE:LINE is never
+broken across lines: where the line is too wide its path loses its head (`…/nn/modules/
+module.py:1778 in _call_impl`)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.containers import VerticalScroll
+from textual.widgets import Static
+
+from .asking import Loads, ask
+from .header import last_reached
+
+INDENT = 2
+
+
+def heading(status: dict[str, Any]) -> str:
+    """'the threads at step 30 · before_backward (paused)', the step as the header names it."""
+    state, phase, step = status.get("state") or "?", status.get("phase"), last_reached(status)
+    if phase == "between steps" and state != "paused":  # (as the header says it: `after step 59 · RUNNING`)
+        return f"the threads after step {step} ({state})"
+    return f"the threads at step {step}{f' · {phase}' if phase else ''} ({state})"
+
+
+def frame_place(file: str, line: Any, function: str, width: int) -> str:
+    """`FILE:LINE in FUNCTION` in `width` columns after the indent, its path's head cut."""
+    loc, rest = f"{file}:{line}", f" in {function}"
+    room = width - INDENT - len(rest)
+    if len(loc) > room:
+        tail = loc[-max(room - 1, len(loc.rsplit("/", 1)[-1])):]
+        loc = "…" + tail
+    return loc + rest
+
+
+def render_stacks(stacks: list[dict[str, Any]], width: int = 10_000, title: str | None = None) -> Text:
+    t = Text()
+    if title:
+        t.append(title + "\n\n", style="bold")
+    for th in stacks:
+        if th.get("own"):
+            t.append(f"{th['name']} (stepdbg's own thread)\n", style="dim")
+            continue
+        t.append(f"{th['name']}{' (main)' if th.get('main') else ''}\n", style="bold")
+        for fr in th["stack"][-10:]:  # (the person's frames and their libraries', never stepdbg's)
+            t.append(" " * INDENT + frame_place(fr["file"], fr["line"], fr["function"], width) + "\n", style="dim")
+            if fr.get("code"):
+                t.append(f"      {fr['code']}\n")
+    return t
+
+
+class ThreadsPanel(Loads, VerticalScroll):
+    async def load(self, source: Any, status: dict[str, Any], history: list[dict[str, Any]]) -> None:
+        stacks = await ask(self, "stacks", source.stacks())
+        if stacks is not None:
+            self.show(stacks, heading(status))
+
+    def compose(self) -> ComposeResult:
+        yield Static(id="threads-text")
+
+    def show(self, stacks: list[dict[str, Any]], title: str | None = None) -> None:
+        width = (self.size.width or 80) - 2  # (its scrollbar)
+        self.query_one("#threads-text", Static).update(render_stacks(stacks, width, title))
