@@ -160,3 +160,20 @@ def test_source_lines_keep_their_numbers_across_blank_lines(tmp_path):
     src = source_around(frame, context=3)
     assert [(ln["line"], ln["text"]) for ln in src["lines"]] == [
         (1, "import sys"), (2, ""), (3, "frame = sys._getframe()"), (4, ""), (5, ""), (6, "# the end")]
+
+
+def test_the_time_held_at_a_pause_is_not_the_steps_time(job):
+    """A newcomer's walk sat 3 minutes at a break: the step's recorded time said 185994.6 ms,
+    and an `expr:step_time > 5` breakpoint fired by itself at the next step. The time the
+    job was held is now taken out of the step it was held in."""
+    import time
+
+    s, model, opt, done = job
+    brk = s.controls.wait_paused(WAIT)
+    held_from = time.perf_counter()
+    time.sleep(1.0)  # a person at the break (what is measured is that this is left out)
+    s.controls.next_step(s.step)
+    s.controls.wait_paused(WAIT, previous=brk)
+    held = time.perf_counter() - held_from
+    (row,) = [h for h in s.model.history if h["step"] == brk.step]
+    assert row["step_time"] < held - 0.5, (row, held)

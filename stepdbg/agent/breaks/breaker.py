@@ -369,7 +369,10 @@ class Breaker:
                 self.controls.hold(on_idle=self._alone_too_long)
         finally:
             self.model.halted = False
-            self.model.data.paused(time.perf_counter() - held_from)
+            held = time.perf_counter() - held_from
+            self.model.data.paused(held)
+            if self.model.current is not None:  # (time held is not the step's: step_time, `step_time>X`)
+                self.model.current.started += held
             self.controls.end_pause()
             self.model.progress()
             self.bus.emit("resumed", {"step": self.model.step})
