@@ -77,6 +77,8 @@ def on_break(app: Any, data: Any) -> None:
     for line in [f"break at step {data['step']} [{data['condition']}]: {data['reason']}", *at,
                  *(f"  {ln}" for ln in stall_text.report_lines(data.get("details") or {}))]:
         app.log_line(line, "magenta")
+    if str(data.get("condition", "")).startswith("stall") and app.status.get("state") != "paused":
+        app.action_panel("log")  # (a stall pauses nothing: the Break panel would say "no break yet")
 
 
 def on_finding(app: Any, data: Any) -> None:

@@ -26,6 +26,7 @@ from stepdbg.agent.breaks.breaker import Breaker
 from stepdbg.agent.breaks.breakpoints import Breakpoints
 from stepdbg.agent.breaks.changes import Changes
 from stepdbg.agent.breaks.controls import EXIT_ABORT, Abort, ActionHooks, Break, Controls, NotPaused
+from stepdbg.agent.breaks.end_stuck import end_if_stuck
 from stepdbg.agent.breaks.ranks import Ranks
 from stepdbg.agent.breaks.rewind import Rewinder
 from stepdbg.agent.breaks.rewind_plan import RewindPlan
@@ -203,7 +204,15 @@ class Session:
         if then == "continue":
             self.controls.cont()
         elif then == "end":
-            self.controls.end()
+            self.end_job()
+
+    def end_job(self) -> None:
+        """End the job (exit code 3): at once if paused, else at its next pause point, or, stuck
+        between them, from outside (end_stuck.py)."""
+        running = self.controls.paused is None
+        self.controls.end()
+        if running and self.breaker.hooks is not None:
+            end_if_stuck(self.breaker)
 
     def _timeout_changed(self, seconds: float | None, why: str) -> None:
         """This rank's collective timeout changed: a line in the report (not said, not a

@@ -245,6 +245,7 @@ class Breaker:
             self._stall = (m.last_progress, {"step": brk.step, "reason": reason, "diagnosis": details["diagnosis"],
                                              "ranks": details["ranks"]})
         self.bus.write("break", **asdict(brk))
+        self.bus.emit("break", asdict(brk))  # (the front ends: no pause follows, the thread is stuck)
         self.bus.say("\n  ".join([f"break at step {brk.step} ({brk.phase}) [{spec}]: {reason}",
                                   *stall_text.report_lines(details)]))
         if "abort" in self.actions and self.hooks is not None:

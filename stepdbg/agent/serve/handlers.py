@@ -83,7 +83,7 @@ class Handlers:
         self.s.controls.run_to_step(n, self.s.step)
 
     def op_end(self) -> None:
-        self.s.controls.end()
+        self.s.end_job()
 
     def op_detach(self, then: str = "stay") -> None:
         self.peer.then = then
