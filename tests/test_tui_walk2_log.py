@@ -58,7 +58,11 @@ async def test_changes_are_said_in_the_persons_words_in_the_log(tui_at_break):
     async with tui_at_break("--break", "nan", script=DEMOS / "nan_log.py") as (app, pilot):
         step = app.status["paused"]["step"]
         await pilot.press("e", *"break add grad_norm>1e9", "enter")
-        await pilot.press(*"lr 0.001 pin", "enter", "escape", "k", "9")
+        await pilot.press(*"lr 0.001 pin", "enter")
+        # the REPL line's answer in the same words (it said "(param groups 0)")
+        await wait_for(pilot, lambda: "LR set to 0.001 and pinned (param group 0, was 0.01)"
+                       in str(app.query_one("#repl-out").content), "the answer under the line")
+        await pilot.press("escape", "k", "9")
         await wait_for(pilot, lambda: log_words(app).count(f"change at step {step}:") == 3, "three changes")
         said = log_words(app)
         assert f"change at step {step}: breakpoint added: grad_norm>1e9" in said, said

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from textual.widgets import Input, Static, TabbedContent
 
+from stepdbg.client.commands import change_words
 from stepdbg.client.replicas import diff_ranks_async
 from stepdbg.wire.ops import lr_typed
 from stepdbg.wire.rank_diff import USAGE as RANKS_USAGE
@@ -113,9 +114,8 @@ async def _lr(app: Any, out: Static, line: str, word: str, rest: str) -> bool:
         return True
     pin = "pin" in parts[1:]
     r = await ask(UnderTheLine(out, line), "set LR", app.source.set_lr(lr, pin=pin))
-    if r:
-        groups = ", ".join(str(g["group"]) for g in r.get("groups", []))
-        out.update(f"» {line}\nLR set to {lr:g}{' and pinned' if pin else ''} (param groups {groups})")
+    if r:  # (the words the Log and the console say a change in)
+        out.update(f"» {line}\n" + change_words({"what": "lr", "lr": lr, "pinned": pin, "groups": r.get("groups")}))
     return True
 
 
