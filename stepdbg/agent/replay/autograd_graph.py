@@ -124,8 +124,7 @@ def search_loss_graph(loss: torch.Tensor, output: Any, frame: FrameType | None) 
         # 1e20, a sum of huge values), when what it saved is finite; below what only scaled
         # it afterwards (`loss / accum`), which cannot make an inf of a finite value.
         node = below_scaling(loss.grad_fn, stop)
-        saved = [getattr(node, a, None) for a in dir(node) if a.startswith("_saved_")]
-        if finite([v for v in saved if isinstance(v, torch.Tensor)]):
+        if finite(list(_saved(node).values())):
             producer = node
     if producer is None:
         return None
