@@ -77,7 +77,9 @@ def _wait_for_steps(times: Path, proc: subprocess.Popen[bytes]) -> None:
         time.sleep(0.05)
 
 
-def run(quick: bool, clients: int = 10, op: str = "status") -> dict[str, Any]:
+def run(quick: bool, clients: int = 10, ops: tuple[str, ...] = ("status",)) -> dict[str, dict[str, Any]]:
+    """Each op's figures, measured in turn against one served job (started once: its start,
+    torch's import, is most of a quick run)."""
     from stepdbg import client
     from stepdbg.wire import sessions
 
@@ -92,60 +94,68 @@ def run(quick: bool, clients: int = 10, op: str = "status") -> dict[str, Any]:
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
-    phase = 0.5 if quick else 3.0  # quick: the suite only checks that it runs
-    rounds = 1 if quick else 4
     try:
         _wait_for_steps(times, proc)
         sid = sessions.listing()[0].id
-        quiet: list[tuple[float, float]] = []
-        attached: list[tuple[float, float]] = []
-        flooded: list[tuple[float, float]] = []
-        requests = 0
-        for _ in range(rounds):
-            start = time.monotonic()
-            time.sleep(phase)
-            quiet.append((start, time.monotonic()))
-            with client.connect(sid) as idle:  # one front end attached, asking nothing
-                idle.status()  # (attached once this is answered)
-                start = time.monotonic()
-                time.sleep(phase)
-                attached.append((start, time.monotonic()))
-            flood = [
-                subprocess.Popen(
-                    [sys.executable, "-c", FLOOD, sid, "", op],
-                    cwd=root,
-                    stdin=subprocess.PIPE,
-                    stdout=subprocess.PIPE,
-                    text=True,
-                )
-                for _ in range(clients)
-            ]
-            for p in flood:  # every flooding client connected
-                if p.stdout is None or p.stdout.readline().strip() != "ready":
-                    raise RuntimeError(f"a flooding client did not connect (exit code {p.wait()})")
-            start = time.monotonic()
-            end = start + phase
-            for p in flood:
-                assert p.stdin is not None
-                p.stdin.write(f"{end}\n")
-                p.stdin.close()
-            requests += sum(
-                int(p.stdout.read() or 0) for p in flood if p.stdout is not None and p.wait() == 0
-            )
-            flooded.append((start, end))
+        out = {op: _measure(sid, root, times, quick, clients, op) for op in ops}
         with client.connect(sid) as c:
             c.close(then="end")
-        q, a, ld = (statistics.median(_steps_in(times, w)) for w in (quiet, attached, flooded))
-        return {
-            "clients": clients,
-            "op": op,
-            "plain_step_ms": round(q * 1e3, 3),
-            "attached_step_ms": round(a * 1e3, 3),
-            "flooded_step_ms": round(ld * 1e3, 3),
-            "ratio": round(ld / q, 3),
-            "attached_ratio": round(a / q, 3),  # what one idle front end costs (replay armed)
-            "requests_per_s": round(requests / (rounds * phase), 1),
-        }
+        return out
     finally:
         proc.wait(30) if proc.poll() is None and not proc.kill() else None
         shutil.rmtree(d, ignore_errors=True)
+
+
+def _measure(sid: str, root: Path, times: Path, quick: bool, clients: int, op: str) -> dict[str, Any]:
+    """One op: the job's steps quiet, with one idle front end, and with `clients` calling `op`."""
+    from stepdbg import client
+
+    phase = 0.5 if quick else 3.0  # quick: the suite only checks that it runs
+    rounds = 1 if quick else 4
+    quiet: list[tuple[float, float]] = []
+    attached: list[tuple[float, float]] = []
+    flooded: list[tuple[float, float]] = []
+    requests = 0
+    for _ in range(rounds):
+        start = time.monotonic()
+        time.sleep(phase)
+        quiet.append((start, time.monotonic()))
+        with client.connect(sid) as idle:  # one front end attached, asking nothing
+            idle.status()  # (attached once this is answered)
+            start = time.monotonic()
+            time.sleep(phase)
+            attached.append((start, time.monotonic()))
+        flood = [
+            subprocess.Popen(
+                [sys.executable, "-c", FLOOD, sid, "", op],
+                cwd=root,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                text=True,
+            )
+            for _ in range(clients)
+        ]
+        for p in flood:  # every flooding client connected
+            if p.stdout is None or p.stdout.readline().strip() != "ready":
+                raise RuntimeError(f"a flooding client did not connect (exit code {p.wait()})")
+        start = time.monotonic()
+        end = start + phase
+        for p in flood:
+            assert p.stdin is not None
+            p.stdin.write(f"{end}\n")
+            p.stdin.close()
+        requests += sum(
+            int(p.stdout.read() or 0) for p in flood if p.stdout is not None and p.wait() == 0
+        )
+        flooded.append((start, end))
+    q, a, ld = (statistics.median(_steps_in(times, w)) for w in (quiet, attached, flooded))
+    return {
+        "clients": clients,
+        "op": op,
+        "plain_step_ms": round(q * 1e3, 3),
+        "attached_step_ms": round(a * 1e3, 3),
+        "flooded_step_ms": round(ld * 1e3, 3),
+        "ratio": round(ld / q, 3),
+        "attached_ratio": round(a / q, 3),  # what one idle front end costs (replay armed)
+        "requests_per_s": round(requests / (rounds * phase), 1),
+    }

@@ -18,7 +18,7 @@ from .common import (
     timed_steps,
     watch,
 )
-from .workloads import WORKLOADS, step_fn
+from .workloads import step_fn, workloads
 
 TARGETS = {"default watch": 1.03, "activation watch": 1.10}
 
@@ -33,7 +33,7 @@ WATCHED_BY_A_PERSON = {"actions": ["replay"]}
 
 def run(quick: bool, device: str = "cpu") -> dict[str, Any]:
     out: dict[str, Any] = {}
-    for name in WORKLOADS:
+    for name in workloads(quick):
         model, step = step_fn(name, device, small=quick)
         out[name] = _ratios(step, quick, {
             "plain": plain,
@@ -56,7 +56,7 @@ def run_fused(quick: bool, device: str = "cpu") -> dict[str, Any]:
     out: dict[str, Any] = {}
     variants = {"plain": plain, "default watch": watch(*DEFAULT_WATCH),
                 "skip on device": watch(*DEFAULT_WATCH, skip_on_device=True)}
-    for name in WORKLOADS:
+    for name in workloads(quick):
         out[name] = _ratios(step_fn(name, device, fused=True, small=quick)[1], quick, variants)
     if device != "cpu":
         out["syncs_per_step"] = count_syncs(device, fused=True)

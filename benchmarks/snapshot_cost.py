@@ -19,7 +19,7 @@ import torch
 from stepdbg.agent.session import Session
 from stepdbg.wire.agent_config import AgentConfig
 
-from .workloads import WORKLOADS, step_fn
+from .workloads import step_fn, workloads
 
 TARGET_CPU = 1.0  # a snapshot takes at most one step's time
 TARGET_CUDA = 0.02  # at --keep-every 100, under 2% of step time
@@ -33,7 +33,7 @@ def _sync(device: str) -> None:
 def run(quick: bool, device: str = "cpu") -> dict[str, Any]:
     rounds = 3 if quick else 30  # quick (a small batch too): the suite only checks that it runs
     out: dict[str, Any] = {}
-    for name in WORKLOADS:
+    for name in workloads(quick):
         s = Session(AgentConfig(breaks=["nan"], quiet=True)).start()
         try:
             _, step = step_fn(name, device, small=quick)

@@ -116,3 +116,9 @@ def step_fn(name: str, device: str = "cpu", fused: bool = False,
 
 
 WORKLOADS = ("mlp", "transformer", "gpt", "deep")
+
+
+def workloads(quick: bool) -> tuple[str, ...]:
+    """The workloads a benchmark runs: quick mode (the suite only checks that it runs) leaves
+    out the deep one, the slowest to step (1c, deep_floor, still steps its 96 blocks)."""
+    return tuple(w for w in WORKLOADS if w != "deep") if quick else WORKLOADS

@@ -9,6 +9,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -37,6 +38,11 @@ def pytest_configure(config: pytest.Config) -> None:
         d = Path(tempfile.mkdtemp(prefix="sdbg-", dir="/tmp"))
         config.add_cleanup(lambda: shutil.rmtree(d, ignore_errors=True))
     os.environ["TMPDIR"] = os.environ["TMUX_TMPDIR"] = str(d)
+    # One inductor cache for the run, its xdist workers' too (a worker's base is the run's
+    # popen-gwN): its C++ header, built once (~5 s of CPU), and any graph compiled twice.
+    run_base = config._tmp_path_factory.getbasetemp()
+    run_base = run_base.parent if hasattr(config, "workerinput") else run_base
+    os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", str(run_base / "torchinductor"))
     tempfile.tempdir = None  # asked again, from TMPDIR
     if not hasattr(config, "workerinput"):  # once, in the controller
         _compile_our_sources()
@@ -79,13 +85,15 @@ def marked_line(path: Path, name: str) -> int:
     raise LookupError(f"no line marked @{name} in {path}")
 
 
-def run_stepdbg(tmp_path: Path, *args: str, script_args: tuple[str, ...] = (), timeout: float = 90,
+def run_stepdbg(tmp_path: Path, *args: str, script_args: tuple[str, ...] = (), timeout: float | None = None,
                 stdin: str | None = None, env: dict[str, str] | None = None) -> Run:
-    """`stepdbg [args] python SCRIPT ...` as a user types it, with a report in tmp_path."""
+    """`stepdbg [args] python SCRIPT ...` as a user types it, with a report in tmp_path. It
+    may take WAIT unless told (90 s was a deadline a busy machine reached: a doctor run of
+    100 steps took 51 s of a loaded suite)."""
     report = tmp_path / "report.jsonl"
     cmd = [sys.executable, "-m", "stepdbg", "--report", str(report), *args, sys.executable, *script_args]
     proc = subprocess.run(
-        cmd, capture_output=True, text=True, timeout=timeout, cwd=ROOT,
+        cmd, capture_output=True, text=True, timeout=timeout or WAIT, cwd=ROOT,
         input=stdin, stdin=None if stdin is not None else subprocess.DEVNULL,
         env={**os.environ, **(env or {})},
     )
@@ -314,3 +322,15 @@ def text_of(app: Any, selector: str) -> str:
     console = Console(width=200, record=True, file=io.StringIO())
     console.print(content)
     return console.export_text()
+
+
+@pytest.fixture
+def short_tmp() -> Iterator[Path]:
+    """A private folder as short as the suite's TMPDIR (pytest's tmp_path under a deep
+    TMPDIR is not): for a job given it as its TMPDIR, whose DataLoader workers bind an
+    AF_UNIX socket there (107 bytes at most: a plain run fails as well)."""
+    import tempfile
+
+    d = Path(tempfile.mkdtemp(prefix="t-"))
+    yield d
+    shutil.rmtree(d, ignore_errors=True)

@@ -237,7 +237,20 @@ def test_a_slice_index_that_is_no_index_is_said_in_words(start_job, private_runt
         assert bad.value.code == "bad_args" and "'zz' is not an index: a whole number or a slice" in str(bad.value)
         with pytest.raises(ClientError) as past:
             c.slice("x", "9, 0")
-        assert past.value.code == "bad_args" and "does not fit shape [8, 4]" in str(past.value), past.value
+        assert past.value.code == "bad_args" and "does not fit x, of shape [8, 4]: dimension 0 takes 0 to 7" in str(
+            past.value) and "out of bounds" not in str(past.value), past.value  # (not torch's words)
         assert c.slice("x", "0, :2") == c.slice("x", "0")[:2]  # a right index still answers
         c.close(then="continue")
     assert job.proc.wait(WAIT) == 0
+
+
+@pytest.mark.parametrize("index", ["::0", "0, ::-1"])
+def test_a_slice_step_of_zero_or_below_is_said_in_words(index):
+    """The fourth walk's item 4: `::0` in the Tensor panel's slice field showed
+    `refused: ValueError: slice step cannot be zero` (torch's, not an IndexError)."""
+    import torch
+
+    from stepdbg.agent.measure import tensors
+
+    with pytest.raises(tensors.BadIndex, match=r"a slice's step is a whole number above 0"):
+        tensors.slice_of(torch.zeros(4, 4), index)

@@ -62,14 +62,16 @@ def test_save_and_skip_runs_to_the_end_and_a_replay_elsewhere_names_what_the_liv
 
 def test_a_transient_fault_saved_and_replayed_offline_is_not_reproduced(tmp_path):
     """The demo's flaky layer corrupts one forward; rebuilt by its factory (the model is an
-    nn.Sequential made in the script: the class alone cannot rebuild it, and says so)."""
+    nn.Sequential made in the script, holding a module of the script's own class: the bundle's
+    record of torch's modules cannot rebuild that one, and says so)."""
     run = run_stepdbg(tmp_path, "--no-tui", "--break", "nan", "--on-break", "save", "--on-break", "skip",
                       "--bundle-dir", str(tmp_path), script_args=(str(TRANSIENT),))
     assert run.returncode == 0, run.stderr[-2000:]
     path = run.of("bundle")[0]["path"]
     refused = replay_cli(path, cwd=tmp_path)
     assert refused.returncode == 1 and refused.stderr.strip().count("\n") == 0, refused.stderr
-    assert "torch's Sequential, built in the script: give --model" in refused.stderr
+    assert "the model's module 1 is a Flaky of __main__, not one of torch.nn's: its code is needed: give --model" \
+        in refused.stderr, refused.stderr  # (its torch modules are rebuilt from the bundle: module_tree.py)
     offline = replay_cli("--json", "--model", f"{TRANSIENT}:build", path, cwd=tmp_path)
     got = json.loads(offline.stdout)
     assert (got["reproduced"], got["first_nonfinite"]) == (False, None), got

@@ -58,12 +58,14 @@ def test_expr_is_evaluated_where_all_its_names_are_known():
         ("mem>8XB", "is not a size"),
         ("step==1.5", "is not a whole number of steps"),
         ("every=0", "every needs a step count of at least 1"),
+        ("loss_spike>-1", "a spike is a factor above 1 of the running median"),  # (the fourth walk's 17: never fired)
+        ("loss_spike>1", "e.g. 'loss_spike>3' (not '1')"),
         ("expr:", "needs an expression"),
         ("expr:loss >", "syntax error at the end of 'loss >': it stops short"),  # Python says column 0
         ("expr:loss $ 3", "syntax error at column 6 of the expression 'loss $ 3'"),
         ("expr:los > 1", "unknown name 'los'"),
         ("expr:__import__('os')", "only abs, min, max may be called"),
-        ("expr:loss.real > 1", "Attribute is not allowed"),
+        ("expr:loss.real > 1", "'loss.real' is not allowed: each name is one number already: write loss alone"),
         ("expr:1 > 0", "uses no step scalar"),
     ],
 )
@@ -111,7 +113,20 @@ def test_conditions_compute_in_floats_so_no_value_makes_them_slow():
     c = parse("expr:step*step*step*step*step*step*step*step > 1e300 or grad_norm**2 > 100")
     assert c.check({"step": 10**40, "grad_norm": 1.0})
     assert parse("expr:step % 2 == 0").check({"step": 4}) == "step % 2 == 0 is true (step=4)"
-    assert parse("expr:lr[0] > 0.1").check({"lr": [0.2]})  # an index stays an int
+
+
+def test_a_refused_part_of_an_expression_is_quoted_with_what_to_type_instead():
+    """The TUI showed `Attribute is not allowed in a condition`, and `expr:loss[0] > 1` was
+    taken, then raised `TypeError ('float' object is not subscriptable)` at every step (each
+    name is one number: lr is param group 0's); and a bad size was quoted lowercased."""
+    with pytest.raises(ConditionError, match=r"'loss.item' is not allowed: .* write loss alone"):
+        parse("expr:loss.item > 1")
+    with pytest.raises(ConditionError, match=r"'lr\[0\]' is not allowed: .* write lr alone"):
+        parse("expr:lr[0] > 0.1")
+    with pytest.raises(ConditionError, match=r"'12xB' is not a size"):
+        parse("mem>12xB")
+    with pytest.raises(ConditionError, match=r"unknown condition 'Foo'"):
+        parse("Foo>3")
 
 
 def test_a_condition_is_a_line_not_a_program():

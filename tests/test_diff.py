@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import shlex
+import stat
 import subprocess
 import sys
 
@@ -110,9 +111,10 @@ def test_a_bad_argument_is_one_line_and_exit_code_2(tmp_path, argv, said):
 
 
 @pytest.mark.slow
-def test_one_blocks_layernorm_eps_is_named_at_step_0_forward(tmp_path):
-    r = diff("--json", line("diff_blocks.py", "--eps2", "1e-5"), line("diff_blocks.py", "--eps2", "1e-1"),
-             tmp=tmp_path)
+def test_one_blocks_layernorm_eps_is_named_at_step_0_forward(short_tmp, tmp_path):
+    kept = tmp_path / "runs"
+    r = diff("--json", "--keep-records", str(kept), line("diff_blocks.py", "--eps2", "1e-5"),
+             line("diff_blocks.py", "--eps2", "1e-1"), tmp=short_tmp)
     assert r.returncode == 1, r.stderr
     d = answer(r)["first_divergence"]
     assert (d["step"], d["phase"], d["module"], d["call"], d["what"]) == (0, "forward", "blocks.2.ln", 0, "output")
@@ -120,9 +122,9 @@ def test_one_blocks_layernorm_eps_is_named_at_step_0_forward(tmp_path):
     assert "self.ln(x)" in (FIX / "diff_blocks.py").read_text().splitlines()[d["line"] - 1]
     assert d["max_abs"] > 0 and d["tolerance"]["mode"] == "bitwise" and "blocks.2.ln" in d["summary"]
     assert "running A: " in r.stderr and "running B: " in r.stderr
-    assert not ours(tmp_path)  # the private folder is gone
-    # In words: the answer's line, the tolerance, the command lines; the same exit code.
-    r = diff(line("diff_blocks.py", "--eps2", "1e-5"), line("diff_blocks.py", "--eps2", "1e-1"))
+    assert not ours(short_tmp)  # the private folder is gone
+    # In words (of the kept records: test_diff_keep): the answer's line, the tolerance, A and B; the same exit code.
+    r = diff(str(kept / "A.jsonl"), str(kept / "B.jsonl"))
     out = r.stdout.splitlines()
     assert r.returncode == 1 and out[0].startswith("first divergence: step 0, forward") and "blocks.2.ln" in out[0]
     assert out[1].startswith("tolerance: bitwise") and out[2].startswith("A: ") and out[3].startswith("B: ")
@@ -146,15 +148,31 @@ def test_two_identical_seeded_runs_agree(script, args, steps):
 @pytest.mark.slow
 @pytest.mark.parametrize(("flag", "module", "what"), [("--numpy-noise", "blocks.1", "input[0]"),
                                                       ("--torch-noise", "blocks.3.noise", "output")])
-def test_unseeded_noise_in_one_submodule_is_named(flag, module, what):
-    r = diff("--json", line("diff_blocks.py", flag), line("diff_blocks.py", flag))
+def test_unseeded_noise_in_one_submodule_is_named(tmp_path, flag, module, what):
+    kept = tmp_path / "runs"
+    r = diff("--json", "--keep-records", str(kept), line("diff_blocks.py", flag), line("diff_blocks.py", flag))
     assert r.returncode == 1, r.stderr
     d = answer(r)["first_divergence"]
     assert (d["step"], d["phase"], d["module"], d["what"]) == (0, "forward", module, what), d
-    # A tolerance above the noise lets the same runs agree, and says it used it.
     if flag == "--torch-noise":
-        r = diff("--json", "--atol", "0.05", line("diff_blocks.py", flag), line("diff_blocks.py", flag))
-        assert r.returncode == 0 and answer(r)["tolerance"] == {"mode": "tolerance", "atol": 0.05, "rtol": 0.0}
+        kept_records_compare_as_the_runs_did(kept, r)
+
+
+def kept_records_compare_as_the_runs_did(kept, r) -> None:
+    """(test_diff_keep has the rest) Each run's record kept, private; compared again with no
+    run, the same answer; a tolerance above the noise lets the same runs agree, and says so."""
+    a, b = kept / "A.jsonl", kept / "B.jsonl"
+    assert f"A's record kept: {a}" in r.stderr and f"B's record kept: {b}" in r.stderr
+    assert stat.S_IMODE(kept.stat().st_mode) == 0o700 and sorted(os.listdir(kept)) == ["A.jsonl", "B.jsonl"]
+    assert stat.S_IMODE(a.stat().st_mode) == stat.S_IMODE(b.stat().st_mode) == 0o600
+    again = diff("--json", str(a), str(b))
+    assert again.returncode == 1 and "running" not in again.stderr, again.stderr
+    assert answer(again)["first_divergence"] == answer(r)["first_divergence"]
+    r = diff("--json", "--atol", "0.05", str(a), str(b))
+    assert r.returncode == 0 and answer(r)["tolerance"] == {"mode": "tolerance", "atol": 0.05, "rtol": 0.0}
+    r = diff(str(a), line("diff_blocks.py"))  # a kept baseline against a new run: only B runs
+    assert r.returncode == 1 and "running B" in r.stderr and "running A" not in r.stderr, r.stderr
+    assert r.stdout.startswith("first divergence: step 0")
 
 
 @pytest.mark.slow
@@ -163,13 +181,13 @@ def test_unseeded_noise_in_one_submodule_is_named(flag, module, what):
     ("nostep", "1", "A ran no training step"),
     ("short", "3", "A ran 2 training steps of the 3 asked (--steps 3)"),
 ])
-def test_a_run_with_nothing_to_compare_is_one_line_and_exit_code_2(tmp_path, how, steps, said):
-    r = diff("--steps", steps, line("diff_bad.py", how), line("diff_bad.py", how), tmp=tmp_path)
+def test_a_run_with_nothing_to_compare_is_one_line_and_exit_code_2(short_tmp, tmp_path, how, steps, said):
+    r = diff("--steps", steps, line("diff_bad.py", how), line("diff_bad.py", how), tmp=short_tmp)
     assert r.returncode == 2, r
     last = r.stderr.strip().splitlines()[-1]
     assert last == f"stepdbg diff: {said}" or (last.startswith("stepdbg diff: ") and said in last), r.stderr
     assert "running B" not in r.stderr and r.stdout == ""
-    assert not ours(tmp_path)
+    assert not ours(short_tmp)
 
 
 @pytest.mark.slow

@@ -60,15 +60,15 @@ def all_ended(pids: list[int]) -> bool:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP])
-def test_a_signal_ends_the_job_its_workers_and_the_folder(tmp_path, sig):
+def test_a_signal_ends_the_job_its_workers_and_the_folder(short_tmp, tmp_path, sig):
     """SIGTERM or SIGHUP while A runs a DataLoader with two workers: exit 128 + the
     signal, one line, no traceback; the job and both workers are gone, and so is the
     stepdbg-diff-* folder (before: stepdbg diff died at once and left all three running)."""
     pidfile = tmp_path / "pids"
     stall = line("diff_stall.py", str(pidfile), "loader")
-    proc = start(stall, stall, tmp=tmp_path)
+    proc = start(stall, stall, tmp=short_tmp)
     pids = pids_in(pidfile, 3)
-    assert ours(tmp_path), "the private folder exists while the job runs"
+    assert ours(short_tmp), "the private folder exists while the job runs"
     proc.send_signal(sig)
     out, err = proc.communicate(timeout=WAIT)
     assert proc.returncode == 128 + sig, err
@@ -77,34 +77,34 @@ def test_a_signal_ends_the_job_its_workers_and_the_folder(tmp_path, sig):
     assert last.startswith(f"stepdbg diff: stopped by {signal.Signals(sig).name}: "), err
     assert sum(x.startswith("stepdbg diff:") for x in err.splitlines()) == 1, err
     assert all_ended(pids), [p for p in pids if alive(p)]
-    assert ours(tmp_path) == []
+    assert ours(short_tmp) == []
 
 
 @pytest.mark.slow
-def test_a_process_the_job_started_in_a_session_of_its_own_is_ended_too(tmp_path):
+def test_a_process_the_job_started_in_a_session_of_its_own_is_ended_too(short_tmp, tmp_path):
     """The job starts a server in a session of its own (setsid): the job's process group
     does not hold it. SIGTERM to stepdbg diff: the job and that server are both ended (before:
     the server, reparented to init, ran on after stepdbg diff had said it ended it all)."""
     pidfile = tmp_path / "pids"
     stall = line("diff_stall.py", str(pidfile), "setsid")
-    proc = start(stall, stall, tmp=tmp_path)
+    proc = start(stall, stall, tmp=short_tmp)
     pids = pids_in(pidfile, 2)
     proc.send_signal(signal.SIGTERM)
     _, err = proc.communicate(timeout=WAIT)
     assert proc.returncode == 128 + signal.SIGTERM, err
     assert all_ended(pids), [p for p in pids if alive(p)]
-    assert ours(tmp_path) == []
+    assert ours(short_tmp) == []
 
 
 @pytest.mark.slow
-def test_ctrl_c_at_a_terminal_shows_progress_then_ends_it_all_with_130(tmp_path):
+def test_ctrl_c_at_a_terminal_shows_progress_then_ends_it_all_with_130(short_tmp, tmp_path):
     """stderr a terminal: a progress line every few seconds while A never steps (before:
     no word at all); then SIGINT, as Ctrl-C sends it: exit 130, one line, no
     KeyboardInterrupt traceback, the job and the folder gone."""
     pidfile = tmp_path / "pids"
     stall = line("diff_stall.py", str(pidfile), "sleep")
     master, slave = pty.openpty()
-    proc = start(stall, stall, tmp=tmp_path, stderr=slave)
+    proc = start(stall, stall, tmp=short_tmp, stderr=slave)
     os.close(slave)
     seen = b""
     deadline = time.monotonic() + WAIT
@@ -130,40 +130,52 @@ def test_ctrl_c_at_a_terminal_shows_progress_then_ends_it_all_with_130(tmp_path)
     assert "Traceback" not in text and "KeyboardInterrupt" not in text
     assert text.strip().splitlines()[-1].startswith("stepdbg diff: stopped by SIGINT: "), text
     assert all_ended(pids)
-    assert ours(tmp_path) == []
+    assert ours(short_tmp) == []
 
 
 @pytest.mark.slow
-def test_a_run_that_never_steps_is_said_and_ended_at_the_timeout(tmp_path):
-    """Not at a terminal: a progress line once A has run PROGRESS_ELSE seconds, then at
-    --timeout one line and exit 2, the job ended, the folder removed, B never started
-    (before: no --timeout, and stepdbg diff waited forever without a word)."""
+def test_a_run_that_never_steps_is_said_and_ended_at_the_timeout(short_tmp, tmp_path, monkeypatch):
+    """Not at a terminal: a progress line once A has run STEPDBG_DIFF_PROGRESS_EVERY seconds
+    (30 unset: this test sat 35 s for one), then at --timeout one line and exit 2, the job
+    ended, the folder removed, B never started (before: no --timeout, and stepdbg diff waited
+    forever without a word). The line is due at 1 s; the timeout leaves 7 s more for it."""
+    monkeypatch.setenv("STEPDBG_DIFF_PROGRESS_EVERY", "1")
     pidfile = tmp_path / "pids"
     stall = line("diff_stall.py", str(pidfile), "sleep")
-    r = diff("--timeout", "35", stall, stall, tmp=tmp_path)
+    r = diff("--timeout", "8", stall, stall, tmp=short_tmp)
     assert r.returncode == 2, r.stderr
     lines = r.stderr.strip().splitlines()
-    assert any(x.startswith("A: still running after ") and "(ended at --timeout 35 s)" in x for x in lines), r.stderr
-    assert lines[-1].startswith("stepdbg diff: A did not finish within --timeout 35 s ("), r.stderr
+    assert any(x.startswith("A: still running after ") and "(ended at --timeout 8 s)" in x for x in lines), r.stderr
+    assert lines[-1].startswith("stepdbg diff: A did not finish within --timeout 8 s ("), r.stderr
     assert lines[-1].endswith("); it was ended") and "running B" not in r.stderr and r.stdout == ""
     assert all_ended(pids_in(pidfile, 1))
-    assert ours(tmp_path) == []
+    assert ours(short_tmp) == []
 
 
 @pytest.mark.parametrize(("option", "said"), [
     ("--steps", f"--steps is at most {FINGERPRINT_LIMIT:,}"),
     ("--max-calls", f"--max-calls is at most {FINGERPRINT_LIMIT:,}"),
 ])
-def test_over_cap_numbers_are_refused_before_a_job_starts(tmp_path, option, said):
+def test_over_cap_numbers_are_refused_before_a_job_starts(short_tmp, tmp_path, option, said):
     """The recorder's cap (FINGERPRINT_LIMIT), refused by the parser: one line, exit 2, and
     the script never ran (before: the job started and failed inside on its configuration)."""
     (tmp_path / "x.py").write_text("open('ran', 'w').close()\n")
-    r = diff(option, str(FINGERPRINT_LIMIT + 1), "python x.py", "python x.py", cwd=tmp_path, tmp=tmp_path)
+    r = diff(option, str(FINGERPRINT_LIMIT + 1), "python x.py", "python x.py", cwd=tmp_path, tmp=short_tmp)
     assert r.returncode == 2, r
     assert r.stderr.strip().splitlines() == [f"stepdbg: {said} (the steps a run records), not {FINGERPRINT_LIMIT + 1}"
                                              if option == "--steps" else
                                              f"stepdbg: {said} (module calls a step), not {FINGERPRINT_LIMIT + 1}"]
-    assert not (tmp_path / "ran").exists() and ours(tmp_path) == []
+    assert not (tmp_path / "ran").exists() and ours(short_tmp) == []
+
+
+@pytest.mark.parametrize("value", ["0", "-1", "inf", "soon"])
+def test_a_bad_progress_interval_is_one_line(value, monkeypatch):
+    """STEPDBG_DIFF_PROGRESS_EVERY is refused in one line before a job starts (exit 2)."""
+    monkeypatch.setenv("STEPDBG_DIFF_PROGRESS_EVERY", value)
+    r = diff("python x.py", "python x.py")
+    assert r.returncode == 2 and r.stderr.strip().splitlines() == [
+        f"stepdbg: STEPDBG_DIFF_PROGRESS_EVERY={value!r}: expected a number of seconds above 0 (how long between "
+        "stepdbg diff's progress lines when stderr is no terminal); e.g. STEPDBG_DIFF_PROGRESS_EVERY=30"], r.stderr
 
 
 @pytest.mark.parametrize("value", ["-1", "nan", "inf", "soon"])

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import sys
 
-from conftest import ROOT, run_stepdbg
+from conftest import ROOT, WAIT, run_stepdbg
 
 HINT = "the job goes on: report is the default action"
 
@@ -25,5 +25,5 @@ def test_the_fixture_ends_with_the_exception_without_stepdbg():
     import subprocess
 
     out = subprocess.run([sys.executable, str(ROOT / "tests" / "fixtures" / "raises_after_update.py")],
-                         capture_output=True, text=True, timeout=60, cwd=ROOT)
+                         capture_output=True, text=True, timeout=WAIT, cwd=ROOT)
     assert out.returncode == 1 and "OverflowError" in out.stderr, out.stderr

@@ -42,6 +42,10 @@ def gan(session_factory, tmp_path, case: str, actions: tuple[str, ...]) -> list[
         if case == "inline_detached":  # netD(netG(z).detach()): netG's output is freed, its alias held
             netG.bad = step == 2
             inputs = netG(torch.randn(4, 3)).detach()
+        elif case == "inplace_log":  # the program's own in-place sqrt of netG's freed output's memory
+            inputs = netG(torch.randn(4, 3)).detach()
+            if step == 2:
+                inputs.sub_(2).sqrt_()  # @inplace-log
         else:
             fake, fake2 = netG(torch.randn(4, 3)), netG2(torch.randn(4, 3))
         if case == "detached_clone":
@@ -54,7 +58,7 @@ def gan(session_factory, tmp_path, case: str, actions: tuple[str, ...]) -> list[
             inputs = fake.clone()
             with torch.no_grad():
                 inputs[:, :2] = real[:, :2]
-        elif case != "inline_detached":
+        elif case not in ("inline_detached", "inplace_log"):
             inputs = torch.cat([real, fake, fake2])
         opt_d.zero_grad()
         nn.functional.binary_cross_entropy_with_logits(netD(inputs), torch.zeros(len(inputs), 1)).backward()
@@ -64,7 +68,8 @@ def gan(session_factory, tmp_path, case: str, actions: tuple[str, ...]) -> list[
 
 
 CASES = [("nan_in_real", None), ("log_between", None), ("second_generator", "netG2"), ("detached_clone", "netG"),
-         ("inline_detached", None), ("data_through_tanh", None), ("written_without_grad", None)]  # (its break: netG's output's memory, which a replay of netG verifies)
+         ("inline_detached", None), ("data_through_tanh", None), ("written_without_grad", None),
+         ("inplace_log", None)]  # (its break: netG's output's memory, which a replay of netG verifies)
 
 
 @pytest.mark.parametrize(("case", "fed_by"), CASES)
@@ -73,7 +78,7 @@ def test_the_nan_break_names_the_generator_whose_output_holds_the_nan(session_fa
     assert brk["details"].get("fed_by") == fed_by, brk
     if fed_by:
         assert f"it is {fed_by}'s output, born in {fed_by}'s forward" in brk["reason"], brk
-    elif case == "inline_detached":  # netG's output freed: the memory it held is not known to hold its values
+    elif case in ("inline_detached", "inplace_log"):  # netG's output freed: its memory's values are not known to be its
         assert "it holds the memory of netG's output, freed since" in brk["reason"], brk
     elif case == "log_between":  # computed from netG's output by the program: not the data, not netG's
         assert "the program computed it from a model's output" in brk["reason"] and "netG" not in brk["reason"], brk
@@ -89,6 +94,12 @@ def test_the_replay_names_the_generators_op(session_factory, tmp_path, case, fed
         assert (first["where"], first["op"], first["line"], first["into"]) == (
             "program", "log", marked_line(Path(__file__), "log-between"), "netD"), first
         assert "log in the program's own code produced the first non-finite value" in replay["summary"], replay
+    elif case == "inplace_log":  # netG's forward, replayed, is finite: the program wrote it (it said "the data")
+        assert (first["where"], first["op"], first["written_after"], first["line"]) == (
+            "program", "sqrt", "netG", marked_line(Path(__file__), "inplace-log")), first
+        assert replay["summary"].startswith("sqrt in the program's own code wrote inputs's non-finite values after "
+                                            "netG made them"), replay
+        assert replay["advice"]["cause"] == "domain", replay
     elif fed_by or case == "inline_detached":
         fed_by = fed_by or "netG"
         assert (first["where"], first["module"], first["op"], first["fed"]["model"]) == ("forward", fed_by, "mul",

@@ -136,10 +136,13 @@ def test_runaway_evals_are_interrupted_or_timed_out_and_the_job_stays_paused(sta
                 assert time.monotonic() < deadline and t.is_alive()
                 time.sleep(0.05)
             t.join(WAIT)
-            assert "KeyboardInterrupt" in answer["error"], answer
+            # (interrupted; or, on a loaded machine where the interrupt came later than the
+            # limit, stopped by the limit: the loaded full suite saw it once. Either stops it.)
+            assert answer["error"].startswith(("interrupted", "stopped at the 3 s time limit")), answer
+            assert "still paused" in answer["error"], answer
             assert c.status()["state"] == "paused"
         timed = c.evaluate("while True: pass")  # nobody interrupts: the time limit does
-        assert "KeyboardInterrupt" in timed["error"] and "time limit" in timed["error"]
+        assert timed["error"].startswith("stopped at the 3 s time limit") and "Traceback" not in timed["error"], timed
         for exc in ("SystemExit(3)", "KeyboardInterrupt()", "GeneratorExit()"):
             assert exc.split("(")[0] in c.evaluate(f"raise {exc}")["error"]
         assert "more characters not shown" in c.evaluate("raise ValueError('x' * 20_000_000)")["error"]
@@ -292,7 +295,8 @@ def test_a_squatted_runtime_directory_is_refused_with_a_way_out(tmp_path, monkey
     monkeypatch.setenv("STEPDBG_RUNTIME_DIR", str(d))
     out = subprocess.run([sys.executable, "-m", "stepdbg", "ls"], capture_output=True, text=True, cwd=ROOT,
                          timeout=WAIT, env={**os.environ})
-    assert out.returncode == 1 and "not a private directory of yours" in out.stderr
+    said = "not a private directory of yours" if os.getuid() == 0 else "is open to other users"  # (yours: chmod)
+    assert out.returncode == 1 and said in out.stderr, out.stderr
     assert "STEPDBG_RUNTIME_DIR" in out.stderr and "Traceback" not in out.stderr
     assert stat.S_IMODE(os.stat(d).st_mode) == 0o755  # left as it was
 

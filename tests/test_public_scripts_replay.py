@@ -33,3 +33,7 @@ def test_the_divergence_advice_offers_no_lr_pin_without_an_optimizer(tmp_path):
     run, replay = replayed(tmp_path)
     assert replay["advice"]["cause"] == "divergence", replay
     assert "lr X pin" not in replay["advice"]["text"], replay["advice"]
+    # Nor "add warmup" as a fact: with no optimizer, stepdbg sees no learning rate, and a
+    # script's own warmup (lr = base * min(1, step / warm)) is invisible to it.
+    assert "and warmup if the loop has none (its learning rate is the script's own" in replay["advice"]["text"], \
+        replay["advice"]

@@ -20,14 +20,15 @@ from stepdbg.wire import sessions
 
 FIXTURE = Path(__file__).parent / "fixtures" / "ddp_train.py"
 FSDP = Path(__file__).parent / "fixtures" / "fsdp_train.py"
+UNTIL = Path(__file__).parent / "fixtures" / "ddp_until.py"
 WAIT = CONFTEST_WAIT  # a ceiling only a hang reaches (two ranks start slowly beside other work)
 pytestmark = pytest.mark.slow  # real trainers and torchrun end to end (see pyproject: slow)
 
 
 def start(tmp_path: Path, *stepdbg_args: str, script_args: tuple[str, ...] = (),
-          torchrun_args: tuple[str, ...] = ()) -> subprocess.Popen:
+          torchrun_args: tuple[str, ...] = (), script: Path = FIXTURE) -> subprocess.Popen:
     cmd = [sys.executable, "-m", "stepdbg", *stepdbg_args, "--report", str(tmp_path / "r.jsonl"), "torchrun",
-           "--standalone", "--nproc_per_node=2", *torchrun_args, str(FIXTURE), *script_args]
+           "--standalone", "--nproc_per_node=2", *torchrun_args, str(script), *script_args]
     return subprocess.Popen(cmd, cwd=ROOT, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
 
@@ -102,10 +103,11 @@ def test_a_nan_on_rank_1_pauses_both_ranks_at_the_same_step(tmp_path, private_ru
 def test_a_pause_longer_than_the_collective_timeout_does_not_kill_the_job(tmp_path, private_runtime_dir):
     """The job's gloo timeout is 2 s; rank 0 is held paused for 3 s while rank 1 waits in
     the all-reduce. Attaching raised every rank's timeout, so the job lives."""
-    # 400 steps of 0.05 s: the job must not end before this test, on a busy machine, has
-    # seen it running and paused it (with 40 it did, and the status asked of it found the
-    # connection closed)
-    proc = start(tmp_path, "--break", "step==1000", script_args=("--steps", "400", "--timeout", "2", "--sleep", "0.05"))
+    # The job steps until this test has seen what it needs (ddp_until.py): a job of a fixed
+    # length had to be long enough that it could not end, on a busy machine, before the test
+    # paused it (with 40 steps it did), and its 400 steps of 0.05 s then ran 20 s for nothing.
+    done = tmp_path / "done"
+    proc = start(tmp_path, "--break", "step==1000", script=UNTIL, script_args=("--until", str(done), "--timeout", "2"))
     with ranks_of(proc) as (r0, r1):
         deadline = time.monotonic() + WAIT
         while r0.status()["step"] < 1 and r1.status()["step"] < 1:  # the ranks are running
@@ -116,6 +118,7 @@ def test_a_pause_longer_than_the_collective_timeout_does_not_kill_the_job(tmp_pa
         assert brk is not None
         time.sleep(3)  # past the 2 s timeout
         assert r1.status()["state"] == "running"  # blocked in the all-reduce, still alive
+        done.touch()  # the job ends after the step rank 0 is let go on with
         r0.cont()
         assert r0.wait_exited(WAIT)["exit_code"] == 0
     code, out, err = finish(proc)
@@ -273,7 +276,7 @@ def test_on_break_rewind_rewinds_both_ranks_to_one_snapshot(tmp_path):
                  script_args=("--corrupt-at", "6", "--steps", "12"))
     code, out, err = finish(proc)
     assert code == 0, err[-3000:]
-    assert "stepdbg[rank 0]: change: rewind to_step=6" in err and "stepdbg[rank 1]: change: rewind" in err
+    assert "stepdbg[rank 0]: change: rewind to the snapshot of step 6" in err and "stepdbg[rank 1]: change: rewind" in err
     finals = sorted(line.split(" last loss ")[1] for line in out.replace("rank", "\nrank").splitlines()
                     if " last loss " in line)
     assert len(finals) == 2 and finals[0] == finals[1] and "nan" not in finals[0], out

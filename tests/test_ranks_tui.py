@@ -19,6 +19,12 @@ from stepdbg.wire import sessions
 pytestmark = pytest.mark.slow  # real trainers and torchrun end to end (see pyproject: slow)
 
 
+def changes_in(tmp_path) -> list[dict]:
+    """The change events both ranks' reports hold so far."""
+    return [json.loads(line) for r in (0, 1) if (tmp_path / f"r.rank{r}.jsonl").exists()
+            for line in (tmp_path / f"r.rank{r}.jsonl").read_text().splitlines() if '"change"' in line]
+
+
 async def test_the_tui_over_a_whole_job(tmp_path, private_runtime_dir):
     """Pilot on the app over both ranks: the Ranks panel, t to switch, an LR set on rank 1
     alone (o) and then on every rank, continue, and the job ends with 0."""
@@ -54,20 +60,19 @@ async def test_the_tui_over_a_whole_job(tmp_path, private_runtime_dir):
             await until(lambda: (app.status.get("paused") or {}).get("condition") == "nan")
             assert app.source.current == 1
             await pilot.press("o", *"1", "enter")  # changes to rank 1 only: a per-rank LR, on purpose
-            await pilot.pause(0.2)
-            assert app.source.targets == [1]
+            await until(lambda: app.source.targets == [1])
             await pilot.press("l")
             await until(lambda: isinstance(app.screen, LrScreen))
             app.screen.query_one("#lr-value", Input).value = "0.002"
             await pilot.press("enter")
-            await pilot.pause(0.5)
+            await until(lambda: len(changes_in(tmp_path)) == 1)  # the change made, not 0.5 s (a worker sends it)
             await pilot.press("o", *"all", "enter")
-            await pilot.pause(0.2)
+            await until(lambda: app.source.targets is None)
             await pilot.press("l")
             await until(lambda: isinstance(app.screen, LrScreen))
             app.screen.query_one("#lr-value", Input).value = "0.001"
             await pilot.press("enter")
-            await pilot.pause(0.5)
+            await until(lambda: len(changes_in(tmp_path)) == 3)  # (else the continue could come first)
             await pilot.press("c")
             await until(lambda: "job ended" in app.connection)
             await pilot.press("q")
@@ -75,8 +80,7 @@ async def test_the_tui_over_a_whole_job(tmp_path, private_runtime_dir):
     finally:
         code, out, err = finish(proc)
     assert code == 0 and out.count("finished") == 2, err[-2000:]
-    changes = [json.loads(line) for r in (0, 1) for line in (tmp_path / f"r.rank{r}.jsonl").read_text().splitlines()
-               if '"change"' in line]
+    changes = changes_in(tmp_path)
     assert sorted((c["rank"], c["lr"]) for c in changes) == [(0, 0.001), (1, 0.001), (1, 0.002)]
 
 

@@ -116,3 +116,31 @@ def test_a_nan_right_after_a_rewind_is_a_break_that_rewinds_further_back(tmp_pat
     assert result["finite"], result
     rewinds = [c for c in run.of("change") if c["what"] == "rewind"]
     assert [(c["step"], c["to_step"]) for c in rewinds] == [(9, 8), (10, 6)], rewinds
+
+
+MANUAL = """\
+import torch
+torch.manual_seed(0)
+w = torch.randn(4, 1, requires_grad=True)
+for step in range(5):
+    x = torch.randn(8, 4)
+    if step == 2:
+        x[0, 0] = float("nan")
+    loss = (x @ w).pow(2).mean()
+    loss.backward()
+    with torch.no_grad():
+        w -= 0.1 * w.grad
+        w.grad = None
+print("done")
+"""
+
+
+def test_a_manual_update_that_cannot_be_skipped_is_said_in_words(tmp_path):
+    """A loop with no optimizer object (`w -= lr * w.grad`): `--on-break skip` logged an
+    internal error with a traceback (an attacker's aside). It is said, and the job goes on."""
+    script = tmp_path / "manual.py"
+    script.write_text(MANUAL)
+    run = run_stepdbg(tmp_path, "--no-tui", "--break", "nan", "--on-break", "skip", script_args=(str(script),))
+    assert run.returncode == 0 and "done" in run.stdout, run.stderr  # (run_stepdbg: no error event)
+    assert "stepdbg: not skipped: no optimizer: a manual update cannot be skipped by stepdbg" in run.stderr, run.stderr
+    assert "Traceback" not in run.stderr

@@ -8,7 +8,9 @@ from conftest import text_of
 from fake_source import BREAK, HISTORY, REPLAY, FakeSource
 from textual.widgets import Input, Label
 
+from stepdbg.client.connection import ClientError
 from stepdbg_tui.app import StepdbgApp
+from stepdbg_tui.asking import ask
 from stepdbg_tui.break_panel import hints, render_break
 from stepdbg_tui.dialogs import CtrlCScreen, HelpScreen, LrScreen, QuitScreen
 from stepdbg_tui.panels import check_spec
@@ -156,8 +158,8 @@ async def test_repl_line_evaluates_with_history():
         await pilot.press(*"break add grad_norm>>1", "enter")
         await pilot.pause(0.2)
         assert check_spec("grad_norm>>1") in text_of(app, "#repl-out")
-        await pilot.press("escape")
-        assert app.focused is None
+        await pilot.press("escape")  # keys are keys again, on the panel shown (walk 4's item 7: not on nothing)
+        assert app.focused is not None and not isinstance(app.focused, Input), app.focused
 
 
 async def test_ctrl_c_interrupts_code_running_from_the_repl_line():
@@ -264,10 +266,35 @@ async def test_a_lost_connection_is_shown_and_ctrl_r_reconnects():
         src.push("lost", "the ssh tunnel closed")
         await pilot.pause(0.2)
         assert app.connection.startswith("connection lost: the ssh tunnel closed")
+        await pilot.press("c")  # said in words, not sent down a closed connection
+        await pilot.pause(0.2)
+        said = " | ".join(str(n.message) for n in app._notifications)
+        assert "not connected to the job (connection lost: the ssh tunnel closed): nothing to continue" in said, said
+        assert ("cont", ()) not in src.calls
         await pilot.press("ctrl+r")
         await pilot.pause(0.3)
         assert app.connection == "connected" and app.source is fresh
         assert ("status", ()) in fresh.calls
+
+
+async def test_a_request_the_closed_connection_failed_is_not_its_own_error():
+    """At the job's end the Break panel's requests in flight toasted `locals: the connection to
+    the job closed` and `names: Connection lost` beside the end's own words: the app says a
+    lost connection once, from its events. An agent's refusal is still the request's own."""
+    said: list[str] = []
+
+    class Where:
+        def notify(self, message, **_):
+            said.append(message)
+
+    async def fails(e):
+        raise e
+
+    assert await ask(Where(), "names", fails(ConnectionResetError("Connection lost"))) is None
+    assert await ask(Where(), "locals", fails(ConnectionError("the connection to the job closed"))) is None
+    assert said == []
+    await ask(Where(), "eval", fails(ClientError("bad_request", "no such name")))
+    assert said == ["eval: no such name"]
 
 
 async def _ready(source):

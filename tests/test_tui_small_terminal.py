@@ -65,9 +65,9 @@ async def test_at_80x24_every_panel_shows_its_words_whole():
 
 
 async def test_at_80x24_the_header_keeps_the_script_whole_beside_a_long_condition():
-    """Paused on `expr:step % 5 == 0`, the header at 80 columns names the script whole; the
-    clock gives way (then the condition would, which the Break panel says whole). It showed
-    `t…` for the script."""
+    """Paused on `expr:step % 5 == 0`, the header at 80 columns names the script whole (it
+    showed `t…`); the condition gives way by whole words, to `[…]` (the Break panel says it
+    whole), before the clock and the pid (the third walk's item 9: they went first)."""
     src, app, ctx = await started(size=(80, 24))
     async with ctx as pilot:
         app.status = {**app.status, "paused": {**app.status["paused"], "condition": "expr:step % 5 == 0"}}
@@ -76,7 +76,9 @@ async def test_at_80x24_the_header_keeps_the_script_whole_beside_a_long_conditio
         from tui_walk import screen_text
 
         first = screen_text(app).splitlines()[0]
-        assert "pid 4242  nan_log.py" in first and first.rstrip().endswith("PAUSED [expr:step % 5 == 0]"), first
+        assert "pid 4242  nan_log.py" in first and "00:12:34 · " in first, first
+        shown = first[first.index("PAUSED [") + 8:first.rindex("]")]
+        assert shown == "…" or "expr:step % 5 == 0".startswith(shown.removesuffix(" …") + " "), first
 
 
 async def test_at_80x24_a_repl_answer_stays_with_its_panel_and_an_error_goes_under_the_line():

@@ -27,7 +27,7 @@ async def test_a_short_walk_of_keys_holds_the_invariants(start_job, size):
 @pytest.mark.slow
 @pytest.mark.timeout(3600)
 async def test_a_long_walk_of_keys_holds_the_invariants(start_job):
-    """About 650 keys (500 moves) at 80x24, where a cut word or a table wider than its view
+    """809 keys (500 moves) at 80x24, where a cut word or a table wider than its view
     shows first; 160x48 is walked by the short walk and seed 8 below (a long walk at each
     size was the suite's two longest tests, 176 and 193 s on 2 busy cores). Longer walks,
     or the long walk at 160x48: change n or size here and run it alone."""

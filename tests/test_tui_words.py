@@ -35,7 +35,8 @@ async def test_an_lr_change_and_c_after_the_end_are_said_in_words():
         await pilot.press("c")
         await pilot.pause(0.2)
         said = [n.message for n in app._notifications]
-        assert "the job has ended (exit code 0): nothing to continue" in said, said
+        assert any(m.startswith("the job has ended (exit code 0): nothing to continue. The panels still show "
+                                "its last values; q quits") for m in said), said
         assert ("cont", ()) not in src.calls
 
 
@@ -53,7 +54,7 @@ async def test_the_end_says_where_the_jobs_output_is(output):
         src.push("exited", {"exit_code": 0, "steps": 60})
         await wait_for(pilot, lambda: "ended" in header_text(app), "the end")
         await pilot.press("1")
-        said = "The Log (9) has what it printed" if output else "Its output went where it runs"
+        said = "The Log (9) has what it printed" if output else "Its output went where the job runs, not to this window"
         await wait_for(pilot, lambda: said in " ".join(screen_text(app).split()), "the end's words")
         assert "attached to a job" not in screen_text(app)
 
@@ -187,7 +188,7 @@ async def test_the_consoles_info_and_locals_on_the_repl_line_open_their_panels()
         await pilot.pause()
         for line, panel, said in (("info mem", "memory", "the Memory panel (5) shows it"),
                                   ("info opt", "optimizer", "the Optimizer panel (4) shows it"),
-                                  ("locals", "break", "the Break panel (1) shows it")):
+                                  ("locals", "break", "the Break panel (1) shows them, scrolled to them")):
             await pilot.click("#repl")
             await pilot.press(*line, "enter")
             await wait_for(pilot, lambda said=said: said in text_of(app, "#repl-out"), said)

@@ -162,3 +162,17 @@ def test_an_interrupt_at_a_pause_shows_none_of_what_stepdbg_called(tmp_path):
             job.communicate()
     assert "KeyboardInterrupt" in err and frames_of(err) == [str(script)], err
     assert "hidden" not in err and re.search(r"\^+\nKeyboardInterrupt", err), err
+
+
+def test_a_library_call_that_raises_through_stepdbgs_wrapper_keeps_the_librarys_frames():
+    """clip_grad_norm_(..., error_if_nonfinite=True) raises inside torch, under stepdbg's
+    wrapper of it: the traceback stopped at the script's line, without torch's four frames
+    (the cut past the person's last frame was meant for what stepdbg's own waiting called)."""
+    script = ROOT / "tests" / "fixtures" / "clip_refuses.py"
+    plain = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=WAIT)
+    under = subprocess.run([sys.executable, "-m", "stepdbg", "--no-tui", "-q", "--break", "nan", sys.executable,
+                            str(script)], capture_output=True, text=True, timeout=WAIT, cwd=ROOT,
+                           stdin=subprocess.DEVNULL)
+    assert plain.returncode == under.returncode == 1
+    tb = plain.stderr[plain.stderr.index("Traceback"):]
+    assert under.stderr.endswith(tb) and tb.count("clip_grad.py") == 4, under.stderr

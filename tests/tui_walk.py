@@ -19,6 +19,8 @@ regression tests of the seeds it found.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import io
 import random
 import re
@@ -32,6 +34,7 @@ from textual.geometry import Region
 from textual.pilot import Pilot
 from textual.widget import Widget
 from textual.widgets import DataTable, Input, Static
+from textual.worker import Worker, WorkerState
 
 from stepdbg.client.async_client import AsyncClient
 from stepdbg_tui.app import StepdbgApp
@@ -107,8 +110,9 @@ def plain(w: Static) -> str:
     return console.export_text(styles=False)
 
 
-def cut_words(app: StepdbgApp) -> list[str]:
-    """(e): what is cut at the right edge on the screen shown, as 'where: what' lines."""
+def cut_words(app: StepdbgApp, text: str | None = None) -> list[str]:
+    """(e): what is cut at the right edge on the screen shown, as 'where: what' lines (`text`:
+    its screen_text, if read already)."""
     cuts = []
     for w in app.screen.query("*"):
         if not w.display or not w.region.area or not drawn(app, w):
@@ -131,7 +135,7 @@ def cut_words(app: StepdbgApp) -> list[str]:
             cuts.append(f"{name}: {past[:2]} lies past the right edge")
     argv = app.source.session.get("argv") or []
     script = argv[1].rsplit("/", 1)[-1] if len(argv) > 1 else ""
-    if script and len(app.screen_stack) == 1 and script not in screen_text(app).split("\n", 1)[0]:
+    if script and len(app.screen_stack) == 1 and script not in (text or screen_text(app)).split("\n", 1)[0]:
         cuts.append(f"the header misses the script {script!r}")
     return cuts
 
@@ -145,23 +149,40 @@ def drawn(app: StepdbgApp, w: Widget) -> bool:
 
 
 async def settled(pilot: Pilot, app: StepdbgApp) -> None:
-    """The key's work is done: every worker but the event pump has finished."""
+    """The key's work is done: every worker but the event pump has finished, and what they
+    left is handled and drawn. Workers are awaited, not polled (a poll's pause makes every
+    widget of the screen handle a message: ~10 ms of CPU, and the more polls the busier the
+    machine); a pause follows the key and each round of workers (timers and callbacks after
+    a refresh run in its sleep)."""
     deadline = time.monotonic() + WAIT
     await pilot.pause()
-    while any(not w.is_finished for w in app.workers if w.group not in ("events",)):
+    while busy := [w for w in app.workers if not w.is_finished and w.group != "events"]:
         assert time.monotonic() < deadline, f"a worker never finished: {list(app.workers)}"
-        await pilot.pause(0.02)
+        await asyncio.wait([asyncio.ensure_future(finished(w)) for w in busy], timeout=deadline - time.monotonic())
+        await pilot.pause()
 
 
-async def job_state(probe: AsyncClient) -> tuple[str, int | None, str | None]:
+async def finished(worker: Worker) -> None:
+    """`worker` has ended, however: a worker's failure is the app's to say (on screen)."""
+    if worker.state == WorkerState.PENDING:  # it starts on the loop's next turn
+        await asyncio.sleep(0)
+        return
+    with contextlib.suppress(Exception):
+        await worker.wait()
+
+
+JobState = tuple[str, int | None, str | None, float | None]  # state, step, phase, and when its pause began
+
+
+async def job_state(probe: AsyncClient) -> JobState:
     """The job's own state, step and phase, as a separate client reads them."""
     if probe.exited is not None:
-        return "ended", None, "ended"
+        return "ended", None, "ended", None
     try:
         st = await probe.status()
     except ConnectionError:
-        return "ended", None, "ended"
-    return str(st.get("state")), st.get("step"), st.get("phase")
+        return "ended", None, "ended", None
+    return str(st.get("state")), st.get("step"), st.get("phase"), (st.get("paused") or {}).get("at")
 
 
 @dataclass
@@ -172,7 +193,11 @@ class Walk:
     size: tuple[int, int]
     pressed: list[str] = field(default_factory=list)
     highest: int = -1  # the highest step the header has shown
-    job: tuple[str, int | None, str | None] = ("?", None, None)  # the job's state, step and phase, last read
+    job: JobState = ("?", None, None, None)  # the job's state, step, phase and pause, last read
+    # The pause a stepping key was pressed at: the job leaves it when its training thread
+    # wakes, after the request's answer (up to 0.1 s, more on a busy machine), so the job may
+    # still be seen there after the key and leave it during a later one.
+    stepped_at: float | None = None
 
     def where(self) -> str:
         return f"seed {self.seed} at {self.size}, after {len(self.pressed)} keys; the last: {self.pressed[-12:]}"
@@ -189,13 +214,18 @@ def choices(rng: random.Random, n: int) -> list[str | tuple[str, str]]:
 async def press(pilot: Pilot, app: StepdbgApp, probe: AsyncClient, walk: Walk, key: str) -> None:
     before = walk.job  # as the last check left it: paused, it stays so until a key moves it
     in_field = isinstance(app.focused, Input) or len(app.screen_stack) > 1
+    stepping = key in STEPPING and not in_field
     submits_python = key == "enter" and isinstance(app.focused, Input) and app.focused.id in (
         "repl", "tensor-name", "tensor-index")
     walk.pressed.append(key)
     await pilot.press(key)
     await settled(pilot, app)
     after = walk.job = await job_state(probe)
-    if before[0] == "paused" and (in_field or key not in STEPPING):
+    if before[0] == "paused" and stepping:
+        walk.stepped_at = before[3]
+    elif before[0] == "paused" and after != before and walk.stepped_at is not None and walk.stepped_at == before[3]:
+        walk.stepped_at = None  # the stepping key pressed at this pause, now taking effect
+    elif before[0] == "paused":
         assert after == before, f"the job moved without a stepping key: {before} → {after}; {walk.where()}"
     if submits_python:  # its answer is the user's own Python: read, and put away
         app.clear_notifications()
@@ -203,18 +233,24 @@ async def press(pilot: Pilot, app: StepdbgApp, probe: AsyncClient, walk: Walk, k
     await check_screen(pilot, app, probe, walk)
 
 
-async def check_screen(pilot: Pilot, app: StepdbgApp, probe: AsyncClient, walk: Walk) -> None:
-    state, step, phase = walk.job = await job_state(probe)
+async def header_says(pilot: Pilot, app: StepdbgApp, words: str, where: str) -> None:
+    """Wait until the header says `words`: its text is read, not drawn, meanwhile (the app's
+    events run); once it says them, what they started is let finish, as after a key."""
     deadline = time.monotonic() + WAIT
+    if words in header_text(app):
+        return
+    while words not in header_text(app):
+        assert time.monotonic() < deadline, f"the header says {header_text(app)!r}, {where}"
+        await asyncio.sleep(0.05)
+    await settled(pilot, app)
+
+
+async def check_screen(pilot: Pilot, app: StepdbgApp, probe: AsyncClient, walk: Walk) -> None:
+    state, step, phase, _ = walk.job = await job_state(probe)
     if state == "paused":  # (c) the header catches up with the job
-        while f"step {step} · {phase}" not in header_text(app):
-            assert time.monotonic() < deadline, (f"the header says {header_text(app)!r}, the job step {step} "
-                                                 f"{phase}; {walk.where()}")
-            await pilot.pause(0.05)
+        await header_says(pilot, app, f"step {step} · {phase}", f"the job step {step} {phase}; {walk.where()}")
     elif state == "ended":
-        while "ended" not in header_text(app):
-            assert time.monotonic() < deadline, f"the header says {header_text(app)!r} after the end; {walk.where()}"
-            await pilot.pause(0.05)
+        await header_says(pilot, app, "ended", f"after the end; {walk.where()}")
     shown = header_step(app)
     if shown is not None:
         assert shown >= walk.highest, f"the header's step went back from {walk.highest} to {shown}; {walk.where()}"
@@ -223,7 +259,7 @@ async def check_screen(pilot: Pilot, app: StepdbgApp, probe: AsyncClient, walk: 
     text = screen_text(app)
     m = EXCEPTION_WORDS.search(text)
     assert m is None, f"{m.group(0)!r} on screen; {walk.where()}:\n{text}"  # (b)
-    cuts = cut_words(app)
+    cuts = cut_words(app, text)
     assert not cuts, f"cut at the right edge: {cuts}; {walk.where()}:\n{text}"  # (e)
 
 

@@ -8,6 +8,7 @@ never touch the connection; every request runs in a worker so nothing blocks the
 from __future__ import annotations
 
 import asyncio
+import subprocess
 import threading
 import time
 from collections.abc import Awaitable, Callable
@@ -17,28 +18,28 @@ from textual import on, work
 from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.containers import ScrollableContainer
-from textual.events import Key
+from textual.events import Key, Resize
 from textual.reactive import reactive
 from textual.suggester import SuggestFromList
-from textual.widgets import DataTable, Footer, Input, Static, TabbedContent, TabPane
+from textual.widgets import DataTable, Footer, Input, RichLog, Static, TabbedContent, TabPane, Tabs
+
+from stepdbg.client.connection import gone_words
 
 from . import job_events
 from .asking import ask
 from .break_panel import BreakPanel
-from .controls import ControlActions
+from .controls import AFTER_THE_END, OUTPUT_ENDS_WITHIN, ControlActions, MainScreen
 from .dialogs import HelpScreen
+from .fitted import focus_mark
 from .header import JobHeader
 from .messages import HISTORY_KEPT, ConnectionLost, JobEvent, StepSummary, with_records
-from .panel_table import BY_ID, PANELS, keys_go_to, shown
+from .panel_table import BY_ID, PANELS, keys_go_to, keys_land, one_process_words, shown
 from .panels import LogPanel, ModelPanel, TensorPanel, first_parameter_words, module_expression
 from .plots import PlotsPanel
 from .repl_line import LineHistory, ReplActions
 from .source import Source
 
 RANKS_EVERY = 1.0  # seconds between Ranks (and a running job's Threads) panel refreshes while shown
-# The longest the end waits for the job's last lines (a launched job's output comes by its
-# pipes, its end by the socket, sooner); a child that outlives the job may hold the pipes.
-OUTPUT_ENDS_WITHIN = 5.0
 # ---------------------------------------------------------------------- the app
 
 
@@ -49,13 +50,13 @@ class StepdbgApp(ControlActions, ReplActions, App[str | None]):
     ENABLE_COMMAND_PALETTE = False
     AUTO_FOCUS = None  # keys drive the debugger until a field is chosen (e, b, or a click)
     CSS = """
-    #header { height: 1; background: $boost; padding: 0 1; }
+    #header { height: 1; background: $boost; padding: 0 0 0 1; }  /* (its last column too: the host fits more often) */
     TabbedContent { height: 1fr; }
     .hint { color: $text-muted; width: 100%; }
     #repl { height: 3; }
-    #panels.-many-ranks Tab { padding: 0 1 0 0; }  /* ten tabs in 80 columns: 1 Break stays in sight */
+    #panels.-many-ranks Tab, #panels.-narrow Tab { padding: 0 1 0 0; }  /* 80 columns: 1 Break stays whole */
     #repl-out { height: auto; max-height: 6; padding: 0 1; color: $text-muted; }
-    """
+    """ + "".join(focus_mark(p) for p in ("TensorPanel", "PlotsPanel", "ThreadsPanel"))  # (where keys land: seen)
     BINDINGS = [
         # Short words (pause is in the help): the footer fits 80 columns.
         Binding("c", "cont", "cont"),
@@ -103,10 +104,15 @@ class StepdbgApp(ControlActions, ReplActions, App[str | None]):
         self.said_as_event: set[str] = set()  # streams whose last line the Log shows from its event
         self.output_shown = False  # the job's output reaches the Log (launched here, or --forward-output)
         self.output_ended: threading.Event | None = None  # set once a launched job's output is all read
+        self.child: subprocess.Popen[Any] | None = None  # a job launched here (its end when the connection goes)
         self.interrupted = False  # this window sent the job Ctrl-C (ctrl+c, i)
         self._mounted = False
+        self.footer_at_end = False  # the footer was drawn without the keys that drive the job
 
     # ------------------------------------------------------------------ layout
+
+    def get_default_screen(self) -> MainScreen:
+        return MainScreen()
 
     def compose(self) -> ComposeResult:
         yield JobHeader(id="header")
@@ -120,6 +126,10 @@ class StepdbgApp(ControlActions, ReplActions, App[str | None]):
 
     def on_mount(self) -> None:
         self._mounted = True
+        # Tab goes round the panel's widgets and the REPL line, never the tab bar (a detour
+        # where the focus showed nowhere); the number keys and a click choose the tab.
+        self.query_one(TabbedContent).query_one(Tabs).can_focus = False
+        self.query_one(TensorPanel).can_focus = True  # keys land on it (its fields take typing): escape goes there
         for stream, line in self.log_buffer:
             self.log_line(line, "red" if stream == "stderr" else "")
         job_events.at_attach(self)
@@ -140,6 +150,10 @@ class StepdbgApp(ControlActions, ReplActions, App[str | None]):
     def watch_status(self) -> None:
         if self._mounted:
             self.refresh_header()
+            ended = str(self.status.get("state", "")).startswith("exited")
+            if ended != self.footer_at_end:  # the keys that drive the job leave the footer (once: it is drawn again)
+                self.footer_at_end = ended
+                self.refresh_bindings()
 
     def watch_connection(self) -> None:
         if self._mounted:
@@ -180,22 +194,32 @@ class StepdbgApp(ControlActions, ReplActions, App[str | None]):
             self.query_one(PlotsPanel).show(self.history, None)
 
     def on_connection_lost(self, msg: ConnectionLost) -> None:
-        self.connection = f"connection lost: {msg.reason}"
+        if self.child is not None:  # launched here: its parent knows its end (a kill -9 let its agent say nothing)
+            self.launched_job_gone(msg.reason)
+        else:
+            self.connection_lost(msg.reason)
+
+    def connection_lost(self, reason: str) -> None:
+        self.connection = f"connection lost: {reason}"
         again = " — ctrl+r reconnects" if self.reconnect else ""
-        self.notify(f"lost the connection to the job: {msg.reason}{again}", severity="error", timeout=10)
+        self.notify(f"lost the connection to the job: {reason}{again}", severity="error", timeout=10)
 
     @work(exclusive=True, group="reconnect")
     async def action_reconnect(self) -> None:
         if self.reconnect is None or self.connection == "connected":
             return
         self.notify("reconnecting…")
+        gone = f"connection lost: job (pid {self.source.session.get('pid')}) gone"
         try:
             source = await self.reconnect()
         except Exception as e:
             self.notify(f"reconnect failed: {getattr(e, 'message', None) or e}", severity="error", timeout=8)
+            if gone_words(self.source.session) is not None:  # the header says it too (it said `connection
+                self.connection = gone  # lost` on, its pid given way; the toast that said `gone` went)
             return
         if not same_job(self.source.session, source.session):  # the only session left is another job's
             await source.close(then="stay")
+            self.connection = gone
             self.notify(f"the job (pid {self.source.session.get('pid')}) is gone: not attaching to another one "
                         f"(pid {source.session.get('pid')}); `stepdbg attach` chooses", severity="error", timeout=10)
             return
@@ -229,7 +253,7 @@ class StepdbgApp(ControlActions, ReplActions, App[str | None]):
         finally:
             self.arrived = None
         await self._refresh_break()
-        await self._refresh_panel(self.query_one(TabbedContent).active)
+        await self._refresh_panel(self.active_panel())
 
     @work(exclusive=True, group="break")
     async def refresh_break(self) -> None:
@@ -257,17 +281,23 @@ class StepdbgApp(ControlActions, ReplActions, App[str | None]):
                 for repl in main.query("#repl").results(Input):
                     repl.suggester = SuggestFromList(words, case_sensitive=True)
 
+    def active_panel(self) -> str:
+        """The id of the panel shown on the main screen ("" once the app closes)."""
+        tabs = self.screen_stack[0].query(TabbedContent).results(TabbedContent) if self.screen_stack else []
+        return next((t.active for t in tabs), "")
+
     async def _refresh_panel(self, pid: str) -> None:
-        """Panel `pid` asks the source for what it shows."""
-        if pid in BY_ID:
-            await self.query_one(BY_ID[pid].cls).load(self.source, self.status, self.history)
+        """Panel `pid` asks the source for what it shows (none once the app closes: a quit while
+        the status was on its way ended the app with NoMatches)."""
+        main = self.screen_stack[0] if self.screen_stack and pid in BY_ID else None
+        for panel in main.query(BY_ID[pid].cls).results(BY_ID[pid].cls) if main else []:
+            await panel.load(self.source, self.status, self.history)
 
     def tick_panels(self) -> None:
         """The Ranks panel follows the job while it is shown (waits and countdowns move), and
         the Threads panel a running job (it showed the stacks of when it was opened, or of the
         pause the job had left)."""
-        tabs = self.screen_stack[0].query(TabbedContent).results(TabbedContent) if self.screen_stack else []
-        active = next((t.active for t in tabs), "")
+        active = self.active_panel()
         if active == "ranks" or active == "threads" and self.status.get("state") == "running" and (
                 self.connection == "connected"):
             self.load_panel(active)
@@ -276,8 +306,11 @@ class StepdbgApp(ControlActions, ReplActions, App[str | None]):
     def tab_changed(self, event: TabbedContent.TabActivated) -> None:
         pane = next((n for n in self.focused.ancestors if isinstance(n, TabPane)), None) if self.focused else None
         if pane is not None and pane is not event.pane:  # the focus was in the panel now hidden (a break came):
-            to = keys_go_to(self.query_one(BY_ID[event.pane.id or ""].cls))  # on the one shown, where keys are
-            self.set_focus(None if isinstance(to, Input) else to)  # keys (its number key: its field)
+            self.set_focus(keys_land(self.query_one(BY_ID[event.pane.id or ""].cls)))  # on the one shown, where keys
+            # are keys (its number key: its field)
+        if event.pane.id == "log":  # its lines wait for its width, which a scroll in the same frame
+            log = self.query_one(LogPanel).query_one(RichLog)  # kept Textual from telling it: told here
+            self.call_after_refresh(lambda: log.post_message(Resize(log.size, log.virtual_size, log.container_size)))
         kept, self.repl_after_tab = self.repl_after_tab, None  # (a REPL line that opened this panel: its answer)
         # the last answer was the panel left's (at 80x24 it took 3 lines of every panel)
         self.query_one("#repl-out", Static).update(kept[1] if kept and kept[0] == event.pane.id else "")
@@ -291,8 +324,7 @@ class StepdbgApp(ControlActions, ReplActions, App[str | None]):
 
     def action_panel(self, pid: str) -> None:  # a number key: the focus on its table or its scroll
         if BY_ID[pid] not in shown(self.is_job):
-            self.notify(f"{BY_ID[pid].key} shows the {BY_ID[pid].name} of a distributed job; this is one process",
-                        severity="warning")
+            self.notify(one_process_words(BY_ID[pid]), severity="warning")
             return
         tabs, panel = self.query_one(TabbedContent), self.query_one(BY_ID[pid].cls)
         opening = tabs.active != pid
@@ -303,9 +335,8 @@ class StepdbgApp(ControlActions, ReplActions, App[str | None]):
         if opening and isinstance(panel, ScrollableContainer):
             panel.scroll_home(animate=False)
 
-    def action_breakpoints(self) -> None:
+    def action_breakpoints(self) -> None:  # b, as 7: the add box has the focus
         self.action_panel("breakpoints")
-        self.query_one("#break-input", Input).focus()
 
     def action_help(self) -> None:
         self.push_screen(HelpScreen())
@@ -315,10 +346,8 @@ class StepdbgApp(ControlActions, ReplActions, App[str | None]):
     @on(Input.Submitted, "#tensor-name")
     @on(Input.Submitted, "#tensor-index")
     def tensor_submitted(self) -> None:
-        name = self.query_one("#tensor-name", Input).value.strip()
-        index = self.query_one("#tensor-index", Input).value.strip()
-        if name:
-            self.run_worker(self.query_one(TensorPanel).open(self.source, name, index), group="tensor", exclusive=True)
+        if (panel := self.query_one(TensorPanel)).fields()[0]:
+            self.run_worker(panel.open(self.source, *panel.fields()), group="tensor", exclusive=True)
 
     @on(DataTable.RowSelected, "#model-table")
     @on(DataTable.RowSelected, "#mem-largest")
@@ -327,14 +356,14 @@ class StepdbgApp(ControlActions, ReplActions, App[str | None]):
         name = str(event.row_key.value)
         module = self.query_one(ModelPanel).rows.get(name) if event.data_table.id == "model-table" else None
         self.query_one("#tensor-name", Input).value = module_expression(name) if module else name
-        self.query_one(TabbedContent).active = "tensor"
+        self.query_one(TabbedContent).active = "tensor"  # keys stay keys (2 goes back); its hint says so
         if module and not module.get("params"):
             self.query_one(TensorPanel).say(f"{name} ({module['type']}) has no parameters: nothing to inspect "
                                             "(its output is " + str(module.get("output_shape") or "-") + ")")
             return
-        label = first_parameter_words(name, module) if module else None
-        self.run_worker(self.query_one(TensorPanel).open(self.source, self.query_one("#tensor-name", Input).value,
-                                                         "", label), group="tensor", exclusive=True)
+        label, panel = first_parameter_words(name, module) if module else None, self.query_one(TensorPanel)
+        # (the slice typed in its field too: it was not applied, the fifth walk's 5)
+        self.run_worker(panel.open(self.source, *panel.fields(), label), group="tensor", exclusive=True)
 
     @on(DataTable.RowSelected, "#ranks-table")
     def rank_selected(self, event: DataTable.RowSelected) -> None:
@@ -349,12 +378,18 @@ class StepdbgApp(ControlActions, ReplActions, App[str | None]):
 
     def on_key(self, event: Key) -> None:
         focused = self.focused
+        action = next((b.action for b in self.BINDINGS if isinstance(b, Binding) and b.key == event.key), "")
+        name = action.split("(")[0]
+        if not isinstance(focused, Input) and name in AFTER_THE_END and not self.check_action(name, ()):
+            self.job_ended(AFTER_THE_END[name])  # its binding is off after the end: says why, not nothing
+            event.stop()
         if isinstance(focused, Input) and focused.id == "repl" and event.key in ("up", "down"):
             self.recall_line(-1 if event.key == "up" else 1)
             event.stop()
-        elif isinstance(focused, Input) and event.key == "escape":
-            # keys are keys again; in the Breaks panel on its table (space, delete)
-            self.set_focus(self.query_one("#breaks-table") if focused.id == "break-input" else None)
+        elif isinstance(focused, Input) and event.key == "escape" and focused.screen is self.screen_stack[0]:
+            # keys are keys again, on the panel shown (on no widget the focus showed nowhere); in
+            # the Breaks panel on its table (space, delete)
+            self.set_focus(keys_land(self.query_one(BY_ID[self.active_panel()].cls)))
             event.stop()
 
 

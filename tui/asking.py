@@ -21,7 +21,8 @@ class Notifies(Protocol):
 
 async def ask(where: Notifies, what: str, request: Awaitable[Any]) -> Any:
     """Await one request; its error is shown (`what: the agent's message`) and None returned.
-    A panel's request after the job's end is not sent: the panel says the job ended."""
+    A panel's request after the job's end is not sent: the panel says the job ended. A lost
+    connection is not a request's error: it is said once, by the app."""
     panel = where if isinstance(where, Loads) else None
     if panel is not None and panel.job_ended():
         getattr(request, "close", lambda: None)()  # (a coroutine never awaited warns)
@@ -29,6 +30,14 @@ async def ask(where: Notifies, what: str, request: Awaitable[Any]) -> Any:
         return None
     try:
         answer = await request
+    except ConnectionError:
+        # Not this request's own error: the connection closed under it (the job ended, or
+        # the link broke). The app says that once, from its events (the header and one
+        # toast); each request in flight toasted `locals: the connection to the job closed`
+        # and `names: Connection lost` beside the job's end.
+        if panel is not None and panel.job_ended():
+            panel.say_ended()
+        return None
     except Exception as e:
         if panel is not None and panel.job_ended():  # it ended while the request was on its way
             panel.say_ended()
@@ -53,6 +62,16 @@ class Loads:
 
     def job_ended(self) -> bool:
         return str(self._state().get("state", "")).startswith("exited")
+
+    def says_its_end(self) -> None:
+        """(From the panel's on_mount.) Once the job has ended the panel says so above what it
+        shows, as it ends, shown or not: the Model, Tensor and Optim panels kept the values of
+        the pause without a word, since a panel shown asks nothing till it is shown again."""
+        def status_changed(status: dict[str, Any]) -> None:
+            if self.job_ended():
+                self.say_ended()
+
+        self.watch(self.app, "status", status_changed)  # type: ignore[attr-defined]
 
     def answered(self) -> None:
         """An answer came: its step is the one shown; a note of an earlier end goes (a reconnect)."""

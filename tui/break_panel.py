@@ -37,7 +37,8 @@ def hints(brk: dict[str, Any], replay: dict[str, Any] | None) -> list[str]:
     if brk.get("condition", "").startswith("grad_norm"):
         out.append("a large gradient norm: lower the LR (l, pinned), add clipping or warmup; see Plots (6)")
     if brk.get("condition", "").startswith("data_wait") or brk.get("condition", "").startswith("stall"):
-        out.append("the step waited for data: check num_workers against the cores, and heavy transforms (Threads: 8)")
+        out.append("the step waited for data: check num_workers against the cores, and heavy transforms "
+                   "(Threads (8) shows the DataLoader's settings and its workers)")
     if brk.get("condition") == "stale_grad":
         out.append("call optimizer.zero_grad() once per optimizer step")
     advice = (replay or {}).get("advice")
@@ -116,7 +117,8 @@ def end_words(state: str, output_shown: bool, interrupted: bool | str) -> str:
                ", and what it printed then (a traceback) is where it runs (its terminal or log), not here")
         return f"{how}{log}; q closes this window."
     log = ("The Log (9) has what it printed while this window was open" if output_shown else
-           "Its output went where it runs (started with --forward-output, the Log (9) shows it)")
+           "Its output went where the job runs, not to this window (a job served with --forward-output "
+           "sends it to the Log (9))")
     return f"the job {ended_words(state)}. {log}; q closes this window."
 
 
@@ -147,7 +149,7 @@ def render_replay(replay: dict[str, Any]) -> list[Any]:
         t.append(str(first.get("module") or ("(the program's own code)" if first.get("where") == "program"
                                              else "(loss computation)")), style="bold yellow")
         t.append(f" ({first.get('module_type') or '-'})  op ", style="dim")
-        t.append(str(first.get("op")), style="bold yellow")
+        t.append(op_words(first), style="bold yellow")
         t.append("  line ", style="dim")
         t.append(f"{first.get('file')}:{first.get('line')}", style="bold yellow")
         lines.append(t)
@@ -156,6 +158,15 @@ def render_replay(replay: dict[str, Any]) -> list[Any]:
         for ln in first.get("forward_trace") or []:
             lines.append(Text(f"  {ln}", style="dim"))
     return lines
+
+
+def op_words(first: dict[str, Any]) -> str:
+    """The replay's op as the program calls it, with its autograd node where the value was
+    born in the backward or the loss (`op sqrt` alone read as if the forward sqrt made it)."""
+    op, node, where = str(first.get("op")), first.get("node"), first.get("where")
+    if not node or where not in ("backward", "loss"):
+        return op
+    return f"{op}'s backward ({node})" if where == "backward" else f"{op} ({node})"
 
 
 def render_source(src: dict[str, Any] | None) -> Syntax | Text:

@@ -3,11 +3,19 @@ quitting and the ranks in view. A mixin of StepdbgApp (app.py): each asks the so
 
 from __future__ import annotations
 
+import asyncio
+import subprocess
+import threading
 from typing import TYPE_CHECKING, Any
 
 from textual import work
-from textual.widgets import DataTable, TabbedContent
+from textual.binding import ActiveBinding, Binding
+from textual.events import Resize
+from textual.screen import Screen
+from textual.widget import Widget
+from textual.widgets import DataTable, Input, Static, Tab, TabbedContent
 
+from . import job_events
 from .break_panel import ELSEWHERE, BreakPanel
 from .dialogs import AskScreen, CtrlCScreen, LrScreen, QuitScreen
 from .messages import JobEvent
@@ -18,6 +26,61 @@ if TYPE_CHECKING:
     _AppBase = App[str | None]
 else:
     _AppBase = object
+
+
+# The longest the end waits for the job's last lines (a launched job's output comes by its
+# pipes, its end by the socket, sooner); a child that outlives the job may hold the pipes.
+OUTPUT_ENDS_WITHIN = 5.0
+
+
+def _ended(child: subprocess.Popen[Any] | None, within: float) -> int | None:
+    """`child`'s return code once it ends within `within` seconds, else None (it runs)."""
+    try:
+        return None if child is None else child.wait(within)
+    except subprocess.TimeoutExpired:
+        return None
+
+
+# The rows a toast takes at 80 columns (its padding, margin and up to 3 lines) and the rows
+# the toasts leave free: the header, the tabs and a panel's fields above, the REPL line under.
+TOAST_ROWS, TOAST_FREE = 6, 12
+PAUSING = "pausing at the next pause point…"  # p's toast, while the header says PAUSING (p)
+
+# The actions that drive or change the job: after its end, out of the footer and refused in words.
+AFTER_THE_END = {"cont": "continue", "pause": "pause", "next_phase": "step", "next_step": "step", "replay": "replay",
+                 "diff": "diff", "set_lr": "set the LR of", "skip": "skip", "rewind": "rewind", "frame": "step through",
+                 "breakpoints": "break in"}
+
+
+# The keys a field takes, for the footer while it has the focus (at 80x24 it was blank: a
+# field takes the letters, so every key of the app left it): (key, words), by the field's id.
+FIELD_KEYS = {
+    "repl": (("enter", "run it"), ("up", "earlier lines"), ("escape", "keys again"), ("tab", "next field")),
+    "tensor-name": (("enter", "show it"), ("escape", "keys again"), ("tab", "the slice")),
+    "tensor-index": (("enter", "show it"), ("escape", "keys again"), ("tab", "next field")),
+    "break-input": (("enter", "add it"), ("escape", "the table"), ("tab", "next field")),
+}
+
+
+class MainScreen(Screen[None]):
+    """The app's screen: its footer says the keys that work in the field that has the focus."""
+
+    def on_resize(self, event: Resize) -> None:
+        """Where the tabs are wider than the terminal (81 columns at 80: the tab bar scrolled
+        a column, the first tab's first letter cut, on panels 5 to 9: the fifth walk's 12),
+        each loses a column of its padding (as a distributed job's ten always do)."""
+        for tabs in self.query("#panels"):
+            wide = sum(len(tab.label.plain) + 2 for tab in tabs.query(Tab))
+            tabs.set_class(event.size.width < wide, "-narrow")
+
+    @property
+    def active_bindings(self) -> dict[str, ActiveBinding]:
+        bindings = super().active_bindings
+        field = self.focused
+        keys = FIELD_KEYS.get(field.id or "", ()) if isinstance(field, Input) else ()
+        # (the field's own binding acts; shown first here: a click on it presses the key)
+        shown = {key: ActiveBinding(self, Binding(key, f"field_key('{key}')", words), True) for key, words in keys}
+        return {**shown, **{k: b for k, b in bindings.items() if k not in shown}}
 
 
 class ControlActions(_AppBase):
@@ -31,6 +94,8 @@ class ControlActions(_AppBase):
     replay_result: dict[str, Any] | None
     is_job: bool
     output_shown: bool
+    child: subprocess.Popen[Any] | None
+    output_ended: threading.Event | None
     interrupted: bool | str  # True: this window sent the job Ctrl-C; break_panel.ELSEWHERE: another client did
 
     if TYPE_CHECKING:  # StepdbgApp's own
@@ -40,16 +105,66 @@ class ControlActions(_AppBase):
         def action_panel(self, pid: str) -> None: ...
         def log_line(self, line: str, style: str = "") -> None: ...
         def refresh_all(self) -> None: ...
+        def connection_lost(self, reason: str) -> None: ...
+
+    def notify(self, message: str, *, title: str = "", severity: Any = "information", timeout: float | None = None,
+               markup: bool = True) -> None:
+        """A toast, the oldest going where there are more than the terminal has room for beside
+        the panel's fields (at 80x24 three covered the Tensor panel's slice field: the fifth
+        walk's 12). What a toast says that must stay is said in its place too (refuse)."""
+        room = max(1, (self.size.height - TOAST_FREE) // TOAST_ROWS)
+        for old in list(self._notifications)[:max(0, len(self._notifications) - room + 1)]:
+            self._unnotify(old, refresh=False)
+        super().notify(message, title=title, severity=severity, timeout=timeout, markup=markup)
+
+    def set_focus(self, widget: Widget | None, scroll_visible: bool = True) -> None:
+        """The focus on `widget` on its own screen: under a dialog it waits there for the dialog
+        to close (an answer that came while the LR dialog was open put the dialog's focus on
+        the Break panel under it: its keys and escape went nowhere, the fifth walk's 2)."""
+        if widget is not None and widget.screen is not self.screen:
+            widget.screen.set_focus(widget, scroll_visible=False)
+            return
+        super().set_focus(widget, scroll_visible)
+
+    def job_ended(self, what: str) -> bool:
+        """Whether the job has ended; if so, says that `what` no longer applies, and what still
+        works (not `Connection lost`, nor `the job is not paused`: it is gone)."""
+        state = str(self.status.get("state", ""))
+        if not state.startswith("exited"):
+            if self.connection == "connected":
+                return False
+            again = "; ctrl+r reconnects" if getattr(self, "reconnect", None) else ""
+            self.refuse(f"not connected to the job ({self.connection}): nothing to {what}{again}. q quits")
+            return True
+        self.refuse(f"the job has {state.replace('exited (', 'ended (exit code ')}: nothing to {what}. "
+                    "The panels still show its last values; q quits")
+        return True
+
+    def refuse(self, words: str) -> None:
+        """Why a key does nothing, where the person looks: under the REPL line, where it stays
+        (a toast carried the only copy, and went), and in a toast that repeats it."""
+        for out in self.screen_stack[0].query("#repl-out").results(Static) if self.screen_stack else []:
+            out.update(words)
+        self.notify(words, severity="warning")
+
+    def not_paused(self, what: str) -> None:
+        """Says why there is nothing to `what`: the job runs, or it is ending (resumed from an
+        uncaught exception's break: it said `not paused` of a job that ended)."""
+        ending = self.status.get("ending")
+        self.refuse(f"the job is ending (its {ending} was not caught): nothing to {what}" if ending
+                    else "the job is not paused")
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """After the job's end the keys that drive it leave the footer (they say why if pressed)."""
+        return not (action in AFTER_THE_END and str(self.status.get("state", "")).startswith("exited"))
 
     def _resume(self, what: str, coro: Any) -> None:
         state = str(self.status.get("state", ""))
-        if state.startswith("exited"):  # (not "the job is not paused": it is gone)
-            self.notify(f"the job has {state.replace('exited (', 'ended (exit code ')}: nothing to {what}",
-                        severity="warning")
+        if self.job_ended(what):
             coro.close()
             return
         if state != "paused":
-            self.notify("the job is not paused", severity="warning")
+            self.not_paused(what)
             coro.close()
             return
         self.run_worker(self.ask(what, coro), group="control")
@@ -64,12 +179,21 @@ class ControlActions(_AppBase):
         self._resume("next step", self.source.next_step())
 
     def action_pause(self) -> None:
-        self.run_worker(self.ask("pause", self.source.pause()), group="control")
-        self.notify("pausing at the next pause point…")
+        if self.job_ended("pause"):
+            return
+        if self.status.get("state") == "running":  # (the header says so until the pause comes)
+            self.status = {**self.status, "pausing": True}
+        self.run_worker(self.ask("pause", self.source.pause()), group="control")  # (at a pause: it stays there)
+        if self.status.get("state") == "paused":  # ("pausing…" was said of a job paused already)
+            self.refuse("the job is paused already: c continues, n and s step")
+        else:
+            self.notify(PAUSING)  # (it goes when the pause comes, or the end: it stayed, stale)
 
     def action_replay(self) -> None:
+        if self.job_ended("replay"):
+            return
         if self.status.get("state") != "paused":
-            self.notify("replay needs a paused step", severity="warning")
+            self.refuse("replay needs a paused step")
             return
         self.do_replay()
 
@@ -88,8 +212,10 @@ class ControlActions(_AppBase):
             await self._refresh_break()
 
     def action_diff(self) -> None:
+        if self.job_ended("diff"):
+            return
         if self.status.get("state") != "paused":
-            self.notify("diff needs a paused step", severity="warning")
+            self.refuse("diff needs a paused step")
             return
         self.do_diff()
 
@@ -103,6 +229,8 @@ class ControlActions(_AppBase):
             self.notify(result["summary"], title="diff", timeout=30)
 
     def action_set_lr(self) -> None:
+        if self.job_ended(AFTER_THE_END["set_lr"]):
+            return
         group = None
         if self.query_one(TabbedContent).active == "optimizer":
             t = self.query_one("#opt-table", DataTable)
@@ -129,11 +257,18 @@ class ControlActions(_AppBase):
 
     @work(group="control")
     async def action_skip(self) -> None:
-        if await self.ask("skip", self.source.skip_step()) is not None:
+        if self.job_ended("skip"):
+            return
+        r = await self.ask("skip", self.source.skip_step())
+        if r is not None:
             self.notify("this step's update will not be applied")
+            if r.get("already"):  # no change event comes: the Log says it here (a toast goes away)
+                self.log_line(f"{job_events.change_words(r)} (asked already)", "cyan")
 
     @work(group="control")
     async def action_rewind(self) -> None:  # R: back to the newest snapshot before this step, then on
+        if self.job_ended("rewind"):
+            return
         r = await self.ask("rewind", self.source.rewind())
         if r is not None:
             self.notify(f"rewinding to the snapshot of step {r['to_step']} where step {r['step']} ends")
@@ -148,7 +283,7 @@ class ControlActions(_AppBase):
                 self.quit_choice = choice
                 self.exit(choice)
 
-        self.push_screen(QuitScreen(), done)
+        self.push_screen(QuitScreen(str(self.status.get("state", ""))), done)
 
     def action_interrupt(self) -> None:
         """ctrl+c: stop code the REPL line runs in the job; else ask what Ctrl-C means here."""
@@ -175,6 +310,24 @@ class ControlActions(_AppBase):
         if msg.event == "change" and isinstance(msg.data, dict) and msg.data.get("what") == "interrupt" \
                 and not self.interrupted:
             self.interrupted = ELSEWHERE
+        if msg.event in ("paused", "exited"):  # "pausing…" said, and done (or never to be)
+            for toast in [n for n in self._notifications if n.message == PAUSING]:
+                self._unnotify(toast)
+
+    @work(group="lost")
+    async def launched_job_gone(self, reason: str) -> None:
+        """The connection to a job launched here went: if the job is gone, its end as its
+        parent sees it, after its last lines (killed by SIGKILL, exit code 137: it said
+        nothing, and the Log said nothing of it); else the connection's loss."""
+        code = await asyncio.to_thread(_ended, self.child, OUTPUT_ENDS_WITHIN)
+        if code is None:
+            self.connection_lost(reason)
+            return
+        if self.output_ended is not None:
+            await asyncio.to_thread(self.output_ended.wait, OUTPUT_ENDS_WITHIN)
+        killed = job_events.ended_words(code).split(" (")[0].removeprefix("killed by ") if code < 0 else None
+        job_events.on_exited(self, {"exit_code": 128 - code if code < 0 else code, "killed_by": killed})
+        self.notify(f"the job {job_events.ended_words(code)}", severity="error", timeout=10)
 
     @work(group="control")
     async def interrupt_job(self) -> None:
@@ -190,8 +343,10 @@ class ControlActions(_AppBase):
     async def action_frame(self, move: int) -> None:
         """u (move 1: out, toward main) and d (-1: in): select a frame of the paused stack;
         the Break panel's source and locals, the REPL line and the Tensor panel follow it."""
+        if self.job_ended(AFTER_THE_END["frame"]):
+            return
         if self.status.get("state") != "paused":
-            self.notify("the job is not paused", severity="warning")
+            self.not_paused(AFTER_THE_END["frame"])
             return
         frames = await self.ask("stack", self.source.frames(move))
         if frames:
@@ -216,16 +371,17 @@ class ControlActions(_AppBase):
             self.notify("o picks ranks in a distributed job; this is one process", severity="warning")
             return
 
+        from stepdbg.client.job import parse_ranks
+
+        world = len(self.source.clients)
+
+        def targets(answer: str) -> list[int] | None:  # (a set refused is said in the dialog, kept open)
+            return None if answer in ("", "all") else parse_ranks(answer, world)
+
         def done(answer: str | None) -> None:
-            if answer is None:
-                return
-            from stepdbg.client.job import parse_ranks
+            if answer is not None:  # (escape: None)
+                self.source.targets = targets(answer)
+                self.notify(f"stepping and changes go to ranks {'all' if self.source.targets is None else self.source.targets}")
 
-            try:
-                self.source.targets = None if answer in ("", "all") else parse_ranks(answer, len(self.source.clients))
-            except ValueError as e:
-                self.notify(str(e), severity="error")
-                return
-            self.notify(f"stepping and changes go to ranks {'all' if self.source.targets is None else self.source.targets}")
-
-        self.push_screen(AskScreen("send stepping, LR, skip and breakpoints to ranks (e.g. 0,2-3 or all)"), done)
+        self.push_screen(AskScreen("send stepping, LR, skip and breakpoints to ranks (e.g. 0,2-3 or all)", targets),
+                         done)

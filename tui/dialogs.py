@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Grid, Vertical, VerticalScroll
 from textual.screen import ModalScreen
-from textual.widgets import Button, Checkbox, Input, Label, Static
+from textual.widgets import Button, Checkbox, Footer, Input, Label, Static
 
 from stepdbg.wire.ops import lr_typed
 
@@ -28,7 +30,11 @@ HELP = f"""\
           (--keep-every N; the Memory panel lists them)
   b       breakpoints: the add box takes what is typed, Enter adds it
   e       the REPL line: Python in the paused frame (↑↓ history)
-  3       Tensor: its name field takes what is typed (Tab: the slice)
+  3       Tensor: its name field takes what is typed, number keys too
+          (Tab: the slice field; escape: keys again)
+  Tab     the next field or table in the panel (shift+Tab: back)
+  Enter   in a field: runs it; on a row: Model, its first parameter
+          in Tensor; Mem, that tensor; Ranks, that rank in view
 {help_lines()}
   u d     select the frame out (toward main) / in: the source, the
           locals and the REPL line follow
@@ -56,7 +62,9 @@ class LrScreen(ModalScreen[tuple[float, bool] | None]):
     LrScreen > Vertical { width: 72; max-width: 100%; height: auto; border: thick $accent; padding: 1 2; background: $surface; }
     LrScreen #lr-error { color: $error; width: 100%; }
     """
-    BINDINGS = [Binding("escape", "dismiss(None)", "cancel")]
+    # Its own footer, over the app's (whose c, n, s... do not apply here: the walk's item 26).
+    BINDINGS = [Binding("enter", "set", "set"), Binding("tab", "app.focus_next", "next field"),
+                Binding("escape", "dismiss(None)", "cancel")]
     AUTO_FOCUS = "#lr-value"
 
     def __init__(self, current: float | None, group: int | None) -> None:
@@ -72,6 +80,10 @@ class LrScreen(ModalScreen[tuple[float, bool] | None]):
             yield Checkbox("pin it (re-applied before every step; schedulers scaled)", True, id="lr-pin")
             yield Label("", id="lr-error", markup=False)  # it quotes what was typed
             yield Button("set", variant="primary", id="lr-ok")
+        yield Footer()
+
+    def action_set(self) -> None:  # (enter on the pin box; in the field it submits)
+        self.submit()
 
     @on(Input.Submitted)
     @on(Button.Pressed, "#lr-ok")
@@ -86,28 +98,40 @@ class LrScreen(ModalScreen[tuple[float, bool] | None]):
 
 
 class AskScreen(ModalScreen[str | None]):
-    """One line of input."""
+    """One line of input, stripped. A line `check` refuses (ValueError) keeps the dialog and
+    the text, the reason under it, as the LR dialog does (the ranks dialog closed on `5,x`, a
+    toast said why, and the next keys acted as commands)."""
 
     DEFAULT_CSS = """
     AskScreen { align: center middle; }
     AskScreen > Vertical { width: 64; max-width: 100%; height: auto; border: thick $accent; padding: 1 2; background: $surface; }
     AskScreen Label { width: 100%; }  /* a long question wraps, not cut */
+    AskScreen #ask-error { color: $error; }
     """
     BINDINGS = [Binding("escape", "dismiss(None)", "cancel")]
     AUTO_FOCUS = "Input"
 
-    def __init__(self, question: str) -> None:
+    def __init__(self, question: str, check: Callable[[str], object] = str) -> None:
         super().__init__()
         self.question = question
+        self.check = check
 
     def compose(self) -> ComposeResult:
         with Vertical():
             yield Label(self.question)
             yield Input()
+            yield Label("", id="ask-error", markup=False)  # it quotes what was typed
+        yield Footer()
 
     @on(Input.Submitted)
     def submit(self, event: Input.Submitted) -> None:
-        self.dismiss(event.value.strip())
+        answer = event.value.strip()
+        try:
+            self.check(answer)
+        except ValueError as e:
+            self.query_one("#ask-error", Label).update(str(e))
+            return
+        self.dismiss(answer)
 
 
 class ChoiceScreen(ModalScreen[str | None]):
@@ -115,6 +139,12 @@ class ChoiceScreen(ModalScreen[str | None]):
 
     def action_pick(self, choice: str) -> None:
         self.dismiss(choice)
+
+    def job_is(self, state: str) -> None:
+        """The job's state changed while the question is asked: at its end the question is
+        gone (the Break panel says the end, and q closes the window)."""
+        if state.startswith("exited") and self.is_current:
+            self.dismiss(None)
 
     @on(Button.Pressed)
     def pressed(self, event: Button.Pressed) -> None:
@@ -131,16 +161,31 @@ class QuitScreen(ChoiceScreen):
     QuitScreen Label { column-span: 2; width: 1fr; }
     QuitScreen Button { width: 1fr; }
     """
-    BINDINGS = [Binding("escape", "dismiss(None)", "cancel"), Binding("c", "pick('continue')", show=False),
-                Binding("l", "pick('stay')", show=False), Binding("e", "pick('end')", show=False)]
+    BINDINGS = [Binding("c", "pick('continue')", "continue"), Binding("l", "pick('stay')", "leave it"),
+                Binding("e", "pick('end')", "end"), Binding("escape", "dismiss(None)", "cancel")]
+
+    def __init__(self, state: str) -> None:
+        super().__init__()
+        self.state = state
 
     def compose(self) -> ComposeResult:
         with Grid():
             yield Label("Quit stepdbg. What happens to the job?")
             yield Button("c: continue it", id="continue", variant="primary")
-            yield Button("l: leave it paused (re-attach later)", id="stay")
+            yield Button(self.leave_words(), id="stay")
             yield Button("e: end it (exit code 3)", id="end", variant="error")
             yield Button("cancel", id="cancel")
+        yield Footer()
+
+    def leave_words(self) -> str:
+        """l leaves the job as it is: paused, or running (it said `leave it paused` of a job
+        running, which went on running: the sixth walk's 2)."""
+        return f"l: leave it {'paused' if self.state == 'paused' else 'running'} (re-attach later)"
+
+    def job_is(self, state: str) -> None:
+        self.state = state
+        self.query_one("#stay", Button).label = self.leave_words()
+        super().job_is(state)
 
 
 class CtrlCScreen(ChoiceScreen):
@@ -152,8 +197,8 @@ class CtrlCScreen(ChoiceScreen):
                          padding: 1 2; background: $surface; }
     CtrlCScreen Button { width: 1fr; }
     """
-    BINDINGS = [Binding("escape", "dismiss(None)", "cancel"), Binding("i", "pick('interrupt')", show=False),
-                Binding("q", "pick('quit')", show=False)]
+    BINDINGS = [Binding("i", "pick('interrupt')", "interrupt the job"), Binding("q", "pick('quit')", "quit"),
+                Binding("escape", "dismiss(None)", "cancel")]
 
     def compose(self) -> ComposeResult:
         with Grid():
@@ -161,17 +206,41 @@ class CtrlCScreen(ChoiceScreen):
             yield Button("i: interrupt the job (its own Ctrl-C handling runs)", id="interrupt", variant="error")
             yield Button("q: quit the UI (then: continue, leave paused or end)", id="quit", variant="primary")
             yield Button("cancel (escape)", id="cancel")
+        yield Footer()
+
+
+class HelpScroll(VerticalScroll):
+    """The help's scroll, where the terminal is shorter than the help. Its border says which
+    lines show and whether that is the end, and its thumb is in the accent colour: the walk
+    read the thumb as mid-way at the end (a capture without colours shows only the thumb's
+    top edge, mid-way, and the thumb itself was navy on black)."""
+
+    def on_mount(self) -> None:
+        self.watch(self, "scroll_y", self.say_where)
+
+    def on_resize(self) -> None:
+        self.call_after_refresh(self.say_where)
+
+    def say_where(self) -> None:
+        total, shown = self.virtual_size.height, self.scrollable_content_region.height
+        top = round(self.scroll_y)
+        self.border_subtitle = "" if total <= shown else (
+            f"lines {top + 1}–{min(total, top + shown)} of {total}"
+            + (" · the end" if top >= self.max_scroll_y else " · ↓ more"))
 
 
 class HelpScreen(ModalScreen[None]):
     DEFAULT_CSS = """
     HelpScreen { align: center middle; }
-    HelpScreen > VerticalScroll { width: 84; max-width: 100%; height: auto; max-height: 100%;
-                                  border: thick $accent; padding: 1 2; background: $surface; }
+    HelpScreen > HelpScroll { width: 84; max-width: 100%; height: auto; max-height: 100%;
+                              border: thick $accent; padding: 1 2; background: $surface;
+                              scrollbar-background: $panel; scrollbar-color: $accent;
+                              scrollbar-color-hover: $accent-lighten-1; scrollbar-color-active: $accent-lighten-2; }
     """
     BINDINGS = [Binding("escape,question_mark,q", "dismiss(None)", "close")]
-    AUTO_FOCUS = "VerticalScroll"  # its keys scroll at once
+    AUTO_FOCUS = "HelpScroll"  # its keys scroll at once
 
     def compose(self) -> ComposeResult:  # scrolls (↑↓, PgUp/PgDn) where the terminal is shorter than the help
-        with VerticalScroll():
+        with HelpScroll():
             yield Static(HELP)
+        yield Footer()

@@ -15,11 +15,12 @@ from textual.widgets import DataTable
 
 
 def focus_mark(selector: str) -> str:
-    """CSS: `selector` lighter, its scrollbar in the accent colour, while it has the focus, so
+    """CSS: `selector` tinted in the accent colour, its scrollbar too, while it has the focus, so
     the person sees where the keys go (issue 45: the Break panel's focus had no mark). A
     colour, not a character: the text keeps its columns, and a sentence read off the screen
-    stays whole."""
-    return (f"{selector}:focus {{ background: $foreground 8%; scrollbar-color: $accent; "
+    stays whole. A tint a 256-colour terminal keeps (tmux's xterm-256color): the grey of 8%
+    was colour 234 over 233, a Tab stop that showed nowhere (the fifth walk's 4)."""
+    return (f"{selector}:focus {{ background: $accent 20%; scrollbar-color: $accent; "
             "scrollbar-color-hover: $accent; }")
 
 

@@ -10,11 +10,14 @@ from rich.text import Text
 from textual.widgets import Static
 
 # What the header keeps when it can, first to last, each part whole (never a cut word): the
-# pid, the clock, the script's arguments (as many whole ones as fit, an option with its
-# value, then `…`), the host; each is put in where the width left has room for it. Then
-# the state's end (a long break condition, which the Break panel says whole) is cut. The
-# rank and the script's name stay. (The reverse order is the order they give way in.)
+# pid, the clock, the break's condition (as many whole words as fit, then `…`: the Break
+# panel says it whole), the script's arguments (as many whole ones as fit, an option with its
+# value, then `…`), the host; each is put in where the width left has room for it. The
+# rank, the script's name and the state stay. (The reverse order is the order they give way in.)
 MORE = "…"  # after the arguments shown, where some are left out
+# The condition of a pause asked for (p, n, s): `PAUSED [pause]` said it twice, and at 80
+# columns it put the host out (`@ vm`, the fifth walk's 12); the header says `PAUSED`.
+ASKED = "pause"
 
 
 def _script(argv: list[str]) -> tuple[str, list[str]]:
@@ -49,7 +52,26 @@ def last_reached(status: dict[str, Any]) -> Any:
     return step
 
 
-def _state(status: dict[str, Any], connection: str) -> Text:
+def _condition(paused: dict[str, Any], words: int | None) -> str:
+    """The break's condition, whole (`words` None) or its first `words` words and `…`."""
+    cond = str(paused.get("condition"))
+    parts = cond.split()
+    return cond if words is None or words >= len(parts) else " ".join([*parts[:words], MORE])
+
+
+def phase_words(status: dict[str, Any]) -> str:
+    """Where the job is: at a pause, where its break is (an exception raised inside a forward
+    left the status at `after_forward`: the forward never ended), else the status's phase."""
+    brk = status.get("paused") if status.get("state") == "paused" else None
+    if not isinstance(brk, dict) or not brk.get("phase"):
+        return str(status.get("phase", "?"))
+    module = ((brk.get("details") or {}).get("module") or {}).get("name")
+    if brk["phase"] == "exception" and module:
+        return f"in {module}'s forward"  # (the condition beside it says the exception)
+    return str(brk["phase"])
+
+
+def _state(status: dict[str, Any], connection: str, words: int | None = None) -> Text:
     # After the end the phase is "ended", which the connection's words say ("job ended, exit code 130").
     step = last_reached(status)
     if _ended(status):
@@ -57,12 +79,19 @@ def _state(status: dict[str, Any], connection: str) -> Text:
     elif step != status.get("step"):  # between steps: the one that ran to its end
         right = Text(f"after step {step} · ")
     else:
-        right = Text(f"step {step} · {status.get('phase', '?')} · ")
+        right = Text(f"step {step} · {phase_words(status)} · ")
     paused = status.get("paused")
     if connection != "connected":
         right.append(connection, style="bold red")
+    elif status.get("state") == "paused" and paused and paused.get("condition") == ASKED:
+        right.append("PAUSED", style="bold black on yellow")  # (as asked: the Break panel says by p, n or s)
     elif status.get("state") == "paused" and paused:
-        right.append(f"PAUSED [{paused.get('condition')}]", style="bold black on yellow")
+        right.append(f"PAUSED [{_condition(paused, words)}]", style="bold black on yellow")
+    elif status.get("ending") and status.get("state") == "running":  # an uncaught exception goes on
+        right = Text(f"step {step} · {status['ending']} not caught · ")
+        right.append("ENDING", style="bold red")
+    elif status.get("pausing") and status.get("state") == "running":  # p: a pause asked for, on its way
+        right.append("PAUSING (p)", style="bold black on yellow")
     else:
         right.append(str(status.get("state", "?")).upper(), style="bold green")
     return right
@@ -71,40 +100,44 @@ def _state(status: dict[str, Any], connection: str) -> Text:
 def render_header(session: dict[str, Any], status: dict[str, Any], elapsed: float, connection: str,
                   width: int | None = None) -> Text:
     """The header in `width` columns (None: not laid out yet, everything shown). The script's
-    name stays whole: the pid, clock, arguments and host are put in, in that order, each where it still fits."""
+    name and the state stay whole: the pid, clock, condition, arguments and host are put in,
+    in that order, each where it still fits."""
     name, arguments = _script(session.get("argv") or [])
     rank = f" rank {session['rank']}/{session['world_size']}" if session.get("rank") is not None else ""
     clock = f"{int(elapsed // 3600):02d}:{int(elapsed % 3600 // 60):02d}:{int(elapsed % 60):02d} · "
-    right = _state(status, connection)
-    pid = f"pid {session.get('pid')}"
-    host = f" @ {session.get('host')}" if session.get("host") else ""
-    # After the end no clock: it would count on from a job that is gone (and it took the host's room).
-    parts: dict[str, str] = {"pid": "", "clock": "", "argument": "", "host": ""}
+    asked = (status.get("paused") or {}).get("condition")
+    condition = [] if asked == ASKED else str(asked or "").split()
+    # Each part's choices, most first; "" where it is left out. After the end no clock: it
+    # would count on from a job that is gone (and it took the host's room).
+    choices: dict[str, list[Any]] = {
+        "pid": [f"pid {session.get('pid')}"],
+        "clock": [] if _ended(status) else [clock],
+        "condition": [None, *range(len(condition) - 1, 0, -1)] if len(condition) else [],
+        "argument": ["".join(f" {a}" for a in arguments[:n]) + (f" {MORE}" if n < len(arguments) else "")
+                     for n in range(len(arguments), -1, -1)],
+        # The host as ` @vm` where ` @ vm` does not fit (the columns it needed were left blank:
+        # the sixth walk's 6).
+        "host": [f" @ {session.get('host')}", f" @{session.get('host')}"] if session.get("host") else [],
+    }
+    parts: dict[str, Any] = {"pid": "", "clock": "", "condition": 0 if condition else None, "argument": "", "host": ""}
 
-    def left_words() -> str:
+    def drawn() -> tuple[str, Text]:
         # The pid first: it is what `stepdbg attach` and `kill` need.
         words = f"{parts['pid']}{rank}".strip()
         script = f"{name}{parts['argument']}{parts['host']}"
-        return f"{words}  {script}" if words else script
+        return f"{words}  {script}" if words else script, Text(parts["clock"]) + _state(status, connection,
+                                                                                         parts["condition"])
 
-    def fits() -> bool:
-        return width is None or len(left_words()) + 1 + len(parts["clock"]) + right.cell_len <= width
-
-    def put(part: str, words: str) -> bool:
-        parts[part] = words
-        if not fits():
-            parts[part] = ""
-        return bool(parts[part])
-
-    put("pid", pid)
-    put("clock", "" if _ended(status) else clock)
-    for n in range(len(arguments), -1, -1):  # as many whole arguments as fit, then `…` for the rest
-        if put("argument", "".join(f" {a}" for a in arguments[:n]) + (f" {MORE}" if n < len(arguments) else "")):
-            break
-    put("host", host)
-    left = Text(left_words(), style="bold")
-    if parts["clock"]:
-        right = Text(parts["clock"]) + right
+    for part, options in choices.items():  # each part as fully as it fits, in their order
+        kept = parts[part]
+        for option in options:
+            parts[part] = option
+            left_words, right = drawn()
+            if width is None or len(left_words) + 1 + right.cell_len <= width:
+                break
+            parts[part] = kept
+    left_words, right = drawn()
+    left = Text(left_words, style="bold")
     if width is None:
         return Text.assemble(left, "  ", right)
     if left.cell_len + 1 + right.cell_len > width:  # the state's end gives way, then the left's

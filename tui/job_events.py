@@ -4,32 +4,50 @@ panel's lines and the Break panel. One function, so that `app.py` only routes.""
 from __future__ import annotations
 
 import re
+import signal
 from typing import Any
 
-from textual.widgets import TabbedContent
+from textual.widgets import Input, TabbedContent
 
 from stepdbg.client import commands
 from stepdbg.wire import stall_text
 
+from .dialogs import ChoiceScreen
 from .header import last_reached
+from .panels import BreakpointsPanel
 
 # The agent says these on stderr too; with --forward-output the Log would show each twice.
-SAID_AS_EVENTS = re.compile(r"stepdbg(\[rank \d+\])?: (change: |break at step )")
+SAID_AS_EVENTS = re.compile(r"stepdbg(\[rank \d+\])?: (change: |break at step |finding \[|replay of step )")
 
 
-def change_words(data: dict[str, Any]) -> str:
+def change_words(data: dict[str, Any], status: dict[str, Any] | None = None) -> str:
     """A change as one line, in the console's words: 'change at step 30: LR set to 0.001 and
-    pinned (param group 0, was 0.01)', 'change at step 41: breakpoint added: nan'."""
-    return f"change at step {data.get('step')}: {commands.change_words(data)}"
+    pinned (param group 0, was 0.01)', 'change at step 41: breakpoint added: nan'. Made
+    between steps (`status`: the job runs between them, at the step the change names), it is
+    'after step N' as the header says: the next step's number, not begun, said `change at
+    step 3` beside a header and plots at step 2 (a Ctrl-C to a job stuck between steps)."""
+    step = data.get("step")
+    if status is not None and step == status.get("step") and last_reached(status) != step:
+        return f"change after step {last_reached(status)}: {commands.change_words(data)}"
+    return f"change at step {step}: {commands.change_words(data)}"
 
 
 def on_paused(app: Any, data: Any) -> None:
     app.replay_result = None
-    app.status = {**app.status, "state": "paused", "paused": data, "step": data["step"], "phase": data["phase"]}
+    app.status = {**app.status, "state": "paused", "paused": data, "step": data["step"], "phase": data["phase"],
+                  "pausing": None, "ending": None}
     # (its reason is the break's, logged just before: the break event comes first)
     app.log_line(f"paused at step {data['step']} ({data['phase']})", "yellow")
+    follow_job(app)
+    if isinstance(app.focused, Input):  # a field being typed in keeps the focus and its panel: the rest
+        words = f"the job paused at step {data['step']}: escape, then c continues (1 shows the break)"
+        app.notify(words)  # of the typing stays in the field, not run as keys (walk 4, item 1); the add
+        for panel in app.screen_stack[0].query(BreakpointsPanel):  # box says it under it while the job is paused (a toast
+            panel.job_paused(words if app.focused is panel.query_one("#break-input") else "")  # goes)
+        app.refresh_all()
+        return
     app.query_one(TabbedContent).active = "break"
-    if app.focused is None:  # (not while a line is typed): Down and PageDown scroll the Break panel
+    if app.focused is None:  # Down and PageDown scroll the Break panel
         app.action_panel("break")
     app.refresh_all()
 
@@ -46,24 +64,81 @@ def at_attach(app: Any) -> None:
 
 
 def on_resumed(app: Any, data: Any) -> None:
-    app.status = {**app.status, "state": "running", "paused": None}
+    # Resumed from an uncaught exception's break, the job is ending: the exception goes on
+    # (the header said `before_forward · RUNNING`, and s `not paused` of a job that ends)
+    brk = app.status.get("paused") or {}
+    ending = ((brk.get("details") or {}).get("exception") or "exception") if brk.get("phase") == "exception" else None
+    app.status = {**app.status, "state": "running", "paused": None, "pausing": None, "ending": ending}
+    follow_job(app)
     app.refresh_break()
+
+
+CHANGE_SAID = re.compile(r"stepdbg: change: ")
+HELD_AT_MOST = 2.0  # seconds the Log holds a launched job's lines after its own line of a change
+
+
+class LogOrder:
+    """A change comes first in the Log, before the job's lines it caused (a Ctrl-C's
+    KeyboardInterrupt traceback came first). A launched job's lines reach the Log by its
+    pipes, its events by the socket: which comes first is chance. The job's own line of a
+    change is where the change goes: the lines after it wait in the Log (HELD_AT_MOST at
+    most, never the job) for the change's event, which says it in the Log's words; an
+    event that came first is said at once (its own line is then dropped, as before)."""
+
+    def __init__(self) -> None:
+        self.said_first = 0  # changes whose event came before the job's own line of them
+        self.waiting = 0  # changes the job's lines said whose event has not come
+        self.held: list[tuple[str, str]] = []
+
+    @staticmethod
+    def of(app: Any) -> LogOrder:
+        order = app.__dict__.get("_log_order")
+        if order is None:
+            order = app.__dict__["_log_order"] = LogOrder()
+        return order
+
+    def release(self, app: Any) -> None:
+        self.waiting = 0
+        held, self.held = self.held, []
+        for stream, line in held:
+            _show_line(app, stream, line)
 
 
 def on_output(app: Any, data: Any) -> None:
     app.output_shown = True
+    order = LogOrder.of(app)
     for batch in data or []:
         stream = batch["stream"]
         for line in batch["lines"]:
-            if SAID_AS_EVENTS.match(line):
-                app.said_as_event.add(stream)  # and the lines that go on from it ("  at FILE:LINE")
-            elif not (stream in app.said_as_event and line.startswith("  ")):
-                app.said_as_event.discard(stream)
-                app.log_line(line, "red" if stream == "stderr" else "")
+            if CHANGE_SAID.match(line) and getattr(app, "child", None) is not None:  # (a launched job: pipes)
+                if order.said_first:
+                    order.said_first -= 1
+                else:
+                    order.waiting += 1
+                    app.set_timer(HELD_AT_MOST, lambda: order.release(app))
+            if order.waiting:
+                order.held.append((stream, line))
+            else:
+                _show_line(app, stream, line)
+
+
+def _show_line(app: Any, stream: str, line: str) -> None:
+    if SAID_AS_EVENTS.match(line):
+        app.said_as_event.add(stream)  # and the lines that go on from it ("  at FILE:LINE")
+    elif not (stream in app.said_as_event and line.startswith("  ")):
+        app.said_as_event.discard(stream)
+        app.log_line(line, "red" if stream == "stderr" else "")
 
 
 def on_change(app: Any, data: Any) -> None:
-    app.log_line(change_words(data), "cyan")
+    app.log_line(change_words(data, app.status), "cyan")
+    order = LogOrder.of(app)
+    if order.waiting:
+        order.waiting -= 1
+        if not order.waiting:
+            order.release(app)
+    elif getattr(app, "child", None) is not None and getattr(app, "output_shown", False):
+        order.said_first += 1
     brk = app.status.get("paused")
     if data.get("what") == "lr" and brk:  # the Break panel shows the LR now beside the one at the break
         app.status = {**app.status, "paused": {**brk, "lr_now": {"lr": data.get("lr"), "pinned": data.get("pinned")}}}
@@ -88,22 +163,58 @@ def on_finding(app: Any, data: Any) -> None:
 
 
 def on_exited(app: Any, data: Any) -> None:
+    LogOrder.of(app).release(app)  # (the job's lines before its end: none held past it)
     code = data.get("exit_code")
     steps = data.get("steps")  # how many ran to their end: the last one's number is one less
     shown = last_reached(app.status)  # (the header's number: the last step reached)
     last = steps - 1 if isinstance(steps, int) and steps > 0 else shown
     if isinstance(shown, int) and (last is None or shown > last):  # ended inside the step shown (an interrupt
         last = shown  # at a pause): the step never goes back
-    app.status = {**app.status, "state": f"exited ({code})", "paused": None, "phase": "ended", "step": last}
-    app.connection = f"job ended, exit code {code}"
-    app.log_line(f"the job ended with exit code {code}", "bold")
+    app.status = {**app.status, "state": f"exited ({code})", "paused": None, "phase": "ended", "step": last,
+                  "pausing": None}
+    killed = data.get("killed_by")  # (a launched job's, as its parent saw it: its agent said nothing)
+    app.connection = f"job killed by {killed}, exit code {code}" if killed else f"job ended, exit code {code}"
+    app.log_line(f"the job was {ended_words(-(code - 128))}" if killed else f"the job ended with exit code {code}",
+                 "bold")
+    follow_job(app)
+    for out in app.screen_stack[0].query("#repl-out"):  # the last line's answer was the running job's: the
+        out.update("")  # line's placeholder says the end (it stayed, stale)
     app.refresh_break()
+
+
+def follow_job(app: Any) -> None:
+    """What is on screen follows the job's state: the add box's note of a pause goes when
+    the job goes on or ends, and a quit or Ctrl-C dialog says what its keys do now (closed
+    at the end: it offered to continue the job, or `i` to interrupt it, and did nothing)."""
+    state = str(app.status.get("state", ""))
+    if state != "paused":
+        for panel in app.screen_stack[0].query(BreakpointsPanel):
+            panel.job_paused("")
+    if len(app.screen_stack) > 1 and isinstance(app.screen, ChoiceScreen):
+        app.screen.job_is(state)
+
+
+def ended_words(returncode: int) -> str:
+    """How a process ended, from its return code (-N: killed by signal N, as a shell says
+    it: 128 + N): 'killed by SIGKILL (exit code 137 / -9)', or 'ended with exit code 3'."""
+    if returncode >= 0:
+        return f"ended with exit code {returncode}"
+    try:
+        name = signal.Signals(-returncode).name
+    except ValueError:
+        name = f"signal {-returncode}"
+    return f"killed by {name} (exit code {128 - returncode} / {returncode})"
 
 
 def on_replay(app: Any, data: Any) -> None:
     """A replay of the paused step, whoever asked for it (another client's too: this one
     said `press r to replay` beside it). A job's ranks each send theirs: the rank in view's
     comes here (JobSource)."""
+    # The Log is the record: the replay and its verdict, whoever ran it (r, --on-break replay,
+    # another client); it showed none (the walk's item 13)
+    for line in [f"replay of step {data.get('step')}: {data.get('summary')}",
+                 *([f"  {data['verdict']}"] if data.get("verdict") else [])]:
+        app.log_line(line, "magenta")
     brk = app.status.get("paused")
     if brk and data.get("step") == brk.get("step") and app.replay_result != data:
         app.replay_result = data

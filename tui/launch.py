@@ -23,7 +23,7 @@ from typing import IO, Any
 
 from stepdbg.client import Endpoint, TargetError
 from stepdbg.client.async_client import AsyncClient
-from stepdbg.client.connection import lost_words
+from stepdbg.client.connection import gone_words, lost_words
 from stepdbg.client.job import EndedReport, TorchrunLog
 from stepdbg.launch import keeper
 from stepdbg.wire import sessions
@@ -63,13 +63,29 @@ async def _run(target: str | None, token: str | None, output: list[tuple[str, st
     from .app import StepdbgApp
 
     client = await _open(target, token, ranks, torchrun)
-    app = StepdbgApp(client, reconnect=lambda: _open(target, token, ranks, torchrun))
+    app = StepdbgApp(client)
+
+    async def reconnect() -> Any:
+        """The same job again (its session id, not whichever one is running now), or why not:
+        a job that is gone is said to be gone (ctrl+r after a kill -9 said `no stepdbg session
+        is running here`)."""
+        if ranks is not None:
+            return await _open(target, token, ranks, torchrun)
+        session = app.source.session
+        gone = _gone(session, hold.get("child"))
+        if gone is not None:
+            raise TargetError(gone)
+        again = str(session["id"]) if target is None and session.get("id") else target
+        return await _open(again, token, ranks, torchrun)
+
+    app.reconnect = reconnect
     hold["app"] = app
     if hold.get("ctrl_c") is not None:
         hold["ctrl_c"].showing(app)
     app.log_buffer.extend(output or [])  # what the job printed before the UI came up
     app.output_shown = output is not None  # a job started here: its output comes to the Log
     app.output_ended = hold.get("output_ended")  # (its end: the job's last lines come before the end's)
+    app.child = hold.get("child")  # (its end when the connection goes: a kill -9 lets its agent say nothing)
     try:
         choice = await app.run_async()
     finally:
@@ -86,6 +102,17 @@ async def _run(target: str | None, token: str | None, output: list[tuple[str, st
     ended = source.exited  # (closing makes it "lost")
     await source.close(then=choice or "stay")
     return choice, source, ended
+
+
+def _gone(session: dict[str, Any], child: subprocess.Popen[Any] | None) -> str | None:
+    """The job is gone: how it ended where this process launched it (killed by SIGKILL, exit
+    code 137), else that its process has ended; None while it runs (or runs elsewhere)."""
+    if child is not None and child.poll() is not None:
+        from .job_events import ended_words
+
+        return f"the job (pid {child.pid}) {ended_words(child.returncode)}: nothing to reconnect to"
+    gone = gone_words(session)
+    return None if gone is None else f"{gone}: nothing to reconnect to"
 
 
 def attach_tui(target: str | None, token: str | None, ranks: Ranks | None = None, again: str = "") -> int:
@@ -178,6 +205,7 @@ def _launched(child: subprocess.Popen[Any], kept: subprocess.Popen[str] | None, 
     lock = threading.Lock()
     unread = {"stdout", "stderr"}  # the streams still open: the job's output is all read once none is
     hold["output_ended"] = threading.Event()
+    hold["child"] = None if ranks else child  # (torchrun's end is not a rank's)
     torchrun = TorchrunLog()  # exit codes and each rank's last lines, from torchrun's output
     ended = EndedReport()  # torchrun's failure report for a job ended from the TUI, in one line
 
@@ -211,21 +239,24 @@ def _launched(child: subprocess.Popen[Any], kept: subprocess.Popen[str] | None, 
     for r in readers:
         r.start()
     again = "stepdbg attach"  # what attaches to this job again
-    left = None  # how the user left the TUI: "continue", "stay" (paused) or "end"
+    left = None  # how the user left the TUI: "continue", "stay" (as it is) or "end"
+    paused = False  # the job was paused when the TUI closed (left "stay": it stays paused, else runs on)
     hold["ctrl_c"] = ctrl_c
     try:
         if ranks:
             job = _wait_for_ranks(child, ranks, ctrl_c.pressed)
             if job and not ctrl_c.pressed.is_set():
                 endpoints = [Endpoint(s.reach, s.token) for s in job]
-                left, _, _ = asyncio.run(_run(None, None, list(output), hold, lambda: endpoints, torchrun))
+                left, source, _ = asyncio.run(_run(None, None, list(output), hold, lambda: endpoints, torchrun))
+                paused = source.paused is not None
                 ended.ended = left == "end"
                 ended.auto = True  # left running or paused: a client may end it later (attach, q, e)
         else:
             info = _wait_for_session(child, ctrl_c.pressed)
             if info is not None and not ctrl_c.pressed.is_set():
                 again = f"stepdbg attach {info.id}"
-                left, _, _ = asyncio.run(_run(str(info.pid), None, list(output), hold))
+                left, source, _ = asyncio.run(_run(str(info.pid), None, list(output), hold))
+                paused = source.paused is not None
     except Exception as e:
         if not ctrl_c.pressed.is_set():  # (after a Ctrl-C the job ends: its socket may go while the TUI connects)
             if not isinstance(e, TargetError):
@@ -240,11 +271,15 @@ def _launched(child: subprocess.Popen[Any], kept: subprocess.Popen[str] | None, 
     if ctrl_c.pressed.is_set():  # the terminal's Ctrl-C went on to the job, which handles it as it
         left = "ctrl-c"  # would plain; stepdbg waits for it
     if child.poll() is None and left not in ("end", "ctrl-c"):
-        now = "stays paused" if left == "stay" else "goes on"
+        now = "stays paused" if left == "stay" and paused else "goes on"  # (l of a job running: it ran on)
         print(f"stepdbg: the job {now} without the TUI (pid {child.pid}): `{again}` attaches again; "
               "Ctrl-C interrupts it (its own Ctrl-C handling runs)", file=sys.stderr, flush=True)
     code = _wait_through_ctrl_c(child)
     _drain(readers, kept)
+    if code < 0 and left != "ctrl-c":  # (a kill -9 lets the job say nothing: said here, after its last lines)
+        from .job_events import ended_words
+
+        print(f"stepdbg: the job (pid {child.pid}) was {ended_words(code)}", file=sys.stderr, flush=True)
     if ended.hid:  # torchrun's 1 for ranks that ended as asked: the job's own code
         return ended.code
     return code if code >= 0 else 128 - code  # killed by a signal: 128 + its number, as a shell says

@@ -47,6 +47,9 @@ class MemoryPanel(Loads, VerticalScroll):
 
     COLUMNS = ("size", "tensor", "category", "dtype", "shape", "device")
 
+    def on_mount(self) -> None:  # (the job's end said above what it last showed, as the Model panel does)
+        self.says_its_end()
+
     async def load(self, source: Any, status: dict[str, Any], history: list[dict[str, Any]]) -> None:
         mem = await ask(self, "memory", source.memory())
         if mem is not None:

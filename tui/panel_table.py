@@ -7,7 +7,6 @@ from __future__ import annotations
 import textwrap
 from dataclasses import dataclass
 
-from textual.containers import ScrollableContainer
 from textual.widget import Widget
 from textual.widgets import DataTable, Input, RichLog
 
@@ -34,6 +33,7 @@ class Panel:
     key: str
     cls: type[Loads]
     many_ranks: bool = False  # shown for a distributed job only
+    field: str | None = None  # the field its number key gives the focus (typing goes there), if any
 
     def widget(self) -> Widget:
         return self.cls()  # type: ignore[return-value]
@@ -46,12 +46,17 @@ PANELS = (
     Panel("optimizer", "Optim", "Optimizer", "4", OptimizerPanel),
     Panel("memory", "Mem", "Memory", "5", MemoryPanel),
     Panel("plots", "Plots", "Plots", "6", PlotsPanel),
-    Panel("breakpoints", "Breaks", "Breakpoints", "7", BreakpointsPanel),
+    Panel("breakpoints", "Breaks", "Breakpoints", "7", BreakpointsPanel, field="#break-input"),
     Panel("threads", "Threads", "Threads", "8", ThreadsPanel),
     Panel("log", "Log", "Log", "9", LogPanel),
     Panel("ranks", "Ranks", "Ranks", "0", RanksPanel, many_ranks=True),
 )
 BY_ID = {p.id: p for p in PANELS}
+
+
+def one_process_words(panel: Panel) -> str:
+    """Why a distributed job's panel does not open on a job of one process."""
+    return f"{panel.key} shows the {panel.name} of a distributed job; this is one process"
 
 
 def shown(many_ranks: bool) -> list[Panel]:
@@ -61,15 +66,29 @@ def shown(many_ranks: bool) -> list[Panel]:
 
 def keys_go_to(panel: Widget) -> Widget | None:
     """What a panel's number key gives the focus, so that Down, PageDown and Enter act at once:
-    its table, else its field (typing goes there at once), else what scrolls (the Break panel's source and locals are below the fold at
-    80x24, and did not scroll until Tab found the panel)."""
+    its field where typing is what the panel is for (7: the add box, as b; the box drawn
+    without the focus ran a spec typed there as keys: r replayed, d moved the frame), else
+    where its keys go (keys_land), else its field (the Tensor panel: what is typed is a name;
+    escape: keys again)."""
+    field = next((p.field for p in PANELS if isinstance(panel, p.cls) and p.field), None)
+    if field:
+        return panel.query_one(field)
     tables = list(panel.query(DataTable))
     if tables:
         return tables[0]
     fields = list(panel.query(Input))
-    if fields:  # the Tensor panel: what is typed is a name (escape: keys again)
-        return fields[0]
-    if isinstance(panel, ScrollableContainer):
+    return fields[0] if fields else keys_land(panel)
+
+
+def keys_land(panel: Widget) -> Widget | None:
+    """Where keys go on a panel, never a field (escape from one, a break that came): its
+    table, else the panel itself where it takes the focus (the Break panel's source and
+    locals are below the fold at 80x24 and scroll; the Tensor panel holds its fields), else
+    its Log. Never nothing: the focus on no widget showed nowhere (the walk's item 7)."""
+    tables = list(panel.query(DataTable))
+    if tables:
+        return tables[0]
+    if panel.can_focus:
         return panel
     return next(iter(panel.query(RichLog)), None)  # (the Log's)
 

@@ -7,23 +7,29 @@ testable without a terminal.
 from __future__ import annotations
 
 import math
+from contextlib import suppress
 from typing import Any
 
 from rich.text import Text
 from textual import on
 from textual.app import ComposeResult
-from textual.containers import Horizontal, Vertical
+from textual.containers import Vertical
+from textual.coordinate import Coordinate
 from textual.css.query import NoMatches
 from textual.events import Key
-from textual.widgets import DataTable, Input, Label, RichLog, Sparkline, Static
+from textual.widgets import DataTable, Input, Label, RichLog, Static
 
 from stepdbg.client.info_text import group_other, num, optimizer_state_lines
 from stepdbg.client.job import stall_of
-from stepdbg.client.tensor_text import counted, finite_text, sampled_text, shard_text
 from stepdbg.wire.conditions import ConditionError, parse
 
 from .asking import Loads, ask
 from .fitted import fill_fitted, focus_mark, left_out
+from .table_in_scroll import RowTable
+from .tensor_panel import (
+    TensorPanel as TensorPanel,  # (its own file: app.py and panel_table.py import it here)
+)
+from .tensor_panel import render_summary as render_summary
 
 
 def bad(v: Any) -> bool:
@@ -34,10 +40,10 @@ def bad(v: Any) -> bool:
 
 
 def module_expression(name: str) -> str:
-    """The expression of a module's first parameter, from its name in the module tree."""
-    path = "model" if name == "(root)" else ("model." + ".".join(  # (an nn.Sequential's `0`: model[0])
-        f"[{p}]" if p.isdigit() else p for p in name.split("."))).replace(".[", "[")
-    return f"next(({path}).parameters(), None)"
+    """What the Tensor field shows for a module of the Model panel: its name as a person types
+    it (`model.head.0`, `model` for the root), which the job opens as the module's first
+    parameter, then or again at Enter (it showed `next((model[1]).parameters(), None)`)."""
+    return "model" if name == "(root)" else f"model.{name}"
 
 
 # What the Model panel's |w| and |g| are, said once: its hint and the Tensor panel's words for
@@ -75,11 +81,12 @@ class ModelPanel(Loads, Vertical):
                 self.show(rows)
 
     def compose(self) -> ComposeResult:
-        yield DataTable(id="model-table", cursor_type="row", zebra_stripes=True)
+        yield RowTable(id="model-table", cursor_type="row", zebra_stripes=True)
         yield Label(self.HINT, classes="hint")
 
     def on_mount(self) -> None:  # the columns before the first answer: an empty table of no height took the focus
         self.show([])
+        self.says_its_end()
 
     def on_resize(self) -> None:
         if self.rows:
@@ -102,96 +109,6 @@ class ModelPanel(Loads, Vertical):
         self.query_one(Label).update(self.HINT + left_out(gone))
 
 
-# ---------------------------------------------------------------------- tensor
-
-
-def render_summary(s: dict[str, Any]) -> Text:
-    if s.get("words"):
-        return Text(s["words"])
-    if s.get("type") == "NoneType":  # (the loss before the forward has run): said in words
-        return Text(f"{s.get('name')} is None here: no tensor to show yet")
-    if s.get("type") != "Tensor":
-        return Text(f"{s.get('name')} is a {s.get('type')}, not a tensor: {s.get('repr', '')}")
-    t = Text()
-    t.append(f"{s['name']}", style="bold")
-    t.append(f"  {s['dtype']} {s['shape']} on {s['device']}{'  requires_grad' if s.get('requires_grad') else ''}"
-             f"{shard_text(s)}{sampled_text(s)}\n")
-    if s.get("note"):
-        t.append(s["note"], style="dim")
-        return t
-    if "min" in s:
-        t.append(f"{finite_text(s)}min {num(s['min'])}  max {num(s['max'])}  mean {num(s['mean'])}  std {num(s['std'])}  "
-                 f"norm {num(s['norm'])}\n")
-    t.append("nan ", style="dim")
-    t.append(str(s.get("nan", 0)), style="red bold" if s.get("nan") else "")
-    t.append("  inf ", style="dim")
-    t.append(str(s.get("inf", 0)), style="red bold" if s.get("inf") else "")
-    t.append(f"  zeros {s.get('zeros', 0)} of {counted(s)}", style="dim")
-    return t
-
-
-class TensorPanel(Loads, Vertical):
-    DEFAULT_CSS = """
-    TensorPanel { overflow-y: auto; }
-    TensorPanel .inputs { height: 3; }
-    TensorPanel Input { width: 1fr; }
-    TensorPanel #tensor-summary { height: auto; margin: 1 0; }
-    TensorPanel Sparkline { height: 3; }
-    TensorPanel #tensor-hist, TensorPanel #tensor-hist-label, TensorPanel #tensor-slice { display: none; }
-    TensorPanel #tensor-slice { height: auto; }
-    """
-
-    def compose(self) -> ComposeResult:
-        with Horizontal(classes="inputs"):
-            yield Input(placeholder="tensor: loss, batch, x, model.head[0].weight.grad", id="tensor-name")
-            yield Input(placeholder="slice: 0, :8", id="tensor-index")
-        yield Static(id="tensor-summary")
-        yield Label("", id="tensor-hist-label", classes="hint")
-        yield Sparkline([], id="tensor-hist")
-        yield Static(id="tensor-slice")
-
-    async def load(self, source: Any, status: dict[str, Any], history: list[dict[str, Any]]) -> None:
-        """At a pause, the loss until a name is typed."""
-        field = self.query_one("#tensor-name", Input)
-        if status.get("state") == "paused" and not field.value:
-            field.value = "loss"
-            field.select_all()  # (the focus may be there already: a name typed replaces it, never `lossx`)
-            await self.open(source, "loss", "")
-
-    asked = 0  # the latest question: the answer to an earlier one (still on its way) is not shown over it
-
-    async def open(self, source: Any, name: str, index: str, label: str | None = None) -> None:
-        """The summary of the expression `name` (shown as `label`), and the values at `index` of a tensor."""
-        self.asked = question = self.asked + 1
-        s = await ask(self, f"tensor {label or name}", source.summary(name))
-        if question != self.asked:
-            return
-        if s is None:  # (its error is in the notice): not the tensor shown before under this new name
-            if not self.job_ended():  # (once ended, the panel keeps what it last showed, and says so)
-                self.say(f"{label or name}: nothing to show (the notice says why)")
-            return
-        values = await ask(self, "slice", source.slice(name, index, 64)) if s.get("type") == "Tensor" else None
-        if question == self.asked:
-            self.show({**s, "name": label or s.get("name")}, values)
-
-    def say(self, words: str) -> None:
-        self.asked += 1  # words in the summary's place (a module without parameters has no tensor to show)
-        self.show({"type": None, "words": words}, None)
-
-    def show(self, summary: dict[str, Any], values: list[Any] | None) -> None:
-        """Every part drawn again from this answer; what it has not (a 0-d tensor's histogram,
-        a module's values) is hidden, not left as it was."""
-        self.query_one("#tensor-summary", Static).update(render_summary(summary))
-        h = summary.get("hist")
-        counts = (h or {}).get("counts") or []
-        self.query_one("#tensor-hist", Sparkline).data = counts
-        label = self.query_one("#tensor-hist-label", Label)
-        label.update(f"histogram {num(h['lo'])} … {num(h['hi'])}" if counts else "")
-        label.display = self.query_one("#tensor-hist", Sparkline).display = bool(counts)
-        shown = self.query_one("#tensor-slice", Static)
-        shown.update("" if values is None else "values: " + ", ".join(num(v) for v in values))
-        shown.display = values is not None
-
 
 # ---------------------------------------------------------------------- optimizer, memory
 
@@ -206,12 +123,13 @@ class OptimizerPanel(Loads, Vertical):
             self.show(info)
 
     def compose(self) -> ComposeResult:
-        yield DataTable(id="opt-table", cursor_type="row")
+        yield RowTable(id="opt-table", cursor_type="row")
         yield Label("l: set the LR of the selected group (once or pinned)", classes="hint")
         yield Static(id="opt-state")
 
     def on_mount(self) -> None:
         self.query_one(DataTable).add_columns("group", "lr", "pinned", "params")
+        self.says_its_end()
 
     def show(self, infos: list[dict[str, Any]]) -> None:
         t = self.query_one(DataTable)
@@ -252,8 +170,24 @@ class BreakpointsPanel(Loads, Vertical):
         if rows is not None:
             self.show(rows)
 
+    said = ""  # what the add box's next change says under it (emptied after an add: why)
+    note = ""  # a pause that came while the box had the focus, said under it until the job goes on
+
+    def say(self, words: str | None) -> None:
+        """Under the add box: `words` (the spec's error, an answer) and the pause's note. Text,
+        not markup: a spec with [ in it (model[0]) raised MarkupError and ended the TUI."""
+        with suppress(NoMatches):  # (the window closing)
+            self.query_one("#break-error", Label).update(Text("\n".join(w for w in (words, self.note) if w)))
+
+    def job_paused(self, note: str) -> None:
+        """A pause came while the add box had the focus (note), or the job went on (""): the
+        typing stays in the box (issue 45's (a)), and what `c` typed there would have done is
+        said where the person looks (the header alone said it: the sixth walk's 5)."""
+        self.note = note
+        self.say(check_spec(self.query_one("#break-input", Input).value))
+
     def compose(self) -> ComposeResult:
-        yield DataTable(id="breaks-table", cursor_type="row")
+        yield RowTable(id="breaks-table", cursor_type="row")
         yield Label("b: type a spec below, Enter adds it · escape: the table · space: on/off · delete: remove",
                     classes="hint")
         yield Input(placeholder="add: nan, grad_norm>100, loss_spike>3, expr:loss > 4 and step > 100",
@@ -274,8 +208,8 @@ class BreakpointsPanel(Loads, Vertical):
 
     def on_input_changed(self, event: Input.Changed) -> None:
         if event.input.id == "break-input":
-            # Text, not markup: a spec with [ in it (model[0]) raised MarkupError and ended the TUI
-            self.query_one("#break-error", Label).update(Text(check_spec(event.value) or ""))
+            self.say(check_spec(event.value) or self.said)
+            self.said = ""
 
     @on(Input.Submitted, "#break-input")
     def submitted(self, event: Input.Submitted) -> None:
@@ -285,12 +219,16 @@ class BreakpointsPanel(Loads, Vertical):
 
     async def add(self, source: Any, spec: str) -> str | None:
         """Add a breakpoint: None, or the agent's refusal (shown where it was typed too)."""
+        t = self.query_one(DataTable)
+        had = {str(t.coordinate_to_cell_key(Coordinate(r, 0)).row_key.value) for r in range(t.row_count)}
         try:
             await source.add_break(spec)
         except Exception as e:
-            self.query_one("#break-error", Label).update(Text(error := getattr(e, "message", None) or str(e)))
+            self.say(error := getattr(e, "message", None) or str(e))
             return error
-        self.query_one("#break-input", Input).value = ""
+        if (same := parse(spec).spec) in had:  # (it said nothing: the fifth walk's 14)
+            self.said = f"{same} is there already: not added again (escape: the table; space turns it on or off)"
+        self.query_one("#break-input", Input).value = ""  # (its change says self.said)
         await self.load(source, {}, [])
         # The focus stays in the box: what is typed next is the next spec, never a key that
         # steps the job (escape goes to the table: space toggles, delete removes).
@@ -344,7 +282,7 @@ class RanksPanel(Loads, Vertical):
 
     def compose(self) -> ComposeResult:
         yield Label("", id="ranks-stall", classes="hint")
-        yield DataTable(id="ranks-table", cursor_type="row")
+        yield RowTable(id="ranks-table", cursor_type="row")
         yield Label(self.HINT, id="ranks-hint", classes="hint")
 
     def on_resize(self) -> None:

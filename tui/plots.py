@@ -123,15 +123,33 @@ class StepPlot(PlotextPlot):
             return Text(f"this plot could not be drawn: {type(exc).__name__}: {exc}", style="dim")
 
 
+HELD = ("lr",)  # series set once a step and held (the LR): drawn as a staircase
+
+
+def staircase(steps: list[int], values: list[float]) -> tuple[list[int], list[float]]:
+    """The points of a series held from one step to the next: a change at step s is a
+    vertical line at s (a line from point to point drew lr_explode's LR cut at one step as a
+    ramp over the step before it)."""
+    xs, ys = steps[:1], values[:1]
+    for step, value, before in zip(steps[1:], values[1:], values, strict=False):
+        if value != before:
+            xs.append(step)
+            ys.append(before)
+        xs.append(step)
+        ys.append(value)
+    return xs, ys
+
+
 def drawing(steps: list[int], values: list[float], log: bool, break_step: int | None,
-            label: Callable[[list[float]], list[str]] | None = None) -> Callable[[Plot], None]:
+            label: Callable[[list[float]], list[str]] | None = None, held: bool = False) -> Callable[[Plot], None]:
     """The plotext calls that draw one series, to run on a cleared figure; `label` writes
-    the value axis's numbers (sizes in bytes, for memory), each tick's apart."""
+    the value axis's numbers (sizes in bytes, for memory), each tick's apart; a `held`
+    series is drawn as a staircase."""
 
     def draw(plt: Plot) -> None:
         if not values:
             return
-        plt.plot(steps, values, marker="braille")
+        plt.plot(*(staircase(steps, values) if held else (steps, values)), marker="braille")
         plt.yscale("log" if log else "linear")
         if log:
             plt.yticks(*decade_ticks(min(values), max(values)))
@@ -142,7 +160,10 @@ def drawing(steps: list[int], values: list[float], log: bool, break_step: int | 
         last = steps[-1] if break_step is None else max(break_step, steps[-1])
         if break_step is not None:  # inside the frame, not on its edge
             plt.vline(break_step, "red")
-            plt.text("break", break_step, max(values), color="red", alignment="right")
+            # The word on the side of the line with room for it: at the left of a long run,
+            # right-aligned, it ran under the value axis (`1000┤ak⢇`).
+            left = (break_step - steps[0]) * 2 < max(break_step, steps[-1]) - steps[0]
+            plt.text("break", break_step, max(values), color="red", alignment="left" if left else "right")
             last += max(1, (last - steps[0]) // 20)
         last = max(last, steps[0] + 1)  # one step: a frame around it (plotext divides by the span)
         plt.xlim(steps[0], last)
@@ -158,6 +179,7 @@ class PlotsPanel(Loads, VerticalScroll):
     """
 
     def compose(self) -> ComposeResult:
+        yield Label("", id="plots-unfinished", classes="hint")
         for key, title in PLOTS:
             yield Label(title, id=f"plot-{key}-label", classes="hint")
             yield StepPlot(id=f"plot-{key}")
@@ -167,10 +189,32 @@ class PlotsPanel(Loads, VerticalScroll):
     def on_mount(self) -> None:  # (a break while another panel is shown counts: the plots mark it when shown)
         self.watch(self.app, "status", self._status_changed)
 
+    def unfinished(self, status: dict[str, Any], history: list[dict[str, Any]]) -> None:
+        """Once the job has ended, the words that it did (the plots kept the look of a live
+        job: the fifth walk's 11) and what they show, its record to its end; and where it
+        ended inside a step (an interrupt at a pause), that the step did not finish (the
+        header said step 50, the plots ended at 49 without a word)."""
+        last = next((h["step"] for h in reversed(history) if isinstance(h.get("step"), int)), None)
+        step = status.get("step")
+        ended = str(status.get("state", "")).startswith("exited")
+        words = ""
+        if ended:
+            state = str(status["state"]).replace("exited (", "ended (exit code ")
+            words = f"the job has {state}: the plots are its record to its end" + (
+                f", step {last}" if last is not None else ", which sent no steps")
+            if isinstance(step, int) and (last is None or step > last):
+                words += f"; the job ended in step {step}, which did not finish: it has no values here"
+        note = self.query_one("#plots-unfinished", Label)
+        note.update(words)
+        note.display = ended
+
     def _status_changed(self, status: dict[str, Any]) -> None:
+        """A break marks its step; a pause asked for (p, n, s: its condition is `pause`) is
+        not a break, and was drawn as one."""
         brk = status.get("paused")
-        if isinstance(brk, dict) and isinstance(brk.get("step"), int):
+        if isinstance(brk, dict) and isinstance(brk.get("step"), int) and brk.get("condition") != "pause":
             self.break_step = brk["step"]
+        self.unfinished(status, getattr(self.app, "history", []))
 
     async def load(self, source: Any, status: dict[str, Any], history: list[dict[str, Any]]) -> None:
         self._status_changed(status)
@@ -182,11 +226,12 @@ class PlotsPanel(Loads, VerticalScroll):
         if break_step is not None:
             self.break_step = break_step
         break_step = self.break_step
+        self.unfinished(getattr(self.app, "status", {}), history)
         for key, title in PLOTS:
             steps, values = points(history, key)
             log = log_scale(values)
             self.query_one(f"#plot-{key}-label", Label).update(
                 caption(title, steps, values, log, break_step, not_finite(history, key)))
             widget = self.query_one(f"#plot-{key}", StepPlot)
-            widget.draw = drawing(steps, values, log, break_step)
+            widget.draw = drawing(steps, values, log, break_step, held=key in HELD)
             widget.refresh()

@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import sys
+import textwrap
 import threading
-from typing import Any
+from typing import Any, TextIO
 
 from prompt_toolkit import PromptSession
 from prompt_toolkit.completion import WordCompleter
@@ -21,7 +23,7 @@ from stepdbg.client import ClientError
 from stepdbg.client.console import IDLE_CTRL_C, detach, execute, show_source
 from stepdbg.wire.conditions import ConditionError
 
-COMMANDS = ["c", "n", "s", "r", "p", "lr", "skip", "info", "model", "opt", "mem", "threads", "source",
+COMMANDS = ["c", "n", "s", "r", "p", "lr", "skip", "info", "model", "opt", "mem", "threads", "breaks", "source",
             "history", "timings", "status", "break", "add", "rm", "until", "pause", "q", "detach", "help"]
 
 
@@ -87,6 +89,41 @@ class _Watch:
                 self.refresh_names()
 
 
+class Folded:
+    """A stream whose lines are folded at the terminal's width between words: the terminal's
+    own wrap broke a number at the 80th column (`1.234` over `56789`). A word longer than a
+    line is left whole (the terminal wraps it)."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self.stream = stream
+        self.pending = ""  # the line written so far, not ended yet
+
+    def write(self, text: str) -> int:
+        *lines, self.pending = (self.pending + text).split("\n")
+        for line in lines:
+            self.stream.write(fold(line, shutil.get_terminal_size().columns) + "\n")
+        return len(text)
+
+    def flush(self) -> None:  # (a prompt written with end="": as it is)
+        if self.pending:
+            self.stream.write(self.pending)
+            self.pending = ""
+        self.stream.flush()
+
+    def __getattr__(self, name: str) -> Any:  # encoding, isatty...: the stream's
+        return getattr(self.stream, name)
+
+
+def fold(line: str, width: int) -> str:
+    """`line` as lines of at most `width` columns, broken between words only, each later one
+    indented as the first (a list of numbers breaks after a comma)."""
+    if len(line) <= width:
+        return line
+    indent = line[:len(line) - len(line.lstrip())]
+    return "\n".join(textwrap.wrap(line, width, subsequent_indent=indent + "  ", break_long_words=False,
+                                   break_on_hyphens=False)) or line
+
+
 def run_repl(client: Any) -> int:
     completer = _Names()
     session: PromptSession[str] = PromptSession(history=FileHistory(history_path()), completer=completer,
@@ -97,7 +134,7 @@ def run_repl(client: Any) -> int:
     st = client.status_at_attach or {}
     print(f"attached to pid {client.session.get('pid')}, step {st.get('step')}, {st.get('state')}; "
           "h for help, detach or Ctrl-D to leave")
-    with patch_stdout(), contextlib.redirect_stderr(sys.stdout):
+    with patch_stdout(), contextlib.redirect_stdout(folded := Folded(sys.stdout)), contextlib.redirect_stderr(folded):
         watcher = threading.Thread(target=watch.run, daemon=True)
         watcher.start()
         try:

@@ -1,14 +1,17 @@
-"""The app's REPL line (e): Python in the paused frame, plus a few console words
-(lr X [pin], break add SPEC, p EXPR, rewind [STEP], w, u [N], d [N], diff ranks); its history is walked
-with up and down."""
+"""The app's REPL line (e): Python in the paused frame, plus the console's words (lr X
+[pin], break add SPEC, p EXPR, rewind [STEP], until N, info WHAT, w, u [N], d [N], diff
+ranks); a line that begins with a command's word and is neither it nor Python says what
+the command takes. Its history is walked with up and down."""
 
 from __future__ import annotations
 
+import ast
 from typing import TYPE_CHECKING, Any
 
 from textual.widgets import Input, Static, TabbedContent
 
-from stepdbg.client.commands import change_words
+from stepdbg.client.commands import UNTIL_USAGE, change_words
+from stepdbg.client.info_text import INFO
 from stepdbg.client.replicas import diff_ranks_async
 from stepdbg.wire.ops import lr_typed
 from stepdbg.wire.rank_diff import USAGE as RANKS_USAGE
@@ -16,7 +19,8 @@ from stepdbg.wire.rank_diff import tolerances
 
 from .asking import ask
 from .break_panel import ended_words
-from .panel_table import BY_ID
+from .panel_table import BY_ID, one_process_words
+from .panel_table import shown as panels_shown
 from .panels import BreakpointsPanel, check_spec, render_summary
 
 if TYPE_CHECKING:
@@ -51,6 +55,18 @@ class ReplActions(_AppBase):
 
     repl_history: LineHistory
     evaluating: bool
+
+    def on_mount(self) -> None:  # (Textual runs each class's on_mount: the app's own too)
+        self.watch(self, "status", self._line_after_the_end)
+
+    def _line_after_the_end(self, status: dict[str, Any]) -> None:
+        """Once the job has ended the line no longer invites Python in its frame (walk 4's
+        item 15): it says the end and what still works, within 80 columns."""
+        state = str(status.get("state", ""))
+        # On the main screen, while there is one (the end may come as the window closes).
+        for line in self.screen_stack[0].query("#repl").results(Input) if self.screen_stack else []:
+            if state.startswith("exited"):
+                line.placeholder = f"the job {ended_words(state)}: the panels keep its last state; q closes"
 
     def action_focus_repl(self) -> None:
         self.query_one("#repl", Input).focus()
@@ -90,13 +106,26 @@ async def run_line(app: Any, line: str) -> None:
     that is a command with what it needs after it runs as the command, else the line is Python."""
     word, _, rest = line.partition(" ")
     out = app.query_one("#repl-out", Static)
+    out.update(f"» {line}")  # (the last line's answer, not an older one's: one said in a toast left it)
     state = str(app.status.get("state", ""))
     if state.startswith("exited"):  # (the request would only say the connection closed)
         out.update(f"» {line}\nthe job has {ended_words(state)}: nothing runs in it now")
         return
     command = LINE_COMMANDS.get(word)
-    if command is None or not await command(app, out, line, word, rest):
-        await _evaluate(app, out, line)
+    if command is not None and await command(app, out, line, word, rest):
+        return
+    if word in USAGE and not _parses(line):  # (`info nothing`, `until x`: a command's word, not Python)
+        out.update(f"» {line}\n{usage(word, rest)}")
+        return
+    await _evaluate(app, out, line)
+
+
+def _parses(line: str) -> bool:
+    try:
+        ast.parse(line)
+    except SyntaxError:
+        return False
+    return True
 
 
 # Each takes the app, where the answer goes, the line, its first word and the rest; returns
@@ -136,6 +165,8 @@ async def _break(app: Any, out: Static, line: str, word: str, rest: str) -> bool
 
 
 async def _rewind(app: Any, out: Static, line: str, word: str, rest: str) -> bool:
+    if rest and not rest.isdigit():  # (`rewind abc` rewound to the newest snapshot)
+        return False
     r = await ask(UnderTheLine(out, line), "rewind", app.source.rewind(int(rest) if rest.isdigit() else None))
     if r is not None:
         out.update(f"» {line}\nrewinding to the snapshot of step {r['to_step']} where step {r['step']} ends")
@@ -190,24 +221,54 @@ async def _diff(app: Any, out: Static, line: str, word: str, rest: str) -> bool:
 # The console's stepping words are keys here. Typed on this line they are Python first (a
 # frame's `c` is shown); where Python has no such name, the answer says which key it is.
 _KEYS = {"c": "c", "continue": "c", "cont": "c", "n": "n", "next": "n", "s": "s", "step": "s", "q": "q",
-         "quit": "q", "r": "r", "replay": "r"}
+         "quit": "q", "abort": "q", "detach": "q", "r": "r", "replay": "r", "skip": "k", "pause": "p",
+         "interrupt": "ctrl+c", "h": "?", "help": "?", "rank": "t", "on": "o"}
+# What each of the line's commands takes, said where a line begins with its word and is not
+# it (nor Python); the console's `info` topics and this line's are one list.
+USAGE = {
+    "lr": "lr X [pin]: set the learning rate, e.g. lr 3e-4, or lr 3e-4 pin to keep it against schedulers",
+    "break": "break add SPEC or break rm SPEC, e.g. break add grad_norm>100 (the Breaks panel, 7, lists them)",
+    "rewind": "rewind [STEP]: back to the newest snapshot before this step, or before step STEP (a number)",
+    "w": "w: the paused stack (nothing after it); u [N] selects the frame N out, d [N] N in",
+    "p": "p EXPR: a tensor's summary, e.g. p loss or p model.0.weight.grad",
+    "until": UNTIL_USAGE,
+    "locals": "locals: the selected frame's locals, shown in the Break panel (1); nothing after it",
+    "info": "", "diff": RANKS_USAGE, "save": "save is the console's (stepdbg attach --repl): it writes the step's "
+    "evidence bundle", "ranks": "ranks: the Ranks panel (0) of a distributed job", "compare": "compare EXPR is the "
+    "console's (stepdbg attach --repl): EXPR on every rank",
+    **dict.fromkeys(_KEYS, ""),
+}
+USAGE["where"] = USAGE["u"] = USAGE["d"] = USAGE["up"] = USAGE["down"] = USAGE["bt"] = USAGE["w"]
 
 
 async def _evaluate(app: Any, out: Static, line: str) -> None:
     r = await ask(UnderTheLine(out, line), "eval", app.source.evaluate(line))
     if r is not None:
         text = (r.get("output") or "") + (r.get("error") or "") + (r.get("value") or "")
-        key = _KEYS.get(line.strip())
-        if key is not None and ("NameError" in (r.get("error") or "") or "SyntaxError" in (r.get("error") or "")):
-            text = (f"{line.strip()} is the console's word; here it is the key {key}, pressed outside this line "
-                    "(Escape leaves it; ? lists the keys)")
+        word = line.strip()
+        if word in USAGE and ("NameError" in (r.get("error") or "") or "SyntaxError" in (r.get("error") or "")):
+            text = usage(word, "")  # (`c`, `until`: a command's word where the frame has no such name)
         out.update(f"» {line}\n{last_lines(text)}")
+
+
+def usage(word: str, rest: str) -> str:
+    """What the command `word` takes, in words, where the line was not it (`info nothing`,
+    `until x` showed Python's SyntaxError); the console's words that are keys here say the key."""
+    key = _KEYS.get(word)
+    if key is not None:
+        return (f"{word} is the console's word; here it is the key {key}, pressed outside this line "
+                "(Escape leaves it; ? lists the keys)")
+    if word == "info":
+        what = rest.split()[0] if rest.split() else ""
+        return f"info what? {', '.join(INFO_TOPICS)} (not {what!r})"
+    return USAGE[word]
 
 
 # The console's `info WHAT` and `locals` are panels here: the line names the panel and opens it.
 _SHOWN_BY = {"model": "model", "opt": "optimizer", "optimizer": "optimizer", "mem": "memory", "memory": "memory",
              "threads": "threads", "breaks": "breakpoints", "ranks": "ranks", "locals": "break",
-             "history": "plots", "timings": "plots"}
+             "history": "plots", "timings": "plots", "source": "break", "status": "break", "torchinfo": "model"}
+INFO_TOPICS = list(dict.fromkeys([*INFO, "breaks", "ranks", "locals"]))  # (the console's, then this line's)
 
 
 async def _panel(app: Any, out: Static, line: str, word: str, rest: str) -> bool:
@@ -215,17 +276,39 @@ async def _panel(app: Any, out: Static, line: str, word: str, rest: str) -> bool
     if word == "locals" and rest.strip() or what not in _SHOWN_BY:
         return False  # (Python, or an `info` this line does not know: said as Python says it)
     panel = BY_ID[_SHOWN_BY[what]]
+    if panel not in panels_shown(app.is_job):  # (said in a toast, the line's answer was the line before's)
+        out.update(f"» {line}\n{one_process_words(panel)}")
+        return True
     said = f"» {line}\nthe {panel.name} panel ({panel.key}) shows it"
+    if word == "locals":  # (below the break, the source and the stack: out of sight at 80x24, and not said)
+        said = f"» {line}\nthe {panel.name} panel ({panel.key}) shows them, scrolled to them (PageUp: the break)"
     if app.query_one(TabbedContent).active == panel.id:
         out.update(said)
     else:
         app.repl_after_tab = (panel.id, said)  # (the tab's change clears the line's answer: this one stays)
     app.action_panel(panel.id)
+    app.query_one("#repl", Input).focus()  # (the line keeps the focus: what is typed next is a line, walk 4 item 2)
+    if word == "locals":
+        shown = app.query_one(panel.cls)
+        app.call_after_refresh(lambda: shown.scroll_to_widget(shown.query_one("#break-locals"), top=True,
+                                                              animate=False))
+    return True
+
+
+async def _until(app: Any, out: Static, line: str, word: str, rest: str) -> bool:
+    """`until N`: the console's, here too (it was Python: a SyntaxError)."""
+    if not rest.isdigit():
+        return False
+    if app.status.get("state") != "paused":
+        out.update(f"» {line}\nthe job is not paused: until N runs on from a pause (p pauses it)")
+        return True
+    out.update(f"» {line}\nrunning to step {rest}")  # (a refusal, 'not ahead', takes its place)
+    await ask(UnderTheLine(out, line), "until", app.source.run_to_step(int(rest)))
     return True
 
 
 LINE_COMMANDS = {"lr": _lr, "break": _break, "rewind": _rewind, "w": _frames, "where": _frames, "u": _frames,
-                 "d": _frames, "p": _print, "info": _panel, "locals": _panel, "diff": _diff}
+                 "d": _frames, "p": _print, "info": _panel, "locals": _panel, "diff": _diff, "until": _until}
 
 
 def last_lines(text: str, n: int = 4) -> str:

@@ -13,7 +13,19 @@ from textual.geometry import Region
 from textual.widgets import DataTable
 
 
-class TableInScroll(DataTable):
+class RowTable(DataTable):
+    """A table of rows whose Home and End move the cursor to its first and last row (a
+    DataTable's scroll it sideways only: End in the Breaks table left the cursor on the
+    first row, so Delete removed that one, not the last)."""
+
+    def action_scroll_home(self) -> None:
+        super().action_scroll_top()
+
+    def action_scroll_end(self) -> None:
+        super().action_scroll_bottom()
+
+
+class TableInScroll(RowTable):
     def _panel(self) -> ScrollableContainer | None:
         return self.parent if isinstance(self.parent, ScrollableContainer) else None
 

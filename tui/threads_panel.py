@@ -53,15 +53,37 @@ def render_stacks(stacks: list[dict[str, Any]], width: int = 10_000, title: str 
     return t
 
 
+def render_loader(loader: dict[str, Any] | None) -> Text:
+    """The DataLoader's settings and its workers (processes, not threads: no stack of theirs
+    is shown), which a data-wait break's hint sends the person to look at."""
+    if not loader:
+        return Text("")
+    n, cores = loader.get("num_workers"), loader.get("affinity_cpus") or loader.get("cpu_count")
+    t = Text("the DataLoader: ", style="bold")
+    if not n:
+        t.append("no worker processes (num_workers=0): the main thread loads each batch itself, in its stack below")
+    else:
+        t.append(f"{n} worker processes (num_workers={n}) on {cores} cores, prefetch_factor "
+                 f"{loader.get('prefetch_factor')}, pin_memory {loader.get('pin_memory')}, persistent_workers "
+                 f"{loader.get('persistent_workers')}")
+    for w in loader.get("workers") or []:
+        state = {"R": "running", "S": "sleeping", "D": "in a disk wait", "Z": "a zombie", "T": "stopped"}.get(
+            w.get("state"), w.get("state") or "?")
+        t.append(f"\n  worker pid {w.get('pid')}: {'alive' if w.get('alive') else 'gone'}, {state}"
+                 f"{' in ' + w['wchan'] if w.get('wchan') else ''}", style="dim")
+    return t + Text("\n\n")
+
+
 class ThreadsPanel(Loads, VerticalScroll):
     async def load(self, source: Any, status: dict[str, Any], history: list[dict[str, Any]]) -> None:
         stacks = await ask(self, "stacks", source.stacks())
+        now = await ask(self, "status", source.status()) if stacks is not None else None  # (its loader now)
         if stacks is not None:
-            self.show(stacks, heading(status))
+            self.show(stacks, heading(status), (now or {}).get("loader"))
 
     def compose(self) -> ComposeResult:
         yield Static(id="threads-text")
 
-    def show(self, stacks: list[dict[str, Any]], title: str | None = None) -> None:
+    def show(self, stacks: list[dict[str, Any]], title: str | None = None, loader: dict[str, Any] | None = None) -> None:
         width = (self.size.width or 80) - 2  # (its scrollbar)
-        self.query_one("#threads-text", Static).update(render_stacks(stacks, width, title))
+        self.query_one("#threads-text", Static).update(render_loader(loader) + render_stacks(stacks, width, title))

@@ -15,6 +15,7 @@ from dataclasses import asdict
 from typing import Any
 
 from stepdbg.agent.report import Report, rank_path
+from stepdbg.wire.change_text import change_words
 from stepdbg.wire.numbers import env_int
 
 
@@ -22,6 +23,18 @@ def rank_of_job() -> int | None:
     """This process's rank in a distributed job of more than one rank, else None."""
     rank, world = env_int("RANK"), env_int("WORLD_SIZE")
     return rank if rank is not None and world not in (None, 1) else None
+
+
+SAID = {"break", "finding", "change", "replay"}  # the events said in words (on stderr, in a TUI's Log)
+
+
+def flush_job_output() -> None:
+    """The job's stdout and stderr out of their buffers, so that what stepdbg says next
+    comes after the lines the job printed before it (a block-buffered pipe held them)."""
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):  # a script's own stream object may refuse
+            if stream is not None:
+                stream.flush()
 
 
 class Bus:
@@ -42,13 +55,12 @@ class Bus:
         self.changes: list[dict[str, Any]] = []
 
     def emit(self, event: str, data: Any) -> None:
-        """Tell every listener. A break is told after what the job printed before it is out
-        of its buffers (a pipe's stdout holds 8 KB: the lines before a pause came after it)."""
-        if event == "break":
-            for stream in (sys.stdout, sys.stderr):
-                with contextlib.suppress(Exception):  # a script's own stream object may refuse
-                    if stream is not None:
-                        stream.flush()
+        """Tell every listener. What is told in words (a break, a finding, a change, a replay)
+        is told after what the job printed before it is out of its buffers (a pipe's stdout
+        holds 8 KB: the lines before a pause came after it, and a later step's finding
+        before the job's own earlier lines)."""
+        if event in SAID:
+            flush_job_output()
         for listener in list(self.listeners):
             try:
                 listener(event, data)
@@ -61,6 +73,7 @@ class Bus:
         thread's line could land between them ("dropped a client: Xdropped a client: Y")."""
         stream = sys.stderr
         if not self.quiet and stream is not None:  # (None: a process started without one)
+            flush_job_output()  # (the job's own lines before it come first, stdout's too)
             stream.write(f"{self.prefix}: {msg}\n")  # under torchrun the prefix says which rank
             stream.flush()
 
@@ -74,7 +87,7 @@ class Bus:
         self.changes.append(rec)
         self.report.write("change", **rec)
         self.emit("change", rec)
-        self.say(f"change: {what} " + (words or ", ".join(f"{k}={v}" for k, v in fields.items())))
+        self.say(f"change: {what} {words}" if words else f"change: {change_words(rec)}")  # (not `break_remove spec=nan`)
         return rec
 
     def finding(self, f: Any) -> None:

@@ -75,7 +75,7 @@ class Session:
         self.views = Views(self.model, self.controls, self.changer, self.rewinder, self.ranks, self.breaker,
                            self.bus, self.guard, self.argv)
         self.breaker.hooks = ActionHooks(
-            replay=lambda alone: self.views.replay(alone=alone), sharded=self.views.sharded, save=self.views.save, skip=self.changer.skip_step, rewind=self.rewinds.at_break,
+            replay=lambda alone: self.views.replay(alone=alone), sharded=self.views.sharded, save=self.views.save, skip=self._skip_at_break, rewind=self.rewinds.at_break,
             console=(lambda: console(self)) if console else None, can_prompt=can_prompt,
             attach_command=lambda: self.server.attach_command if self.server else "", stop=self.stop)
         self.model.armed = bool({"replay", "save"} & set(actions)) or config.doctor
@@ -181,6 +181,14 @@ class Session:
                                      + (f" ({skipped[k]} of their updates skipped)" if skipped.get(k) else "")
                                      for k, v in repeats.items()))
         self.bus.report.close()
+
+    def _skip_at_break(self) -> None:
+        """--on-break skip where the update cannot be skipped (a manual `p -= lr * p.grad`, no
+        optimizer object): said in words; it was an internal error with a traceback."""
+        try:
+            self.changer.skip_step()
+        except RuntimeError as e:
+            self.bus.say(f"not skipped: {e}")
 
     def _forked(self) -> None:
         # A DataLoader worker (fork) inherits us; it must not report or pause.

@@ -44,6 +44,15 @@ from .diff_jobs import (
     in_child,
     watch,
 )
+from .diff_records import (
+    Keeper,
+    RecordUnusable,
+    keep,
+    keep_folder,
+    looks_like_a_record,
+    names_a_record,
+    read_kept,
+)
 
 EXIT_AGREE, EXIT_DIFFER, EXIT_BAD = 0, 1, 2
 MAX_CALLS = 4096  # module calls fingerprinted per step (each about 0.5 KB in the record)
@@ -57,6 +66,8 @@ examples:
   stepdbg diff "python train.py" "python train.py"            # is the run reproducible?
   stepdbg diff "python train.py --eps 1e-5" "python train.py --eps 1e-3" --steps 2
   stepdbg diff --json --atol 1e-6 --rtol 1e-5 "python a.py" "python b.py"
+  stepdbg diff --keep-records runs "python a.py" "python b.py"  # then, with no run:
+  stepdbg diff --atol 1e-6 runs/A.jsonl runs/B.jsonl          # (or runs/A.jsonl "python c.py")
 
 exit codes: 0 the runs agree, 1 they differ, 2 a bad argument or a run that failed or ran
 past --timeout, 128+N stopped by signal N (130 Ctrl-C, 143 SIGTERM): the running job and
@@ -96,21 +107,27 @@ def _max_calls(value: str) -> int:
 
 
 def parser() -> Parser:
-    p = Parser(prog="stepdbg diff", usage='%(prog)s [OPTIONS] "COMMAND A" "COMMAND B"\n       %(prog)s [OPTIONS] [--model MODULE:FACTORY] BUNDLE BUNDLE',
+    p = Parser(prog="stepdbg diff", usage='%(prog)s [OPTIONS] "COMMAND A" "COMMAND B"\n       %(prog)s [OPTIONS] [--model MODULE:FACTORY] BUNDLE BUNDLE\n'
+                     '       %(prog)s [OPTIONS] RECORD.jsonl "COMMAND B" | RECORD.jsonl RECORD.jsonl',
                description=textwrap.fill(DESCRIPTION, 88), epilog=EPILOG)
-    p.add_argument("a", metavar="A", help='the first command line, in one argument: "python train.py --lr 3e-4"')
-    p.add_argument("b", metavar="B", help="the second command line")
+    p.add_argument("a", metavar="A", help='the first command line, in one argument: "python train.py --lr 3e-4"; '
+                   "or an evidence bundle's folder; or a record --keep-records kept (a name ending in .jsonl)")
+    p.add_argument("b", metavar="B", help="the second, the same")
     p.add_argument("--steps", type=_steps, default=1, metavar="N", help="how many steps to compare (default 1)")
     p.add_argument("--json", action="store_true", help="print the answer as one JSON object, alone on stdout")
     p.add_argument("--atol", type=_nonnegative("--atol"), default=0.0, metavar="X",
                    help="absolute tolerance on the fingerprints' numbers (default 0: bitwise)")
     p.add_argument("--rtol", type=_nonnegative("--rtol"), default=0.0, metavar="Y",
                    help="relative tolerance on the fingerprints' numbers (default 0: bitwise)")
-    p.add_argument("--max-calls", type=_max_calls, default=MAX_CALLS, metavar="N",
-                   help=f"module calls fingerprinted per step (default {MAX_CALLS}); later ones are left out, and said")
+    p.add_argument("--max-calls", type=_max_calls, default=None, metavar="N",
+                   help=f"module calls fingerprinted per step (default {MAX_CALLS}, or a kept record's); later ones "
+                        "are left out, and said")
     p.add_argument("--model", metavar="MODULE:FACTORY",
                    help="bundles only: a function (or class) that builds the model with no arguments, as "
                         "`stepdbg replay --model` takes it (a model built inline in the script needs it)")
+    p.add_argument("--keep-records", metavar="DIR",
+                   help="keep each run's record in DIR as A.jsonl and B.jsonl (DIR made 0700 if missing; a "
+                        "record there is never overwritten); a record given as A or B is compared with no run")
     p.add_argument("--timeout", type=_nonnegative("--timeout", "a number of seconds >= 0 (0: no limit)"),
                    default=TIMEOUT, metavar="SECONDS",
                    help=f"end a run that has not finished after SECONDS (default {TIMEOUT:g}, each run; 0: no "
@@ -137,6 +154,9 @@ def job(label: str, line: str, folder: str, n: int, max_calls: int, model: str |
                 dict(os.environ), record)
     if model:
         raise UsageError("--model is for bundles: a command line builds its own model")
+    if looks_like_a_record(line):
+        raise UsageError(f"{label}: {line.strip()} holds JSON, not a script to run: a kept record's name ends "
+                         "in .jsonl")
     if not line.strip():
         raise UsageError(f'{label} is empty: give a command line in one argument, e.g. "python train.py"')
     try:
@@ -190,20 +210,28 @@ def run_one(label: str, line: str, cmd: list[str], env: dict[str, str], record: 
         rec = read_record(record)
     except (RecordError, OSError) as e:
         raise RunFailed(f"{label}: its record cannot be read ({e})") from None
-    if rec.error:
-        raise RunFailed(f"{label}: the fingerprint recorder failed inside the job ({rec.error})")
-    done = len(rec.complete_steps())
-    if done == 0:
-        raise RunFailed(f"{label} ran no training step (no optimizer step after a forward and backward): "
-                        "stepdbg diff compares training steps")
-    if done < n:
-        raise RunFailed(f"{label} ran {done} training step{'s' if done != 1 else ''} of the {n} asked "
-                        f"(--steps {n}); ask for at most {done}")
+    enough(label, rec, n, ran=True)
     capped = sum(int(s.get("capped") or 0) for s in rec.step_lines.values())
     more = f"; {capped} module calls past --max-calls left out" if capped else ""
     print(f"{label}: {n} step{'s' if n != 1 else ''} recorded ({rec.entries()} fingerprints{more})",
           file=sys.stderr, flush=True)
     return rec
+
+
+def enough(label: str, rec: Record, n: int, ran: bool) -> None:
+    """RunFailed unless the record (of a run, or kept) holds the `n` steps to compare."""
+    if rec.error:
+        raise RunFailed(f"{label}: the fingerprint recorder failed inside the job ({rec.error})")
+    done, did = len(rec.complete_steps()), f"{label} ran" if ran else f"{label}'s record holds"
+    if done == 0:
+        raise RunFailed(f"{did} no training step (no optimizer step after a forward and backward): "
+                        "stepdbg diff compares training steps")
+    if done < n:
+        raise RunFailed(f"{did} {done} training step{'s' if done != 1 else ''} of the {n} asked "
+                        f"(--steps {n}); ask for at most {done}")
+    gap = next((s for s in range(n) if s not in rec.step_lines or not rec.steps.get(s)), None)
+    if gap is not None:  # (a run's steps are numbered from 0 by its recorder; a kept record's are data)
+        raise RunFailed(f"{did} no fingerprint of step {gap}" + (f" (--steps {n}: steps 0 to {n - 1})" if n > 1 else ""))
 
 
 def _last_line(path: str) -> str:
@@ -265,24 +293,58 @@ def main(argv: list[str]) -> int:
     return code
 
 
+def _prepare(ns: Any, folder: str) -> tuple[dict[str, Record], dict[str, Any], Keeper | None]:
+    """The kept records given as A or B (read and checked first: no run starts for a bad
+    one), the runs' commands, and the folder their records are kept in."""
+    lines = {"A": ns.a, "B": ns.b}
+    recs = {label: read_kept(label, line) for label, line in lines.items() if names_a_record(line)}
+    for label, rec in recs.items():
+        enough(label, rec, ns.steps, ran=False)
+    of_bundle = {label: recs[label].bundle if label in recs else is_bundle(line) for label, line in lines.items()}
+    if of_bundle["A"] != of_bundle["B"]:
+        raise UsageError("compare a bundle with a bundle, or a command line with a command line "
+                         "(a bundle's record holds no loss nor update)")
+    if ns.model and len(recs) == 2:
+        raise UsageError("--model is for bundles: two kept records need no model")
+    ns.max_calls = _same_cap(ns.max_calls, recs)
+    jobs = {label: job(label, line, folder, ns.steps, ns.max_calls, ns.model)
+            for label, line in lines.items() if label not in recs}
+    if ns.keep_records is not None and not jobs:
+        raise UsageError("--keep-records keeps the records of runs: A and B are kept records already")
+    return recs, jobs, keep_folder(ns.keep_records, list(jobs)) if ns.keep_records is not None else None
+
+
+def _same_cap(asked: int | None, recs: dict[str, Record]) -> int:
+    """The module calls a step to record: a kept record's (its run's cut-off, which a run
+    compared with it must share: past it one records what the other left out), else asked."""
+    caps = {label: r.max_calls for label, r in recs.items()}
+    if len(set(caps.values())) > 1:
+        raise UsageError(f"A was recorded with --max-calls {caps['A']}, B with {caps['B']}: their records part "
+                         "where the smaller stops")
+    for label, cap in caps.items():
+        if cap is not None and asked is not None and cap != asked:
+            raise UsageError(f"{label}'s record was made with --max-calls {cap}: give the same, or leave it out")
+    return next((c for c in caps.values() if c is not None), asked or MAX_CALLS)
+
+
 def _diff(ns: Any, stop: StopOnSignal) -> int:
     running: list[subprocess.Popen[bytes]] = []
     folder = tempfile.mkdtemp(prefix="stepdbg-diff-")  # 0700, ours alone
+    kept: Keeper | None = None
     try:
-        if is_bundle(ns.a) != is_bundle(ns.b):
-            raise UsageError("compare a bundle with a bundle, or a command line with a command line "
-                             "(a bundle's record holds no loss nor update)")
-        jobs = {label: job(label, line, folder, ns.steps, ns.max_calls, ns.model)
-                for label, line in (("A", ns.a), ("B", ns.b))}
-        recs = {}
-        for label, line in (("A", ns.a), ("B", ns.b)):
-            cmd, env, record = jobs[label]
-            recs[label] = run_one(label, line, cmd, env, record, ns.steps, folder, ns.timeout, running)
-    except RunFailed as e:
+        recs, jobs, kept = _prepare(ns, folder)
+        for label, (cmd, env, record) in jobs.items():
+            recs[label] = run_one(label, getattr(ns, label.lower()), cmd, env, record, ns.steps, folder,
+                                  ns.timeout, running)
+            if kept:
+                print(keep(label, record, kept), file=sys.stderr, flush=True)
+    except (RunFailed, RecordUnusable) as e:
         print(f"stepdbg diff: {e}", file=sys.stderr)
         return EXIT_BAD
     finally:
         stop.holding = True  # from here a signal waits: the jobs are ended and the folder removed first
+        if kept:
+            kept.close()
         for proc in running:
             end_group(proc)
         end_orphans()  # (what a job started in a session of its own: a server, a daemon)

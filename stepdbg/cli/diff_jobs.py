@@ -12,8 +12,14 @@ import subprocess
 import sys
 import time
 
+from ..wire import settings
+
 PROGRESS_AT_TERMINAL = 2.0  # seconds between progress lines when stderr is a terminal
 PROGRESS_ELSE = 30.0  # otherwise (a log, CI): a line once a run has taken this long, and as often after
+PROGRESS_EVERY = "STEPDBG_DIFF_PROGRESS_EVERY"  # sets PROGRESS_ELSE (a test's short wait)
+settings.SECONDS[PROGRESS_EVERY] = (PROGRESS_ELSE, False, "how long between stepdbg diff's progress lines "
+                                    "when stderr is no terminal")
+settings.seconds(PROGRESS_EVERY)  # a bad value: SettingError, one line, before a job starts (diff imports us first)
 GRACE = 3.0  # seconds a job's process group has after SIGTERM, before SIGKILL
 SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 _LIBC = ctypes.CDLL(None, use_errno=True) if sys.platform == "linux" else None  # (loaded here, not in a forked child)
@@ -104,7 +110,7 @@ def watch(label: str, proc: subprocess.Popen[bytes], record: str, n: int, timeou
     """Wait until the job exits (left unreaped: its pid keeps its process group's id ours);
     a progress line now and then; TimedOut at the timeout."""
     start = time.monotonic()
-    every = PROGRESS_AT_TERMINAL if sys.stderr.isatty() else PROGRESS_ELSE
+    every = PROGRESS_AT_TERMINAL if sys.stderr.isatty() else settings.seconds(PROGRESS_EVERY) or PROGRESS_ELSE
     due = start + every
     steps_done = StepCount(record)
     while not _exited(proc):

@@ -11,8 +11,17 @@ from __future__ import annotations
 import os
 import sys
 
+from ..wire import sessions
 from ..wire.numbers import ascii_int
-from .common import Launch, Parser, add_run_options, at_terminal, is_torchrun, run_config
+from .common import (
+    Launch,
+    Parser,
+    UsageError,
+    add_run_options,
+    at_terminal,
+    is_torchrun,
+    run_config,
+)
 
 RUN_DESCRIPTION = """\
 Run a PyTorch training script under stepdbg: it breaks when a condition holds (a NaN,
@@ -149,6 +158,7 @@ def job_env(cfg: Launch) -> dict[str, str]:
 def launch(cfg: Launch) -> int:
     """Headless: replace this process with the interpreter running the script under the
     agent. At a terminal (run, not serve): the job as a child, the TUI in front."""
+    check_runtime_dir()
     with_tui = cfg.tui and not cfg.agent.serve and at_terminal()
     if with_tui:
         cfg.serve_for_tui()
@@ -168,6 +178,16 @@ def launch(cfg: Launch) -> int:
         print(f"stepdbg: cannot run {cfg.python}: {e}", file=sys.stderr)
         return 127
     return 0  # not reached
+
+
+def check_runtime_dir() -> None:
+    """The folder the job's socket and token go to, checked before the job starts: one open
+    to other users is refused in one line (exit 2) that says what to do, not made private
+    behind the user's back by a job that then no client could find."""
+    try:
+        sessions.trusted_dir()
+    except PermissionError as e:  # (its words say what to do: sessions._not_ours, which `stepdbg ls` says too)
+        raise UsageError(str(e)) from None
 
 
 def run_torchrun(cmd: list[str], env: dict[str, str]) -> int:

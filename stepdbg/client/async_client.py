@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
+import os
 import socket
 from collections import deque
 from collections.abc import AsyncIterator, Callable
@@ -41,6 +42,13 @@ class AsyncClient(Ops):
         self._waiting: dict[int, asyncio.Future[Any]] = {}
         self._changed = asyncio.Condition()
         self._closer = closer
+        # Requests go out by a socket of their own (the same connection, another descriptor):
+        # a request written after the job closed its end fails alone. Written by the stream's
+        # transport, its broken pipe closed the reading side too, and the events not yet read
+        # (a Ctrl-C's change, the job's end) were lost: the TUI said neither.
+        self._out = socket.socket(fileno=os.dup(writer.get_extra_info("socket").fileno()))
+        self._out.setblocking(False)
+        self._sending = asyncio.Lock()  # (one request's bytes at a time: sends may be partial)
         self._task = asyncio.get_running_loop().create_task(self._read())
 
     @classmethod
@@ -114,8 +122,12 @@ class AsyncClient(Ops):
         rid = next(self._ids)
         fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         self._waiting[rid] = fut
-        self._w.write(protocol.encode(protocol.request(rid, op, **args)))
-        await self._w.drain()
+        try:
+            async with self._sending:
+                await asyncio.get_running_loop().sock_sendall(self._out, protocol.encode(protocol.request(rid, op, **args)))
+        except OSError:
+            self._waiting.pop(rid, None)
+            raise
         return await asyncio.wait_for(fut, timeout)
 
     async def wait_paused(self, timeout: float | None = None, previous: dict[str, Any] | None = None
@@ -142,6 +154,7 @@ class AsyncClient(Ops):
                 await self.call("detach", timeout=5, then=then)
             except (ClientError, ConnectionError, TimeoutError, OSError):
                 pass
+        self._out.close()
         self._w.close()
         with contextlib.suppress(OSError, ConnectionError):
             await self._w.wait_closed()  # the agent must see the hang-up now, not at the next loop turn

@@ -15,6 +15,8 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
+from ..wire.change_text import change_words
+from ..wire.numbers import ascii_int
 from ..wire.ops import lr_typed
 from ..wire.rank_diff import USAGE as RANKS_USAGE
 from ..wire.rank_diff import tolerances
@@ -45,8 +47,8 @@ stepdbg console:
                   p, eval, locals and source follow the selected frame
   locals [all]    the selected frame's locals, yours first (tensors by size);
                   all: dunders, modules, functions and classes too
-  info WHAT       model, torchinfo, opt, mem, threads, source, history,
-                  timings or status
+  info WHAT       model, torchinfo, opt, mem, threads, breaks, source,
+                  history, timings or status
   break           list the breakpoints; break add SPEC, break rm SPEC
   q | quit | abort  end the job (exit code 3)
   interrupt       Ctrl-C for the job (SIGINT): its own Ctrl-C handling runs
@@ -127,8 +129,14 @@ def _detach(target: Any, word: str, rest: str) -> str | None:
     return "detach"
 
 
+UNTIL_USAGE = "until N: run to step N, a step number ahead of this one, e.g. until 40"
+
+
 def _until(target: Any, word: str, rest: str) -> str | None:
-    target.run_to_step(int(rest))
+    step = ascii_int(rest)
+    if step is None:  # (`until abc` said Python's int() error)
+        raise ValueError(UNTIL_USAGE)
+    target.run_to_step(step)
     return "resumed"
 
 
@@ -233,8 +241,8 @@ def _break(target: Any, word: str, rest: str) -> str | None:
         target.add_break(spec.strip())
     elif sub in ("rm", "remove"):
         target.remove_break(spec.strip())
-    for spec in target.break_specs():
-        out(f"  {spec}")
+    for line in info_lines(target, "breaks"):
+        out(line)
     return None
 
 
@@ -256,53 +264,6 @@ def _show_evaluation(r: dict[str, Any]) -> None:
         print(r["error"], end="", file=sys.stderr)
     elif r["value"] is not None:
         out(r["value"])
-
-
-def _param_groups(groups: Any) -> str:
-    """' (param group 0, was 0.01)': which groups a change set, and what they held."""
-    rows = [g for g in groups or [] if isinstance(g, dict)]
-    if not rows:
-        return ""
-    was = sorted({f"{g['old']:g}" for g in rows if isinstance(g.get("old"), (int, float))})
-    return (f" (param group{'s' if len(rows) > 1 else ''} {', '.join(str(g.get('group')) for g in rows)}"
-            + (f", was {', '.join(was)})" if was else ")"))
-
-
-def _skip_words(c: dict[str, Any]) -> str:
-    held = " and ".join(c.get("repeat_of") or [])
-    return (f"step {c['target_step']}'s update will not be applied"
-            + (f" ({held} still holds: a repeat, not a new break)" if held else ""))
-
-
-def _rewind_words(c: dict[str, Any]) -> str:
-    n = c["batches_skipped"]
-    scaled = f"; the LR scaled by {c['lr_scale']:g} for {c['lr_steps']} steps" if c.get("lr_scale") else ""
-    return f"rewind to the snapshot of step {c['to_step']} ({n} batch{'es' if n != 1 else ''} skipped{scaled})"
-
-
-# A change to the job (the `change` event, the answer to set_lr and skip) in the person's words.
-CHANGE_WORDS: dict[str, Callable[[dict[str, Any]], str]] = {
-    "lr": lambda c: f"LR set to {c['lr']:g}{' and pinned' if c.get('pinned') else ''}{_param_groups(c.get('groups'))}",
-    "param_group": lambda c: f"{c['key']} set to {c['value']:g}{_param_groups(c.get('groups'))}",
-    "skip": _skip_words,
-    "rewind": _rewind_words,
-    "break_add": lambda c: f"breakpoint added: {c['spec']}",
-    "break_remove": lambda c: f"breakpoint removed: {c['spec']}",
-    "break_enable": lambda c: f"breakpoint {'enabled' if c.get('enabled') else 'disabled'}: {c['spec']}",
-    "interrupt": lambda c: (f"Ctrl-C ({c.get('signal') or 'SIGINT'}) sent to the job by {c.get('by') or 'a front end'}: "
-                            "its own Ctrl-C handling runs"),
-}
-
-
-def change_words(c: dict[str, Any]) -> str:
-    """'LR set to 0.001 and pinned (param group 0, was 0.01)', 'breakpoint added: nan',
-    "step 17's update will not be applied": what the console confirms and the TUI's Log says.
-    A change without words of its own is said by its fields."""
-    try:
-        return CHANGE_WORDS[c.get("what", "")](c)
-    except (KeyError, TypeError, ValueError):
-        fields = ", ".join(f"{k}={v}" for k, v in c.items() if k not in ("what", "step"))
-        return f"{c.get('what')} {fields}".rstrip()
 
 
 def _confirm(target: Any, words: str) -> None:

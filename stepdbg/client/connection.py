@@ -80,9 +80,19 @@ def lost_words(session: dict[str, Any], lost: str) -> str:
     pid = session.get("pid")
     if not isinstance(pid, int) or session.get("host") not in (None, sessions.node_name()):
         return lost
-    if _gone(pid):
-        return f"{lost}; the job (pid {pid}) is gone, its exit code unknown (killed by a signal, os._exit or a crash)"
+    gone = gone_words(session)
+    if gone is not None:
+        return f"{lost}; {gone}"
     return f"{lost}; the job (pid {pid}) still runs: `stepdbg attach {session.get('id', pid)}` tries again"
+
+
+def gone_words(session: dict[str, Any]) -> str | None:
+    """'the job (pid N) is gone, ...' where the session's process of this machine has ended
+    (its exit code cannot be known: it was no child of ours); None where it runs, or is elsewhere."""
+    pid = session.get("pid")
+    if not isinstance(pid, int) or session.get("host") not in (None, sessions.node_name()) or not _gone(pid):
+        return None
+    return f"the job (pid {pid}) is gone, its exit code unknown (killed by a signal, os._exit or a crash)"
 
 
 class Ops(OpCalls):

@@ -138,6 +138,7 @@ INFO: dict[str, Callable[[Any], list[str]]] = {
     "opt": lambda t: optimizer_lines(t.optimizer_info()),
     "mem": lambda t: memory_lines(t.memory()),
     "threads": lambda t: thread_lines(t.stacks()),
+    "breaks": lambda t: [f"  {spec}" for spec in t.break_specs()] or ["no breakpoints"],
     "source": lambda t: source_lines(t.source(8)),
     "history": lambda t: history_lines(t.get_history(20)),
     "timings": lambda t: timings_lines(t.timings()),

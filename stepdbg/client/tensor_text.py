@@ -6,7 +6,10 @@ from typing import Any
 
 
 def format_summary(s: dict[str, Any]) -> str:
-    """One or two lines for a tensor summary: what `p EXPR` prints."""
+    """One or two lines for a tensor summary: what `p EXPR` prints. Where the job said why
+    there is no tensor (`x.grad is None: ...`, a module without parameters), its words."""
+    if s.get("words"):
+        return str(s["words"])
     if s.get("type") != "Tensor":
         return f"{s.get('name')}: {s.get('type')} {s.get('repr', '')}"
     head = f"{s['name']}: {s['dtype']} {s['shape']} on {s['device']}" + (" requires_grad" if s.get("requires_grad") else "")

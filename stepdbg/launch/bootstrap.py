@@ -8,6 +8,7 @@ and its exit code; an uncaught exception is printed as Python prints it.
 
 from __future__ import annotations
 
+import atexit
 import os
 import runpy
 import signal
@@ -193,8 +194,10 @@ def main() -> int:  # noqa: C901, PLR0912, PLR0915 - the launcher's steps in ord
         print(user_traceback(e), end="", file=sys.stderr)
         session.stop(exit_code=130)
         sys.stderr.flush()
-        signal.signal(signal.SIGINT, signal.SIG_DFL)
-        os.kill(os.getpid(), signal.SIGINT)
+        del e  # (its frames hold the script's objects: a DataLoader's iterator, which ends its workers)
+        atexit._run_exitfuncs()  # as Python's own end does before it kills itself: multiprocessing ends
+        signal.signal(signal.SIGINT, signal.SIG_DFL)  # its daemonic children there (a DataLoader worker stuck
+        os.kill(os.getpid(), signal.SIGINT)  # in a sample was left behind, orphaned, holding the job's output)
         return 130
     except BaseException as e:
         if session.breaker.ending:  # the watchdog ends this stalled rank (exit code 3): wait for it

@@ -150,8 +150,18 @@ def _expr(c: Condition, scalars: Mapping[str, Any]) -> str | None:
     try:
         hit = eval(c._code, {"__builtins__": {}, **_EXPR_FUNCS}, env)
     except (ArithmeticError, TypeError, ValueError) as e:  # (it did not hold: the caller says so, once)
-        raise ExpressionRaised(c, f"{type(e).__name__} ({e}) with {shown}") from None
+        raise ExpressionRaised(c, f"{_raised_words(e)} with {shown}") from None
     return f"{c.expr} is true ({shown})" if hit else None
+
+
+def _raised_words(e: Exception) -> str:
+    """What went wrong in an expression, in words, not Python's exception (the screen showed
+    `TypeError ('float' object is not subscriptable)`)."""
+    if isinstance(e, ZeroDivisionError):
+        return "a division by zero"
+    if isinstance(e, OverflowError):
+        return "a number too large to compute"
+    return "a value it could not compute"
 
 
 class ExpressionRaised(Exception):
@@ -203,25 +213,28 @@ def _parsed(spec: str) -> Condition:
     text = spec.strip()
     if text.startswith("expr:"):
         return _parse_expr(spec, text[5:].strip())
-    low = text.lower()
+    low = text.lower()  # (matched in lower case; the errors quote what was typed: '12xB', not '12xb')
     if low in SIMPLE_KINDS:
         kind = SIMPLE_KINDS[low]
         phase = {"exception": "exception", "activations": "forward"}.get(kind, "any")
         return Condition(spec=spec, kind=kind, phase=phase)
-    m = re.fullmatch(r"([a-z_]+)\s*(==|>=|<=|>|<|=)\s*(\S.*)", low)
+    m = re.fullmatch(r"([a-z_]+)\s*(==|>=|<=|>|<|=)\s*(\S.*)", text, re.IGNORECASE)
     if not m:
         name = re.match(r"[a-z_]*", low).group(0)
         if name in THRESHOLD_KINDS:
             op = THRESHOLD_KINDS[name][0]
             raise ConditionError(spec, f"{name} needs a value, e.g. '{name}{op}{_example(name)}'")
         raise ConditionError(spec, f"unknown condition; known: {', '.join(_known())}")
-    name, op, raw = m.groups()
+    typed, op, raw = m.groups()
+    name = typed.lower()
     if name not in THRESHOLD_KINDS:
-        raise ConditionError(spec, f"unknown condition {name!r}; known: {', '.join(_known())}")
+        raise ConditionError(spec, f"unknown condition {typed!r}; known: {', '.join(_known())}")
     want_op, phase, parser = THRESHOLD_KINDS[name]
     if op != want_op and not (want_op == ">" and op == ">="):
         raise ConditionError(spec, f"{name} takes '{want_op}', e.g. '{name}{want_op}{_example(name)}'")
     value = _VALUE_PARSERS[parser](spec, raw.strip())
+    if name == "loss_spike" and value <= 1:  # (a factor of the running median: at or below 1, no spike)
+        raise ConditionError(spec, f"a spike is a factor above 1 of the running median, e.g. 'loss_spike>3' (not {raw.strip()!r})")
     return Condition(spec=spec, kind=name, phase=phase, threshold=value)
 
 
@@ -249,7 +262,7 @@ def _number(spec: str, raw: str) -> float:
 
 
 def _seconds(spec: str, raw: str) -> float:
-    m = re.fullmatch(r"([0-9.]+(?:e-?[0-9]+)?)\s*(ms|s|m|min)?", raw)
+    m = re.fullmatch(r"([0-9.]+(?:e-?[0-9]+)?)\s*(ms|s|m|min)?", raw.lower())
     if not m:
         raise ConditionError(spec, f"{raw!r} is not a duration (use seconds: 2, 0.5, 500ms, 1m)")
     v = _number(spec, m.group(1)) * {"ms": 1e-3, "s": 1, None: 1, "m": 60, "min": 60}[m.group(2)]
@@ -259,7 +272,7 @@ def _seconds(spec: str, raw: str) -> float:
 
 
 def _size(spec: str, raw: str) -> float:
-    m = re.fullmatch(r"([0-9.]+)\s*([a-z]*)", raw)
+    m = re.fullmatch(r"([0-9.]+)\s*([a-z]*)", raw.lower())
     if not m or m.group(2) not in _SIZE_UNITS:
         raise ConditionError(spec, f"{raw!r} is not a size (e.g. 8GB, 512MiB, 1e9)")
     return _number(spec, m.group(1)) * _SIZE_UNITS[m.group(2)]
@@ -294,7 +307,7 @@ _ALLOWED_NODES = (
     ast.Expression, ast.BoolOp, ast.And, ast.Or, ast.UnaryOp, ast.Not, ast.USub, ast.UAdd,
     ast.BinOp, ast.Add, ast.Sub, ast.Mult, ast.Div, ast.Mod, ast.Pow, ast.FloorDiv,
     ast.Compare, ast.Gt, ast.GtE, ast.Lt, ast.LtE, ast.Eq, ast.NotEq,
-    ast.Name, ast.Load, ast.Constant, ast.Call, ast.Subscript,
+    ast.Name, ast.Load, ast.Constant, ast.Call,
 )
 
 
@@ -311,7 +324,7 @@ def _parse_expr(spec: str, expr: str) -> Condition:  # noqa: C901 - the expressi
     names: list[str] = []
     for node in ast.walk(tree):
         if not isinstance(node, _ALLOWED_NODES):
-            raise ConditionError(spec, f"{type(node).__name__} is not allowed in a condition")
+            raise ConditionError(spec, _not_allowed(expr, node))
         if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Pow):
             _check_exponent(spec, node.right)
         if isinstance(node, ast.Constant) and not isinstance(node.value, (int, float, bool)):
@@ -334,6 +347,18 @@ def _parse_expr(spec: str, expr: str) -> Condition:  # noqa: C901 - the expressi
     return Condition(spec=spec, kind="expr", phase=phase, expr=expr, names=tuple(names), _code=code)
 
 
+def _not_allowed(expr: str, node: ast.AST) -> str:
+    """Why a part of an expression is refused, quoting it as typed, and what a condition takes
+    (it said `Attribute is not allowed in a condition`)."""
+    part = ast.get_source_segment(expr, node) or expr
+    inner = ast.get_source_segment(expr, getattr(node, "value", node)) or ""
+    why = {ast.Attribute: f"each name is one number already: write {inner} alone",
+           ast.Subscript: f"each name is one number already (lr is param group 0's): write {inner} alone"
+           }.get(type(node), "")
+    return (f"{part!r} is not allowed{': ' + why if why else ''}; a condition takes the step's numbers by name "
+            f"({', '.join(SCALAR_PHASE)}), numbers, + - * / // % **, comparisons, and/or/not, abs/min/max")
+
+
 def _check_exponent(spec: str, exponent: ast.expr) -> None:
     """`**` takes a number up to MAX_EXPONENT as its exponent: x**2, x**0.5, 10**-3."""
     node = exponent.operand if isinstance(exponent, ast.UnaryOp) else exponent
@@ -344,11 +369,7 @@ def _check_exponent(spec: str, exponent: ast.expr) -> None:
 
 
 class _Floats(ast.NodeTransformer):
-    """Integer constants become floats (an index, as in lr[0], stays an int)."""
-
-    def visit_Subscript(self, node: ast.Subscript) -> ast.AST:
-        node.value = self.visit(node.value)
-        return node
+    """Integer constants become floats."""
 
     def visit_Constant(self, node: ast.Constant) -> ast.AST:
         if isinstance(node.value, int) and not isinstance(node.value, bool):

@@ -66,6 +66,10 @@ def trusted_dir() -> str | None:
 
 
 def _not_ours(path: str, st: os.stat_result) -> str:
+    if stat.S_ISDIR(st.st_mode) and st.st_uid == os.getuid():  # ours, open to others: what to do (not "another user")
+        named = f"STEPDBG_RUNTIME_DIR={path}" if os.environ.get("STEPDBG_RUNTIME_DIR") else f"the runtime directory {path}"
+        return (f"{named} is open to other users (mode {stat.S_IMODE(st.st_mode):04o}); the job's socket and token "
+                f"must be private: `chmod 700 {path}`, or set STEPDBG_RUNTIME_DIR to another folder")
     what = "a link" if stat.S_ISLNK(st.st_mode) else ("not a directory" if not stat.S_ISDIR(st.st_mode) else
                                                        f"owned by uid {st.st_uid}, mode {stat.S_IMODE(st.st_mode):04o}")
     return (f"{path} is not a private directory of yours ({what}): another user may have made it; "

@@ -21,10 +21,16 @@ from __future__ import annotations
 import json
 import math
 import os
+import stat
 from dataclasses import dataclass, field
 from typing import Any
 
+FORMAT_VERSION = 1  # of the record (the recorder writes it in its header)
 MAX_LINE = 1_000_000  # characters of one record line (a fingerprint is a few hundred)
+TEXT = ("phase", "module", "what", "class", "file", "defined_at")  # an entry's words: text or absent (the last 3 None)
+# A record's words are printed: its control characters (a newline forging a line, a
+# terminal's escape) are shown as escapes, never sent to the terminal.
+PLAIN = {c: f"\\x{c:02x}" for c in [*range(0x20), *range(0x7F, 0xA0)]}
 PHASES = ("input", "forward", "loss", "backward", "optimizer")
 
 
@@ -40,6 +46,8 @@ class Record:
     step_lines: dict[int, dict[str, Any]] = field(default_factory=dict)
     error: str | None = None  # the recorder failed (the job went on without it)
     ended: bool = False
+    bundle: bool = False  # a bundle's record (one step's forward and backward: no loss nor update)
+    max_calls: int | None = None  # module calls a step it recorded at most (its header's)
 
     def complete_steps(self) -> list[int]:
         return sorted(self.step_lines)
@@ -54,30 +62,57 @@ class Record:
                 if s in self.step_lines for e in v if isinstance(e["fp"].get("unreadable"), str)]
 
 
-def read_record(path: str) -> Record:
+def read_record(path: str, max_bytes: int | None = None, max_entries: int | None = None) -> Record:
     """The record at `path`; RecordError for a file stepdbg did not write (a run writes its
-    own record: its script may write anything there). Lines are read at most MAX_LINE long."""
-    rec = Record()
-    with open(path, encoding="utf-8", errors="replace") as f:
-        n = 0
-        while line := f.readline(MAX_LINE + 1):
-            n += 1
-            if len(line) > MAX_LINE:
-                raise RecordError(f"line {n} is over {MAX_LINE:,} characters long")
-            try:
-                obj = json.loads(line)
-            except (ValueError, RecursionError):
-                raise RecordError(f"line {n} is not JSON") from None
-            if not isinstance(obj, dict) or (n == 1 and obj.get("kind") != "header"):
-                raise RecordError(f"line {n} is not a record line")
+    own record: its script may write anything there; a kept one anyone may hand over).
+    Lines are read at most MAX_LINE long; at most `max_bytes` and `max_entries` when given
+    (a file that grows while it is read stops there)."""
+    rec, count = Record(), 0
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)  # (a FIFO put in its place: no hang)
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise RecordError("it is not a regular file")
+    with open(fd, encoding="utf-8", errors="replace") as f:
+        for n, obj in _lines(f, max_bytes):
             kind = obj.get("kind")
-            if kind == "step":
-                rec.step_lines[_step(obj, n)] = obj
+            if n == 1:
+                _header(rec, obj)
+            elif kind == "step":
+                rec.step_lines[_step(obj, n)] = _step_line(obj, n)
             elif kind == "end":
                 rec.error, rec.ended = _text(obj.get("error")), True
             elif kind is None:
+                count += 1
+                if max_entries is not None and count > max_entries:
+                    raise RecordError(f"it holds over {max_entries:,} fingerprints")
                 rec.steps.setdefault(_step(obj, n), []).append(_entry(obj, n))
     return rec
+
+
+def _lines(f: Any, max_bytes: int | None) -> Any:
+    """(line number, JSON object) of each line, the first a header."""
+    n = size = 0
+    while line := f.readline(MAX_LINE + 1):
+        n, size = n + 1, size + len(line)
+        if len(line) > MAX_LINE:
+            raise RecordError(f"line {n} is over {MAX_LINE:,} characters long")
+        if max_bytes is not None and size > max_bytes:
+            raise RecordError(f"it is over {max_bytes:,} bytes (it grew while it was read?)")
+        try:
+            obj = json.loads(line)
+        except (ValueError, RecursionError):
+            raise RecordError(f"line {n} is not JSON") from None
+        if not isinstance(obj, dict) or (n == 1 and obj.get("kind") != "header"):
+            raise RecordError(f"line {n} is not a record line")
+        yield n, obj
+
+
+def _header(rec: Record, obj: dict[str, Any]) -> None:
+    if obj.get("version") != FORMAT_VERSION:
+        raise RecordError(f"its format is {_text(obj.get('version'))!s:.20}, this stepdbg reads {FORMAT_VERSION}")
+    cap = obj.get("max_calls")
+    rec.max_calls = cap if type(cap) is int and cap > 0 else None
+    rec.bundle = isinstance(obj.get("bundle"), str)
 
 
 def _step(obj: dict[str, Any], n: int) -> int:
@@ -87,21 +122,49 @@ def _step(obj: dict[str, Any], n: int) -> int:
     return step
 
 
+def _count(value: Any) -> bool:
+    return value is None or (type(value) is int and 0 <= value < 2**53)
+
+
+def _step_line(obj: dict[str, Any], n: int) -> dict[str, Any]:
+    if not (_count(obj.get("capped")) and _count(obj.get("calls"))):
+        raise RecordError(f"line {n}: a step's counts are not counts")
+    return obj
+
+
 def _text(value: Any) -> str | None:
-    return None if value is None else str(value)[:1000]
+    return None if value is None else str(value)[:1000].translate(PLAIN)
+
+
+def _finite_able(x: Any) -> bool:
+    """A number that float() takes (10**400 is an int JSON gives, that float() refuses)."""
+    if isinstance(x, bool) or not isinstance(x, (int, float)):
+        return False
+    return not isinstance(x, int) or abs(x) < 2**1023
 
 
 def _entry(obj: dict[str, Any], n: int) -> dict[str, Any]:
-    """An entry whose fingerprint holds what compare() reads, of the types it reads."""
+    """An entry whose fingerprint holds what compare() reads, of the types it reads, its
+    words made plain."""
     fp = obj.get("fp")
-    if not isinstance(fp, dict) or not all(isinstance(obj.get(k, ""), str) for k in ("phase", "module", "what")):
+    if not isinstance(fp, dict) or not all(isinstance(obj.get(k, ""), str) for k in TEXT[:3]) or \
+            not all(isinstance(obj.get(k) or "", str) for k in TEXT[3:]):
         raise RecordError(f"line {n} is not a fingerprint entry")
     numbers = [*fp.get("stats", []), *fp.get("samples", [])] if isinstance(fp.get("stats", []), list) and \
         isinstance(fp.get("samples", []), list) else None
-    if numbers is None or not all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in numbers):
+    if numbers is None or not all(_finite_able(x) for x in numbers):
         raise RecordError(f"line {n}: a fingerprint's numbers are not numbers")
-    if type(obj.get("call", 0)) is not int:
-        raise RecordError(f"line {n}: call is not a number")
+    if "value" in fp and fp["value"] is not None and not isinstance(fp["value"], str) and \
+            not _finite_able(fp["value"]):
+        raise RecordError(f"line {n}: a fingerprint's value is not a number")
+    if type(obj.get("call", 0)) is not int or not _count(obj.get("line")):
+        raise RecordError(f"line {n}: call or line is not a number")
+    for key in TEXT:
+        if isinstance(obj.get(key), str):
+            obj[key] = obj[key].translate(PLAIN)
+    for key, value in fp.items():
+        if isinstance(value, str):
+            fp[key] = value.translate(PLAIN)
     return obj
 
 

@@ -14,6 +14,7 @@ from stepdbg.agent.breaks.controls import Break
 from stepdbg.agent.breaks.ranks import EARLY_PHASES
 
 REPLAY_TOGETHER = "replay_together"  # the action: replay, every rank joining (views.replay(alone=False))
+GLOBAL = ("nan", "inf", "nonfinite")  # at the update, read from the sharded gradients' global norm
 
 
 def coordinate(breaker: Any, brk: Break, actions: list[str], coordinated: bool) -> list[str]:
@@ -23,6 +24,11 @@ def coordinate(breaker: Any, brk: Break, actions: list[str], coordinated: bool) 
     if not ranks.active() or brk.condition == "pause" or brk.phase == "exception":
         return actions
     if coordinated:  # a rank's request, done here: this rank's replay joins the others'
+        return [REPLAY_TOGETHER if a == "replay" else a for a in actions]
+    if brk.phase == "before_optimizer_step" and brk.condition in GLOBAL and breaker.hooks.sharded():
+        # The gradients' norm is the job's, all-reduced: every rank breaks here by itself, at
+        # this step (asked, the others would pause at the next one, whose capture is another's),
+        # and replays it together now (a rank that did not is waited for JOIN_S, not for ever).
         return [REPLAY_TOGETHER if a == "replay" else a for a in actions]
     if "pause" in actions:  # outside any collective; a replay then is the console's, every rank at once
         target = guard("ranks", ranks.request_pause, brk.step, brk.phase, brk.reason, brk.condition)

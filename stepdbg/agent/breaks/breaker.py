@@ -53,7 +53,8 @@ class Breaker:
         self.model, self.break_set, self.controls, self.ranks = model, break_set, controls, ranks
         self.bus, self.guard, self.actions = bus, guard, actions
         break_set.tell = bus.finding  # an expr: breakpoint whose expression raised, said once
-        controls.on_interrupt = lambda: bus.change("interrupt", by="a front end", signal="SIGINT")
+        controls.on_interrupt = lambda: bus.change("interrupt", "SIGINT sent to the job by a front end",
+                                                   by="a front end", signal="SIGINT")
         self.actions_defaulted = False  # nobody chose the actions: with a front end attached, a break pauses
         self.breaks: list[Break] = []
         self.paused_stack = PausedStack()  # the user's frames at a pause; u/d select one
@@ -68,13 +69,19 @@ class Breaker:
     # ------------------------------------------------------------------ the breakpoints
 
     def add(self, spec: str | Condition) -> Condition:
+        """A breakpoint added; one set already changes nothing, and no change is logged."""
+        had = set(self.break_set.specs())
         c = self.break_set.add(spec)
-        self.bus.change("break_add", spec=c.spec)
+        if c.spec not in had:
+            self.bus.change("break_add", spec=c.spec)
         return c
 
     def enable(self, spec: str, enabled: bool = True) -> None:
+        """On or off; one that is so already changes nothing, and no change is logged."""
+        was = spec not in self.break_set.disabled
         self.break_set.enable(spec, enabled)
-        self.bus.change("break_enable", spec=spec, enabled=enabled)
+        if was != enabled:
+            self.bus.change("break_enable", spec=spec, enabled=enabled)
 
     def remove(self, spec: str) -> None:
         self.break_set.remove(spec)
@@ -385,6 +392,6 @@ class Breaker:
         self.controls.cont()
 
     def end_now(self) -> None:
-        self.bus.say(f"ending the job (exit code {EXIT_ABORT}) as asked by a client")
+        self.bus.say(f"ending the job (exit code {EXIT_ABORT}) as asked by a front end (end, or q then e)")
         self.guard("ranks", self.ranks.announce_end, "a client ended it", EXIT_ABORT)
         raise Abort()

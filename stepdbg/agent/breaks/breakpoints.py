@@ -39,9 +39,7 @@ class Breakpoints:
     """The conditions of a session, which are on, and which already fired."""
 
     def __init__(self, specs: Iterable[str | Condition]) -> None:
-        self.conditions: list[Condition] = [
-            c if isinstance(c, Condition) else cond_mod.parse(c) for c in specs
-        ]
+        self.conditions: list[Condition] = [c if isinstance(c, Condition) else cond_mod.parse(c) for c in specs]
         self.disabled: set[str] = set()
         self.repeats: dict[str, int] = {}  # conditions that stayed true, counted, not reported
         self._fired: dict[str, int] = {}
@@ -54,6 +52,10 @@ class Breakpoints:
     def specs(self) -> list[str]:
         return [c.spec for c in self.conditions]
 
+    def _known(self, spec: str) -> None:  # else the refusal, in words (it said "set: ['nan']")
+        if spec not in self.specs():
+            raise KeyError(f"no breakpoint {spec!r} (the breakpoints are: {', '.join(self.specs()) or 'none'})")
+
     def add(self, spec: str | Condition) -> Condition:
         """Add a condition; one already set is kept once (a front end's table keys rows by spec)."""
         c = spec if isinstance(spec, Condition) else cond_mod.parse(spec)
@@ -65,18 +67,15 @@ class Breakpoints:
         return c
 
     def remove(self, spec: str) -> None:
-        before = len(self.conditions)
+        self._known(spec)
         self.conditions = [c for c in self.conditions if c.spec != spec]
-        if len(self.conditions) == before:
-            raise KeyError(f"no breakpoint {spec!r}; set: {self.specs()}")
         self.disabled.discard(spec)  # added again later, it is on
         self._fired.pop(spec, None)  # ... and starts fresh: its first hit is a break, not a repeat
         self.told.discard(spec)
         self._recount()
 
     def enable(self, spec: str, enabled: bool = True) -> None:
-        if spec not in self.specs():
-            raise KeyError(f"no breakpoint {spec!r}; set: {self.specs()}")
+        self._known(spec)
         if enabled and spec in self.disabled:
             self._fired.pop(spec, None)  # turned on again, it starts fresh (as one added again)
         (self.disabled.discard if enabled else self.disabled.add)(spec)

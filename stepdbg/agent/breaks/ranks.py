@@ -117,6 +117,30 @@ class Ranks:
         self._joins[(what, step)] = n - 1
         return f"rank{'s' if len(missing) > 1 else ''} {', '.join(map(str, missing))} did not join in {timeout:g}s"
 
+    def agree(self, what: str, step: int, ready: bool, timeout: float) -> bool:
+        """Every rank says whether it is `ready` for `what` at this pause; True on every rank
+        when all are, else False on every rank. Rank 0 decides (a rank that finds the others'
+        answers itself could go while one that timed out does not: a collective then waits
+        for ever); the others wait for its word, a little longer than it waits for theirs."""
+        n = self._joins[(what, step)] = self._joins.get((what, step), 0) + 1
+        key, store, world = f"stepdbg/{what}/{step}/{n}", self._store(), self.world()
+        store.set(f"{key}/{self.rank}", "1" if ready else "0")
+        deadline = time.monotonic() + timeout
+        if self.rank == 0:
+            names = [f"{key}/{r}" for r in range(world)]
+            while not store.check(names) and time.monotonic() < deadline:
+                time.sleep(0.02)
+            go = store.check(names) and all(store.get(k) == b"1" for k in names)
+            store.set(f"{key}/decision", "go" if go else "no")
+            store.check([f"{key}/decision"])  # (applied before this rank goes on: see request_pause)
+            return go
+        deadline += 5.0
+        while not store.check([f"{key}/decision"]):
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.02)
+        return store.get(f"{key}/decision") == b"go"
+
     def announce_end(self, reason: str, exit_code: int) -> None:
         """This rank ends the job (abort, a client's end): said in the store before it exits,
         so that the others, whose next collective then fails, end with one line (ended_by)."""

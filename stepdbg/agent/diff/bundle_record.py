@@ -26,12 +26,12 @@ import torch
 
 from stepdbg.agent.diff.calls import CallLog
 from stepdbg.agent.diff.randomness import Others
-from stepdbg.agent.diff.recorder import FORMAT_VERSION
 from stepdbg.agent.diff.twice import MAX_OPS, OpWatch, run_recorded
 from stepdbg.agent.replay import bundle
 from stepdbg.agent.replay.bundle import BundleError
 from stepdbg.agent.replay.offline import BundleModel, captured, rebuilt
 from stepdbg.agent.replay.rerun import preserved_state
+from stepdbg.wire.step_diff import FORMAT_VERSION
 
 
 def record(path: Path, out: str, max_calls: int, spec: str | None = None) -> dict[str, Any]:

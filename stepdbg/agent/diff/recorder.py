@@ -31,8 +31,7 @@ from typing import Any
 import torch
 
 from stepdbg.agent.diff.calls import CallLog
-
-FORMAT_VERSION = 1
+from stepdbg.wire.step_diff import FORMAT_VERSION  # (the reader's: one place)
 
 
 class ListenerTap:

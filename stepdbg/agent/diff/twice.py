@@ -31,8 +31,9 @@ from stepdbg.agent.diff.calls import CallLog
 from stepdbg.agent.diff.fingerprint import fingerprint, tensors_in
 from stepdbg.agent.diff.randomness import KERNEL, TORCH_GEN, Draws, Others
 from stepdbg.agent.measure.frames import user_frame, where_of
-from stepdbg.agent.measure.tensors import first_tensor, sharded_across_ranks
+from stepdbg.agent.measure.tensors import output_at, sharded_across_ranks
 from stepdbg.agent.replay.rerun import eager_root, preserved_state, restore_step_start, run_root
+from stepdbg.agent.step import backward_capture
 from stepdbg.agent.step.hooks import own_id
 from stepdbg.agent.step.step_model import StepModel
 from stepdbg.wire.step_diff import Record, first_divergence, short_path
@@ -85,6 +86,7 @@ def _name(func: Any) -> str:
 def step_twice(model: StepModel, max_calls: int = MAX_CALLS, max_ops: int = MAX_OPS) -> dict[str, Any]:
     """Run the captured step twice from its start; where the runs part, in plain data."""
     cap = model.capture
+    backward_capture.settle(cap)  # (of several outputs, the gradient the backward starts from, as the replay's)
     root, args = eager_root(model), cap.get("args")
     step = cap.get("step", model.step)
     result: dict[str, Any] = {"step": step, "checked": False, "first_divergence": None, "randomness": [],
@@ -174,7 +176,7 @@ def run_recorded(root: torch.nn.Module, cap: dict[str, Any], step: int, names: d
             draws.stop()
         watch.inside, watch.draws = 0, None
     if target is None:
-        _gradients(root, log, first_tensor(out), cap.get("grad_output"))
+        _gradients(root, log, output_at(out, cap.get("grad_output_at")), cap.get("grad_output"))
     return log.entries, watch.ops, draws.found if draws is not None else []
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import dis
 import functools
 import linecache
@@ -80,7 +81,19 @@ def without_own(frames: Iterable[T], filename: Callable[[T], str]) -> list[T]:
     frames = list(frames)
     last_user = max((i for i, f in enumerate(frames) if is_user_file(filename(f))), default=-1)
     inner = next((i for i in range(last_user + 1, len(frames)) if is_own_file(filename(frames[i]))), len(frames))
-    return [f for f in frames[:inner] if not is_own_file(filename(f))]
+    kept = [f for f in frames[:inner] if not is_own_file(filename(f))]
+    # Unless stepdbg's wrapper called on the person's behalf what they called (torch's
+    # clip_grad_norm_, raising): from the first library frame on, plain Python's frames.
+    lib = next((i for i in range(inner, len(frames)) if _library(filename(frames[i]))), None)
+    return kept + ([f for f in frames[lib:] if not is_own_file(filename(f))] if lib is not None else [])
+
+
+def _library(path: str) -> bool:
+    """A file of an installed library (torch's): not stepdbg's, not the standard library's."""
+    if path.startswith("<") or is_own_file(path):
+        return False
+    path = os.path.abspath(path)
+    return not path.startswith(_STDLIB_DIR) or "site-packages" in path
 
 
 def exception_text(exc: BaseException) -> str:
@@ -155,6 +168,28 @@ def held_as(obj: Any, start: FrameType | None) -> str | None:
 def where_of(frame: FrameType | None, lineno: int | None = None) -> dict[str, Any] | None:
     """File, line, function and code of a frame, as a break reports them."""
     return None if frame is None else _where(frame.f_code, lineno or frame.f_lineno)
+
+
+def site_where(site: tuple[Any, ...]) -> dict[str, Any]:
+    """File, line, function and code of a call site (file, line, function[, code]): a
+    bundle's carries its code, so that a replay elsewhere reads no file the bundle names."""
+    file, line, function, *code = site
+    return {"file": os.path.abspath(file), "line": line, "function": function,
+            "code": code[0] if code else linecache.getline(file, line).strip()}
+
+
+def only_argument(code: str) -> str | None:
+    """The one argument of the call on a line of code, as written (`out = model(x)`: `x`);
+    None for no call, or a call of several arguments. How a bundle's replay, which has no
+    frame to read the variable from, names the batch as the script did."""
+    try:
+        tree = ast.parse(code.strip())
+    except (SyntaxError, ValueError):
+        return None
+    calls = [n for n in ast.walk(tree) if isinstance(n, ast.Call)]
+    if len(calls) != 1 or len(calls[0].args) != 1 or calls[0].keywords or isinstance(calls[0].args[0], ast.Starred):
+        return None
+    return ast.unparse(calls[0].args[0])[:200]
 
 
 def _where(code: CodeType, line: int) -> dict[str, Any]:

@@ -156,11 +156,15 @@ def _index_part(p: str) -> int | slice:
             bits = [int(b) if b.strip() else None for b in p.split(":")]
             if len(bits) > 3:
                 raise ValueError
-            return slice(*bits)
-        return int(p)
+            part: int | slice = slice(*bits)
+        else:
+            part = int(p)
     except ValueError:
         raise BadIndex(f"{p!r} is not an index: a whole number or a slice such as 0:8 or ::2, one per "
                        "dimension, with commas between") from None
+    if isinstance(part, slice) and part.step is not None and part.step <= 0:  # (torch's ValueError, in words)
+        raise BadIndex(f"{p!r}: a slice's step is a whole number above 0 (::2 takes every second value)")
+    return part
 
 
 def total_norm(grads: list[torch.Tensor]) -> torch.Tensor | None:
@@ -324,6 +328,14 @@ def all_finite(t: torch.Tensor) -> bool:
         return math.isfinite(d.item())
     total = d.sum(dtype=torch.float32) if d.dtype in HALF else d.sum()
     return math.isfinite(total.item()) or bool(torch.isfinite(d).all())
+
+
+def output_at(x: Any, at: int | None) -> torch.Tensor | None:
+    """Tensor number `at` of a model's output, as tensors_in walks it (the one whose gradient
+    the capture kept: backward_capture.py); the first one when `at` is None."""
+    if at is None:
+        return first_tensor(x)
+    return next((t for i, t in enumerate(tensors_in(x)) if i == at), None) if 0 <= at < MAX_OUTPUTS else None
 
 
 def tensors_in(x: Any, depth: int = 0) -> Iterator[torch.Tensor]:

@@ -35,6 +35,7 @@ GUARDS = {
     "softmax": "a row where every entry is masked: leave at least one position unmasked, or use a finite "
                "large negative (torch.finfo(dtype).min) instead of -inf",
 }
+WRITES = {"setitem", "index_put", "masked_fill", "masked_scatter", "index_fill", "fill", "copy", "scatter"}
 _ALIASES = {"log2": "log", "log10": "log", "log1p": "log", "true_divide": "div", "__truediv__": "div",
             "__rtruediv__": "div", "__pow__": "pow", "__rpow__": "pow", "float_power": "pow", "acosh": "acos",
             "log_softmax": "softmax", "_softmax": "softmax", "scaled_dot_product_attention": "softmax",
@@ -78,6 +79,12 @@ def stabilizers(history: Iterable[dict[str, Any]]) -> str:
     recent = rows[-20:]
     has = {"warmup": warmed_up(lrs) if warm is None else warm,
            "gradient clipping": bool(recent) and 2 * sum(bool(r.get("clipped")) for r in recent) >= len(recent)}
+    seen = getattr(history, "lr_seen", None)
+    if not (any(lrs) if seen is None else seen):  # no optimizer's LR was seen: its warmup, if any, is the script's own
+        unseen = "warmup if the loop has none (its learning rate is the script's own: stepdbg cannot read it)"
+        if has["gradient clipping"]:
+            return f", add {unseen}; the loop already clips the gradients"
+        return f", add gradient clipping, and {unseen}"
     missing = [what for what, done in has.items() if not done]
     if not missing:
         return ": the loop already warms it up and clips the gradients"
@@ -124,6 +131,10 @@ def advise(first: dict[str, Any] | None, history: Iterable[dict[str, Any]],
         return {"cause": "constant",
                 "text": f"{first.get('op')} was given a {first['constant']} number that the code wrote or computed "
                         "(float('nan'), math.inf, a division by zero outside autograd): remove or guard it"}
+    if op.strip("_") in WRITES:  # (h[0, 7] = nan: no overflow of finite inputs)
+        return {"cause": "constant",
+                "text": f"{first.get('op')} wrote a non-finite value into the tensor (a NaN or inf the code put there, "
+                        "or copied from elsewhere): remove or guard it"}
     if op in GUARDS:
         return {"cause": "domain", "text": f"{op} met a value outside its domain: {GUARDS[op]}"}
     dtype = first.get("dtype")

@@ -6,6 +6,7 @@ non-finite value."""
 from __future__ import annotations
 
 import contextlib
+import itertools
 import linecache
 import os
 import re
@@ -15,7 +16,7 @@ from typing import Any
 import torch
 
 from stepdbg.agent.measure.frames import is_user_file
-from stepdbg.agent.measure.tensors import all_finite, first_tensor
+from stepdbg.agent.measure.tensors import MAX_OUTPUTS, all_finite, tensors_in
 from stepdbg.agent.replay.provenance import Provenance
 from stepdbg.agent.step.hooks import own_id
 
@@ -105,14 +106,15 @@ def user_trace(trace: list[str] | None) -> list[str]:
 
 def search_loss_graph(loss: torch.Tensor, output: Any, frame: FrameType | None) -> dict[str, Any] | None:
     """Name the op in the loss computation that made the loss non-finite."""
-    out_t = first_tensor(output)
-    stop = {id(out_t.grad_fn)} if out_t is not None and out_t.grad_fn is not None else set()
+    # The loss's graph down to the model's outputs (every one of them: (features, logits))
+    outs = [t for t in itertools.islice(tensors_in(output), MAX_OUTPUTS) if t.requires_grad]
+    stop = {id(t.grad_fn) for t in outs if t.grad_fn is not None}
     nodes = [n for n in graph_nodes(loss.grad_fn, stop) if id(n) not in stop]
     producer, constant = forward_evidence(nodes)
-    if producer is None and out_t is not None:
+    if producer is None and outs:
         handles, found = hook_nodes(nodes)
         try:
-            torch.autograd.grad(loss, [out_t], retain_graph=True, allow_unused=True)
+            torch.autograd.grad(loss, outs, retain_graph=True, allow_unused=True)
         except RuntimeError:
             pass
         finally:
@@ -132,9 +134,9 @@ def search_loss_graph(loss: torch.Tensor, output: Any, frame: FrameType | None) 
     loss_fn, names = loss_names(op, frame)
     if constant is not None:  # the line that wrote it: float("nan"), math.inf, torch.nan
         value = "nan" if bool(torch.isnan(constant)) else "inf"
-        return {"where": "loss", "module": None, "module_type": None, "op": op, "loss_fn": loss_fn,
-                "constant": value, **guess_line({"nan", "inf"}, frame, called=False)}
-    return {"where": "loss", "module": None, "module_type": None, "op": op, "loss_fn": loss_fn,
+        return {"where": "loss", "module": None, "module_type": None, "op": loss_fn, "node": op,
+                "loss_fn": loss_fn, "constant": value, **guess_line({"nan", "inf"}, frame, called=False)}
+    return {"where": "loss", "module": None, "module_type": None, "op": loss_fn, "node": op, "loss_fn": loss_fn,
             **guess_line(names, frame)}
 
 
@@ -162,7 +164,38 @@ def forward_evidence(nodes: list[Any]) -> tuple[Any, torch.Tensor | None]:
         constant = next((v for v in tensors.values() if v.dim() == 0 and not v.requires_grad and not finite(v)), None)
         if constant is not None or (res is not None and not finite(res) and finite(list(tensors.values()))):
             return n, constant
+        if res is None and tensors and finite(list(tensors.values())) and _made_nonfinite(n, tensors):
+            return n, None  # (log keeps its input only: log of a negative mean)
     return None, None
+
+
+# Ops that keep their inputs and not their result, whose result is made again from them to
+# see whether it was non-finite: those that make a NaN or an inf of finite values.
+CHUNK = 1 << 22  # values made again at a time
+_UNARY = {"LogBackward0": torch.log, "Log2Backward0": torch.log2, "Log10Backward0": torch.log10,
+          "Log1PBackward0": torch.log1p, "AcosBackward0": torch.acos, "AsinBackward0": torch.asin,
+          "AtanhBackward0": torch.atanh, "LgammaBackward0": torch.lgamma, "DigammaBackward0": torch.digamma,
+          "ErfinvBackward0": torch.erfinv}
+
+
+def _made_nonfinite(node: Any, tensors: dict[str, torch.Tensor]) -> bool:
+    """Whether `node`'s op, made again from the inputs it saved, gives a non-finite value;
+    a contiguous input a chunk at a time (memory: one chunk's result, whatever its size).
+    False for an op not made again here."""
+    name, own = node.name(), tensors.get("_saved_self")
+    if own is None:
+        return False
+    exponent = getattr(node, "_saved_exponent", None) if name == "PowBackward0" else None
+    if name in _UNARY or isinstance(exponent, (int, float)):
+        op = _UNARY.get(name) or (lambda t: torch.pow(t, exponent))
+        parts = own.detach().view(-1).split(CHUNK) if own.is_contiguous() else (own.detach(),)
+        with torch.no_grad():
+            return any(not finite(op(p)) for p in parts)
+    other = tensors.get("_saved_other")
+    if name == "DivBackward0" and other is not None and max(own.numel(), other.numel()) <= CHUNK:
+        with torch.no_grad():
+            return not finite(torch.div(own, other))
+    return False
 
 
 _WRITERS = ("MaskedFillBackward", "WhereBackward", "IndexPutBackward", "FillBackward", "CopySlices")
@@ -251,10 +284,12 @@ def below_scaling(node: Any, stop: set[int], most: int = 16) -> Any:
 def loss_names(op: str, frame: FrameType | None) -> tuple[str, set[str]]:
     """A loss node's function ('MseLossBackward0' -> 'mse_loss') and the names a line may
     call it by: the function's, and the variables of the frame that hold such a loss module
-    (``criterion = nn.MSELoss()``)."""
+    (``criterion = nn.MSELoss()``). A custom autograd.Function's node ('MyFnBackward', no
+    number) is named by its class, as the program calls it (MyFn.apply)."""
     base = re.sub(r"Backward\d*$", "", op)
-    snake = re.sub(r"(?<!^)(?=[A-Z])", "_", base).lower()
-    names = {base.lower(), snake}
+    custom = re.search(r"[a-z0-9]Backward$", op) is not None
+    snake = base if custom else re.sub(r"(?<!^)(?<![0-9])(?=[A-Z])", "_", base).lower()  # (Log1P: log1p)
+    names = {base.lower(), snake, base}
     if frame is not None:
         for var, obj in [*frame.f_globals.items(), *frame.f_locals.items()]:
             if isinstance(obj, torch.nn.Module) and type(obj).__name__.lower() in names:
@@ -262,21 +297,45 @@ def loss_names(op: str, frame: FrameType | None) -> tuple[str, set[str]]:
     return snake, names
 
 
-def guess_line(names: set[str], frame: FrameType | None, called: bool = True, unique: bool = False) -> dict[str, Any]:
+def guess_line(names: set[str], frame: FrameType | None, called: bool = True, unique: bool = False,
+               pattern: re.Pattern[str] | None = None) -> dict[str, Any]:
     """The user line that most likely ran the op called by one of `names` (or, not
-    `called`, that holds one of them as a word): the backward-calling function is searched.
-    `unique`: no line where two lines match (a guess between them would be a coin's)."""
+    `called`, that holds one of them as a word; or that matches `pattern`): the
+    backward-calling function is searched. `unique`: no line where two lines match (a
+    guess between them would be a coin's)."""
     if frame is None:
         return {}
     code = frame.f_code
     first = code.co_firstlineno
     alts = "|".join(re.escape(n) for n in sorted(names, key=len, reverse=True))
-    more = "" if unique else r"\w*"  # (unique: `div(`, not `divmod(`)
-    pattern = re.compile(rf"\b(?:{alts}){more}\s*\(" if called else rf"\b(?:{alts})\b", re.I)
-    hits = [n for n in range(first, frame.f_lineno + 1)
-            if pattern.search(linecache.getline(code.co_filename, n))]
+    more = "_?" if unique else r"\w*"  # (unique: `div(` or `div_(`, not `divmod(`)
+    scalar = r"(?<!math\.)(?<!np\.)(?<!numpy\.)"  # (math.sqrt( is a number's, not a tensor's)
+    exact = re.compile(rf"{scalar}\b(?:{alts})_?\s*\(", re.I) if called and not pattern else None
+    pattern = pattern or re.compile(rf"{scalar}\b(?:{alts}){more}\s*\(" if called else rf"\b(?:{alts})\b", re.I)
+    lines = range(first, frame.f_lineno + 1)
+    hits = [n for n in lines if pattern.search(linecache.getline(code.co_filename, n).split("#")[0])]  # (a comment calls nothing)
+    if exact and len(hits) > 1:  # a line calling it by its name before one calling a longer name (log before log1p)
+        hits = [n for n in hits if exact.search(linecache.getline(code.co_filename, n).split("#")[0])] or hits
     if not hits or (unique and len(hits) > 1):
         return {"file": os.path.abspath(code.co_filename), "line": None, "function": code.co_name}
     line = hits[-1]
     return {"file": os.path.abspath(code.co_filename), "line": line, "function": code.co_name,
             "code": linecache.getline(code.co_filename, line).strip(), "line_from": "source search"}
+
+
+def outputs_beside(cap: dict[str, Any]) -> list[int]:
+    """The model's outputs that the loss reached directly, when there are several (an aux
+    loss beside the loss on the logits; backward_capture.settle): the replay's backward
+    starts from one of them (grad_output_at), and the others' part is not replayed."""
+    direct = list(cap.get("outputs_direct") or [])
+    return direct if len(direct) > 1 else []
+
+
+def no_gradient_words(cap: dict[str, Any]) -> str:
+    """Why the backward is not replayed at a break after it: nothing was armed, or the loss
+    reached none of the outputs watched (a model returning 50 tensors, the logits last)."""
+    if cap.get("outputs_watched"):
+        return (f"backward not replayed: no gradient reached the model's first {cap['outputs_watched']} outputs, "
+                "which stepdbg watches")
+    return ("backward not replayed: no gradient was captured at the model output (arm replay with --on-break "
+            "replay or from a front end)")

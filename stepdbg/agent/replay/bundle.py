@@ -11,8 +11,9 @@ A directory ``stepdbg-step<N>[-rank<R>]`` holding:
   plain containers only. Anything else the inputs held is left out and listed.
 - ``meta.json``: the break record, the kernel choice (autocast, SDPA backends, cuDNN and
   TF32 flags), whether the step's output was finite, the last records of the step history,
-  the model's class by import path and the file it is defined in with its SHA-256, the
-  script and its arguments, the torch, stepdbg and Python versions.
+  the model's class by import path and the file it is defined in with its SHA-256, its
+  module tree as data (each module's class, plain attributes, parameters and children:
+  module_tree.py), the script and its arguments, the torch, stepdbg and Python versions.
 
 A save is atomic and private: the files are written (O_EXCL, O_NOFOLLOW, 0600) into a
 fresh temporary directory (0700) beside, which is renamed to a free name (``-2``, ``-3``
@@ -45,9 +46,11 @@ from typing import Any
 import torch
 
 from stepdbg.agent.measure import rank_origin
+from stepdbg.agent.measure.frames import site_where
 from stepdbg.agent.measure.tensors import sharded_across_ranks
-from stepdbg.agent.replay import bundle_check, partials
+from stepdbg.agent.replay import bundle_check, module_tree, partials
 from stepdbg.agent.replay.bundle_check import FORMAT, BundleError
+from stepdbg.agent.step import backward_capture
 from stepdbg.version import __version__
 from stepdbg.wire.protocol import plain
 
@@ -209,6 +212,23 @@ def _module_file(name: str) -> str | None:
     return os.path.abspath(origin) if _users(origin) else None
 
 
+def _tree(root: torch.nn.Module) -> dict[str, Any] | None:
+    """The module tree (module_tree.py), or None: a module's odd attributes (a property
+    that raises, a key that is not a string) leave the tree out, never the bundle."""
+    try:
+        return module_tree.record(root)
+    except Exception:
+        return None
+
+
+def called_from(site: Any) -> list[Any] | None:
+    """The user's line that called the model (file, line, function) with its code: a replay
+    elsewhere places an op of torch's own modules there, and reads no file for it."""
+    if not site:
+        return None
+    return [str(site[0]), int(site[1]), str(site[2]), site_where(site)["code"][:500]]
+
+
 def kernels_json(choice: Any) -> Any:
     """The kernel choice (kernel_choice.current()) with its dtypes as their names."""
     if not choice:
@@ -252,6 +272,7 @@ def write(directory: Path, name: str, root: torch.nn.Module, cap: dict[str, Any]
     else:
         params, which = step_start_parameters(root, brk.get("phase") or "", extra.get("snapshots") or [],
                                               int(cap.get("step", -1)))
+    backward_capture.settle(cap)  # (of several outputs, the gradient the replay starts from)
     buffers = cap.get("buffers") or {n: b for n, b in root.named_buffers()}
     rng = cap.get("rng") or {}
     data = {
@@ -263,6 +284,8 @@ def write(directory: Path, name: str, root: torch.nn.Module, cap: dict[str, Any]
         "kwargs": weights_only(cap.get("kwargs") or {}, "kwargs", left_out),
         "batch": weights_only(cap.get("batch"), "batch", left_out),
         "grad_output": weights_only(cap.get("grad_output"), "grad_output", left_out),
+        "grad_output_at": cap.get("grad_output_at"),  # (which of the model's outputs it is the gradient of)
+        "outputs_direct": list(cap.get("outputs_direct") or []),  # (those the loss reached: two, a partial backward)
         "rng": {"cpu": rng.get("cpu"), "cuda": list(rng.get("cuda") or [])},
         "sample_indices": weights_only(cap.get("sample_indices"), "sample_indices", left_out),
     }
@@ -275,6 +298,7 @@ def write(directory: Path, name: str, root: torch.nn.Module, cap: dict[str, Any]
         "parameters": which, "sharded": sharded, "device": str(first.device) if first is not None else "cpu",
         "output_finite": extra.get("output_finite"), "kernels": kernels_json(cap.get("kernels")),
         "history": list(extra.get("history") or [])[-HISTORY:], "model": model_source(root, extra.get("argv") or []),
+        "modules": _tree(root), "called_from": called_from(cap.get("called_from")),
         "argv": list(extra.get("argv") or []), "left_out": left_out,
         "versions": {"torch": torch.__version__, "stepdbg": __version__, "python": platform.python_version()},
     }
@@ -294,6 +318,7 @@ def read(path: Path) -> tuple[dict[str, Any], dict[str, Any]]:
     if not path.is_dir() or not os.path.lexists(meta_path) or not os.path.lexists(tensors_path):
         raise BundleError(f"{path} is not an evidence bundle (it needs meta.json and tensors.pt)")
     meta = bundle_check.meta(meta_path, bundle_check.read_capped(meta_path, META_CAP))
+    meta["modules"] = module_tree.checked(meta_path, meta.get("modules"))
     try:
         with bundle_check.opened(tensors_path) as f:  # (read, not mapped: a file cut short under a map is SIGBUS)
             data = torch.load(f, map_location="cpu", weights_only=True)

@@ -154,7 +154,18 @@ def meta(path: Path, raw: bytes) -> dict[str, Any]:
     versions = _need(path, obj, "versions", dict, "an object") or {}
     obj["versions"] = {k: shown(str(versions.get(k, "?"))[:64]) for k in ("torch", "stepdbg", "python")}
     obj["kernels"] = _kernels(path, obj.get("kernels"))
+    obj["called_from"] = _site(path, obj.get("called_from"))
     return obj
+
+
+def _site(path: Path, site: Any) -> tuple[str, int, str, str] | None:
+    """The user's line that called the model: [file, line, function, code] (shown, never read)."""
+    if site is None:
+        return None
+    if not (isinstance(site, list) and len(site) == 4 and all(isinstance(v, str) for v in (site[0], site[2], site[3]))
+            and type(site[1]) is int and 0 < site[1] < 10 ** 7 and len(site[0]) <= 4096):
+        raise _bad(path, "called_from", "[file, line, function, code]")
+    return shown(site[0]), site[1], shown(site[2][:200]), shown(site[3][:500])
 
 
 def _break(path: Path, brk: dict[str, Any]) -> None:
@@ -246,7 +257,23 @@ def tensors(path: Path, data: Any) -> dict[str, Any]:
     for key in ("args", "kwargs", "batch", "grad_output", "sample_indices"):
         data.setdefault(key, None)
     data["sample_indices"] = _indices(path, data["sample_indices"])
+    data["grad_output_at"] = _output_index(path, data.get("grad_output_at"))
+    data["outputs_direct"] = _output_indices(path, data.get("outputs_direct") or [])
     return data
+
+
+def _output_index(path: Path, at: Any) -> int | None:
+    """Which of the model's outputs grad_output is the gradient of (None: the first)."""
+    if at is not None and not (type(at) is int and 0 <= at < 64):
+        raise _bad(path, "grad_output_at", "the index of one of the model's outputs")
+    return at
+
+
+def _output_indices(path: Path, direct: Any) -> list[int | None]:
+    """The model's outputs the loss reached directly (two or more: a partial backward)."""
+    if not isinstance(direct, list) or len(direct) > 64:
+        raise _bad(path, "outputs_direct", "a list of the model's outputs")
+    return [_output_index(path, i) for i in direct]
 
 
 def _indices(path: Path, value: Any) -> list[Any] | None:

@@ -33,7 +33,7 @@ from typing import Any
 import torch
 
 from stepdbg.agent.measure.frames import ModelCaller
-from stepdbg.agent.replay import bundle, bundle_check, model_code
+from stepdbg.agent.replay import bundle, bundle_check, model_code, module_tree
 from stepdbg.agent.replay.bundle import BundleError
 from stepdbg.agent.replay.model_code import FACTORY_HINT, SOURCE_CAP
 from stepdbg.agent.replay.replay import replay_inputs, replay_step, replay_words
@@ -127,17 +127,28 @@ def captured(meta: dict[str, Any], data: dict[str, Any], device: str | None
         raise BundleError("--device cuda: no CUDA device here")
     rng = {"cpu": data["rng"]["cpu"], **({"cuda": data["rng"]["cuda"]} if dev.type == "cuda" and data["rng"]["cuda"] else {})}
     cap = {"step": meta.get("step"), "args": _to(data["args"], dev), "kwargs": _to(data["kwargs"] or {}, dev),
-           "batch": _to(data["batch"], dev), "grad_output": _to(data["grad_output"], dev), "rng": rng,
+           "batch": _to(data["batch"], dev), "grad_output": _to(data["grad_output"], dev),
+           "grad_output_at": data.get("grad_output_at"), "outputs_direct": data.get("outputs_direct"), "rng": rng,
            "buffers": _to(data["buffers"], dev), "sample_indices": data.get("sample_indices"),
-           "kernels": bundle.kernels_from_json(meta.get("kernels")), "output_finite": meta.get("output_finite")}
+           "kernels": bundle.kernels_from_json(meta.get("kernels")), "output_finite": meta.get("output_finite"),
+           "called_from": meta.get("called_from")}
     return cap, ran_on, dev
 
 
 def rebuilt(meta: dict[str, Any], data: dict[str, Any], spec: str | None, path: Path,
             dev: torch.device) -> torch.nn.Module:
     """The model built from its code (build_model) with the bundle's parameters and buffers."""
-    model = build_model(meta, spec, path)
-    _load_state(model, data["parameters"], data["buffers"])
+    tree, rec = meta.get("modules"), meta.get("model") or {}
+    if spec is None and tree is not None and module_tree.torch_class(str(rec.get("module")), str(rec.get("qualname"))):
+        # torch's own modules, built in the script (nn.Sequential(...)): no class of the user's to build
+        model = module_tree.build(tree, data["parameters"], data["buffers"], FACTORY_HINT)
+        _load_state(model, data["parameters"], data["buffers"])
+        print(f"stepdbg replay: the model: torch's {rec['qualname']} holding {len(tree['modules']) - 1} modules, rebuilt from "
+              "the bundle's record of them (torch.nn's classes; no code of the bundle's runs)", file=sys.stderr, flush=True)
+    else:
+        model = build_model(meta, spec, path)
+        module_tree.restore(model, tree)  # its flags as at the break (a flag the loop set), not the constructor's
+        _load_state(model, data["parameters"], data["buffers"])
     return model.to(dev)
 
 

@@ -25,9 +25,7 @@ with the same source line.
 
 from __future__ import annotations
 
-import linecache
 import math
-import os
 import sys
 import weakref
 from collections.abc import Iterator
@@ -36,7 +34,7 @@ from typing import Any
 import torch
 from torch.overrides import TorchFunctionMode
 
-from stepdbg.agent.measure.frames import user_frame, where_of
+from stepdbg.agent.measure.frames import site_where, user_frame, where_of
 from stepdbg.agent.measure.tensors import all_finite, readable, tensors_in
 from stepdbg.agent.step.hooks import own_id
 
@@ -131,7 +129,7 @@ class Provenance(TorchFunctionMode):
     """Tracks where each non-finite value came from during a replayed forward."""
 
     def __init__(self, modules: ModuleStack, names: dict[int, str],
-                 called_at: tuple[str, int, str] | None = None) -> None:
+                 called_at: tuple[Any, ...] | None = None) -> None:
         super().__init__()
         self.modules = modules
         self.names = names  # id(parameter or buffer) -> its name
@@ -156,10 +154,8 @@ class Provenance(TorchFunctionMode):
 
     def _where(self, frame: Any) -> dict[str, Any]:
         """File, line, function and code of an op run in `frame`, the innermost user frame."""
-        if self.called_at is not None and (frame is None or id(frame) in self._outer):
-            file, line, function = self.called_at
-            return {"file": os.path.abspath(file), "line": line, "function": function,
-                    "code": linecache.getline(file, line).strip()}
+        if frame is None or id(frame) in self._outer:  # (a frame around the replay is no line of the forward)
+            return site_where(self.called_at) if self.called_at is not None else {}
         return where_of(frame) or {}
 
     def state(self, t: torch.Tensor) -> tuple[int, int | None]:

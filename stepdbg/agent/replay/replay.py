@@ -24,9 +24,7 @@ state and train/eval modes are as they were when the replay returns.
 from __future__ import annotations
 
 import itertools
-import linecache
 import math
-import os
 import re
 import time
 from collections.abc import Callable
@@ -35,16 +33,19 @@ from typing import Any
 
 import torch
 
-from stepdbg.agent.measure import warning_filters
-from stepdbg.agent.measure.frames import variable_holding, where_of
-from stepdbg.agent.measure.tensors import as_float, sharded_across_ranks
-from stepdbg.agent.measure.tensors import first_tensor as _first_tensor
+from stepdbg.agent.measure import rank_origin, warning_filters
+from stepdbg.agent.measure.frames import only_argument, site_where, variable_holding, where_of
+from stepdbg.agent.measure.tensors import as_float, output_at, sharded_across_ranks
+from stepdbg.agent.replay import grad_paths
 from stepdbg.agent.replay.advice import advise
 from stepdbg.agent.replay.autograd_graph import (
     finite,
     graph_nodes,
     hook_nodes,
+    loss_names,
     made_by,
+    no_gradient_words,
+    outputs_beside,
     search_loss_graph,
     user_trace,
 )
@@ -57,20 +58,24 @@ from stepdbg.agent.replay.rerun import (
     shown_origin,
 )
 from stepdbg.agent.replay.upstream import born_in_program, born_upstream, fed_words
-from stepdbg.agent.replay.verdict import CLIP_OVERFLOWED, REPRODUCED, judge
+from stepdbg.agent.replay.verdict import CLIP_OVERFLOWED, REPRODUCED, judge, many_ranks
+from stepdbg.agent.step import backward_capture
 from stepdbg.agent.step.step_model import StepModel
 
 
 def replay_step(model: StepModel, brk: Any = None, frame: FrameType | None = None,
-                together: Callable[[], str | None] | None = None) -> dict[str, Any]:
+                together: Callable[[], str | None] | None = None,
+                agree: Callable[[bool], bool] | None = None) -> dict[str, Any]:
     """Replay the captured step of the break `brk` (paused in the user's `frame`); return a
     plain-data report (the `replay` event body). The provenance rules are in provenance.py.
 
     A sharded model's forward gathers its parameters from every rank: it is replayed only
     when `together()` says every rank joined (None), each rank running its own step's
-    forward at the same pause, so that the collectives match; forward only, without
-    gradients (its backward would reduce-scatter into the real gradients)."""
+    forward at the same pause, so that the collectives match; then its backward, to the
+    gradients of the parameters it gathered (torch.autograd.grad: the real, sharded
+    gradients are untouched), only where `agree(ready)` says every rank can run it."""
     cap = model.capture
+    backward_capture.settle(cap)  # (of several outputs, the one the backward starts from)
     root, args = eager_root(model), cap.get("args")
     result: dict[str, Any] = {"step": cap.get("step", model.step), "phase": brk.phase if brk else None,
                               "first_nonfinite": None}
@@ -98,13 +103,24 @@ def replay_step(model: StepModel, brk: Any = None, frame: FrameType | None = Non
     original_finite = finite(original) if original is not None else cap.get("output_finite")
     if first is None:
         first = _replayed(model, root, args, kwargs, cap, brk, frame, result, notes, original_finite,
-                          forward_only=shards is not None)
+                          agree=(agree or (lambda ready: False)) if shards is not None else None)
+        _judged_together(shards is not None and agree is not None, agree, first, result["step"])
     result["first_nonfinite"], result["micro_batches"] = first, getattr(getattr(model, "current", None), "forwards", 1)
     clip = getattr(getattr(model, "current", None), "clip_norm", None)  # (what clip_grad_norm_ returned this step)
     result["clip_norm"] = as_float(clip) if clip is not None else None
+    if first is None and result.get("backward_replayed") and result.get("replayed_output_finite") \
+            and not many_ranks(brk):  # (another rank's NaN, all-reduced, fills every gradient too)
+        origin = grad_paths.explain(root, model.root_name(root, frame), cap, model.caller.frame or frame, clip, frame)
+        if origin == grad_paths.CUT:
+            notes.append(f"the loss's graph is larger than {grad_paths.MOST_NODES:,} nodes: its paths into the "
+                         "parameters were not read")
+            result["graph_cut"] = True
+        elif origin is not None:
+            result["grad_origin"] = origin
     judge(result, brk, list(model.history), list(root.parameters()), original_finite)
     result["advice"] = advise(first, model.history, list(root.parameters()), optimizer=bool(model.optimizers),
-                              clip_overflowed=str(result.get("verdict", "")).startswith(CLIP_OVERFLOWED[:40]))
+                              clip_overflowed=str(result.get("verdict", "")).startswith(CLIP_OVERFLOWED[:40])) \
+        or result.get("grad_origin", {}).get("advice")
     result["seconds"] = round(time.perf_counter() - t0, 4)
     if notes:
         result["notes"] = notes
@@ -142,23 +158,26 @@ def _input_born(cap: dict[str, Any], args: Any, kwargs: Any, frame: FrameType | 
         return None
     held = dict(named)[bad["tensor"]]
     own = variable_holding(held, frame)
+    if own is None and bad["tensor"] == "batch" and cap.get("called_from"):  # (a bundle's: no frame, the call's code)
+        own = only_argument(site_where(cap["called_from"])["code"])
     if own is not None:
         bad["tensor"], bad["as"] = own, bad["tensor"]
     indices = cap.get("sample_indices")
     if isinstance(indices, list) and bad["index"] and bad["shape"] and bad["shape"][0] == len(indices):
         bad["sample"] = indices[bad["index"][0]]  # the dataset index of the bad row (a map-style dataset)
     site = cap.get("called_from")
-    where = ({"file": os.path.abspath(site[0]), "line": site[1], "function": site[2],
-              "code": linecache.getline(site[0], site[1]).strip()} if site else where_of(frame))
+    where = site_where(site) if site else where_of(frame)
     return {"where": "input", "module": None, "module_type": None, "op": None, **bad, **(where or {})}
 
 
 def _replayed(model: StepModel, root: torch.nn.Module, args: Any, kwargs: Any, cap: dict[str, Any], brk: Any,  # noqa: C901 - the replay's stages in order (forward, loss, backward), each with its own way to find the producer
               frame: FrameType | None, result: dict[str, Any], notes: list[str],
-              original_finite: bool | None, forward_only: bool = False) -> dict[str, Any] | None:
+              original_finite: bool | None, agree: Callable[[bool], bool] | None = None) -> dict[str, Any] | None:
     """Forward under Provenance; then the targets, the backward, the loss graph. A forward
     that fails blames nothing; the loss graph is searched only when the step's own output
-    was finite (a non-finite output the replay does not make again is not the loss's)."""
+    was finite (a non-finite output the replay does not make again is not the loss's).
+    `agree`: a sharded model's, every rank replaying together: asked once on every path
+    whether this rank can replay the backward; it runs where every rank can."""
     prefix = model.root_name(root, frame)  # (a GAN's netG: two models' modules are told apart)
     names = {id(t): ".".join(filter(None, (prefix, n)))
              for n, t in itertools.chain(root.named_parameters(), root.named_buffers())}
@@ -168,8 +187,8 @@ def _replayed(model: StepModel, root: torch.nn.Module, args: Any, kwargs: Any, c
     with preserved_state(model), warning_filters.recorded() as caught:
         restore_step_start(cap)
         out = None
-        grad = torch.no_grad() if forward_only else torch.enable_grad()
-        with grad, torch.autograd.detect_anomaly(check_nan=False):
+        grad_out = None  # (set where this rank can replay the backward)
+        with torch.enable_grad(), torch.autograd.detect_anomaly(check_nan=False):
             try:
                 with modules, prov:
                     out = run_root(root, cap)
@@ -177,13 +196,13 @@ def _replayed(model: StepModel, root: torch.nn.Module, args: Any, kwargs: Any, c
                 result["forward_error"] = _forward_error(e, root)
             result["ops_seen"] = prov.ops
             if "forward_error" in result:
+                if agree is not None:
+                    agree(False)
                 return None  # (what it saw before failing is not the step's: nothing is blamed)
             first = shown_origin(prov.producer_of(out))
-            out_t = _first_tensor(out)
+            out_t = output_at(out, cap.get("grad_output_at"))  # (the output the loss reached: (features, logits))
             result["replayed_output_finite"] = finite(out)
-            if forward_only:
-                notes.append("every rank ran its forward together (a sharded model); the backward is not replayed")
-            elif first is None and out_t is not None and finite(out):
+            if first is None and out_t is not None and finite(out):
                 loss = cap.get("loss")
                 targets = _nonfinite_target(loss, out_t) if loss is not None else None
                 if targets is not None:
@@ -193,21 +212,46 @@ def _replayed(model: StepModel, root: torch.nn.Module, args: Any, kwargs: Any, c
                     grad_out = cap.get("grad_output")
                     if grad_out is None and brk is not None and brk.phase in ("after_backward", "before_optimizer_step",
                                                                               "after_optimizer_step"):
-                        notes.append("backward not replayed: no gradient was captured at the model output "
-                                     "(arm replay with --on-break replay or from a front end)")
+                        notes.append(no_gradient_words(cap))
                     elif grad_out is None:
                         pass  # before the real backward there is no gradient to replay
-                    elif not finite(grad_out):
+                    elif beside := outputs_beside(cap):
+                        result["backward_partial"] = True
+                        notes.append(f"the loss reached the model's outputs {' and '.join(map(str, beside))}: "
+                                     f"the backward is replayed from output {cap.get('grad_output_at')}'s gradient only")
+                    if grad_out is not None and not finite(grad_out):
                         notes.append("the gradient reaching the model output is non-finite: it was born in the loss")
-                    else:
-                        params = [p for p in root.parameters() if p.requires_grad]
-                        first = _replay_backward(out_t, grad_out, params, prov, result)
-                        result["backward_replayed"] = "error" not in result
-        if first is None and original_finite is not False and not forward_only:
+                        grad_out = None
+            if _agreed(agree, grad_out is not None and first is None and out_t is not None, notes):
+                params = [p for p in root.parameters() if p.requires_grad] if agree is None else None
+                first = _replay_backward(out_t, grad_out, params, prov, result)
+                result["backward_replayed"] = "error" not in result
+        if first is None and original_finite is not False and agree is None:
             first = _in_loss_graph(model, cap, brk, frame, notes)
         result["anomaly_warnings"] = [str(w.message).splitlines()[0] for w in caught
                                       if "Error detected" in str(w.message)][:5]
     return first
+
+
+def _judged_together(together: bool, agree: Callable[[bool], bool] | None, first: Any, step: Any) -> None:
+    """Ranks replaying together: every rank's finding is in the store (rank_origin) before
+    any of them judges where the value came from (a barrier: agree, all ready)."""
+    if together and agree is not None:
+        if first is not None:
+            rank_origin.publish(step)
+        agree(True)
+
+
+def _agreed(agree: Callable[[bool], bool] | None, ready: bool, notes: list[str]) -> bool:
+    """Whether to replay the backward: where this rank is `ready`; a sharded model's, where
+    every rank is (ranks.agree: every rank runs it, or none, so no collective waits)."""
+    if agree is None:
+        return ready
+    go = agree(ready)
+    notes.append("every rank ran its forward and backward together (a sharded model)" if go else
+                 "every rank ran its forward together (a sharded model); the backward is not replayed"
+                 + (": another rank could not" if ready else ""))
+    return go
 
 
 def _forward_error(e: Exception, root: torch.nn.Module) -> str:  # (what the replay's own forward raised)
@@ -264,6 +308,12 @@ def _summary(result: dict[str, Any], notes: list[str]) -> str:
                 f"{first['tensor']} already holds {first['count']} non-finite "
                 f"value{'s' if first['count'] != 1 else ''}, the first at "
                 f"{first['index']}{sample}{fed_words(first)}")
+    if first and first.get("written_after"):
+        where = f"{first.get('file')}:{first.get('line')}" if first.get("line") else "an unknown line"
+        return (f"{first['op']} in the program's own code wrote {first.get('tensor')}'s non-finite values after "
+                f"{first['written_after']} made them, at {where}: {first.get('tensor')} holds "
+                f"{first['written_after']}'s output's memory, and {first['written_after']}'s forward, replayed from "
+                "the same state, makes it finite; not the data")
     if first and first["where"] == "program":
         where = f"{first.get('file')}:{first.get('line')}" if first.get("line") else "an unknown line"
         return (f"{first['op']} in the program's own code produced the first non-finite value, at {where}: "
@@ -275,8 +325,11 @@ def _summary(result: dict[str, Any], notes: list[str]) -> str:
         where = f"{first.get('file')}:{first.get('line')}" if first.get("line") else "an unknown line"
         module = first.get("module") or "the loss computation"
         mtype = f" ({first['module_type']})" if first.get("module_type") and first["module_type"] != module else ""
-        op = f"{first['loss_fn']} ({first['op']})" if first.get("loss_fn") else first["op"]
+        op = f"{first['op']} ({first['node']})" if first["where"] in ("backward", "loss") and first.get("node") \
+            else first["op"]
         return f"{op} in {module}{mtype} produced the first non-finite value ({first['where']}), at {where}{fed_words(first)}"
+    if "grad_origin" in result:
+        return result["grad_origin"]["summary"]
     if "failing_op" in result:
         f = result["failing_op"]
         return (f"backward failed in {f['op']}, whose forward ran in {f.get('module') or '?'} "
@@ -288,11 +341,14 @@ def _summary(result: dict[str, Any], notes: list[str]) -> str:
     return "the replay produced no non-finite value" + (f" ({'; '.join(notes)})" if notes else "")
 
 
-def _replay_backward(out_t: torch.Tensor, grad_out: torch.Tensor, params: list[torch.Tensor],
+def _replay_backward(out_t: torch.Tensor, grad_out: torch.Tensor, params: list[torch.Tensor] | None,
                      prov: Provenance, result: dict[str, Any]) -> dict[str, Any] | None:
     """The first graph node with finite incoming and non-finite outgoing gradients, on the
-    module instance whose forward made it."""
+    module instance whose forward made it. `params` None: the graph's leaves (a sharded
+    model's gathered parameters, which its parameters() are not)."""
     nodes = graph_nodes(out_t.grad_fn)
+    if params is None:
+        params = [n.variable for n in nodes if isinstance(getattr(n, "variable", None), torch.Tensor)]
     handles, found = hook_nodes(nodes)
     try:
         with warning_filters.recorded() as caught:
@@ -311,7 +367,9 @@ def _replay_backward(out_t: torch.Tensor, grad_out: torch.Tensor, params: list[t
     if not found:
         return None
     node = found[0]["node"]
-    return {"where": "backward", "op": found[0]["name"], **made_by(node, prov, None),
+    # `op` as the program calls it (sqrt), as for an op of the forward; `node`: its backward (SqrtBackward0)
+    return {"where": "backward", "op": loss_names(found[0]["name"], None)[0], "node": found[0]["name"],
+            **made_by(node, prov, None),
             "forward_trace": user_trace(node.metadata.get("traceback_"))}
 
 
@@ -333,7 +391,7 @@ def replay_twice(model: StepModel, before_each: Any = None) -> tuple[dict[str, A
                 before_each()
             restore_step_start(cap)
             with torch.enable_grad():
-                out = _first_tensor(run_root(root, cap))
+                out = output_at(run_root(root, cap), cap.get("grad_output_at"))
                 grads: list[torch.Tensor] = []
                 g_out = cap.get("grad_output")
                 if out is not None and out.grad_fn is not None and g_out is not None and g_out.shape == out.shape:

@@ -14,6 +14,7 @@ op of its graph that made the value is named (born_in_program).
 from __future__ import annotations
 
 import itertools
+import re
 import weakref
 from types import FrameType
 from typing import Any
@@ -22,7 +23,8 @@ import torch
 
 from stepdbg.agent.measure import warning_filters
 from stepdbg.agent.measure.tensors import set_rng_state
-from stepdbg.agent.replay.autograd_graph import search_input_graph
+from stepdbg.agent.replay.advice import GUARDS
+from stepdbg.agent.replay.autograd_graph import guess_line, search_input_graph
 from stepdbg.agent.replay.provenance import ModuleStack, Provenance, named_tensors
 from stepdbg.agent.replay.rerun import preserved_state, run_root, shown_origin
 from stepdbg.agent.step.upstream import record_feeds
@@ -39,9 +41,14 @@ def born_upstream(model: Any, cap: dict[str, Any], first: dict[str, Any] | None,
     if first is None or first.get("where") != "input" or depth >= DEPTH:
         return first
     held = _held(cap, first)
+    fed_root = cap.get("root")
+    fed = fed_root() if isinstance(fed_root, weakref.ReferenceType) else None
+    into = (model.root_name(_eager(fed), frame) or type(_eager(fed)).__name__) if fed is not None else None
+    written = None  # the model whose output's memory the input holds, though its forward makes it finite
     for record in list((cap.get("upstream") or {}).values()):
         root = record["root"]() if isinstance(record.get("root"), weakref.ReferenceType) else None
-        if not isinstance(held, torch.Tensor) or root is None or not record_feeds(record, held):
+        kind = record_feeds(record, held) if isinstance(held, torch.Tensor) and root is not None else None
+        if kind is None:
             continue
         root = _eager(root)
         name = model.root_name(root, frame) or type(root).__name__
@@ -50,14 +57,41 @@ def born_upstream(model: Any, cap: dict[str, Any], first: dict[str, Any] | None,
             origin = born_upstream(model, record, origin, frame, input_born, depth + 1)
         else:
             origin = _forward_producer(model, root, record, name)
-        if origin is None:
-            continue  # (that model's forward, replayed, stays finite: another model's may not, else the input)
-        fed_root = cap.get("root")
-        fed = fed_root() if isinstance(fed_root, weakref.ReferenceType) else None
-        origin["fed"] = {"model": name, "into": (model.root_name(_eager(fed), frame) if fed is not None else None)
-                         or (type(fed).__name__ if fed is not None else None), "as": first.get("tensor")}
+        if origin is None:  # (that model's forward, replayed, stays finite: another model's may not, else the input)
+            if kind == "storage" or held.grad_fn is None and _same_memory(held, record):
+                written = written or name
+            continue
+        origin["fed"] = {"model": name, "into": into, "as": first.get("tensor")}
         return origin
-    return first
+    return _written_after(first, written, into, frame) if written else first
+
+
+def _same_memory(held: torch.Tensor, record: dict[str, Any]) -> bool:
+    out = record["output"]() if isinstance(record.get("output"), weakref.ReferenceType) else None
+    try:
+        return isinstance(out, torch.Tensor) and held.untyped_storage().data_ptr() == out.untyped_storage().data_ptr()
+    except RuntimeError:
+        return False
+
+
+def _written_after(first: dict[str, Any], model_name: str, into: str | None, frame: FrameType | None) -> dict[str, Any]:
+    """The input holds `model_name`'s output's memory, whose forward, replayed, makes it
+    finite: the program wrote its values after that model made them (an in-place op on it:
+    `fake.log_()`), named at the paused function's only line writing the variable in place."""
+    var = str(first.get("tensor") or "")
+    where: dict[str, Any] = {}
+    if var.isidentifier():
+        v = re.escape(var)
+        domain = "|".join(GUARDS)  # (a log_ or sqrt_ of it first: the write most likely to make a NaN)
+        for writes in (rf"\b{v}\b(?:\.\w+\([^)]*\))*\.(?:{domain})_\(",
+                       rf"\b{v}\s*\[[^\]]*\]\s*=(?!=)|\b{v}\b(?:\.\w+\([^)]*\))*\.\w+_\(|\b{v}\s*[-+*/]="):
+            where = guess_line(set(), frame, pattern=re.compile(writes), unique=True)
+            if where.get("line"):
+                break
+    ops = re.findall(r"\.(\w+)_\(", where.get("code") or "") if where.get("line") else []
+    op = next((o for o in ops if o in GUARDS), ops[-1] + "_" if ops else "an in-place write")
+    return {"where": "program", "module": None, "module_type": None, "op": op, "written_after": model_name,
+            "tensor": var, "count": first.get("count"), "into": into, **where}
 
 
 def born_in_program(model: Any, cap: dict[str, Any], first: dict[str, Any] | None,

@@ -64,6 +64,11 @@ def judge(result: dict[str, Any], brk: Any, history: list[dict[str, Any]], param
         result["verdict"] = (f"this rank's own step made no non-finite value: the break is rank {other}'s, whose "
                              "replay says where the value is born")
         return
+    if result.get("backward_partial"):  # (the loss reached two of the model's outputs: one's part was replayed)
+        result["reproduced"] = None
+        result["verdict"] = ("could not tell: the loss reached several of the model's outputs and the backward was "
+                             "replayed from one's gradient; a value born on another's path is not replayed")
+        return
     result["reproduced"], result["verdict"] = _replayed_finite(result, brk, original_output_finite)
     if result["verdict"] == FROM_ANOTHER_RANK:
         source = _born_on(result.get("step"), brk)
@@ -88,13 +93,20 @@ def _replayed_finite(result: dict[str, Any], brk: Any, original_output_finite: b
     clip = result.get("clip_norm")
     if result.get("backward_replayed") and replayed_finite and clip == math.inf:  # (a NaN norm: a NaN gradient)
         return None, CLIP_OVERFLOWED.format(norm=clip)  # (clipping made it: not the hardware's)
+    if result.get("backward_replayed") and replayed_finite and many_ranks(brk):
+        return None, FROM_ANOTHER_RANK
+    if result.get("grad_origin"):  # (grad_paths.py: the program's own code made them, not the device)
+        return None, result["grad_origin"]["verdict"]
+    if result.get("graph_cut"):
+        return None, ("could not tell: the model's backward, replayed, is finite, and the loss's graph was too large "
+                      "to read whether another of its paths into the parameters made them")
     if result.get("backward_replayed") and replayed_finite:
-        return (None, FROM_ANOTHER_RANK) if _many_ranks(brk) else (False, TRANSIENT)
+        return False, TRANSIENT
     return None, ("could not tell: the replay did not run the stage where the value appeared (no gradient was "
                   "captured at the model output for its backward)")
 
 
-def _many_ranks(brk: Any) -> bool:
+def many_ranks(brk: Any) -> bool:
     """A job of several ranks, whose gradients are reduced across them (DDP, FSDP): this
     one, or, replayed from a bundle, the job that saved it (its break's `world`)."""
     world = (getattr(brk, "details", None) or {}).get("world")

@@ -77,10 +77,10 @@ class Handlers:
         self.s.controls.next_step(self.s.step)
 
     def op_pause_at(self, n: int) -> None:
-        self.s.controls.pause_at(n, self.s.step)
+        _refused_as_bad_args(lambda: self.s.controls.pause_at(n, self.s.step))  # (a step passed: words)
 
     def op_run_to_step(self, n: int) -> None:
-        self.s.controls.run_to_step(n, self.s.step)
+        _refused_as_bad_args(lambda: self.s.controls.run_to_step(n, self.s.step))  # (a step not ahead: words)
 
     def op_end(self) -> None:
         self.s.end_job()

@@ -29,40 +29,105 @@ from stepdbg.agent.measure import tensors
 from stepdbg.agent.step import micro_batches
 from stepdbg.agent.step.hooks import own_id
 
+GRAD_OUTPUTS = tensors.MAX_OUTPUTS  # a model's tensor outputs whose gradient is watched ((features, logits), aux)
+WALK_CAP = 200_000  # autograd nodes walked to tell whether one output is made of another
+
 
 def keep_output_grad(cap: dict[str, Any], output: Any) -> None:
     """The gradient that reaches the model's `output` in the backward, kept in `cap` (the
-    capture) for the replay's backward: one output-sized tensor. Only this forward's: the
-    hook of an earlier forward (a GAN's netG, whose output netD's backward reaches after the
-    capture moved to netD; a micro-batch before the last) is removed and writes nothing, and
-    a leaf output (a parameter the model returns every step) holds one hook, not one a step."""
+    capture) for the replay's backward: one output-sized tensor. A model that returns
+    several tensors ((features, logits), (logits, aux)) has each one's kept in
+    `outputs_reached` ({index: (gradient, node, output_nr)}), and `settle` picks the one the
+    replay starts from. Only this forward's: the hooks of an earlier forward (a GAN's netG,
+    whose output netD's backward reaches after the capture moved to netD; a micro-batch
+    before the last) are removed and write nothing, and a leaf output (a parameter the model
+    returns every step) holds one hook, not one a step."""
     old = cap.pop("grad_hook", None)
     if old is not None:
-        old[1].remove()
-    cap["grad_output"] = None  # (until this forward's backward: another forward's is not its gradient)
-    out = tensors.first_tensor(output)
-    if out is None or not out.requires_grad:
-        return
-    token = object()
+        for handle in old[1]:
+            handle.remove()
+    # (until this forward's backward: another forward's is not its gradient)
+    cap["grad_output"] = cap["output_node"] = cap["grad_output_at"] = None
+    cap["outputs_reached"], cap["outputs_direct"] = {}, []
+    token, handles = object(), []
+    for i, out in enumerate(tensors.tensors_in(output)):
+        if i >= tensors.MAX_OUTPUTS or len(handles) >= GRAD_OUTPUTS:
+            break
+        if out.requires_grad:
+            handles.append(_watch(cap, token, i, out))
+    cap["outputs_watched"] = len(handles)
+    if handles:
+        cap["grad_hook"] = (token, handles)
+
+
+def _watch(cap: dict[str, Any], token: object, i: int, out: torch.Tensor) -> Any:
     node, nr = out.grad_fn, out.output_nr
     if node is None:  # (a leaf: the model returned a parameter)
         def keep_grad(g: torch.Tensor) -> None:
-            if _mine(cap, token):
-                cap["grad_output"] = g.detach()
+            _keep(cap, token, i, g, None, 0)
 
-        cap["grad_hook"] = (token, own_id(out.register_hook(keep_grad)))
-        return
+        return own_id(out.register_hook(keep_grad))
 
     def keep_grads(grads: tuple[torch.Tensor | None, ...]) -> None:
-        if _mine(cap, token):
-            g = grads[nr] if nr < len(grads) else None
-            cap["grad_output"] = g.detach() if g is not None else None
+        _keep(cap, token, i, grads[nr] if nr < len(grads) else None, node, nr)
 
     # On the node that made the output (the same gradient, after the program's own tensor
     # hooks), removed when the next forward is captured. Measured on a quiet CPU (0.32 ms
     # toy step): this hook is 20-30 us of the 50 us that arming costs a step, no cheaper
     # than a tensor hook; the same hook outside a session costs 4 us.
-    cap["grad_hook"] = (token, own_id(node.register_prehook(keep_grads)))
+    return own_id(node.register_prehook(keep_grads))
+
+
+def _keep(cap: dict[str, Any], token: object, i: int, g: torch.Tensor | None, node: Any, nr: int) -> None:
+    if g is None or not _mine(cap, token) or i in cap["outputs_reached"]:  # (a backward run twice: once)
+        return
+    cap["outputs_reached"][i] = (g.detach(), node, nr)
+    if len(cap["outputs_reached"]) == 1:  # (the first output's, a returned parameter's too: settle chooses among several)
+        cap["grad_output"], cap["grad_output_at"], cap["output_node"] = g.detach(), i, node
+
+
+def settle(cap: dict[str, Any]) -> None:
+    """Of several outputs that got a gradient, the one the replay's backward starts from:
+    among those the loss's graph reaches directly (not through another output: of
+    (features, logits) with the loss on the logits, logits), one that is not made of
+    another of them and is not a parameter, the first. Two reached directly (an aux loss
+    beside the main one) are named in `outputs_direct`: the replay then runs one's part
+    of the backward only. Called where the capture is read (a replay, a bundle)."""
+    reached = cap.get("outputs_reached") or {}
+    if len(reached) < 2:
+        return
+    edges = {(id(node), nr): i for i, (_, node, nr) in reached.items() if node is not None}
+    loss = cap.get("loss")
+    direct = set(edges.values())
+    if isinstance(loss, torch.Tensor) and (id(loss.grad_fn), loss.output_nr) in edges:
+        direct = {edges[(id(loss.grad_fn), loss.output_nr)]}  # (the model returned its loss: HF with labels)
+    elif isinstance(loss, torch.Tensor) and loss.grad_fn is not None:
+        direct = set()
+        for n in _walk(loss.grad_fn, {key[0] for key in edges}):
+            direct.update(edges[(id(fn), k)] for fn, k in n.next_functions if (id(fn), k) in edges)
+    below = {i: {id(n) for n in _walk(reached[i][1], set())[1:]} for i in direct}  # (the nodes it is made of)
+    tops = sorted(i for i in direct if not any(j != i and id(reached[i][1]) in below[j] for j in direct))
+    # one whose gradient the loss made non-finite first: the replay then says the value was born in the loss
+    tops.sort(key=lambda i: bool(torch.isfinite(reached[i][0]).all()))
+    chosen = tops[0] if tops else min(direct) if direct else None
+    cap["outputs_direct"] = sorted(direct)
+    if chosen is not None:
+        g, node, _ = reached[chosen]
+        cap["grad_output"], cap["grad_output_at"], cap["output_node"] = g, chosen, node
+
+
+def _walk(root: Any, stop: set[int]) -> list[Any]:
+    """The autograd nodes reachable from `root`, not past `stop` (at most WALK_CAP)."""
+    seen, out, todo = set(), [], [root]
+    while todo and len(out) < WALK_CAP:
+        n = todo.pop()
+        if n is None or id(n) in seen:
+            continue
+        seen.add(id(n))
+        out.append(n)
+        if id(n) not in stop:
+            todo.extend(fn for fn, _ in n.next_functions)
+    return out
 
 
 def _mine(cap: dict[str, Any], token: object) -> bool:

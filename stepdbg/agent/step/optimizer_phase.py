@@ -73,6 +73,16 @@ class OptimizerPhase:
         m.pause_point("before_optimizer_step")
         m.listener.update_starts(opt)
 
+    def clip_refused(self) -> None:
+        """clip_grad_norm_(..., error_if_nonfinite=True) is raising: the gradients' norm is
+        not finite, and the program stops here. The update's checks run first, as they
+        would have at the update that never comes (a break on nan, with its replay)."""
+        m = self.m
+        st = m.current or m.ensure_step()
+        st.grad_norm = host_reads.read_pending(st, m.grad_norm_on_device(m.params_of_step()))
+        m.pause_point("before_optimizer_step")
+        st.update_refused = True  # (a program that goes on starts its next step with its next forward)
+
     def _skip_on_device(self, st: Any, opt: torch.optim.Optimizer, norm: Any) -> bool:
         """--skip-on-device (device_skip.py): the update decided on the device, where the
         optimizer takes found_inf and the conditions read nothing else before the update."""

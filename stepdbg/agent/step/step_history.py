@@ -45,6 +45,12 @@ class StepHistory(deque):  # type: ignore[type-arg]  # (deque[dict[str, Any]]: a
         self._kept = False
 
     @property
+    def lr_seen(self) -> bool:
+        """An optimizer's learning rate was recorded (a script that updates its weights by
+        hand sets none that stepdbg can read: its warmup, if any, is not seen)."""
+        return self._kept or bool(self._ramps)
+
+    @property
     def warms_up(self) -> bool:
         return self._kept or any(r.warm() for r in self._ramps.values())
 

@@ -6,16 +6,15 @@ DataLoader iterator, ``clip_grad_norm_``, ``zero_grad`` and GradScaler), keeps w
 step in progress is made of (``StepState``, the captured inputs a replay needs, the
 per-step history) and tells its ``StepListener`` at each pause point. It knows nothing
 of conditions, pausing or clients: that is the listener's business (the Session). What it
-found of the program (roots, optimizers) is ``ProgramObjects`` (program.py); when its hooks
-act, ``Gate`` (hooks.py).
+found of the program (roots, optimizers): ``ProgramObjects`` (program.py); when hooks act: ``Gate``.
 
-Every hook here runs on every step of the user's loop: the steady state is kept to a few
-hundred bytecodes a step and no syscall (a 1.2 ms CPU step pays about 0.1 ms in all).
-"""
+Every hook here runs on every step of the user's loop: a few hundred bytecodes a step and
+no syscall in the steady state (a 1.2 ms CPU step pays about 0.1 ms in all)."""
 
 from __future__ import annotations
 
 import os
+import sys
 import threading
 import time
 import weakref
@@ -67,9 +66,8 @@ class StepModel(ProgramObjects, Gate):
         self.backward_watch, self.buffer_copies = backward_capture.BackwardWatch(), BufferCopies()
         self.saved: SavedActivations | None = None  # saved activations by module (--record-memory)
         self.kept_by_stepdbg: list[Callable[[], Iterable[tuple[str, Any]]]] = []  # rewind snapshots
-        # None: the loss is read before backward on the CPU, and kept on an accelerator until the
-        # step's one read with the gradient norm (host_reads.py); True/False forces either
-        # (STEPDBG_DEFER_READS=1: the CPU reads as a GPU does, for running the suite that way).
+        # None: the loss is read before backward on the CPU, kept on an accelerator until the step's one
+        # read (host_reads.py); STEPDBG_DEFER_READS=1/0 forces either (=1: the CPU reads as a GPU does).
         self.defer_reads: bool | None = _FORCED_READS
         self.last_progress = _clock()
         self._next_memory_read = 0.0
@@ -77,11 +75,9 @@ class StepModel(ProgramObjects, Gate):
         self._overfit_batch: Any = None
         self._hooks = HookSet()
         self._discovery: list[Any] = []  # the global module hooks, until the roots are known
-        self._depth = 0
-        self._bwd_depth = 0
+        self._depth = self._bwd_depth = 0
         self.scaled: dict[int, torch.Tensor] = {}
-        self.in_scaler_step = False
-        self.in_optimizer_step = False
+        self.in_scaler_step = self.in_optimizer_step = False
         self._in_forward_of: torch.nn.Module | None = None
         self.data = DataWait()
         self.collectives = Collectives()  # this rank's collectives (a hang across ranks)
@@ -229,6 +225,8 @@ class StepModel(ProgramObjects, Gate):
                 return
             self.roots[id(module)] = module
             self._root_refs[id(module)] = weakref.ref(module)
+        if self.current is not None and self.current.update_refused:
+            self.end_step()  # (its clip refused the gradients, and the program went on: no update came)
         st = self.current or self.ensure_step()
         st.forwards += 1
         self._in_forward_of = module
@@ -261,6 +259,8 @@ class StepModel(ProgramObjects, Gate):
         self.capture["output"] = output
         if self.saved is not None:
             self.saved.stop()
+        if output is None and sys.exc_info()[1] is not None:  # (always_call: the forward raised, never ended)
+            return self.data.forward_done()
         if self.armed:
             backward_capture.keep_output_grad(self.capture, output)
         self.pause_point("after_forward")

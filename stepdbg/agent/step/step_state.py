@@ -24,6 +24,7 @@ class StepState:
     grad_norm: float | None = None
     clip_norm: torch.Tensor | float | None = None  # what clip_grad_norm_ returned, read with the losses
     clipping: bool = False  # the gradients were clipped (to a finite norm, or by value)
+    update_refused: bool = False  # clip_grad_norm_(error_if_nonfinite=True) raised: this step updates nothing
     backward_calls: int = 0
     finite_through: int = 0  # armed: the last backward after which the gradients were read finite
     bad_backward: int | None = None  # armed: the backward after which they were first read non-finite

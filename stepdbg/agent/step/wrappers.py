@@ -99,7 +99,12 @@ def patch_step_calls(model: Any, h: HookSet) -> None:  # noqa: C901, PLR0915 - o
 
     def wrap_clip(orig: Callable[..., Any]) -> Callable[..., Any]:
         def clip_grad_norm_(*args: Any, **kwargs: Any) -> Any:
-            norm = orig(*args, **kwargs)
+            try:
+                norm = orig(*args, **kwargs)
+            except RuntimeError as e:  # error_if_nonfinite=True: the break before the program stops
+                if "non-finite" in str(e):
+                    model.act("clip", model.optimizer_phase.clip_refused)
+                raise
             model.act("clip", model._on_clip, norm)
             model.act("clip", clipping, args[1] if len(args) > 1 else kwargs.get("max_norm"))
             return norm

@@ -8,6 +8,7 @@ import contextlib
 import ctypes
 import io
 import os
+import re
 import signal
 import sys
 import threading
@@ -21,6 +22,7 @@ import torch
 from stepdbg.agent.breaks.controls import Controls
 from stepdbg.agent.measure import tensors
 from stepdbg.agent.step.step_model import StepModel
+from stepdbg.agent.views.eval_stdout import stdout_of_this_thread
 from stepdbg.wire import settings
 from stepdbg.wire.protocol import ProtocolError
 
@@ -49,6 +51,41 @@ def unevaluable_words(expr: str, e: BaseException) -> str:
     if isinstance(e, KeyboardInterrupt):
         return f"stopped: {e}" if str(e) else "stopped"
     return f"evaluating it failed: {e}" if str(e) else f"evaluating it failed ({type(e).__name__})"
+
+
+def slice_of(t: torch.Tensor, name: str, index: str, limit: int) -> list[Any]:
+    """The values of `t` at `index`; an index that does not fit is said with the ranges each
+    dimension takes (the TUI showed torch's `index 99 is out of bounds for dimension 0`)."""
+    try:
+        return tensors.slice_of(t, index, limit)
+    except tensors.BadIndex as e:
+        if "does not fit shape" not in str(e):  # ('zz' is not an index: said in its own words)
+            raise
+        shape = list(tensors.local_shard(t)[0].shape)
+        takes = "; ".join(f"dimension {d} takes 0 to {n - 1}" if n else f"dimension {d} is empty"
+                          for d, n in enumerate(shape)) or "a 0-d tensor takes no index (leave the slice empty)"
+        raise Unevaluable(f"the slice {index!r} does not fit {name}, of shape {shape}: {takes} "
+                          "(a slice as 0, :8)") from None
+
+
+MODEL_NAME = re.compile(r"(model\.)?\w+(\.\w+)*")  # a name as the Model and Memory panels show it
+
+
+def _model_part(root: Any, name: str) -> Any:
+    """A parameter, buffer or module of the model by the dotted name the Model panel shows
+    (`head.0.weight`, `features`, `model.head.0.weight`), else None."""
+    if not isinstance(root, torch.nn.Module) or not MODEL_NAME.fullmatch(name):
+        return None
+    path = name.removeprefix("model.")
+    for named in (root.named_parameters, root.named_buffers, root.named_modules):
+        found = dict(named()).get(path)  # (a few hundred names: read once per question)
+        if found is not None:
+            return found
+    return None
+
+
+class NoTensor(str):
+    """Why a name of the model has no tensor to show (a module without parameters)."""
 
 
 def _default_limit() -> float | None:
@@ -140,18 +177,66 @@ class Evaluator:
         return ns
 
     def summary(self, name: str) -> dict[str, Any]:
-        """Summary of the tensor named by `name` (any expression in the paused frame)."""
-        return self.controls.on_training_thread(lambda: tensors.summarize(self._eval_expr(name), name))
+        """Summary of the tensor named by `name` (any expression in the paused frame, or a
+        name the Model panel shows)."""
+        def run() -> dict[str, Any]:
+            value, shown = self._tensor_of(name)
+            if isinstance(value, NoTensor):  # (said in the summary's place, not as an error)
+                return {"name": name, "type": None, "words": str(value)}
+            if value is None:  # (`p x.grad` said `NoneType None`): why there is nothing, in words
+                return {**tensors.summarize(value, shown), "words": self._none_words(name)}
+            return tensors.summarize(value, shown)
+
+        return self.controls.on_training_thread(run)
 
     def slice(self, name: str, index: str = "", limit: int = 256) -> list[Any]:
         """Values of a tensor at a numpy-style index ('0, :8'), at most `limit` of them."""
         def run() -> list[Any]:
-            value = self._eval_expr(name)
+            value, shown = self._tensor_of(name)
+            if isinstance(value, NoTensor):
+                raise Unevaluable(str(value))
             if not isinstance(value, torch.Tensor):
-                raise Unevaluable(f"{name} is a {type(value).__name__}, not a tensor")
-            return tensors.slice_of(value, index, limit)
+                kind = type(value).__name__
+                raise Unevaluable(f"{name} is {'an' if kind[:1].lower() in 'aeiou' else 'a'} {kind}, not a tensor")
+            return slice_of(value, shown, index, limit)
 
         return self.controls.on_training_thread(run)
+
+    def _tensor_of(self, name: str) -> tuple[Any, str]:
+        """The value of `name` and the name to show it by. A name Python cannot evaluate here
+        that names a part of the model as the Model panel shows it (`head.0.weight`,
+        `model.head.0.weight`, a module's `features`) is that part; a module, named so or by
+        Python (`model`, `model.head`), is its first parameter (as Enter on its row opens it)."""
+        try:
+            part = self._eval_expr(name)
+        except Unevaluable:
+            part = _model_part(self.model.root(), name)
+            if part is None:
+                raise
+        if isinstance(part, torch.nn.Module):  # (`model.head`, Python's, as `model.head.0`: the Model panel's)
+            first = next(iter(part.named_parameters()), None)
+            if first is None:
+                return NoTensor(f"{name} is a module ({type(part).__name__}) with no parameters: no tensor to show"), name
+            return first[1], f"{name}.{first[0]} ({name}'s first parameter)"
+        return part, name
+
+    def _none_words(self, name: str) -> str:
+        """Why `name` is None, where a gradient says why: `x.grad` of a tensor that does not
+        require grad, of one whose gradient is not kept, or not computed yet."""
+        base = name.removesuffix(".grad")
+        try:
+            t = self._eval_expr(base) if base != name else None
+        except Unevaluable:
+            t = None
+        if not isinstance(t, torch.Tensor):
+            return f"{name} is None here: no tensor to show yet"  # (the loss before the forward)
+        if not t.requires_grad:
+            return f"{name} is None: {base} does not require grad (no gradient is computed for it)"
+        if not t.is_leaf:
+            return (f"{name} is None: {base} is not a leaf tensor, so its gradient is not kept "
+                    f"({base}.retain_grad() before the backward keeps it)")
+        return (f"{name} is None: no gradient yet (no backward has reached {base} since its gradient "
+                "was last set to None, as zero_grad does)")
 
     def _eval_expr(self, expr: str) -> Any:
         ns = self.namespace()
@@ -177,14 +262,17 @@ class Evaluator:
             error = None
             busy, self.model.busy = self.model.busy, True
             try:
-                with _stdout_of_this_thread(buf), self._interruptible(), _exit_ends(self.end):
+                with stdout_of_this_thread(buf), self._interruptible(), _exit_ends(self.end):
                     try:
                         code = compile(source, "<stepdbg>", "eval")
                         result = eval(code, g, loc)
                     except SyntaxError:
                         exec(compile(source, "<stepdbg>", "exec"), g, loc)
             except BaseException as e:  # noqa: B036 - user code: SystemExit, Ctrl-C and the time limit too
-                error = _user_traceback(e)
+                # Our Ctrl-C (a front end's, the time limit's) in words: its traceback ran through our
+                # own SIGINT handler (the TUI showed a KeyboardInterrupt in views/evaluate.py).
+                error = (f"{self._why}: the line did not finish; the job is still paused, unharmed"
+                         if isinstance(e, KeyboardInterrupt) and self._sent else _user_traceback(e))
             finally:
                 self.model.busy = busy
             if f is not None:
@@ -238,113 +326,6 @@ def _write_back(f: FrameType, before: dict[str, Any], after: dict[str, Any]) -> 
     version = f"{sys.version_info[0]}.{sys.version_info[1]}"
     return (f"not deleted: {names}: in Python {version} a local variable of {code.co_name}() cannot be deleted "
             f"from a pause; it is unchanged (assign it instead, as {kept[0]} = None)")
-
-
-class _Router:
-    """sys.stdout while code runs at a pause: the writes of the thread running it go to its
-    answer, every other thread's where they always went (a process-wide redirect took the
-    job's own prints from its output and log).
-
-    One for the process, never freed, and so is every stream it ever stood for: CPython's
-    print() holds a borrowed reference to sys.stdout, and an object swapped out while
-    another thread prints must stay alive (a router made and freed for each eval crashed a
-    job whose thread printed: SIGSEGV). Where an eval closed sys.stdout or set it to None,
-    the router stays in sys.stdout standing for that: the job's writes fail (or print
-    nothing) as they would plain, and stepdbg's own flush at the job's end never raises."""
-
-    def __init__(self) -> None:
-        self.target: Any = None  # where the other threads' writes go: what sys.stdout was
-        self.kept: list[Any] = []  # every target it ever had, alive for good
-        self._buffers: dict[int, io.StringIO] = {}  # thread id -> the answer of the eval it runs
-
-    def stand_for(self, stream: Any) -> None:
-        if not any(s is stream for s in self.kept):
-            self.kept.append(stream)
-        self.target = stream
-
-    def capture(self, buf: io.StringIO | None) -> io.StringIO | None:
-        """This thread's writes go to `buf` from now on (None: where the others' go); the buffer before."""
-        tid = threading.get_ident()
-        before = self._buffers.pop(tid, None)
-        if buf is not None:
-            self._buffers[tid] = buf
-        return before
-
-    def forget_threads(self) -> None:  # in a child forked during an eval: its prints are its own
-        self._buffers.clear()
-
-    def write(self, text: str) -> int:
-        buf = self._buffers.get(threading.get_ident())
-        if buf is not None:
-            return buf.write(text)
-        target = self.target
-        if target is None:  # print() with sys.stdout None prints nothing
-            return len(text)
-        return target.write(text)
-
-    def flush(self) -> None:
-        target = self.target
-        if threading.get_ident() in self._buffers or target is None:
-            return
-        try:
-            target.flush()
-        except Exception:
-            if not _called_by_stepdbg():  # the job's own flush fails as it would plain
-                raise
-
-    @property
-    def closed(self) -> bool:  # at exit, Python flushes sys.stdout unless it says it is closed
-        return not _usable(self.target)
-
-    def __getattr__(self, name: str) -> Any:  # encoding, fileno, isatty...: the real stream's
-        return getattr(self.target, name)
-
-
-_ROUTER = _Router()  # module-level: never freed
-os.register_at_fork(after_in_child=_ROUTER.forget_threads)
-_STEPDBG_DIR = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))) + os.sep
-
-
-def _usable(stream: Any) -> bool:
-    """Not None and not closed (a stream that will not say counts as open, as Python counts it at exit)."""
-    if stream is None:
-        return False
-    try:
-        return not stream.closed
-    except Exception:
-        return True
-
-
-def _called_by_stepdbg() -> bool:
-    """Whether _Router.flush's caller is stepdbg's own code (or the interpreter at exit)."""
-    try:
-        caller = sys._getframe(2)
-    except ValueError:
-        return True
-    return os.path.abspath(caller.f_code.co_filename).startswith(_STEPDBG_DIR)
-
-
-@contextlib.contextmanager
-def _stdout_of_this_thread(buf: io.StringIO) -> Iterator[None]:
-    """While code runs at a pause, this thread's stdout goes to `buf`. After it, sys.stdout
-    is what it was, or what the code set it to; the router stays (standing for it) only
-    where that is closed or None."""
-    saved = sys.stdout
-    if saved is not _ROUTER:
-        _ROUTER.stand_for(saved)
-        sys.stdout = _ROUTER
-    before = _ROUTER.capture(buf)
-    try:
-        yield
-    finally:
-        _ROUTER.capture(before)
-        now = sys.stdout
-        if now is _ROUTER:
-            if saved is not _ROUTER and _usable(saved):
-                sys.stdout = saved
-        elif not _usable(now):
-            _ROUTER.stand_for(now)
-            sys.stdout = _ROUTER
 
 
 @contextlib.contextmanager

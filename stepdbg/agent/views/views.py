@@ -25,7 +25,7 @@ from stepdbg.agent.measure import census, oom, tensors, threads
 from stepdbg.agent.measure.memory import memory, memory_in_use
 from stepdbg.agent.step.step_model import StepModel
 from stepdbg.agent.views import inspection
-from stepdbg.agent.views.evaluate import Evaluator
+from stepdbg.agent.views.evaluate import Evaluator, slice_of
 
 JOIN_S = 20.0  # seconds a rank waits for the others to join a replay of a sharded model
 WAIT_SHOWN_AFTER = 1.0  # seconds without progress before status() says where the loop waits
@@ -64,7 +64,7 @@ class Views:
         """The values at `index` of a census row's tensor by its name, else of an expression."""
         t = self.counted(name)
         if t is not None:
-            return self.controls.on_training_thread(lambda: tensors.slice_of(t, index, limit))
+            return self.controls.on_training_thread(lambda: slice_of(t, name, index, limit))
         return self.evaluator.slice(name, index, limit)
 
     def evaluate(self, source: str) -> dict[str, Any]:
@@ -138,9 +138,17 @@ class Views:
             "frontends": self.controls.frontends,
             "paused": asdict(self.controls.paused) if self.controls.paused else None,
             "waiting": self.guard("waiting", self.waiting),
+            "loader": self.guard("loader", self.loader),
             "stall": self.breaker.stall_report(),
             "breaks": self.breaker.break_set.specs(), "actions": self.breaker.actions,
         }
+
+    def loader(self) -> dict[str, Any] | None:
+        """The DataLoader the job reads from now: its settings and its workers' process
+        states (the Threads panel shows them: a data-wait break's hint sends the person there)."""
+        ref = self.model.capture.get("loader")
+        it = ref() if ref is not None else None
+        return threads.loader_settings(it) if it is not None else None
 
     def waiting(self) -> dict[str, Any] | None:
         """Where the training thread waits when it has made no progress for a second (a
@@ -171,8 +179,10 @@ class Views:
             breaks = self.breaker.breaks
             together = (lambda: self.ranks.join("replay", self.model.step, JOIN_S)) \
                 if self.ranks.active() and not alone else None
+            agree = (lambda ready: self.ranks.agree("replay-backward", self.model.step, ready, 3 * JOIN_S)) \
+                if together is not None else None
             result = replay_step(self.model, breaks[-1] if breaks else None,
-                                 self.breaker.paused_stack.innermost(), together)
+                                 self.breaker.paused_stack.innermost(), together, agree)
             self.replays.append(result)
             self.bus.write("replay", **result)
             self.bus.emit("replay", result)

@@ -1,0 +1,67 @@
+"""A change made to a job (the `change` event: an LR set, a breakpoint removed, a step's
+update skipped, a rewind, a front end's Ctrl-C) in a person's words: the one place for
+them, used by the job's own stderr line, the console's confirmation and the TUI's Log.
+Standard library only."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+
+def _param_groups(groups: Any) -> str:
+    """' (param group 0, was 0.01)': which groups a change set, and what they held."""
+    rows = [g for g in groups or [] if isinstance(g, dict)]
+    if not rows:
+        return ""
+    was = sorted({f"{g['old']:g}" for g in rows if isinstance(g.get("old"), (int, float))})
+    return (f" (param group{'s' if len(rows) > 1 else ''} {', '.join(str(g.get('group')) for g in rows)}"
+            + (f", was {', '.join(was)})" if was else ")"))
+
+
+def _skip_words(c: dict[str, Any]) -> str:
+    held = " and ".join(c.get("repeat_of") or [])
+    return (f"step {c['target_step']}'s update will not be applied"
+            + (f" ({held} still holds: a repeat, not a new break)" if held else ""))
+
+
+def _rewind_words(c: dict[str, Any]) -> str:
+    n = c["batches_skipped"]
+    scaled = f"; the LR scaled by {c['lr_scale']:g} for {c['lr_steps']} steps" if c.get("lr_scale") else ""
+    return f"rewind to the snapshot of step {c['to_step']} ({n} batch{'es' if n != 1 else ''} skipped{scaled})"
+
+
+# A change to the job (the `change` event, the answer to set_lr and skip) in the person's words.
+CHANGE_WORDS: dict[str, Callable[[dict[str, Any]], str]] = {
+    "lr": lambda c: f"LR set to {c['lr']:g}{' and pinned' if c.get('pinned') else ''}{_param_groups(c.get('groups'))}",
+    "param_group": lambda c: f"{c['key']} set to {c['value']:g}{_param_groups(c.get('groups'))}",
+    "skip": _skip_words,
+    "rewind": _rewind_words,
+    "break_add": lambda c: f"breakpoint added: {c['spec']}",
+    "break_remove": lambda c: f"breakpoint removed: {c['spec']}",
+    "break_enable": lambda c: f"breakpoint {'enabled' if c.get('enabled') else 'disabled'}: {c['spec']}",
+    "interrupt": lambda c: (f"Ctrl-C ({c.get('signal') or 'SIGINT'}) sent to the job by {c.get('by') or 'a front end'}: "
+                            "its own Ctrl-C handling runs"),
+}
+
+
+def change_words(c: dict[str, Any]) -> str:
+    """'LR set to 0.001 and pinned (param group 0, was 0.01)', 'breakpoint added: nan',
+    "step 17's update will not be applied": what the console confirms and the TUI's Log says.
+    A change without words of its own is said by its fields, in words too ('set: nan,
+    exception', not "set=['nan', 'exception']")."""
+    try:
+        return CHANGE_WORDS[c.get("what", "")](c)
+    except (KeyError, TypeError, ValueError):
+        fields = "; ".join(f"{str(k).replace('_', ' ')} {_value_words(v)}" for k, v in c.items()
+                           if k not in ("what", "step"))
+        return f"{str(c.get('what')).replace('_', ' ')}{': ' + fields if fields else ''}"
+
+
+def _value_words(v: Any) -> str:
+    """A field's value as a person reads it: a list as its items, a mapping as 'key value' pairs."""
+    if isinstance(v, dict):
+        return ", ".join(f"{k} {_value_words(x)}" for k, x in v.items())
+    if isinstance(v, (list, tuple, set)):
+        return ", ".join(_value_words(x) for x in v) or "none"
+    return "yes" if v is True else "no" if v is False else str(v)
