@@ -177,6 +177,7 @@ def test_a_rank_that_dies_is_shown_dead_with_its_exit_code_and_last_output(tmp_p
         ranks.close()
     code, out, err = finish(proc)
     assert code != 0
+    assert [p.name for p in private_runtime_dir.glob("*")] == []  # rank 1's os._exit left its files: removed
     log = job.TorchrunLog()
     for line in (out + err).splitlines():
         log.feed(line)

@@ -25,8 +25,10 @@ def test_a_stalled_rank_and_the_time_the_waiting_rank_has_left(tmp_path, private
     proc = start(tmp_path, script_args=("--stall-at", "2", "--stall-until", str(release), "--steps", "4",
                                         "--timeout", "60"))
     assert proc.stdout is not None
-    for line in proc.stdout:  # the stall began
-        if "rank 1 stalls" in line:
+    seen: set[str] = set()
+    for line in proc.stdout:  # the stall began, and rank 0's wait began before the attach: the job's own
+        seen |= {w for w in ("rank 1 stalls", "rank 0 goes into the backward") if w in line}  # timeout is its
+        if len(seen) == 2:  # (attached first, the raised one would cover its all-reduce: no time left to show)
             break
     began = time.monotonic()
     ranks = job.Job(both_ranks(proc))  # then rank 0 enters the all-reduce: the loop below waits for it

@@ -275,6 +275,7 @@ def _launched(child: subprocess.Popen[Any], kept: subprocess.Popen[str] | None, 
         print(f"stepdbg: the job {now} without the TUI (pid {child.pid}): `{again}` attaches again; "
               "Ctrl-C interrupts it (its own Ctrl-C handling runs)", file=sys.stderr, flush=True)
     code = _wait_through_ctrl_c(child)
+    sessions.sweep()  # a job killed -9, or a rank torchrun killed, left its session files
     _drain(readers, kept)
     if code < 0 and left != "ctrl-c":  # (a kill -9 lets the job say nothing: said here, after its last lines)
         from .job_events import ended_words

@@ -220,6 +220,7 @@ def run_torchrun(cmd: list[str], env: dict[str, str]) -> int:
         for shown in report.feed(line.rstrip("\n")):
             print(shown, file=sys.stderr, flush=True)
     code = child.wait()
+    sessions.sweep()  # a rank torchrun killed after its grace period (or os._exit) left its files
     if report.hid:
         return report.code
     return code if code >= 0 else 128 - code

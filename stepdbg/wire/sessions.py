@@ -206,6 +206,14 @@ def listing(clean: bool = True) -> list[SessionInfo]:
     return out
 
 
+def sweep() -> None:
+    """The files of this user's sessions whose process is gone, removed: for a launcher
+    once its job ended (a rank torchrun SIGKILLed after its grace, a job killed -9 or
+    os._exit'ed, which leave theirs). Never raises."""
+    with contextlib.suppress(OSError):  # (PermissionError: an untrusted directory is left as it is)
+        listing()
+
+
 def short_alias(path: str) -> str | None:
     """A short name for the Unix socket `path` when `path` is too long for a socket's
     address: a link in a private folder of this user's under /tmp. sshd forwards to a
