@@ -36,7 +36,7 @@ import torch
 from stepdbg.agent.measure import rank_origin, warning_filters
 from stepdbg.agent.measure.frames import only_argument, site_where, variable_holding, where_of
 from stepdbg.agent.measure.tensors import as_float, output_at, sharded_across_ranks
-from stepdbg.agent.replay import grad_paths
+from stepdbg.agent.replay import fed_backward, grad_paths
 from stepdbg.agent.replay.advice import advise
 from stepdbg.agent.replay.autograd_graph import (
     finite,
@@ -213,9 +213,7 @@ def _replayed(model: StepModel, root: torch.nn.Module, args: Any, kwargs: Any, c
                     if grad_out is None and brk is not None and brk.phase in ("after_backward", "before_optimizer_step",
                                                                               "after_optimizer_step"):
                         notes.append(no_gradient_words(cap))
-                    elif grad_out is None:
-                        pass  # before the real backward there is no gradient to replay
-                    elif beside := outputs_beside(cap):
+                    elif grad_out is not None and (beside := outputs_beside(cap)):  # (before the backward: none)
                         result["backward_partial"] = True
                         notes.append(f"the loss reached the model's outputs {' and '.join(map(str, beside))}: "
                                      f"the backward is replayed from output {cap.get('grad_output_at')}'s gradient only")
@@ -226,6 +224,8 @@ def _replayed(model: StepModel, root: torch.nn.Module, args: Any, kwargs: Any, c
                 params = [p for p in root.parameters() if p.requires_grad] if agree is None else None
                 first = _replay_backward(out_t, grad_out, params, prov, result)
                 result["backward_replayed"] = "error" not in result
+                if first is None and agree is None and result["backward_replayed"]:  # (a GAN's netG's backward)
+                    first = fed_backward.through_feeder(model, root, cap, frame, result, notes, _replay_backward)
         if first is None and original_finite is not False and agree is None:
             first = _in_loss_graph(model, cap, brk, frame, notes)
         result["anomaly_warnings"] = [str(w.message).splitlines()[0] for w in caught
@@ -374,9 +374,9 @@ def _replay_backward(out_t: torch.Tensor, grad_out: torch.Tensor, params: list[t
 
 
 def replay_twice(model: StepModel, before_each: Any = None) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
-    """Run the captured step's forward (and backward, if the output gradient was captured)
-    twice from the step's starting state; the outputs and parameter gradients of each.
-    The model, its gradients, buffers and RNG are as they were afterwards."""
+    """The captured step's forward (and backward, given the output gradient) twice from the step's
+    start: each run's outputs and parameter gradients. The model, its gradients, buffers and RNG are
+    as they were afterwards."""
     cap = model.capture
     root, args = eager_root(model), cap.get("args")
     if root is None or args is None:
