@@ -14,6 +14,8 @@ from typing import Any, Protocol
 
 from textual.widgets import Static
 
+from .header import last_reached
+
 
 class Notifies(Protocol):
     def notify(self, message: str, *, severity: Any = ..., timeout: float | None = ...) -> None: ...
@@ -74,8 +76,11 @@ class Loads:
         self.watch(self.app, "status", status_changed)  # type: ignore[attr-defined]
 
     def answered(self) -> None:
-        """An answer came: its step is the one shown; a note of an earlier end goes (a reconnect)."""
-        self.seen_step = self._state().get("step")
+        """An answer came: its step is the one shown, as the header names it (the last step
+        reached: running between steps the status's step is the next one's, not begun, and
+        the note at the end said `step 20` under a header's `step 19`); a note of an earlier
+        end goes (a reconnect)."""
+        self.seen_step = last_reached(self._state())
         for note in self.query("#ended-note"):  # type: ignore[attr-defined]
             note.remove()
 
