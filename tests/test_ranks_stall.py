@@ -25,12 +25,14 @@ def test_a_stalled_rank_and_the_time_the_waiting_rank_has_left(tmp_path, private
     proc = start(tmp_path, script_args=("--stall-at", "2", "--stall-until", str(release), "--steps", "4",
                                         "--timeout", "60"))
     assert proc.stdout is not None
-    seen: set[str] = set()
+    seen: dict[str, str] = {}
     for line in proc.stdout:  # the stall began, and rank 0's wait began before the attach: the job's own
-        seen |= {w for w in ("rank 1 stalls", "rank 0 goes into the backward") if w in line}  # timeout is its
-        if len(seen) == 2:  # (attached first, the raised one would cover its all-reduce: no time left to show)
+        seen |= {w: line for w in ("rank 1 stalls", "rank 0 goes into the backward at ") if w in line}  # timeout
+        if len(seen) == 2:  # is its (attached first, the raised one would cover its all-reduce: no time left)
             break
-    began = time.monotonic()
+    # Rank 0's own clock (CLOCK_MONOTONIC, the machine's) where it went into the backward: its
+    # wait began after it. This test's reading of the line may come seconds later on a busy machine.
+    began = float(seen["rank 0 goes into the backward at "].split(" at ")[-1])
     ranks = job.Job(both_ranks(proc))  # then rank 0 enters the all-reduce: the loop below waits for it
     try:
         deadline = time.monotonic() + WAIT
