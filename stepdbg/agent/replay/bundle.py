@@ -297,7 +297,7 @@ def write(directory: Path, name: str, root: torch.nn.Module, cap: dict[str, Any]
         "world": rank_origin.world(), "born_on_rank": rank_origin.born_on(cap.get("step")),
         "parameters": which, "sharded": sharded, "device": str(first.device) if first is not None else "cpu",
         "output_finite": extra.get("output_finite"), "kernels": kernels_json(cap.get("kernels")),
-        "history": list(extra.get("history") or [])[-HISTORY:], "model": model_source(root, extra.get("argv") or []),
+        "history": list(extra.get("history") or [])[-HISTORY:], "model": {**model_source(root, extra.get("argv") or []), "name": extra.get("name") or ""},
         "modules": _tree(root), "called_from": called_from(cap.get("called_from")),
         "argv": list(extra.get("argv") or []), "left_out": left_out,
         "versions": {"torch": torch.__version__, "stepdbg": __version__, "python": platform.python_version()},

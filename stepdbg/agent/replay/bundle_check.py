@@ -31,6 +31,7 @@ class BundleError(RuntimeError):
 
 
 _DEVICE = re.compile(r"(cpu|cuda|mps|xpu|meta)(:\d{1,3})?")
+_ROOT_NAME = re.compile(r"([A-Za-z_]\w{0,99}(\.[A-Za-z_]\w{0,99}){0,7})?")  # (a variable, or a class's name)
 _PARAMETERS = ("step_start", "after_update", "sharded")
 _OPTIONAL_STR = (str, type(None))
 
@@ -146,6 +147,8 @@ def meta(path: Path, raw: bytes) -> dict[str, Any]:
     for key in ("module", "qualname", "file", "code_sha256", "script"):
         if not _printable(_need(path, model, key, _OPTIONAL_STR, "a string") or ""):
             raise _bad(path, f"model.{key}", "printable text")
+    if not _ROOT_NAME.fullmatch(_need(path, model, "name", _OPTIONAL_STR, "a string") or ""):
+        raise _bad(path, "model.name", "the model's name in the program (netD), or empty")
     obj["argv"] = _strings(path, "argv", obj.get("argv"))
     obj["left_out"] = [shown(t) for t in _strings(path, "left_out", obj.get("left_out"))]
     history = _need(path, obj, "history", list, "a list") or []

@@ -43,8 +43,9 @@ from stepdbg.wire.protocol import plain
 class BundleModel:
     """What replay_step reads of a StepModel, from a bundle: the model, the captured step."""
 
-    def __init__(self, root: torch.nn.Module, capture: dict[str, Any], history: list[dict[str, Any]]) -> None:
-        self._root, self.capture = root, capture
+    def __init__(self, root: torch.nn.Module, capture: dict[str, Any], history: list[dict[str, Any]],
+                 name: str = "") -> None:
+        self._root, self.capture, self._name = root, capture, name
         self.history = deque(history)
         self.step, self.busy = capture.get("step", 0), False
         self.caller = ModelCaller()  # (no frame: the job's code does not run here)
@@ -55,7 +56,7 @@ class BundleModel:
         return self._root
 
     def root_name(self, root: torch.nn.Module, frame: Any = None) -> str:
-        return ""  # (a bundle holds one model; a GAN's module is named from its own root)
+        return self._name  # (the job's name for it, where the program has two: a GAN's netD; else '')
 
     def output(self) -> None:
         return None  # not in a bundle (a GPT's logits); whether it was finite is (capture["output_finite"])
@@ -167,7 +168,7 @@ def replay_bundle(path: Path, spec: str | None = None, device: str | None = None
         result = replay_inputs(cap, brk)
     else:
         model = rebuilt(meta, data, spec, path, dev)
-        result = replay_step(BundleModel(model, cap, meta.get("history") or []), brk, None)
+        result = replay_step(BundleModel(model, cap, meta.get("history") or [], meta["model"].get("name") or ""), brk, None)
         if meta.get("parameters") == "after_update":
             notes.append("the bundle holds the parameters after the update (no snapshot of the step's start)")
     if dev.type != ran_on.type:

@@ -178,7 +178,7 @@ def _replayed(model: StepModel, root: torch.nn.Module, args: Any, kwargs: Any, c
     was finite (a non-finite output the replay does not make again is not the loss's).
     `agree`: a sharded model's, every rank replaying together: asked once on every path
     whether this rank can replay the backward; it runs where every rank can."""
-    prefix = model.root_name(root, frame)  # (a GAN's netG: two models' modules are told apart)
+    prefix = result["replayed_model"] = model.root_name(root, frame)  # (a GAN's netG: told apart from netD)
     names = {id(t): ".".join(filter(None, (prefix, n)))
              for n, t in itertools.chain(root.named_parameters(), root.named_buffers())}
     modules = ModuleStack(root, prefix)

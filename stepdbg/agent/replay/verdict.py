@@ -100,10 +100,30 @@ def _replayed_finite(result: dict[str, Any], brk: Any, original_output_finite: b
     if result.get("graph_cut"):
         return None, ("could not tell: the model's backward, replayed, is finite, and the loss's graph was too large "
                       "to read whether another of its paths into the parameters made them")
+    if result.get("backward_replayed") and replayed_finite and (owners := _grads_elsewhere(result, brk)):
+        model = result["replayed_model"]
+        return None, (f"could not tell: the non-finite gradients are {owners}'s, and the replay ran {model}'s forward "
+                      f"and backward, which stay finite; {owners}'s backward was not replayed (a live replay, "
+                      f"--on-break replay or r in the TUI, follows it where {model} took {owners}'s output itself; "
+                      "a bundle holds one model)")
     if result.get("backward_replayed") and replayed_finite:
         return False, TRANSIENT
     return None, ("could not tell: the replay did not run the stage where the value appeared (no gradient was "
                   "captured at the model output for its backward)")
+
+
+def _grads_elsewhere(result: dict[str, Any], brk: Any) -> str | None:
+    """The models (by their names in the program) whose parameters hold the break's
+    non-finite gradients, when none of them is the replayed model's (a GAN's netG at G's
+    step, whose capture is netD's forward); None otherwise, or when the model has no name."""
+    prefix = result.get("replayed_model")
+    bad = (getattr(brk, "details", None) or {}).get("nonfinite_grads")
+    if not isinstance(prefix, str) or not prefix or not isinstance(bad, list):
+        return None
+    names = [n for n in bad if isinstance(n, str)]
+    if not names or any(n.startswith(prefix + ".") for n in names):
+        return None
+    return " and ".join(sorted({n.split(".", 1)[0] for n in names})) or None
 
 
 def many_ranks(brk: Any) -> bool:

@@ -258,7 +258,7 @@ class Views:
             out = m.output()
             extra = {"optimizers": list(m.optimizers), "snapshots": self.rewinder.snapshots, "rank": rank,
                      "output_finite": None if out is None else finite(out),
-                     "history": list(m.history), "argv": self.argv}
+                     "history": list(m.history), "argv": self.argv, "name": m.root_name(root)}
             brk = asdict(breaks[-1]) if breaks else {}
             try:
                 path = bundle.write(directory, name, root, m.capture, brk, extra)
