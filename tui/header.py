@@ -4,6 +4,7 @@ changes."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from rich.text import Text
@@ -12,8 +13,9 @@ from textual.widgets import Static
 # What the header keeps when it can, first to last, each part whole (never a cut word): the
 # pid, the clock, the break's condition (as many whole words as fit, then `…`: the Break
 # panel says it whole), the script's arguments (as many whole ones as fit, an option with its
-# value, then `…`), the host; each is put in where the width left has room for it. The
-# rank, the script's name and the state stay. (The reverse order is the order they give way in.)
+# value, then `…`), the host; each is put in where the width left has room for it, the clock
+# and the host in fewer columns where that leaves room for more (`12m34s`, ` @vm`). The rank,
+# the script's name and the state stay. (The reverse order is the order they give way in.)
 MORE = "…"  # after the arguments shown, where some are left out
 # The condition of a pause asked for (p, n, s): `PAUSED [pause]` said it twice, and at 80
 # columns it put the host out (`@ vm`, the fifth walk's 12); the header says `PAUSED`.
@@ -53,8 +55,11 @@ def last_reached(status: dict[str, Any]) -> Any:
 
 
 def _condition(paused: dict[str, Any], words: int | None) -> str:
-    """The break's condition, whole (`words` None) or its first `words` words and `…`."""
+    """The break's condition, whole (`words` None) or its first `words` words and `…`; none
+    for 0."""
     cond = str(paused.get("condition"))
+    if words == 0:
+        return ""
     parts = cond.split()
     return cond if words is None or words >= len(parts) else " ".join([*parts[:words], MORE])
 
@@ -86,7 +91,8 @@ def _state(status: dict[str, Any], connection: str, words: int | None = None) ->
     elif status.get("state") == "paused" and paused and paused.get("condition") == ASKED:
         right.append("PAUSED", style="bold black on yellow")  # (as asked: the Break panel says by p, n or s)
     elif status.get("state") == "paused" and paused:
-        right.append(f"PAUSED [{_condition(paused, words)}]", style="bold black on yellow")
+        said = _condition(paused, words)
+        right.append(f"PAUSED [{said}]" if said else "PAUSED", style="bold black on yellow")
     elif status.get("ending") and status.get("state") == "running":  # an uncaught exception goes on
         right = Text(f"step {step} · {status['ending']} not caught · ")
         right.append("ENDING", style="bold red")
@@ -97,46 +103,71 @@ def _state(status: dict[str, Any], connection: str, words: int | None = None) ->
     return right
 
 
+def clock_spellings(elapsed: float) -> list[str]:
+    """The clock, widest first: `00:12:34 · `, then the same time in fewer columns
+    (`12m34s · `, `20s · `), which leaves room for a part that would not fit beside the
+    wide one (the host, beside one or two blank columns: the seventh walk's 1)."""
+    h, m, s = int(elapsed // 3600), int(elapsed % 3600 // 60), int(elapsed % 60)
+    short = f"{h}h{m:02d}m{s:02d}s" if h else f"{m}m{s:02d}s" if m else f"{s}s"
+    return [f"{h:02d}:{m:02d}:{s:02d} · ", f"{short} · "]
+
+
+def _levels(session: dict[str, Any], status: dict[str, Any], elapsed: float,
+            arguments: list[str]) -> dict[str, list[list[Any]]]:
+    """Each part's levels, most first, each level its spellings, widest first; the last level
+    is the part left out. After the end no clock: it would count on from a job that is gone
+    (and it took the host's room). The condition: whole (None), its first words then `…`, or
+    none (0: `PAUSED` alone; `PAUSED […]` said nothing, the seventh walk's 2; the Break
+    panel says it whole). The host as ` @vm` where ` @ vm` does not fit (the sixth walk's 6)."""
+    asked = (status.get("paused") or {}).get("condition")
+    condition = [] if asked == ASKED else str(asked or "").split()
+    host = session.get("host")
+    return {
+        "pid": [[f"pid {session.get('pid')}"], [""]],
+        "clock": [[""]] if _ended(status) else [clock_spellings(elapsed), [""]],
+        "condition": [[None], *([n] for n in range(len(condition) - 1, 0, -1)), [0]] if condition else [[None]],
+        "argument": [*([("".join(f" {a}" for a in arguments[:n]) + (f" {MORE}" if n < len(arguments) else ""))]
+                       for n in range(len(arguments), -1, -1)), *([[""]] if arguments else [])],
+        "host": [[f" @ {host}", f" @{host}"], [""]] if host else [[""]],
+    }
+
+
+def _fit(levels: dict[str, list[list[Any]]], fits: Callable[[dict[str, Any]], bool]) -> dict[str, Any]:
+    """Each part as fully as it fits in its narrowest spelling, in their order; then each as
+    wide as the columns left allow, in order (a part that fits in a narrower spelling of
+    those before it is never left out beside blank columns: the seventh walk's 1)."""
+    parts = {part: options[-1][-1] for part, options in levels.items()}
+    chosen = {part: len(options) - 1 for part, options in levels.items()}
+    for part, options in levels.items():
+        for level, spellings in enumerate(options[:-1]):
+            if fits({**parts, part: spellings[-1]}):
+                parts[part], chosen[part] = spellings[-1], level
+                break
+    for part, options in levels.items():
+        parts[part] = next((s for s in options[chosen[part]] if fits({**parts, part: s})), parts[part])
+    return parts
+
+
 def render_header(session: dict[str, Any], status: dict[str, Any], elapsed: float, connection: str,
                   width: int | None = None) -> Text:
     """The header in `width` columns (None: not laid out yet, everything shown). The script's
     name and the state stay whole: the pid, clock, condition, arguments and host are put in,
-    in that order, each where it still fits."""
+    in that order, each as fully as it still fits (_fit)."""
     name, arguments = _script(session.get("argv") or [])
     rank = f" rank {session['rank']}/{session['world_size']}" if session.get("rank") is not None else ""
-    clock = f"{int(elapsed // 3600):02d}:{int(elapsed % 3600 // 60):02d}:{int(elapsed % 60):02d} · "
-    asked = (status.get("paused") or {}).get("condition")
-    condition = [] if asked == ASKED else str(asked or "").split()
-    # Each part's choices, most first; "" where it is left out. After the end no clock: it
-    # would count on from a job that is gone (and it took the host's room).
-    choices: dict[str, list[Any]] = {
-        "pid": [f"pid {session.get('pid')}"],
-        "clock": [] if _ended(status) else [clock],
-        "condition": [None, *range(len(condition) - 1, 0, -1)] if len(condition) else [],
-        "argument": ["".join(f" {a}" for a in arguments[:n]) + (f" {MORE}" if n < len(arguments) else "")
-                     for n in range(len(arguments), -1, -1)],
-        # The host as ` @vm` where ` @ vm` does not fit (the columns it needed were left blank:
-        # the sixth walk's 6).
-        "host": [f" @ {session.get('host')}", f" @{session.get('host')}"] if session.get("host") else [],
-    }
-    parts: dict[str, Any] = {"pid": "", "clock": "", "condition": 0 if condition else None, "argument": "", "host": ""}
 
-    def drawn() -> tuple[str, Text]:
+    def drawn(parts: dict[str, Any]) -> tuple[str, Text]:
         # The pid first: it is what `stepdbg attach` and `kill` need.
         words = f"{parts['pid']}{rank}".strip()
         script = f"{name}{parts['argument']}{parts['host']}"
         return f"{words}  {script}" if words else script, Text(parts["clock"]) + _state(status, connection,
                                                                                          parts["condition"])
 
-    for part, options in choices.items():  # each part as fully as it fits, in their order
-        kept = parts[part]
-        for option in options:
-            parts[part] = option
-            left_words, right = drawn()
-            if width is None or len(left_words) + 1 + right.cell_len <= width:
-                break
-            parts[part] = kept
-    left_words, right = drawn()
+    def fits(parts: dict[str, Any]) -> bool:
+        left_words, right = drawn(parts)
+        return width is None or len(left_words) + 1 + right.cell_len <= width
+
+    left_words, right = drawn(_fit(_levels(session, status, elapsed, arguments), fits))
     left = Text(left_words, style="bold")
     if width is None:
         return Text.assemble(left, "  ", right)
