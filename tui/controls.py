@@ -11,9 +11,12 @@ from typing import TYPE_CHECKING, Any
 from textual import work
 from textual.binding import ActiveBinding, Binding
 from textual.events import Resize
+from textual.notifications import SeverityLevel
 from textual.screen import Screen
 from textual.widget import Widget
 from textual.widgets import DataTable, Input, Static, Tab, TabbedContent
+
+from stepdbg.wire.rank_words import targets_words
 
 from . import job_events
 from .break_panel import ELSEWHERE, BreakPanel
@@ -140,12 +143,13 @@ class ControlActions(_AppBase):
                     "The panels still show its last values; q quits")
         return True
 
-    def refuse(self, words: str) -> None:
-        """Why a key does nothing, where the person looks: under the REPL line, where it stays
-        (a toast carried the only copy, and went), and in a toast that repeats it."""
+    def refuse(self, words: str, severity: SeverityLevel = "warning") -> None:
+        """Why a key does nothing (or what it set that goes on mattering: `o`'s ranks), where
+        the person looks: under the REPL line, where it stays (a toast carried the only copy,
+        and went), and in a toast that repeats it."""
         for out in self.screen_stack[0].query("#repl-out").results(Static) if self.screen_stack else []:
             out.update(words)
-        self.notify(words, severity="warning")
+        self.notify(words, severity=severity)
 
     def not_paused(self, what: str) -> None:
         """Says why there is nothing to `what`: the job runs, or it is ending (resumed from an
@@ -381,7 +385,7 @@ class ControlActions(_AppBase):
         def done(answer: str | None) -> None:
             if answer is not None:  # (escape: None)
                 self.source.targets = targets(answer)
-                self.notify(f"stepping and changes go to ranks {'all' if self.source.targets is None else self.source.targets}")
+                self.refuse(targets_words(self.source.targets), severity="information")
 
         self.push_screen(AskScreen("send stepping, LR, skip and breakpoints to ranks (e.g. 0,2-3 or all)", targets),
                          done)

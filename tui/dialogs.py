@@ -11,6 +11,7 @@ from textual.containers import Grid, Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Button, Checkbox, Footer, Input, Label, Static
 
+from stepdbg.client.info_text import num
 from stepdbg.wire.ops import lr_typed
 
 from .panel_table import help_lines
@@ -75,7 +76,8 @@ class LrScreen(ModalScreen[tuple[float, bool] | None]):
     def compose(self) -> ComposeResult:
         with Vertical():
             g = "all groups" if self.group is None else f"group {self.group}"
-            yield Label(f"learning rate for {g} (now {self.current})")
+            # (as the panels say a number: 0.0003, 1e-05; `0.0003000000142492354` from a float32 LR)
+            yield Label(f"learning rate for {g}" + ("" if self.current is None else f" (now {num(self.current)})"))
             yield Input(placeholder="e.g. 1e-4", id="lr-value")
             yield Checkbox("pin it (re-applied before every step; schedulers scaled)", True, id="lr-pin")
             yield Label("", id="lr-error", markup=False)  # it quotes what was typed

@@ -24,6 +24,7 @@ from typing import Any
 
 from ..wire import sessions, settings
 from ..wire.address import SUN_PATH_MAX
+from ..wire.rank_words import ranks_words
 from .targets import Endpoint, TargetError, printable
 
 SSH_TIMEOUT = 30.0
@@ -216,7 +217,7 @@ def job_endpoints(first: SshTarget | None, rows: list[dict[str, Any]]) -> list[E
     missing = [r for r in range(world) if r not in owner]
     if missing:
         seen = ", ".join(sorted({r["host"] for _, rs in groups for r in rs}))
-        raise TargetError(f"job {job} has {world} ranks; ranks {missing} were not found (searched {seen}). Each rank "
+        raise TargetError(f"job {job} has {world} ranks; {ranks_words(missing)} {'was' if len(missing) == 1 else 'were'} not found (searched {seen}). Each rank "
                           "names its node in the job's store once its process group exists; set STEPDBG_NODE where "
                           "the hostname is not what ssh reaches")
     found: dict[int, Endpoint] = {}
