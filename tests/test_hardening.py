@@ -272,7 +272,7 @@ def test_planted_session_files_are_not_trusted_and_remove_nothing_of_yours(priva
     d = sessions.ensure_private_dir(str(private_runtime_dir))
     victim = tmp_path / "precious.txt"
     victim.write_text("keep me")
-    dead = {"id": "999999", "pid": 2**22 + 12345, "host": "h", "argv": ["x"], "address": str(victim),
+    dead = {"id": "999999", "pid": 2**22 + 12345, "host": sessions.node_name(), "argv": ["x"], "address": str(victim),
             "token": "t", "started": 0.0}
     planted = _plant(d, "999999.json", dead)
     readable = _plant(d, "1.json", {**dead, "id": "1", "pid": os.getpid()}, mode=0o644)  # 0644: not ours to trust

@@ -125,8 +125,10 @@ class SessionInfo:
                 continue
             if not isinstance(v, kinds) or isinstance(v, bool):
                 raise ValueError(f"{name} is {v!r}")
-        if data["pid"] <= 0 or not all(isinstance(a, str) for a in data["argv"]):
+        if not 0 < data["pid"] < 2**31 or not all(isinstance(a, str) for a in data["argv"]):
             raise ValueError(f"pid {data['pid']!r} or argv {data['argv']!r} is not a process's")
+        if not _file_name(data["id"]):  # (remove() names its file by it)
+            raise ValueError(f"id {data['id']!r} is no file name")
         for name in ("address", "local"):
             if data.get(name) is not None and not _path_like(data[name]):
                 raise ValueError(f"{name} {data[name]!r} is no path or address (a NUL, or a character no file name has)")
@@ -158,6 +160,11 @@ def _path_like(text: str) -> bool:
         return False
 
 
+def _file_name(text: str) -> bool:
+    """A name a file in the runtime directory can have: no folder, no dot first, no NUL."""
+    return _path_like(text) and 0 < len(text) <= 200 and os.path.basename(text) == text and not text.startswith(".")
+
+
 def write(info: SessionInfo) -> str:
     d = ensure_private_dir(runtime_dir())
     path = os.path.join(d, f"{info.id}.json")
@@ -174,9 +181,9 @@ def remove(info: SessionInfo) -> None:
     names them inside the runtime directory (never a path read from a file)."""
     d = runtime_dir()
     for name in (f"{info.id}.json", f"{info.pid}.sock"):
-        if os.path.basename(name) != name or name.startswith("."):
+        if not _file_name(name):
             continue
-        with contextlib.suppress(FileNotFoundError, NotADirectoryError):
+        with contextlib.suppress(OSError):  # (gone already; a folder of that name is left)
             os.unlink(os.path.join(d, name))
 
 
@@ -201,8 +208,8 @@ def listing(clean: bool = True) -> list[SessionInfo]:
         info.path = path
         if info.alive():
             out.append(info)
-        elif clean:
-            remove(info)
+        elif clean and name == f"{info.id}.json" and info.host == node_name():  # (another host's pid means
+            remove(info)  # nothing here: a runtime directory in a shared home; a file naming another's id)
     return out
 
 
