@@ -89,7 +89,7 @@ Host *
         time.sleep(0.05)
     yield {"port": port, "user": user, "dir": d}
     proc.terminate()
-    proc.wait(5)
+    proc.wait(WAIT)  # (5 s: a ceiling a busy machine may reach; a TimeoutExpired in teardown is an error)
 
 
 def test_attach_over_ssh_pause_eval_and_continue(sshd, start_job):  # noqa: F811
