@@ -9,27 +9,22 @@ from typing import Any
 
 from textual.widgets import Input, TabbedContent
 
-from stepdbg.client import commands
 from stepdbg.wire import stall_text
+from stepdbg.wire.change_text import change_line
 
+from . import pause_words
 from .dialogs import ChoiceScreen
 from .header import last_reached
-from .panels import BreakpointsPanel
 
 # The agent says these on stderr too; with --forward-output the Log would show each twice.
 SAID_AS_EVENTS = re.compile(r"stepdbg(\[rank \d+\])?: (change: |break at step |finding \[|replay of step )")
 
 
-def change_words(data: dict[str, Any], status: dict[str, Any] | None = None) -> str:
+def change_words(data: dict[str, Any]) -> str:
     """A change as one line, in the console's words: 'change at step 30: LR set to 0.001 and
-    pinned (param group 0, was 0.01)', 'change at step 41: breakpoint added: nan'. Made
-    between steps (`status`: the job runs between them, at the step the change names), it is
-    'after step N' as the header says: the next step's number, not begun, said `change at
-    step 3` beside a header and plots at step 2 (a Ctrl-C to a job stuck between steps)."""
-    step = data.get("step")
-    if status is not None and step == status.get("step") and last_reached(status) != step:
-        return f"change after step {last_reached(status)}: {commands.change_words(data)}"
-    return f"change at step {step}: {commands.change_words(data)}"
+    pinned (param group 0, was 0.01)'; made between steps, 'change after step 2: ...', as the
+    header says it (wire/change_text.change_line: the job's own record says where it was)."""
+    return change_line(data)
 
 
 def on_paused(app: Any, data: Any) -> None:
@@ -40,11 +35,8 @@ def on_paused(app: Any, data: Any) -> None:
     app.log_line(f"paused at step {data['step']} ({data['phase']})", "yellow")
     follow_job(app)
     if isinstance(app.focused, Input):  # a field being typed in keeps the focus and its panel: the rest
-        words = f"the job paused at step {data['step']}: escape, then c continues (1 shows the break)"
-        app.notify(words)  # of the typing stays in the field, not run as keys (walk 4, item 1); the add
-        for panel in app.screen_stack[0].query(BreakpointsPanel):  # box says it under it while the job is paused (a toast
-            panel.job_paused(words if app.focused is panel.query_one("#break-input") else "")  # goes)
-        app.refresh_all()
+        pause_words.say_in_field(app, data)  # of the typing stays in the field, not run as keys (walk 4,
+        app.refresh_all()  # item 1); the pause and why are said under it while the job is paused (a toast goes)
         return
     app.query_one(TabbedContent).active = "break"
     if app.focused is None:  # Down and PageDown scroll the Break panel
@@ -69,6 +61,7 @@ def on_resumed(app: Any, data: Any) -> None:
     brk = app.status.get("paused") or {}
     ending = ((brk.get("details") or {}).get("exception") or "exception") if brk.get("phase") == "exception" else None
     app.status = {**app.status, "state": "running", "paused": None, "pausing": None, "ending": ending}
+    app.log_line(pause_words.resumed_words(brk, data or {}), "yellow")  # (c said nothing; R only a toast)
     follow_job(app)
     app.refresh_break()
 
@@ -131,7 +124,7 @@ def _show_line(app: Any, stream: str, line: str) -> None:
 
 
 def on_change(app: Any, data: Any) -> None:
-    app.log_line(change_words(data, app.status), "cyan")
+    app.log_line(change_words(data), "cyan")
     order = LogOrder.of(app)
     if order.waiting:
         order.waiting -= 1
@@ -165,9 +158,10 @@ def on_finding(app: Any, data: Any) -> None:
 def on_exited(app: Any, data: Any) -> None:
     LogOrder.of(app).release(app)  # (the job's lines before its end: none held past it)
     code = data.get("exit_code")
-    steps = data.get("steps")  # how many ran to their end: the last one's number is one less
-    shown = last_reached(app.status)  # (the header's number: the last step reached)
-    last = steps - 1 if isinstance(steps, int) and steps > 0 else shown
+    steps = data.get("steps")  # how many ran to their end: the last one's number is one less, unless it
+    shown = last_reached(app.status)  # ended inside step `steps` (in_step) (the header's number: the last reached)
+    last = steps - (not data.get("in_step")) if isinstance(steps, int) and (steps > 0 or data.get("in_step")) \
+        else shown
     if isinstance(shown, int) and (last is None or shown > last):  # ended inside the step shown (an interrupt
         last = shown  # at a pause): the step never goes back
     app.status = {**app.status, "state": f"exited ({code})", "paused": None, "phase": "ended", "step": last,
@@ -188,8 +182,7 @@ def follow_job(app: Any) -> None:
     at the end: it offered to continue the job, or `i` to interrupt it, and did nothing)."""
     state = str(app.status.get("state", ""))
     if state != "paused":
-        for panel in app.screen_stack[0].query(BreakpointsPanel):
-            panel.job_paused("")
+        pause_words.clear(app)
     if len(app.screen_stack) > 1 and isinstance(app.screen, ChoiceScreen):
         app.screen.job_is(state)
 

@@ -40,7 +40,8 @@ def flush_job_output() -> None:
 class Bus:
     """Listeners, the report and the stderr line; the log of changes made by front ends."""
 
-    def __init__(self, report: str | None, quiet: bool, step: Callable[[], int]) -> None:
+    def __init__(self, report: str | None, quiet: bool, step: Callable[[], int],
+                 between_steps: Callable[[], bool] = lambda: False) -> None:
         rank = rank_of_job()
         if rank is not None:
             self.report = Report(rank_path(report, rank) if report else None, {"rank": rank})
@@ -49,6 +50,7 @@ class Bus:
         self.quiet = quiet
         self.prefix = "stepdbg" if rank is None else f"stepdbg[rank {rank}]"
         self._step = step
+        self._between_steps = between_steps  # running between steps: the step's number is the next one's
         # Called with (event, data) on the thread where it happens: "break", "paused",
         # "resumed", "step", "change", "replay", "finding", "output".
         self.listeners: list[Callable[[str, Any], None]] = []
@@ -82,8 +84,11 @@ class Bus:
 
     def change(self, what: str, words: str | None = None, **fields: Any) -> dict[str, Any]:
         """A change made to the job (LR, a breakpoint, a rewind): logged, written, told, said
-        (in `words` where the fields alone would not say what happens)."""
-        rec = {"what": what, "step": self._step(), **fields}
+        (in `words` where the fields alone would not say what happens). Made while the job
+        runs between steps, its `step` is the next one's, not begun: `between_steps` says so
+        (the front ends say 'after step N-1', as their headers do)."""
+        rec = {"what": what, "step": self._step(), **({"between_steps": True} if self._between_steps() else {}),
+               **fields}
         self.changes.append(rec)
         self.report.write("change", **rec)
         self.emit("change", rec)

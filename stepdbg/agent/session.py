@@ -53,7 +53,8 @@ class Session:
                  can_prompt: Callable[[], bool] = lambda: False) -> None:
         self.config = config = config or AgentConfig()
         self.argv = list(config.argv or sys.argv)
-        self.bus = Bus(config.report, config.quiet, lambda: self.model.step)
+        self.bus = Bus(config.report, config.quiet, lambda: self.model.step,
+                       lambda: self.model.current is None and not self.model.halted)  # (paused: at its step)
         self.guard = Guard(self.bus.hook_failed, passthrough=(Abort, KeyboardInterrupt))
         self.model = StepModel(self, self.guard)
         self.controls = Controls(lambda: self.model.thread)

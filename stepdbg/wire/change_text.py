@@ -54,8 +54,19 @@ def change_words(c: dict[str, Any]) -> str:
         return CHANGE_WORDS[c.get("what", "")](c)
     except (KeyError, TypeError, ValueError):
         fields = "; ".join(f"{str(k).replace('_', ' ')} {_value_words(v)}" for k, v in c.items()
-                           if k not in ("what", "step"))
+                           if k not in ("what", "step", "between_steps"))
         return f"{str(c.get('what')).replace('_', ' ')}{': ' + fields if fields else ''}"
+
+
+def change_line(c: dict[str, Any]) -> str:
+    """A change as one line of a Log: 'change at step 30: LR set to 0.001 and pinned (param
+    group 0, was 0.01)'. Made while the job ran between steps (`between_steps`) its `step`
+    is the next one's, not begun: 'change after step 35: ...', the step the job was at, as
+    a header says it (a Ctrl-C to a running job was `change at step 36` under `step 35`)."""
+    step = c.get("step")
+    if c.get("between_steps") and isinstance(step, int):
+        return f"change {f'after step {step - 1}' if step > 0 else 'before step 0'}: {change_words(c)}"
+    return f"change at step {step}: {change_words(c)}"
 
 
 def _value_words(v: Any) -> str:

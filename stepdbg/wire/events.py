@@ -33,12 +33,15 @@ EVENTS: dict[str, Event] = {e.name: e for e in (
     Event("step", "object", ("step",),
           "a step ended: its record (loss, grad_norm, lr, data_wait, step_time, ...), and in `earlier` "
           "the records of the steps since the last step event; at most 10 a second"),
-    Event("change", "object", ("what", "step"), "a change made to the job (lr, skip, rewind, a breakpoint)"),
+    Event("change", "object", ("what", "step"),
+          "a change made to the job (lr, skip, rewind, a breakpoint); `between_steps`: made between steps (`step`, not "
+          "begun yet, is the next one's)"),
     Event("finding", "object", ("rule", "message", "advice"), "a diagnostic rule fired (doctor)"),
     Event("replay", "object", ("step", "summary"), "a replay's answer: the replay op's object"),
     Event("output", "list of objects", ("stream", "lines"),
           "the job's stdout/stderr lines, batched (--forward-output)"),
-    Event("exited", "object", ("exit_code",), "the job ended: also `steps` and `error`"),
+    Event("exited", "object", ("exit_code",),
+          "the job ended: also `steps` (how many ran to their end), `in_step` (it ended inside step `steps`) and `error`"),
     Event("lost", "string", (), "the connection ended without `exited`", local=True),
 )}
 

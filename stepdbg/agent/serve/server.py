@@ -127,7 +127,11 @@ class Server:
         self._stopped.set()
         self._flush_output()
         self._flush_steps()  # every step's record, then the end (the plots reach the last step)
-        self.broadcast(protocol.event("exited", {"exit_code": exit_code, "steps": self.session.step, "error": error}))
+        # `in_step`: it ended inside step `steps`, begun and never ended (a Ctrl-C in its forward): the
+        # front ends' last step is that one, as a change made in it said (`change at step 36`)
+        in_step = getattr(getattr(self.session, "model", None), "current", None) is not None
+        self.broadcast(protocol.event("exited", {"exit_code": exit_code, "steps": self.session.step, "error": error,
+                                                 **({"in_step": True} if in_step else {})}))
         with self._lock:
             peers = list(self._peers)
         deadline = time.monotonic() + WORKERS_GRACE
