@@ -58,7 +58,9 @@ def test_a_skipped_collective_is_explained_across_ranks_and_abort_ends_the_job_w
     rank 1 in backward's gradient all-reduce. The stall report, made by one rank from every
     rank's answer through the job's store, names both ranks, both collectives and both
     lines; --on-break abort then ends the whole job with exit code 3."""
-    proc = start(tmp_path, "--no-tui", "--break", "stall>4", "--on-break", "abort",
+    # stall>10: the report must be the skipped collective's, and a step a busy machine starves
+    # may make no progress for 4 s by itself (test_demos' stall>2 fired on a 2 s starvation)
+    proc = start(tmp_path, "--no-tui", "--break", "stall>10", "--on-break", "abort",
                  script_args=("--skip-metrics-at", "5", "--steps", "30"))
     code, out, err = finish(proc)
     assert code == 3, err[-3000:]
@@ -83,7 +85,7 @@ def test_the_console_ranks_command_explains_a_stall_the_job_is_still_in(tmp_path
     prints) shows the stall report above the rows while the ranks are still stuck."""
     import signal
 
-    proc = start(tmp_path, "--no-tui", "--break", "stall>4", script_args=("--skip-metrics-at", "2", "--steps", "30"))
+    proc = start(tmp_path, "--no-tui", "--break", "stall>10", script_args=("--skip-metrics-at", "2", "--steps", "30"))
     ranks = job.Job(both_ranks(proc))
     try:
         deadline = time.monotonic() + WAIT
