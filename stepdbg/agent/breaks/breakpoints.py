@@ -17,6 +17,7 @@ import torch
 
 from stepdbg.agent.measure import rank_origin, tensors
 from stepdbg.agent.measure.memory import memory_in_use
+from stepdbg.agent.replay import param_writes
 from stepdbg.agent.replay.autograd_graph import search_input_graph
 from stepdbg.agent.step import backward_capture, micro_batches, upstream
 from stepdbg.agent.step.step_model import StepModel
@@ -270,8 +271,7 @@ def _input_words(model: StepModel, bad_inputs: list[torch.Tensor], details: dict
 
 
 def nonfinite(phase: str, model: StepModel) -> tuple[str, dict[str, Any]] | None:
-    """A non-finite loss (before backward; on an accelerator, where the loss is read with the
-    gradient norm, before the update) or gradient (before the update), and why."""
+    """A non-finite loss (before backward; on an accelerator, read with the gradient norm before the update) or gradient (before the update), and why."""
     st = model.current
     assert st is not None
     seen = st.losses[-1:] if phase == "before_backward" else st.losses if phase == "before_optimizer_step" else ()
@@ -282,14 +282,16 @@ def nonfinite(phase: str, model: StepModel) -> tuple[str, dict[str, Any]] | None
         forward = micro_batches.focus(model, st.loss_captures, bad) if aligned else None
         if forward is not None:
             details["forward"] = forward
-        bad_params = tensors.nonfinite_names(model.named(model.params_of_step(), grads=False))
+        named = model.named(model.params_of_step(), grads=False)
+        bad_params = tensors.nonfinite_names(named)
         out = tensors.first_tensor(model.output())
         if bad_params:
             details["nonfinite_params"] = bad_params
             n = len(bad_params)  # (nonfinite_names stops at 10)
             more = "" if n <= 3 else f" and {n - 3} more" if n < 10 else " and more"
-            why = (f"parameters {', '.join(bad_params[:3])}{more} are non-finite (the update of the previous step "
-                   "made them so)")
+            how = param_writes.written_between([t for n, t in named if n in bad_params], model.history,
+                                               list(model.optimizers), st.index)
+            why = f"parameters {', '.join(bad_params[:3])}{more} are non-finite ({how or 'the previous update made them so'})"
         elif (out is not None and not bool(torch.isfinite(out.detach()).all())) or st.output_finite is False:
             details["model_output"] = "nonfinite"
             why = "the model output is already non-finite: it was born in the forward"

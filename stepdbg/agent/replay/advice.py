@@ -120,6 +120,12 @@ def advise(first: dict[str, Any] | None, history: Iterable[dict[str, Any]],
                         f"value{'' if first.get('count') == 1 else 's'}, the "
                         f"first at {first.get('index')}{sample}; find that record and clean or filter it (check "
                         "for NaN/inf in the dataset or the collate_fn)"}
+    if first.get("where") == "parameter" and first.get("written"):  # (param_writes: no update made it)
+        return {"cause": "written",
+                "text": f"the op and the learning rate are not the cause: {first.get('tensor')} became non-finite "
+                        "between the steps, not in an update. Find what wrote it: a write to the weights (under "
+                        "torch.no_grad), a checkpoint loaded, a hook, or the device (a flipped bit); a rewind or a "
+                        "checkpoint from before it brings the weights back"}
     why = diverging(history, params)
     if first.get("where") == "parameter" or why:
         return {"cause": "divergence",

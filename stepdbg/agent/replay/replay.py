@@ -49,9 +49,11 @@ from stepdbg.agent.replay.autograd_graph import (
     search_loss_graph,
     user_trace,
 )
+from stepdbg.agent.replay.param_writes import annotate
 from stepdbg.agent.replay.provenance import ModuleStack, Provenance, first_bad, named_tensors
 from stepdbg.agent.replay.rerun import (
     eager_root,
+    forward_error,
     preserved_state,
     restore_step_start,
     run_root,
@@ -106,6 +108,7 @@ def replay_step(model: StepModel, brk: Any = None, frame: FrameType | None = Non
                           agree=(agree or (lambda ready: False)) if shards is not None else None)
         _judged_together(shards is not None and agree is not None, agree, first, result["step"])
     result["first_nonfinite"], result["micro_batches"] = first, getattr(getattr(model, "current", None), "forwards", 1)
+    annotate(first, root.parameters(), model, result["step"])  # (a parameter not made so by an update: written)
     clip = getattr(getattr(model, "current", None), "clip_norm", None)  # (what clip_grad_norm_ returned this step)
     result["clip_norm"] = as_float(clip) if clip is not None else None
     if first is None and result.get("backward_replayed") and result.get("replayed_output_finite") \
@@ -193,7 +196,7 @@ def _replayed(model: StepModel, root: torch.nn.Module, args: Any, kwargs: Any, c
                 with modules, prov:
                     out = run_root(root, cap)
             except Exception as e:
-                result["forward_error"] = _forward_error(e, root)
+                result["forward_error"] = forward_error(e, root)
             result["ops_seen"] = prov.ops
             if "forward_error" in result:
                 if agree is not None:
@@ -252,13 +255,6 @@ def _agreed(agree: Callable[[bool], bool] | None, ready: bool, notes: list[str])
                  "every rank ran its forward together (a sharded model); the backward is not replayed"
                  + (": another rank could not" if ready else ""))
     return go
-
-
-def _forward_error(e: Exception, root: torch.nn.Module) -> str:  # (what the replay's own forward raised)
-    if isinstance(e, NotImplementedError) and hasattr(root, "training_step"):  # a LightningModule, no forward
-        return (f"{type(root).__name__} has no forward of its own: Lightning's DDP or FSDP strategy ran its "
-                "training_step as the wrapper's forward, which a replay cannot run again")
-    return f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
 
 
 def _in_loss_graph(model: StepModel, cap: dict[str, Any], brk: Any, frame: FrameType | None,
@@ -320,7 +316,7 @@ def _summary(result: dict[str, Any], notes: list[str]) -> str:
                 f"{first.get('tensor')}, {first.get('into') or 'the model'}'s input, is computed from a model's "
                 "output or parameters, not the data")
     if first and first["where"] == "parameter":
-        return f"parameter {first.get('tensor')} was already non-finite before this step (an earlier update)"
+        return f"parameter {first.get('tensor')} was already non-finite before this step ({first.get('written') or 'an earlier update'})"
     if first:
         where = f"{first.get('file')}:{first.get('line')}" if first.get("line") else "an unknown line"
         module = first.get("module") or "the loss computation"

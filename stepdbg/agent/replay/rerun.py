@@ -86,3 +86,11 @@ def shown_origin(origin: dict[str, Any] | None) -> dict[str, Any] | None:
     for key in ("module", "module_type", "op"):
         out.setdefault(key, None)
     return out
+
+
+def forward_error(e: Exception, root: torch.nn.Module) -> str:
+    """What the replay's own forward raised, in words."""
+    if isinstance(e, NotImplementedError) and hasattr(root, "training_step"):  # a LightningModule, no forward
+        return (f"{type(root).__name__} has no forward of its own: Lightning's DDP or FSDP strategy ran its "
+                "training_step as the wrapper's forward, which a replay cannot run again")
+    return f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
