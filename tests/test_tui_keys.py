@@ -154,7 +154,7 @@ async def test_repl_line_evaluates_with_history():
         app.query_one("#repl", Input).value = ""
         await pilot.press(*"break add loss>5", "enter")  # an answer under the line, good or bad
         await pilot.pause(0.2)
-        assert "breakpoint loss>5 added" in text_of(app, "#repl-out")
+        assert "breakpoint added: loss>5" in text_of(app, "#repl-out")  # (the Log's and the console's words)
         await pilot.press(*"break add grad_norm>>1", "enter")
         await pilot.pause(0.2)
         assert check_spec("grad_norm>>1") in text_of(app, "#repl-out")

@@ -124,7 +124,7 @@ def test_repl_in_a_real_terminal_with_completion(tmp_path, private_runtime_dir, 
         term.keys("mod", "Tab")
         term.wait_screen("(stepdbg) model")
         term.keys("C-u", "c", "Enter")
-        term.wait_screen("the job ended (exit code 4)")
+        term.wait_screen("the job ended with exit code 4 after 6 steps")  # (the line console's words)
         assert term.exit_code() == "4", term.screen()
         assert (tmp_path / "stepdbg" / "repl_history").read_text().count("p x") == 1
     finally:

@@ -20,7 +20,7 @@ from prompt_toolkit.history import FileHistory
 from prompt_toolkit.patch_stdout import patch_stdout
 
 from stepdbg.client import ClientError
-from stepdbg.client.console import IDLE_CTRL_C, detach, execute, show_source
+from stepdbg.client.console import IDLE_CTRL_C, detach, end_words, execute, show_source
 from stepdbg.wire.conditions import ConditionError
 
 COMMANDS = ["c", "n", "s", "r", "p", "lr", "skip", "info", "model", "opt", "mem", "threads", "breaks", "source",
@@ -55,6 +55,7 @@ class _Watch:
     def __init__(self, client: Any, session: PromptSession[str], completer: _Names) -> None:
         self.client, self.session, self.completer = client, session, completer
         self.stop = threading.Event()
+        self._told = threading.Lock()  # held once the end is said: by this watch or by a line typed as it came
 
     def refresh_names(self) -> None:
         with contextlib.suppress(Exception):
@@ -70,13 +71,19 @@ class _Watch:
         if self.client.exited is not None and app.is_running and not app.is_done:
             app.exit(result=None)
 
+    def tell_end(self, lost: str | None = None) -> int:
+        """Say how the job ended, once (a job killed: gone, its pid, no exit code); the exit code."""
+        words, code = end_words(self.client, lost)
+        if self._told.acquire(blocking=False):
+            print("\n" + words)
+        return code
+
     def run(self) -> None:
         client, shown = self.client, None
         while not self.stop.is_set():
             brk = client.wait_paused(timeout=0.5, previous=shown)  # waits: a pause already shown returns None
             if client.exited is not None and not self.stop.is_set():  # not after we left ourselves
-                ex = client.exited
-                print(f"\nthe job ended ({ex.get('lost') or 'exit code ' + str(ex.get('exit_code'))})")
+                self.tell_end()
                 loop = self.session.app.loop
                 if loop is not None:
                     loop.call_soon_threadsafe(self.leave_when_ended)
@@ -148,25 +155,24 @@ def run_repl(client: Any) -> int:
                 except KeyboardInterrupt:
                     print(IDLE_CTRL_C.format(", `detach` or Ctrl-D leaves"))
                     continue
-                code = _run_line(client, line, stop)
+                code = _run_line(client, line, watch)
                 if code is not None:
                     return code
         finally:
             stop.set()
-    ex = client.exited or {}
-    return 1 if "lost" in ex else int(ex.get("exit_code") or 0)
+    return end_words(client)[1]
 
 
-def _run_line(client: Any, line: str, stop: threading.Event) -> int | None:
+def _run_line(client: Any, line: str, watch: _Watch) -> int | None:
     """One line typed: the REPL's exit code when it leaves (detach, a lost job), else None."""
     try:
         if execute(client, line) == "detach":
-            stop.set()
+            watch.stop.set()
             print(detach(client, line))
             return 0
     except (ConditionError, ValueError, KeyError, LookupError, RuntimeError, ClientError) as e:
         print(f"error: {e}")
     except ConnectionError as e:
-        print(f"stepdbg: {e}")
-        return 1
+        watch.stop.set()
+        return watch.tell_end(str(e))
     return None

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from textual.widgets import Input, Static, TabbedContent
 
-from stepdbg.client.commands import UNTIL_USAGE, change_words
+from stepdbg.client.commands import UNTIL_USAGE, added_words, change_words
 from stepdbg.client.info_text import INFO
 from stepdbg.client.replicas import diff_ranks_async
 from stepdbg.wire.ops import lr_typed
@@ -152,12 +152,16 @@ async def _break(app: Any, out: Static, line: str, word: str, rest: str) -> bool
     panel = app.query_one(BreakpointsPanel)
     if rest.startswith("add "):
         spec = rest[4:].strip()
-        error = check_spec(spec) or await panel.add(app.source, spec)
-        out.update(f"» {line}\n{error or f'breakpoint {spec} added'}")
+        error = check_spec(spec)
+        rows = [] if error else await ask(UnderTheLine(out, line), "breakpoints", app.source.breakpoints())
+        if rows is None:
+            return True
+        error = error or await panel.add(app.source, spec)  # (the console's words, the Log's: one place)
+        out.update(f"» {line}\n{error or added_words(spec, [r['spec'] for r in rows])}")
     elif rest.startswith(("rm ", "remove ")):
         spec = rest.partition(" ")[2].strip()
         if await ask(UnderTheLine(out, line), "breakpoint", app.source.remove_break(spec)) is not None:
-            out.update(f"» {line}\nremoved breakpoint {spec}")
+            out.update(f"» {line}\n{change_words({'what': 'break_remove', 'spec': spec})}")
             await panel.load(app.source, app.status, app.history)
     else:
         return False

@@ -16,11 +16,11 @@ from collections.abc import Callable
 from typing import Any
 
 from ..wire.change_text import change_words
+from ..wire.conditions import parse as parse_condition
 from ..wire.numbers import ascii_int
 from ..wire.ops import lr_typed
 from ..wire.rank_diff import USAGE as RANKS_USAGE
 from ..wire.rank_diff import tolerances
-from ..wire.rank_words import targets_words
 from .info_text import info_lines, source_lines
 from .tensor_text import format_summary
 
@@ -236,12 +236,28 @@ def _locals(target: Any, word: str, rest: str) -> str | None:
     return None
 
 
+def added_words(spec: str, had: list[str]) -> str:
+    """What `break add SPEC` did, as the Log says a change ('breakpoint added: grad_norm>10'),
+    or that the breakpoint was there already (nothing changed, so the job says nothing)."""
+    same = parse_condition(spec).spec
+    return f"{same} is there already: not added again" if same in had else \
+        change_words({"what": "break_add", "spec": same})
+
+
 def _break(target: Any, word: str, rest: str) -> str | None:
+    """What was added or removed, in one line (the change's words), then the breakpoints."""
     sub, _, spec = rest.partition(" ")
+    spec = spec.strip()
     if sub == "add":
-        target.add_break(spec.strip())
+        had = target.break_specs()
+        target.add_break(spec)  # (a bad spec: the job's refusal, said as an error)
+        if parse_condition(spec).spec in had:
+            out(added_words(spec, had))  # no change: the job said nothing
+        else:
+            _confirm(target, added_words(spec, had))
     elif sub in ("rm", "remove"):
-        target.remove_break(spec.strip())
+        target.remove_break(spec)
+        _confirm(target, change_words({"what": "break_remove", "spec": spec}))
     for line in info_lines(target, "breaks"):
         out(line)
     return None
@@ -310,7 +326,7 @@ def _job_command(job: Any, word: str, rest: str) -> None:
         out(f"rank {job.current} in view")
     elif word == "on":
         job.targets = None if rest in ("", "all") else parse_ranks(rest, len(job.clients))
-        out(targets_words(job.targets))
+        out(f"stepping and changes go to ranks {'all' if job.targets is None else job.targets}")
     elif word == "ranks":
         for line in job.ranks_text():
             out(line)

@@ -12,6 +12,7 @@ import os
 import queue
 import socket
 import threading
+import time
 from collections import deque
 from concurrent.futures import Future
 from typing import Any
@@ -53,6 +54,7 @@ def settle(waiting: dict[Any, Any], msg: dict[str, Any]) -> ClientError | None:
     return None
 
 
+DYING_S = 2.0  # how long a lost connection's job may take to be gone once its sockets closed (a guard)
 OUTPUT_TAIL = 20  # lines of a job's forwarded output kept per client (a dead rank's last words)
 
 
@@ -80,6 +82,9 @@ def lost_words(session: dict[str, Any], lost: str) -> str:
     pid = session.get("pid")
     if not isinstance(pid, int) or session.get("host") not in (None, sessions.node_name()):
         return lost
+    deadline = time.monotonic() + DYING_S  # (a job killed closes its sockets a moment before it is gone)
+    while not _gone(pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
     gone = gone_words(session)
     if gone is not None:
         return f"{lost}; {gone}"

@@ -89,6 +89,17 @@ def detach(client: Any, line: str) -> str:
 ENDS = tuple(k for k, v in RESUMES.items() if v == "end")
 
 
+def end_words(client: Any, lost: str | None = None) -> tuple[str, int]:
+    """How the job ended while attached, in one line, and the attach's exit code: the job's
+    own, or 1 where the connection was lost (`lost`: a call's ConnectionError, before the
+    end is known), said as the job being gone (its pid, killed, no exit code) or unreachable."""
+    ex = client.exited or ({"lost": lost} if lost else {})
+    if "lost" in ex:
+        return f"stepdbg: {lost_words(client.session, ex['lost'])}", 1
+    return (f"the job ended with exit code {ex.get('exit_code')} after {ex.get('steps')} steps",
+            int(ex.get("exit_code") or 0))
+
+
 def _ended(client: Any, timeout: float = 60.0) -> bool:
     """Wait (bounded) for the end a `q` asked for; True once it came."""
     deadline = time.monotonic() + timeout
@@ -151,12 +162,9 @@ def attach_console(client: Any) -> int:  # noqa: C901, PLR0912 - the console's l
     shown, ending = None, False
     while True:
         if client.exited is not None:
-            ex = client.exited
-            if "lost" in ex:
-                out(f"stepdbg: {lost_words(client.session, ex['lost'])}")
-                return 1
-            out(f"the job ended with exit code {ex.get('exit_code')} after {ex.get('steps')} steps")
-            return int(ex.get("exit_code") or 0)
+            words, code = end_words(client)
+            out(words)
+            return code
         brk = client.paused
         if brk is not None and brk is not shown:
             shown = brk
@@ -186,8 +194,9 @@ def attach_console(client: Any) -> int:  # noqa: C901, PLR0912 - the console's l
         except _errors() as e:
             out(f"error: {e}")
         except ConnectionError as e:
-            out(f"stepdbg: {e}")
-            return 1
+            words, code = end_words(client, str(e))
+            out(words)
+            return code
         if client.paused is not None:
             print("(stepdbg) ", end="", file=sys.stderr, flush=True)
 

@@ -53,8 +53,7 @@ class Breaker:
         self.model, self.break_set, self.controls, self.ranks = model, break_set, controls, ranks
         self.bus, self.guard, self.actions = bus, guard, actions
         break_set.tell = bus.finding  # an expr: breakpoint whose expression raised, said once
-        controls.on_interrupt = lambda: bus.change("interrupt", "SIGINT sent to the job by a front end",
-                                                   by="a front end", signal="SIGINT")
+        controls.on_interrupt = lambda: bus.change("interrupt", by="a front end", signal="SIGINT")  # (said as the Log says it)
         self.actions_defaulted = False  # nobody chose the actions: with a front end attached, a break pauses
         self.breaks: list[Break] = []
         self.paused_stack = PausedStack()  # the user's frames at a pause; u/d select one

@@ -161,8 +161,8 @@ class Handlers:
         return {"interrupted": self.s.views.evaluator.interrupt()}
 
     def op_interrupt_job(self) -> dict[str, Any]:
-        """Ctrl-C for the job itself (SIGINT): its own handling runs."""
-        self.s.bus.say("Ctrl-C from a front end: SIGINT to the job (its own Ctrl-C handling runs)")
+        """Ctrl-C for the job itself (SIGINT): its own handling runs. Said once, by the change
+        every client is told of before the signal (it was said twice, in two words)."""
         return self.s.controls.interrupt_job()
 
     # changes
