@@ -11,7 +11,7 @@ import subprocess
 import sys
 import textwrap
 
-from conftest import DEMOS, ROOT, WAIT, text_of, wait_for
+from conftest import DEMOS, FIXTURE, ROOT, WAIT, marked_line, text_of, wait_for
 from test_tui_fixes import no_exception_on_screen, real
 from textual.widgets import DataTable
 from tui_walk import focus_is_visible, header_text, screen_text, settled
@@ -133,7 +133,7 @@ async def test_the_threads_view_shows_the_persons_frames_only(tui_at_break):
         await pilot.press("8")
         await wait_for(pilot, lambda: "MainThread" in text_of(app, "#threads-text"), "the threads")
         shown = text_of(app, "#threads-text")
-        assert "train_loop.py:25" in shown, shown
+        assert f"train_loop.py:{marked_line(FIXTURE, 'forward')}" in shown, shown
         assert "hidden" not in shown and "stepdbg/" not in shown and "<stepdbg>" not in shown, shown
         assert "frames of stepdbg" not in screen_text(app)
 
