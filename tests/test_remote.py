@@ -221,8 +221,13 @@ def test_a_job_started_with_the_environment_variable_is_attached_as_a_whole_over
     subprocess.run([sys.executable, "-m", "stepdbg", "hook", "install"], check=True, capture_output=True)
     try:
         env = {**os.environ, "STEPDBG_AUTOSTART": "step==12", "STEPDBG_QUIET": "1"}
+        # The break only pauses a job a client is attached to: the ranks start their steps once
+        # the job is attached (rank 1 waits for the go file before step 0, rank 0 for rank 1).
+        # (Steps of 0.2 s could reach step 12 before a busy machine's ssh attach got in.)
+        go = tmp_path / "go"
         proc = subprocess.Popen([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
-                                 str(DDP), "--steps", "30", "--sleep", "0.2"], cwd=ROOT, env=env,
+                                 str(DDP), "--steps", "30", "--stall-at", "0", "--stall-until", str(go)],
+                                cwd=ROOT, env=env,
                                 stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         try:
             from stepdbg.wire import sessions
@@ -233,6 +238,7 @@ def test_a_job_started_with_the_environment_variable_is_attached_as_a_whole_over
                 time.sleep(0.1)
             job = open_job(f"ssh://testnode/{sessions.listing()[0].job_id}")
             assert job is not None and len(job.clients) == 2
+            go.touch()
             for c in job.clients:
                 brk = c.wait_paused(WAIT)
                 assert (brk["step"], brk["phase"]) == (12, "before_optimizer_step")
