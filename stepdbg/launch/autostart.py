@@ -23,7 +23,15 @@ def main() -> None:
     if stepdbg.current() is not None:
         return
     breaks = [b.strip() for b in spec.split(",") if b.strip() and b.strip() != "1"]
-    session = stepdbg.watch(*breaks, on_break="report", serve=True, quiet=os.environ.get("STEPDBG_QUIET") == "1")
+    try:
+        session = stepdbg.watch(*breaks, on_break="report", serve=True, quiet=os.environ.get("STEPDBG_QUIET") == "1")
+    except OSError as e:  # no socket (a runtime directory open to others is refused): said in one line,
+        from .bootstrap import cannot_listen
+
+        stepdbg.stop()  # and the job runs as it would without the hook, never harmed
+        print(f"stepdbg: {cannot_listen(e, None)}; STEPDBG_AUTOSTART: the job runs without stepdbg", file=sys.stderr,
+              flush=True)
+        return
     session.breaker.actions_defaulted = True  # with a client attached, a break pauses
 
 

@@ -28,10 +28,13 @@ EXIT_CANNOT_LISTEN = 2  # like a bad stepdbg option: the script never started
 EXIT_NO_TORCH = 2
 
 
-def _cannot_listen(e: OSError, listen: str | None) -> str:
-    """Why the agent has no socket, in one line that names where and what to set."""
+def cannot_listen(e: OSError, listen: str | None) -> str:
+    """Why the agent has no socket, in one line that names where and what to set (the
+    launcher's and STEPDBG_AUTOSTART's)."""
     if listen:
         return f"cannot listen on {listen}: {e.strerror or e}"
+    if isinstance(e, PermissionError) and e.strerror is None:  # sessions' refusal: it names the folder and what to do
+        return str(e)
     from stepdbg.wire.sessions import runtime_dir
 
     why = e.strerror if e.strerror else str(e)
@@ -166,7 +169,7 @@ def main() -> int:  # noqa: C901, PLR0912, PLR0915 - the launcher's steps in ord
     try:
         serve(session, config.listen, announce=bool(config.serve or config.listen))
     except OSError as e:
-        why = _cannot_listen(e, config.listen)
+        why = cannot_listen(e, config.listen)
         if config.serve or config.listen:  # attaching was the point: say why and stop now
             print(f"stepdbg: {why}", file=sys.stderr, flush=True)
             session.stop(exit_code=EXIT_CANNOT_LISTEN, error=why)

@@ -40,14 +40,15 @@ def runtime_dir() -> str:
 
 
 def ensure_private_dir(path: str) -> str:
-    """Create `path` 0700, or check an existing one is ours and private."""
+    """Create `path` 0700, or check an existing one is ours and private. One open to other
+    users is refused in the words `stepdbg ls` and the launcher say (PermissionError), never
+    made private behind the user's back: a job started with STEPDBG_AUTOSTART changed the
+    mode of the user's own folder without a word."""
     with contextlib.suppress(FileExistsError):
         os.mkdir(path, 0o700)
     st = os.lstat(path)
-    if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid():
+    if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid() or st.st_mode & 0o077:
         raise PermissionError(_not_ours(path, st))
-    if st.st_mode & 0o077:
-        os.chmod(path, 0o700)
     return path
 
 
