@@ -43,7 +43,7 @@ async def test_a_break_while_the_add_box_has_the_focus_is_said_under_it_and_c_st
             assert app.query_one("#break-input", Input).value == "cqc"
             shown = words(app)
             assert "bad condition 'cqc'" in shown, shown
-            assert "the job paused at step 6: escape, then c continues" in shown, shown
+            assert "the job paused at step 6 [step==6]: reached step 6 · escape, then c continues" in shown, shown
             assert (await other.status())["step"] == 6 and app.status.get("state") == "paused"
             await pilot.press("escape", "c")
             await wait_for(pilot, lambda: app.status.get("state") != "paused", "c to continue the job")

@@ -59,12 +59,15 @@ def render_findings(findings: list[dict[str, Any]]) -> list[Text]:
 
 
 def render_break(brk: dict[str, Any] | None, replay: dict[str, Any] | None,
-                 findings: list[dict[str, Any]] | None = None) -> Group | Text:
+                 findings: list[dict[str, Any]] | None = None, last: dict[str, Any] | None = None) -> Group | Text:
     """The Break panel's record, in screen order: the break, its scalars, where, the replay,
-    the hints and the findings."""
+    the hints and the findings. Running, the last break the panel showed (`last`): after c
+    or R it said `no break yet` of a job that had broken (the seventh walk's 4)."""
     if brk is None:
-        if findings:
-            return Group(Text("running", style="dim"), *render_findings(findings))
+        said = [Text("running — p pauses at the next pause point. The last break:", style="dim"),
+                _break_head(last)] if last else [Text("running", style="dim")] if findings else []
+        if said or findings:
+            return Group(*said, *render_findings(findings or []))
         return Text("running — no break yet. p pauses at the next pause point.", style="dim")
     lines: list[Any] = [_break_head(brk), _break_scalars(brk)]
     w = brk.get("where")
@@ -214,6 +217,8 @@ class BreakPanel(Loads, VerticalScroll):
     BreakPanel #break-source, BreakPanel #break-frames, BreakPanel #break-locals { height: auto; margin-top: 1; }
     """
 
+    last: dict[str, Any] | None = None  # the last break shown (said, running, under `running`)
+
     def compose(self) -> ComposeResult:
         yield Static(id="break-record")
         yield Static(id="break-source")
@@ -229,7 +234,8 @@ class BreakPanel(Loads, VerticalScroll):
         True), or another client did (ELSEWHERE)."""
         if brk is not None and self.job_ended():  # a refresh begun at the pause, answered after the end
             return  # (it drew the old break over the end's words)
-        record = render_break(brk, replay, findings)
+        self.last = brk or self.last
+        record = render_break(brk, replay, findings, self.last)
         if brk is None and ended:
             record = Text(end_words(ended, output_shown, interrupted), style="bold")
         try:

@@ -105,10 +105,19 @@ class TensorPanel(Loads, Vertical):
                markup: bool = True) -> None:  # (a request's error, from ask: it quotes what was typed, [ too)
         super().notify(in_words(message), title=title, severity=severity, timeout=timeout, markup=False)
 
+    pause_note = ""  # a pause that came while one of its fields had the focus (pause_words.py)
+
     def _says_where_keys_go(self, focused: Widget | None) -> None:
         hint = self.KEYS_HINT if focused is self else self.HINTS.get(getattr(focused, "id", None) or "",
                                                                       self.ELSEWHERE_HINT)
-        self.query_one("#tensor-hint", Label).update(hint)
+        if self.pause_note and getattr(focused, "id", None) in self.HINTS:  # (under the field typed in;
+            hint = self.pause_note  # [nan] is no markup)
+        self.query_one("#tensor-hint", Label).update(Text(hint))
+
+    def job_paused(self, note: str) -> None:
+        """A pause came while its field had the focus (note), or the job went on ("")."""
+        self.pause_note = note
+        self._says_where_keys_go(self.screen.focused)
 
     def fields(self) -> tuple[str, str]:
         """The name and the slice typed (what Enter there and Enter on another panel's row open)."""
