@@ -85,9 +85,12 @@ def _replayed(model: Any, root: torch.nn.Module, feeder: torch.nn.Module, record
                 if reached is None or not finite(reached):
                     return None  # (the captured model's own backward: the replay before this one ran it)
                 params = [p for p in feeder.parameters() if p.requires_grad]
-                return backward(fed, reached, params, prov, result)
-        except RuntimeError as e:  # (a forward that cannot run again here: nothing is blamed)
-            notes.append(f"{name}'s backward was not replayed: {str(e).splitlines()[0]}")
+                first = backward(fed, reached, params, prov, result)
+                if first is None and "error" not in result:  # (verdict: not "its backward was not replayed")
+                    result["fed_backward_finite"] = name
+                return first
+        except Exception as e:  # (a forward that cannot run again here, whatever it raises: nothing is blamed)
+            notes.append(f"{name}'s backward was not replayed: {type(e).__name__}: {(str(e).splitlines() or [''])[0]}")
             return None
         finally:
             for m, training in modes:

@@ -101,15 +101,25 @@ def _replayed_finite(result: dict[str, Any], brk: Any, original_output_finite: b
         return None, ("could not tell: the model's backward, replayed, is finite, and the loss's graph was too large "
                       "to read whether another of its paths into the parameters made them")
     if result.get("backward_replayed") and replayed_finite and (owners := _grads_elsewhere(result, brk)):
-        model = result["replayed_model"]
-        return None, (f"could not tell: the non-finite gradients are {owners}'s, and the replay ran {model}'s forward "
-                      f"and backward, which stay finite; {owners}'s backward was not replayed (a live replay, "
-                      f"--on-break replay or r in the TUI, follows it where {model} took {owners}'s output itself; "
-                      "a bundle holds one model)")
+        return None, _elsewhere_words(result, owners)
     if result.get("backward_replayed") and replayed_finite:
         return False, TRANSIENT
     return None, ("could not tell: the replay did not run the stage where the value appeared (no gradient was "
                   "captured at the model output for its backward)")
+
+
+def _elsewhere_words(result: dict[str, Any], owners: str) -> str:
+    """Why a replay of the model fed by `owners` cannot tell: it did not follow the backward
+    into theirs, or followed it (fed_backward.py) and that stayed finite too."""
+    model = result["replayed_model"]
+    if result.get("fed_backward_finite") == owners:
+        return (f"could not tell: the non-finite gradients are {owners}'s, and the replay ran {model}'s forward and "
+                f"backward and on into {owners}'s backward from {model}'s input, which all stay finite: they reached "
+                f"{owners}'s gradients another way (another loss's backward, a hook, or a write into .grad)")
+    return (f"could not tell: the non-finite gradients are {owners}'s, and the replay ran {model}'s forward "
+            f"and backward, which stay finite; {owners}'s backward was not replayed (a live replay, "
+            f"--on-break replay or r in the TUI, follows it where {model} took {owners}'s output itself; "
+            "a bundle holds one model)")
 
 
 def _grads_elsewhere(result: dict[str, Any], brk: Any) -> str | None:
