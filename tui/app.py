@@ -230,7 +230,7 @@ class StepdbgApp(ControlActions, ReplActions, App[str | None]):
         self.notify("reconnected")
 
     def log_line(self, line: str, style: str = "") -> None:
-        self.query_one(LogPanel).write(line, style)
+        job_events.log_line(self, line, style)
 
     # ------------------------------------------------------------------ requests (workers)
 

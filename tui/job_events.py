@@ -15,6 +15,7 @@ from stepdbg.wire.change_text import change_line
 from . import pause_words
 from .dialogs import ChoiceScreen
 from .header import last_reached
+from .log_order import LogOrder
 
 # The agent says these on stderr too; with --forward-output the Log would show each twice.
 SAID_AS_EVENTS = re.compile(r"stepdbg(\[rank \d+\])?: (change: |break at step |finding \[|replay of step )")
@@ -66,53 +67,17 @@ def on_resumed(app: Any, data: Any) -> None:
     app.refresh_break()
 
 
-CHANGE_SAID = re.compile(r"stepdbg: change: ")
-HELD_AT_MOST = 2.0  # seconds the Log holds a launched job's lines after its own line of a change
-
-
-class LogOrder:
-    """A change comes first in the Log, before the job's lines it caused (a Ctrl-C's
-    KeyboardInterrupt traceback came first). A launched job's lines reach the Log by its
-    pipes, its events by the socket: which comes first is chance. The job's own line of a
-    change is where the change goes: the lines after it wait in the Log (HELD_AT_MOST at
-    most, never the job) for the change's event, which says it in the Log's words; an
-    event that came first is said at once (its own line is then dropped, as before)."""
-
-    def __init__(self) -> None:
-        self.said_first = 0  # changes whose event came before the job's own line of them
-        self.waiting = 0  # changes the job's lines said whose event has not come
-        self.held: list[tuple[str, str]] = []
-
-    @staticmethod
-    def of(app: Any) -> LogOrder:
-        order = app.__dict__.get("_log_order")
-        if order is None:
-            order = app.__dict__["_log_order"] = LogOrder()
-        return order
-
-    def release(self, app: Any) -> None:
-        self.waiting = 0
-        held, self.held = self.held, []
-        for stream, line in held:
-            _show_line(app, stream, line)
-
-
 def on_output(app: Any, data: Any) -> None:
     app.output_shown = True
-    order = LogOrder.of(app)
+    order = LogOrder.of(app, _show_line)
     for batch in data or []:
-        stream = batch["stream"]
         for line in batch["lines"]:
-            if CHANGE_SAID.match(line) and getattr(app, "child", None) is not None:  # (a launched job: pipes)
-                if order.said_first:
-                    order.said_first -= 1
-                else:
-                    order.waiting += 1
-                    app.set_timer(HELD_AT_MOST, lambda: order.release(app))
-            if order.waiting:
-                order.held.append((stream, line))
-            else:
-                _show_line(app, stream, line)
+            order.output(app, batch["stream"], line)
+
+
+def log_line(app: Any, line: str, style: str = "") -> None:
+    """A line the Log says (app.log_line), in its place (log_order)."""
+    LogOrder.of(app, _show_line).write(app, line, style)
 
 
 def _show_line(app: Any, stream: str, line: str) -> None:
@@ -125,13 +90,6 @@ def _show_line(app: Any, stream: str, line: str) -> None:
 
 def on_change(app: Any, data: Any) -> None:
     app.log_line(change_words(data), "cyan")
-    order = LogOrder.of(app)
-    if order.waiting:
-        order.waiting -= 1
-        if not order.waiting:
-            order.release(app)
-    elif getattr(app, "child", None) is not None and getattr(app, "output_shown", False):
-        order.said_first += 1
     brk = app.status.get("paused")
     if data.get("what") == "lr" and brk:  # the Break panel shows the LR now beside the one at the break
         app.status = {**app.status, "paused": {**brk, "lr_now": {"lr": data.get("lr"), "pinned": data.get("pinned")}}}
@@ -156,7 +114,7 @@ def on_finding(app: Any, data: Any) -> None:
 
 
 def on_exited(app: Any, data: Any) -> None:
-    LogOrder.of(app).release(app)  # (the job's lines before its end: none held past it)
+    LogOrder.of(app, _show_line).release(app)  # (the job's lines before its end: none held past it)
     code = data.get("exit_code")
     steps = data.get("steps")  # how many ran to their end: the last one's number is one less, unless it
     shown = last_reached(app.status)  # ended inside step `steps` (in_step) (the header's number: the last reached)
@@ -222,5 +180,5 @@ HANDLERS = {"paused": on_paused, "resumed": on_resumed, "output": on_output, "ch
 
 def apply(app: Any, event: str, data: Any) -> None:
     handler = HANDLERS.get(event)
-    if handler is not None:
-        handler(app, data)
+    if handler is not None:  # (a change, a break, ...: where the job's output says it, log_order)
+        LogOrder.of(app, _show_line).event(app, event, lambda: handler(app, data))

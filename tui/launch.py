@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -24,9 +25,11 @@ from typing import IO, Any
 from stepdbg.client import Endpoint, TargetError
 from stepdbg.client.async_client import AsyncClient
 from stepdbg.client.connection import gone_words, lost_words
-from stepdbg.client.job import EndedReport, TorchrunLog
+from stepdbg.client.job import TORCHRUN_LOGS, EndedReport, TorchrunLog
 from stepdbg.launch import keeper
 from stepdbg.wire import sessions
+
+from .rank_order import RankOrder
 
 START_TIMEOUT = 120.0
 END_TIMEOUT = 60.0  # seconds a job ended from the TUI has to say its exit code
@@ -213,25 +216,34 @@ def _launched(child: subprocess.Popen[Any], kept: subprocess.Popen[str] | None, 
         for shown in ended.feed(line) if name == "stderr" else [line]:
             print(shown, file=sys.stdout if name == "stdout" else sys.stderr, flush=True)
 
+    def deliver(name: str, line: str) -> None:  # (under the lock)
+        output.append((name, line))
+        app = hold.get("app")
+        if app is None:
+            if hold.get("done"):
+                show(name, line)
+            return
+        from .messages import JobEvent
+
+        app.post_message(JobEvent("output", [{"stream": name, "lines": [line]}]))
+
+    log_dir = _option(child.args, "--log-dir") if ranks and isinstance(child.args, list) else None
+    if log_dir is not None and not os.path.basename(log_dir).startswith(TORCHRUN_LOGS):
+        log_dir = None  # the user's own (it is not ours to read, nor to remove)
+    order = RankOrder(log_dir, deliver, lock) if log_dir else None  # each rank's lines in the order it wrote them
+
     def relay(stream: Any, name: str) -> None:
         for line in stream:
             line = line.rstrip("\n")
             if ranks:
                 torchrun.feed(line)
             with lock:
-                app = hold.get("app")
-                if app is None:
-                    output.append((name, line))
-                    if hold.get("done"):
-                        show(name, line)
-                    continue
-            from .messages import JobEvent
-
-            app.post_message(JobEvent("output", [{"stream": name, "lines": [line]}]))
-            output.append((name, line))
+                (order.feed if order is not None else deliver)(name, line)
         with lock:
             unread.discard(name)
             if not unread:
+                if order is not None:
+                    order.release_all()
                 hold["output_ended"].set()
 
     readers = [threading.Thread(target=relay, args=(streams[0], "stdout"), daemon=True),
@@ -277,6 +289,8 @@ def _launched(child: subprocess.Popen[Any], kept: subprocess.Popen[str] | None, 
     code = _wait_through_ctrl_c(child)
     sessions.sweep()  # a job killed -9, or a rank torchrun killed, left its session files
     _drain(readers, kept)
+    if log_dir is not None:
+        shutil.rmtree(log_dir, ignore_errors=True)  # torchrun's copies of the ranks' output (relayed)
     if code < 0 and left != "ctrl-c":  # (a kill -9 lets the job say nothing: said here, after its last lines)
         from .job_events import ended_words
 
@@ -284,6 +298,11 @@ def _launched(child: subprocess.Popen[Any], kept: subprocess.Popen[str] | None, 
     if ended.hid:  # torchrun's 1 for ranks that ended as asked: the job's own code
         return ended.code
     return code if code >= 0 else 128 - code  # killed by a signal: 128 + its number, as a shell says
+
+
+def _option(args: list[str], name: str) -> str | None:
+    """The value of option `name` in a command line (`--log-dir DIR`), or None."""
+    return next((args[i + 1] for i, a in enumerate(args[:-1]) if a == name), None)
 
 
 def _drain(readers: list[threading.Thread], kept: subprocess.Popen[str] | None) -> None:

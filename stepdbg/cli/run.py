@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import sys
+import tempfile
 
 from ..wire import sessions
 from ..wire.numbers import ascii_int
@@ -142,7 +143,11 @@ def command(cfg: Launch, tee: bool = False) -> list[str]:
     if cfg.torchrun is None:
         return [cfg.python, "-m", "stepdbg.launch.bootstrap", *target, *cfg.args]
     # Every rank runs `python -m stepdbg.launch.bootstrap SCRIPT ARGS`.
-    tee_args = ["--tee", "3"] if tee and not _has_option(cfg.torchrun, "--tee", "-t", "--redirects", "-r") else []
+    from ..client.job import TORCHRUN_LOGS
+    # With the TUI: torchrun copies the ranks' output, `[default0]:` before each line, from files
+    # in a folder of the launcher's own (it reads their sizes to keep each rank's lines in order).
+    tee_args = ["--tee", "3", "--log-dir", tempfile.mkdtemp(prefix=TORCHRUN_LOGS)] if tee and not _has_option(
+        cfg.torchrun, "--tee", "-t", "--redirects", "-r", "--log-dir", "--log_dir") else []
     return [cfg.python, "-m", "torch.distributed.run", *tee_args, *cfg.torchrun, "-m", "stepdbg.launch.bootstrap",
             *target, *cfg.args]
 

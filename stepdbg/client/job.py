@@ -107,6 +107,9 @@ def _clip(text: str, width: int = 160) -> str:
     return text if len(text) <= width else text[:width] + "…"
 
 
+TORCHRUN_LOGS = "stepdbg-torchrun-"  # how the --log-dir a launcher gives torchrun (--tee 3) is named
+
+
 class TorchrunLog:
     """What torchrun's own output says of each rank, read line by line by a launcher:
     the exit code of the rank that failed (by pid), the signal it sent the others, and

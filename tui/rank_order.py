@@ -1,0 +1,85 @@
+"""The order of a torchrun job's lines as its ranks wrote them, for a launcher that relays
+them (the TUI's Log, and the terminal once the TUI closes).
+
+With ``--tee 3`` torchrun writes each rank's stdout and stderr to two files and copies each
+to its own stdout/stderr (``[default0]:`` before each line) by a thread of its own that
+reads its file every 0.1 s: the order between a rank's two streams is lost. A rank says a
+break (a change, a finding, a replay) on its stderr once its stdout is flushed, so the
+lines it printed before are in its stdout file then; relayed, they came after the break's
+line (a newcomer's walk: `step 10 loss nan` after `break at step 12`).
+
+``RankOrder`` holds a rank's stderr from such a line on until that rank's relayed stdout
+has reached the size its stdout file had when the line came (torchrun's files are under
+the ``--log-dir`` the launcher gave it), and never longer than ``HELD_AT_MOST`` (a line
+torchrun dropped, a size counted otherwise). Stdout is never held, nor is the job."""
+
+from __future__ import annotations
+
+import glob
+import os
+import re
+import threading
+from collections.abc import Callable
+
+HELD_AT_MOST = 2.0  # seconds a rank's stderr waits for its stdout
+PREFIX = re.compile(r"^\[[A-Za-z_]*?(\d+)\]:(.*)$")  # torchrun's `[default0]:` (as TorchrunLog reads it)
+SAID = re.compile(r"stepdbg\[rank \d+\]: (change: |break at step |finding \[|replay of step )")
+
+
+class RankOrder:
+    """`emit(stream, line)` each line in the order the rank wrote it. `feed` and the release
+    after HELD_AT_MOST both run under `lock` (the relay's)."""
+
+    def __init__(self, log_dir: str, emit: Callable[[str, str], None], lock: threading.Lock) -> None:
+        self.log_dir, self.emit, self.lock = log_dir, emit, lock
+        self.relayed: dict[int, int] = {}  # bytes of each rank's stdout relayed so far
+        self.held: dict[int, list[str]] = {}  # each rank's stderr lines waiting for its stdout
+        self.until: dict[int, int] = {}  # the stdout size they wait for
+
+    def stdout_size(self, rank: int) -> int:
+        """The size of the rank's stdout file now (its last attempt's), or 0."""
+        files = glob.glob(os.path.join(glob.escape(self.log_dir), "*", "attempt_*", str(rank), "stdout.log"))
+        try:
+            return os.path.getsize(max(files, key=os.path.getmtime)) if files else 0
+        except OSError:
+            return 0
+
+    def feed(self, stream: str, line: str) -> None:
+        m = PREFIX.match(line)
+        if m is None:
+            self.emit(stream, line)  # torchrun's own line
+            return
+        rank, text = int(m.group(1)), m.group(2)
+        if stream == "stdout":
+            self.relayed[rank] = self.relayed.get(rank, 0) + len(text.encode("utf-8", "replace")) + 1
+            self.emit(stream, line)
+            if rank in self.held and self.relayed[rank] >= self.until[rank]:
+                self.release(rank)
+            return
+        if rank in self.held:
+            self.held[rank].append(line)
+            return
+        if SAID.match(text):
+            size = self.stdout_size(rank)
+            if size > self.relayed.get(rank, 0):
+                self.held[rank], self.until[rank] = [line], size
+                timer = threading.Timer(HELD_AT_MOST, self._late, args=(rank, self.held[rank]))
+                timer.daemon = True
+                timer.start()
+                return
+        self.emit(stream, line)
+
+    def release(self, rank: int) -> None:
+        for line in self.held.pop(rank, []):
+            self.emit("stderr", line)
+        self.until.pop(rank, None)
+
+    def release_all(self) -> None:
+        """(Under the lock.) Every held line, as the streams end."""
+        for rank in list(self.held):
+            self.release(rank)
+
+    def _late(self, rank: int, held: list[str]) -> None:
+        with self.lock:
+            if self.held.get(rank) is held:  # (not a later hold of the same rank)
+                self.release(rank)
