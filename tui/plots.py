@@ -48,6 +48,28 @@ def not_finite(history: list[dict[str, Any]], key: str) -> list[int]:
     return out
 
 
+# Series the job measures only when asked (each a host read on an accelerator), and why a
+# step has no value: the gradient norm (Session.needs_grad_norm). Attached at step 19 of a
+# served job, the plot began at step 19 under a loss from step 0, without a word.
+ON_DEMAND = {"grad_norm": "the job measures it only while a front end is attached or a breakpoint reads it"}
+
+
+def unmeasured(history: list[dict[str, Any]], key: str) -> list[int]:
+    """The steps with no value of an on-demand series (None: not measured, not a NaN)."""
+    if key not in ON_DEMAND:
+        return []
+    return [h["step"] for h in history if h.get(key) is None and isinstance(h.get("step"), int)]
+
+
+def unmeasured_words(key: str, missing: list[int], steps: list[int]) -> str:
+    """'measured from step 19: the job measures it only while ...', or the steps it was not."""
+    if not missing:
+        return ""
+    if steps and missing[-1] < steps[0] and missing[-1] - missing[0] == len(missing) - 1:
+        return f"measured from step {steps[0]}: {ON_DEMAND[key]}"
+    return f"not measured at {steps_words(missing)}: {ON_DEMAND[key]}"
+
+
 def steps_words(steps: list[int]) -> str:
     """'step 30', 'steps 30–59' (a run), or '12 steps, 30 to 59'."""
     if len(steps) == 1:
@@ -86,11 +108,12 @@ def num(v: float) -> str:
 
 
 def caption(title: str, steps: list[int], values: list[float], log: bool, break_step: int | None,
-            nonfinite: list[int] | None = None) -> str:
+            nonfinite: list[int] | None = None, missing: str = "") -> str:
     """The words above a plot: the range of steps and values, the scale, where the break is,
-    and the steps whose value is not finite (after a NaN at step 30 the plot said steps 0–29
-    of a job that ran to 59)."""
-    bad = f"not finite at {steps_words(nonfinite)} (not drawn)" if nonfinite else ""
+    the steps whose value is not finite (after a NaN at step 30 the plot said steps 0–29
+    of a job that ran to 59), and why steps have no value (`missing`: unmeasured_words)."""
+    bad = "; ".join(w for w in (f"not finite at {steps_words(nonfinite)} (not drawn)" if nonfinite else "", missing)
+                    if w)
     if not values:
         return f"{title}: {bad or 'no data yet'}"
     if len(values) == 1:
@@ -231,7 +254,8 @@ class PlotsPanel(Loads, VerticalScroll):
             steps, values = points(history, key)
             log = log_scale(values)
             self.query_one(f"#plot-{key}-label", Label).update(
-                caption(title, steps, values, log, break_step, not_finite(history, key)))
+                caption(title, steps, values, log, break_step, not_finite(history, key),
+                        unmeasured_words(key, unmeasured(history, key), steps)))
             widget = self.query_one(f"#plot-{key}", StepPlot)
             widget.draw = drawing(steps, values, log, break_step, held=key in HELD)
             widget.refresh()
