@@ -46,10 +46,10 @@ def _ended(status: dict[str, Any]) -> bool:
 def last_reached(status: dict[str, Any]) -> Any:
     """The step the header names: the last one the job reached. Running between steps the
     status's step is the next one's number, not reached yet (at the end `step 60` after steps
-    0 to 59): the one before it, which ran to its end. Paused, the job's own number."""
+    0 to 59): the one before it, which ran to its end; paused there too (a breakpoint() after
+    opt.step(): `after step 5`, as its break says). Paused in a step, the job's own number."""
     step = status.get("step")
-    if status.get("phase") == "between steps" and status.get("state") != "paused" and isinstance(step, int) \
-            and step > 0:
+    if status.get("phase") == "between steps" and isinstance(step, int) and step > 0:
         return step - 1
     return step
 

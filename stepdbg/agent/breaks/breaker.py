@@ -181,11 +181,15 @@ class Breaker:
         return "the model's output is not finite; no module was found to make it from finite inputs", {"module": None}
 
     def breakpoint(self, frame: FrameType | None = None) -> None:
-        """Pause here, as asked by the user's code."""
-        if not self.model.active or self.model.busy or self.controls.paused is not None:
+        """Pause here, as asked by the user's code. Between steps (an update done, no forward
+        begun: `if step == 5: breakpoint()` after opt.step()) the break is the ended step's."""
+        m = self.model
+        if not m.active or m.busy or self.controls.paused is not None:
             return
-        self.model.ensure_step()
-        self.take("breakpoint()", "stepdbg.breakpoint() was called", phase="breakpoint",
+        step, phase, when = (None, "breakpoint", "") if m.current is not None else (
+            (m.step - 1, "breakpoint, between steps", f" after step {m.step - 1} ended, before step {m.step} began")
+            if m.step > 0 else (0, "breakpoint, before step 0", " before step 0 began"))
+        self.take("breakpoint()", "stepdbg.breakpoint() was called" + when, phase=phase, step=step,
                   actions=["pause"], frame=frame or user_frame(sys._getframe(1)))
 
     def post_mortem(self, exc: BaseException) -> Break | None:
@@ -294,8 +298,8 @@ class Breaker:
 
     def take(self, condition: str, reason: str, details: dict[str, Any] | None = None, phase: str | None = None,
              actions: list[str] | None = None, frame: FrameType | None = None, coordinated: bool = False,
-             conditions: list[str] | None = None, stack: PausedStack | None = None) -> Break:
-        """Make the break, tell it, and run its actions on this (the training) thread."""
+             conditions: list[str] | None = None, stack: PausedStack | None = None, step: int | None = None) -> Break:
+        """Make the break (at `step`, else the current one's), tell it, and run its actions on this thread."""
         st = self.model.current
         if st is not None and (st.pending_losses or st.pending_outputs) and phase != "exception":
             # Kept on the device for the read before the update: at a break a read costs
@@ -303,7 +307,7 @@ class Breaker:
             self.guard("break_read", host_reads.read_pending, st)
         framework = framework_frame(sys._getframe(1)) if frame is None else None
         stack, where = self.model.caller.place(sys._getframe(1), frame, stack)  # (under a trainer: its frames)
-        brk = Break(step=st.index if st else self.model.step, phase=phase or (st.phase if st else "none"),
+        brk = Break(step=step if step is not None else st.index if st else self.model.step, phase=phase or (st.phase if st else "none"),
                     condition=condition, reason=reason, scalars=break_scalars(self.model), where=where,
                     details=details or {}, conditions=conditions or [condition])
         if self.record_memory:

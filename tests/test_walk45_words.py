@@ -1,0 +1,88 @@
+"""Words a newcomer reads (issue 45, a newcomer's walk): right, and whole at 80 columns.
+
+- `stepdbg.breakpoint()` under `if step == 5:` after `opt.step()` said `break at step 6
+  (breakpoint)` while the user's `step` printed 5: a breakpoint between steps (the update
+  done, no forward begun) is the step that ended's, `break at step 5 (breakpoint, between
+  steps)`, and the TUI's header says `after step 5` as it does of a job running there.
+Each test looks at the real output (a terminal, a process's stdout and stderr) and failed
+before its fix."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+from conftest import ROOT, WAIT, Job, Tmux
+
+from stepdbg import client
+from stepdbg_tui.header import render_header
+
+BETWEEN = textwrap.dedent("""
+    import torch
+    from torch import nn
+    import stepdbg
+    torch.manual_seed(0)
+    model = nn.Linear(4, 1)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    for step in range(8):
+        x, y = torch.randn(8, 4), torch.randn(8, 1)
+        opt.zero_grad()
+        loss = nn.functional.mse_loss(model(x), y)
+        loss.backward()
+        opt.step()
+        print(f"step {step} loss {loss.item():.4f}", flush=True)
+        if step == 5:
+            stepdbg.breakpoint()
+""")
+
+
+def _script(tmp_path: Path) -> Path:
+    script = tmp_path / "between.py"
+    script.write_text(BETWEEN)
+    return script
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("tmux") is None, reason="needs tmux")
+def test_a_breakpoint_after_the_update_is_the_step_that_ended(tmp_path, private_runtime_dir):
+    term = Tmux(tmp_path, private_runtime_dir, f"--no-tui {sys.executable} {_script(tmp_path)}", size=(80, 30))
+    try:
+        term.wait_screen("(stepdbg) ")
+        term.keys("p step", "Enter")
+        screen = term.wait_screen("step: int 5")
+        assert "stepdbg: break at step 5 (breakpoint, between steps) [breakpoint()]" in screen, screen
+        assert "after step 5 ended, before step 6 began" in screen, screen
+        assert "step 6" not in screen.split("(stepdbg)")[0].replace("before step 6 began", ""), screen
+        term.keys("c", "Enter")
+        assert term.exit_code() == "0", term.screen()
+        assert "step 7 loss" in term.screen()
+    finally:
+        term.close()
+
+
+def test_the_header_paused_between_steps_says_after_the_step_that_ended(tmp_path, private_runtime_dir):
+    proc = subprocess.Popen([sys.executable, "-m", "stepdbg", "serve", sys.executable, str(_script(tmp_path))],
+                            cwd=ROOT, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    try:
+        Job(proc, tmp_path / "none").info()
+        with client.connect() as c:
+            brk = c.wait_paused(WAIT)
+            assert brk is not None and brk["step"] == 5 and brk["phase"] == "breakpoint, between steps", brk
+            status = c.call("status")
+            header = render_header({"pid": proc.pid, "argv": ["python", "between.py"]}, status, 12.0,
+                                   "connected", 80).plain
+            assert "after step 5 · PAUSED [breakpoint()]" in header, header
+            assert "step 6" not in header, header
+            c.cont()
+        out, err = proc.communicate(timeout=WAIT)
+        assert proc.returncode == 0 and "step 7 loss" in out, err
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+
