@@ -68,7 +68,9 @@ async def test_p_says_pausing_until_the_pause_and_toasts_leave_the_tensor_fields
     """The fifth walk's 13 and 12. p's toast `pausing at the next pause point…` stayed after
     the job paused (and at a pause, p toasted it too, of a job paused already); at 80x24 the
     toasts piled up over the Tensor panel's slice field."""
-    async with with_toasts(start_job, "--break", "step==1", script_args=("--sleep", "0.2")) as (app, pilot):
+    # (a job that runs until ended: of 20 steps of 0.2 s, it could end before a busy machine's p came)
+    async with with_toasts(start_job, "--break", "step==1", script_args=("--sleep", "0.2", "--steps", "100000")) as (
+            app, pilot):
         await pilot.press("c")
         await wait_for(pilot, lambda: app.status.get("state") == "running", "the job running")
         await pilot.press("p")
