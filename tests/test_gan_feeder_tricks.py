@@ -2,7 +2,9 @@
 that cannot find netG's op: a NaN the program wrote into netG's gradient is not said to
 be where the backward was not followed, and a netG whose forward raises when run again
 (ValueError, not only RuntimeError) leaves stepdbg's hooks on: it said "internal error in
-the optimizer hook, which is now off" and the replay never reported."""
+the optimizer hook, which is now off" and the replay never reported. A compiled netG is run
+out of torch.compile's wrapper, as the captured model is: dynamo compiled the replay's own
+code, warned of its graph breaks in the job's stderr, and named the module netG._orig_mod."""
 
 from __future__ import annotations
 
@@ -10,7 +12,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from conftest import WAIT
+from conftest import WAIT, marked_line
 
 FIXTURE = Path(__file__).parent / "fixtures" / "gan_feeder_tricks.py"
 
@@ -40,3 +42,12 @@ def test_a_generator_whose_forward_raises_when_run_again_leaves_stepdbg_on(tmp_p
     assert "internal error" not in done.stderr, done.stderr[-3000:]
     assert ("replay of step 7: the replay produced no non-finite value (netG's backward was not replayed: "
             "ValueError: netG ran twice in iteration 3)") in done.stderr, done.stderr[-3000:]
+
+
+def test_a_compiled_generator_is_replayed_out_of_its_wrapper(tmp_path, private_runtime_dir):
+    plain, done = run("compiled", tmp_path, debugged=False), run("compiled", tmp_path)
+    assert plain.returncode == done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout == plain.stdout
+    assert (f"replay of step 7: sqrt (SqrtBackward0) in netG (Generator) produced the first non-finite value "
+            f"(backward), at {FIXTURE}:{marked_line(FIXTURE, 'sqrt')}") in done.stderr, done.stderr[-3000:]
+    assert "stepdbg/agent" not in done.stderr, done.stderr[-3000:]  # (dynamo's warnings about stepdbg's code)
