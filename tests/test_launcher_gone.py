@@ -121,7 +121,8 @@ def test_the_job_outlives_its_tui_launcher(tmp_path, private_runtime_dir, monkey
         out = Path(keeper.output_path(job))
         listed = subprocess.run([sys.executable, "-m", "stepdbg", "ls"], capture_output=True, text=True,
                                 timeout=WAIT, cwd=ROOT)
-        assert f"{job}: its launcher is gone; its output goes to {out}" in listed.stdout, listed
+        said = " ".join(listed.stdout.split())  # (folded between words where COLUMNS is set)
+        assert f"{job}: its launcher is gone; its output goes to {out}" in said, listed
         (tmp_path / "go8").touch()
         end = wait_until(lambda: end_of(report), "the job's end never reached its report")
         assert end["exit_code"] == 0 and end["error"] is None, end

@@ -4,11 +4,16 @@
   (breakpoint)` while the user's `step` printed 5: a breakpoint between steps (the update
   done, no forward begun) is the step that ended's, `break at step 5 (breakpoint, between
   steps)`, and the TUI's header says `after step 5` as it does of a job running there.
+- At 80 columns `stepdbg ls` (a job run as `train_loop.py --steps 200 --sleep 0.3`) was 93
+  characters a row: the terminal broke the SCRIPT column inside `0.3`. `stepdbg --help`'s
+  commands lines were 83 to 96 characters, and `stepdbg diff` (the README presents it)
+  was not among them.
 Each test looks at the real output (a terminal, a process's stdout and stderr) and failed
 before its fix."""
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
@@ -16,7 +21,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from conftest import ROOT, WAIT, Job, Tmux
+from conftest import FIXTURE, ROOT, WAIT, Job, Tmux
 
 from stepdbg import client
 from stepdbg_tui.header import render_header
@@ -86,3 +91,43 @@ def test_the_header_paused_between_steps_says_after_the_step_that_ended(tmp_path
             proc.kill()
             proc.communicate()
 
+
+
+def stepdbg_at(columns: int, *args: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "COLUMNS": str(columns)}
+    return subprocess.run([sys.executable, "-m", "stepdbg", *args], cwd=ROOT, capture_output=True, text=True,
+                          env=env, timeout=WAIT)
+
+
+def too_wide(text: str, columns: int) -> list[str]:
+    return [line for line in text.splitlines() if len(line) > columns]
+
+
+def test_ls_at_80_columns_folds_the_script_between_its_words(tmp_path, start_job):
+    argv = (str(FIXTURE.relative_to(ROOT)), "--steps", "200", "--sleep", "0.3", "--start-after",
+            str(tmp_path / "never"))
+    start_job(script=Path(argv[0]), script_args=argv[1:]).info()
+    done = stepdbg_at(80, "ls")
+    # (the test's go-file's path, wider than a line, stays whole on a line of its own)
+    assert done.returncode == 0 and all(len(line.split()) == 1 for line in too_wide(done.stdout, 80)), done.stdout
+    words = done.stdout.split()
+    assert all(w in words for w in argv), done.stdout  # (each whole: `0.3` not `0.` and `3`)
+    assert words[:7] == ["ID", "PID", "HOST", "RANK", "STEP", "STATE", "SCRIPT"], done.stdout
+    piped = subprocess.run([sys.executable, "-m", "stepdbg", "ls"], cwd=ROOT, capture_output=True, text=True,
+                           env={k: v for k, v in os.environ.items() if k != "COLUMNS"}, timeout=WAIT)
+    assert " ".join(argv) in piped.stdout, piped.stdout  # (into a pipe: a row a line, whole)
+
+
+@pytest.mark.parametrize("columns", [80, 100])
+def test_help_fits_the_terminal_and_lists_diff(columns):
+    done = stepdbg_at(columns, "--help")
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert not too_wide(done.stdout, columns) or too_wide(done.stdout, columns) == [lines[0]], \
+        too_wide(done.stdout, columns)  # (argparse's usage line is its own)
+    commands = done.stdout.split("commands (each has its own --help):")[1].split("\n\n")[0]
+    assert 'stepdbg diff [--steps N] "COMMAND A" "COMMAND B"' in commands, commands
+    said = " ".join(commands.split())
+    for what in ("where two runs first differ", "headless; a break waits for a client",
+                 "replay a saved step (--on-break save)", "STEPDBG_AUTOSTART=1 starts an agent"):
+        assert what in said, commands

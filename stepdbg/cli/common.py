@@ -9,7 +9,6 @@ import os
 import shutil
 import stat
 import sys
-import textwrap
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, NoReturn
@@ -18,6 +17,7 @@ from ..wire import address, files
 from ..wire.agent_config import DEFAULT_BREAKS, AgentConfig
 from ..wire.conditions import ACTIONS, ConditionError, parse
 from ..wire.numbers import ascii_int
+from . import help_text
 
 EXIT_USAGE = 2
 EXIT_FAILED = 1
@@ -28,18 +28,11 @@ class UsageError(Exception):
 
 
 class _Formatter(argparse.RawDescriptionHelpFormatter):
-    """Descriptions and epilogs as written, but a paragraph of prose (no line of it
-    indented) filled to the terminal's width: written 88 wide, at 80 columns each line
-    broke a word in two. Indented lines (examples, tables) stay as they are."""
+    """Descriptions and epilogs as written, laid out at the terminal's width (help_text.fill):
+    written 88 wide, at 80 columns each line broke a word in two."""
 
     def _fill_text(self, text: str, width: int, indent: str) -> str:
-        out = []
-        for para in text.split("\n\n"):
-            lines = para.splitlines()
-            if lines and not any(line.startswith((" ", "\t")) for line in lines):
-                para = textwrap.fill(" ".join(lines), width, initial_indent=indent, subsequent_indent=indent)
-            out.append(para)
-        return "\n\n".join(out)
+        return help_text.fill(text, width, indent)
 
 
 class Parser(argparse.ArgumentParser):

@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
+import sys
 
 from ..client import ClientError, TargetError, connect_address, format_listing
-from ..client.targets import job_lines
+from ..client.targets import fold, job_lines
 from ..launch.keeper import output_path
 from ..wire import sessions
 from .common import Parser, UsageError
@@ -37,14 +39,22 @@ def main(argv: list[str]) -> int:
     else:
         infos = [sessions.SessionInfo(**{k: v for k, v in r.items() if k in sessions.SessionInfo.__dataclass_fields__},
                                       token="") for r in rows]
+        width = _width()
         print(format_listing(infos, [("STEP", [str(r.get("step", "?")) for r in rows]),
-                                     ("STATE", [str(r.get("state", "?")) for r in rows])]))
-        for line in job_lines(infos):  # a job's ranks, once, with its nodes
+                                     ("STATE", [str(r.get("state", "?")) for r in rows])], width))
+        for line in job_lines(infos, width):  # a job's ranks, once, with its nodes
             print(line)
         for r in rows:
             if r.get("output"):
-                print(f"{r['id']}: its launcher is gone; its output goes to {r['output']}")
+                print("\n".join(fold(f"{r['id']}: its launcher is gone; its output goes to {r['output']}", width)))
     return 0
+
+
+def _width() -> int | None:
+    """The terminal's columns (COLUMNS where set): the rows fold there; into a pipe, whole."""
+    if not os.environ.get("COLUMNS") and not sys.stdout.isatty():
+        return None
+    return shutil.get_terminal_size().columns
 
 
 def with_status(info: sessions.SessionInfo, with_token: bool) -> dict:

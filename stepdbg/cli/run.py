@@ -38,6 +38,7 @@ commands (each has its own --help):
   stepdbg [OPTIONS] torchrun [TORCHRUN OPTIONS] SCRIPT.py  every rank under an agent
   stepdbg doctor [--steps N] [--json] SCRIPT.py            the first N steps with every rule on
   stepdbg overfit [--steps N] SCRIPT.py                    can the model fit one batch?
+  stepdbg diff [--steps N] "COMMAND A" "COMMAND B"         where two runs first differ
   stepdbg attach [TARGET]                                  the TUI (or --repl) on a running job
   stepdbg replay [--json] [--device D] BUNDLE              replay a saved step (--on-break save)
   stepdbg ls [--json] [ssh://host]                         the jobs you can attach to

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import re
+import textwrap
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -69,9 +70,13 @@ def find_job(job: str | None = None) -> list[sessions.SessionInfo]:
     return ranks
 
 
-def format_listing(infos: list[sessions.SessionInfo], extra: list[tuple[str, list[str]]] | None = None) -> str:
+def format_listing(infos: list[sessions.SessionInfo], extra: list[tuple[str, list[str]]] | None = None,
+                   width: int | None = None) -> str:
     """One row a job, in columns as wide as their widest cell, `extra` columns (a header,
-    a cell a job) after the rank, and the command last, whole (its arguments too)."""
+    a cell a job) after the rank, and the command last, whole (its arguments too). In
+    `width` columns (None: no limit) a command too long for its column folds between its
+    words, beneath itself (or, the column narrower than 24 or than a word of it, on the
+    lines under its row): at 80 columns the terminal broke `--sleep 0.3` as `0.` and `3`."""
     extra = extra or []
     table = [["ID", "PID", "HOST", "RANK", *(h for h, _ in extra), "SCRIPT"]] + [
         [s.id, str(s.pid), s.host, "" if s.rank is None else f"{s.rank}/{s.world_size}",
@@ -79,12 +84,33 @@ def format_listing(infos: list[sessions.SessionInfo], extra: list[tuple[str, lis
         for i, s in enumerate(infos)]
     n = len(table[0]) - 1
     widths = [max(len(row[i]) for row in table) for i in range(n)]
-    return "\n".join(("  ".join(c.ljust(w) for c, w in zip(row[:n], widths, strict=True)) + "  " + row[n]).rstrip()
-                     for row in table)
+    lines = []
+    for row in table:
+        left = "  ".join(c.ljust(w) for c, w in zip(row[:n], widths, strict=True)) + "  "
+        room = (width - len(left)) if width else 0
+        if not width or len(left) + len(row[n]) <= width:
+            lines.append((left + row[n]).rstrip())
+        elif room >= max(MIN_SCRIPT_COLUMN, *(len(w) for w in row[n].split())):
+            lines.extend(fold(row[n], width, left, " " * len(left)))
+        else:  # (a path wider than the column: every line's width)
+            lines.extend([left.rstrip(), *fold(row[n], width, "  ", "  ")])
+    return "\n".join(lines)
 
 
-def job_lines(infos: list[sessions.SessionInfo]) -> list[str]:
-    """One line a distributed job: its ranks here, the nodes they run on, how to attach."""
+MIN_SCRIPT_COLUMN = 24  # narrower, a row's command goes beneath it
+
+
+def fold(text: str, width: int | None, first: str = "", rest: str = "  ") -> list[str]:
+    """`text` in `width` columns (None: one line), broken between words only (a path longer
+    than a line stays whole on its own)."""
+    if not width:
+        return [first + text]
+    return textwrap.wrap(text, width, initial_indent=first, subsequent_indent=rest, break_long_words=False,
+                         break_on_hyphens=False) or [first]
+
+
+def job_lines(infos: list[sessions.SessionInfo], width: int | None = None) -> list[str]:
+    """One line a distributed job (folded in `width` columns): its ranks here, the nodes they run on, how to attach."""
     out = []
     for job in sorted({s.job_id for s in infos if s.job_id is not None and (s.world_size or 1) > 1}):
         ranks = sorted((s for s in infos if s.job_id == job), key=lambda s: s.rank or 0)
@@ -93,5 +119,5 @@ def job_lines(infos: list[sessions.SessionInfo]) -> list[str]:
             nodes.setdefault(s.host, []).append(s.rank or 0)
         on = ", ".join(f"{host} (rank{'s' if len(rs) > 1 else ''} {','.join(map(str, rs))})"
                        for host, rs in nodes.items())
-        out.append(f"job {job}: {len(ranks)} of {ranks[0].world_size} ranks, on {on} · stepdbg attach {job}")
+        out.extend(fold(f"job {job}: {len(ranks)} of {ranks[0].world_size} ranks, on {on} · stepdbg attach {job}", width))
     return out
