@@ -68,12 +68,11 @@ class LogOrder:
             if not self.ahead:
                 self.release_output(app)
         else:
-            group: list[Line] = []
-            was = self.behind[:]
-            self.behind.append(group)
-            handler()  # (its lines go into `group`)
-            if not was:
-                app.set_timer(HELD_AT_MOST, lambda: self.release_events(app, group))
+            first = not self.behind
+            self.behind.append([])
+            handler()  # (its lines go into its group)
+            if first:
+                self._wait_for_next(app)
 
     def output(self, app: Any, stream: str, line: str) -> None:
         """A line of the job's output: the job's own line of an event lets that event's lines
@@ -82,8 +81,7 @@ class LogOrder:
             if self.behind:
                 self._show(app, stream, line)
                 self._write(app, self.behind.pop(0))
-                if self.behind:  # the next one waits its own time
-                    app.set_timer(HELD_AT_MOST, lambda g=self.behind[0]: self.release_events(app, g))
+                self._wait_for_next(app)
                 return
             self.ahead += 1
             app.set_timer(HELD_AT_MOST, lambda: self.release_output(app))
@@ -111,6 +109,12 @@ class LogOrder:
         """The events up to `upto` waited long enough (a line the job never said: -q)."""
         while self.behind and any(g is upto for g in self.behind):
             self._write(app, self.behind.pop(0))
+        self._wait_for_next(app)
+
+    def _wait_for_next(self, app: Any) -> None:
+        """The next event waiting for its line waits HELD_AT_MOST from now, at most."""
+        if self.behind:
+            app.set_timer(HELD_AT_MOST, lambda g=self.behind[0]: self.release_events(app, g))
 
     def release(self, app: Any) -> None:
         """Everything held (the job ended)."""
