@@ -95,11 +95,13 @@ class Bus:
         self.say(f"change: {what} {words}" if words else f"change: {change_words(rec)}")  # (not `break_remove spec=nan`)
         return rec
 
-    def finding(self, f: Any) -> None:
-        """A diagnostic rule's finding (doctor)."""
+    def finding(self, f: Any, said: bool = False) -> None:
+        """A diagnostic rule's finding (doctor); `said`: its words are on stderr already (a
+        replay's finding is the replay's own lines, which the doctor printed twice)."""
         self.report.write("finding", **asdict(f))
         self.emit("finding", asdict(f))
-        self.say(f"finding [{f.rule}] {f.message} — try: {f.advice}")
+        if not said:
+            self.say(f"finding [{f.rule}] {f.message} — try: {f.advice}")
 
     def hook_failed(self, name: str, e: BaseException) -> None:
         self.say(f"internal error in the {name} hook, which is now off: {type(e).__name__}: {e}")

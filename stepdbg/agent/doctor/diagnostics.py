@@ -89,7 +89,7 @@ class Doctor:
         self.preempted = StepPreemption()  # a busy machine's share of each step's gap and work
         # Set by the session: where findings and other events go (report, clients, stderr).
         self._nan_break: dict[str, Any] | None = None  # a NaN break whose replay may still come
-        self.notify: Callable[[Finding], None] = lambda f: None
+        self.notify: Callable[..., None] = lambda f, said=False: None  # (said: its words are on stderr already)
         self.write: Callable[..., None] = lambda event, **fields: None
 
     # ------------------------------------------------------------------ plumbing
@@ -133,7 +133,7 @@ class Doctor:
                     {"break": {k: brk.get(k) for k in ("step", "phase", "condition", "reason")},
                      "replay": {k: replay.get(k) for k in ("summary", "verdict", "first_nonfinite")} if replay else None})
         self.findings.append(f)
-        self.notify(f)
+        self.notify(f, said=found is not None)  # (the replay's lines say it: `replay of step 30: ...`)
 
     def ranked(self) -> list[Finding]:
         return sorted(self.findings, key=lambda f: (SEVERITY_ORDER[f.severity], f.step))
