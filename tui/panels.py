@@ -255,6 +255,10 @@ class BreakpointsPanel(Loads, Vertical):
 
 
 class LogPanel(Loads, Vertical):
+    # Its lines at its bottom, over the REPL line, as a terminal's: toasts stand at the top
+    # right, and a Log of a few lines had its newest under them (the seventh walk's 7).
+    DEFAULT_CSS = "LogPanel { align-vertical: bottom; } LogPanel RichLog { width: 100%; height: auto; max-height: 100%; }"
+
     def compose(self) -> ComposeResult:
         yield RichLog(id="log", max_lines=5000, wrap=True, markup=False)
 
