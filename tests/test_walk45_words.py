@@ -8,6 +8,10 @@
   characters a row: the terminal broke the SCRIPT column inside `0.3`. `stepdbg --help`'s
   commands lines were 83 to 96 characters, and `stepdbg diff` (the README presents it)
   was not among them.
+- `.venv/bin/stepdbg python train.py` in a shell that never activated the venv (as the
+  README allows) ran the PATH's python, which had no torch: the script failed. A bare
+  `python` without torch gives way to stepdbg's own interpreter, said once on stderr; one
+  with torch (an environment of the user's) is still the one used.
 Each test looks at the real output (a terminal, a process's stdout and stderr) and failed
 before its fix."""
 
@@ -131,3 +135,33 @@ def test_help_fits_the_terminal_and_lists_diff(columns):
     for what in ("where two runs first differ", "headless; a break waits for a client",
                  "replay a saved step (--on-break save)", "STEPDBG_AUTOSTART=1 starts an agent"):
         assert what in said, commands
+
+
+RUNS = "import os, sys, torch\nprint('ran under', os.environ.get('WRAPPED', '-'), flush=True)\n"
+
+
+def _path_with_python(tmp_path: Path, python_args: str) -> str:
+    """A PATH whose `python` is stepdbg's own interpreter with `python_args` (-S: no
+    site-packages, so no torch), marked WRAPPED=1 in the script's environment."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "python").write_text(f'#!/bin/sh\nWRAPPED=1 exec {sys.executable} {python_args} "$@"\n')
+    (bin_dir / "python").chmod(0o755)
+    return f"{bin_dir}:/usr/bin:/bin"
+
+
+@pytest.mark.parametrize("has_torch", [False, True])
+def test_stepdbg_python_runs_under_an_interpreter_with_torch(tmp_path, private_runtime_dir, has_torch):
+    script = tmp_path / "train.py"
+    script.write_text(RUNS)
+    env = {**os.environ, "PATH": _path_with_python(tmp_path, "" if has_torch else "-S")}
+    done = subprocess.run([sys.executable, "-m", "stepdbg", "--no-tui", "python", str(script)], cwd=tmp_path,
+                          capture_output=True, text=True, env=env, timeout=WAIT, stdin=subprocess.DEVNULL)
+    assert done.returncode == 0, done.stderr
+    said = f"stepdbg: `python` on the PATH has no torch ({tmp_path / 'bin' / 'python'});"
+    if has_torch:  # the user's own python, with torch: used, nothing said
+        assert "ran under 1" in done.stdout and "has no torch" not in done.stderr, done
+    else:
+        assert "ran under -" in done.stdout, done
+        assert done.stderr.count(said) == 1, done.stderr
+        assert f"  the script runs under stepdbg's own interpreter: {sys.executable}" in done.stderr, done.stderr

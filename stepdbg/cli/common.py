@@ -4,10 +4,12 @@
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import math
 import os
 import shutil
 import stat
+import subprocess
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -252,10 +254,7 @@ def run_config(ns: argparse.Namespace, serve: bool = False) -> Launch:
         cfg.torchrun = rest[1:script_at]
         rest = rest[script_at:]
     if _looks_like_python(rest[0]) and not rest[0].endswith(".py"):
-        found = shutil.which(rest[0]) or (rest[0] if os.path.exists(rest[0]) else None)
-        if found is None:
-            raise UsageError(f"interpreter {rest[0]!r} not found")
-        cfg.python = found
+        cfg.python = interpreter(rest[0], quiet=ns.quiet)
         rest = rest[1:]
     if rest and rest[0] == "-m":
         if len(rest) < 2:
@@ -301,6 +300,30 @@ def _interpreter_of(path: str) -> str | None:
     words = first[2:].split() if first.startswith(b"#!") else []
     python = words[0].decode(errors="replace") if words else ""
     return python if _looks_like_python(python) and os.path.isfile(python) else None
+
+
+def interpreter(word: str, quiet: bool = False) -> str:
+    """The python `stepdbg python ...` runs the script with. A path: that one. A bare word
+    (`python`): the one the PATH finds, unless it has no torch and stepdbg's own interpreter
+    has (`.venv/bin/stepdbg python train.py` in a shell that never activated the venv found
+    the system's python and failed on `import torch`): then stepdbg's own, said on stderr."""
+    found = shutil.which(word) or (word if os.path.exists(word) else None)
+    if found is None:
+        raise UsageError(f"interpreter {word!r} not found")
+    if os.sep in word or os.path.dirname(os.path.abspath(found)) == os.path.dirname(sys.executable) \
+            or importlib.util.find_spec("torch") is None:  # (a path, the same environment, none better)
+        return found
+    probe = "import importlib.util, sys; sys.exit(importlib.util.find_spec('torch') is None)"
+    try:
+        has_torch = subprocess.run([found, "-c", probe], capture_output=True, timeout=60).returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
+        has_torch = False
+    if has_torch:
+        return found
+    if not quiet:
+        print(f"stepdbg: `{word}` on the PATH has no torch ({found});\n"
+              f"  the script runs under stepdbg's own interpreter: {sys.executable}", file=sys.stderr)
+    return sys.executable
 
 
 def _looks_like_python(word: str) -> bool:
