@@ -33,6 +33,6 @@ def test_many_ranks_in_the_same_place_are_named_once():
     rows = [row(0, coll("all_reduce", "metrics", 12, 33, ago=9.0), {"metrics": 12, "default_pg": 39})]
     rows += [row(r, coll("all_reduce", "default_pg", 40, 35), {"metrics": 11, "default_pg": 40}) for r in (1, 2, 3)]
     said = diagnose(rows)
-    assert said.startswith("ranks 1, 2, 3 skipped all_reduce #12 on metrics (called at train.py:33 on rank 0) "
+    assert said.startswith("ranks 1, 2 and 3 skipped all_reduce #12 on metrics (called at train.py:33 on rank 0) "
                            "and are waiting in all_reduce #40 on default_pg at train.py:35; "), said
     assert said.endswith("rank 0 waits in all_reduce #12 on metrics at train.py:33"), said

@@ -40,7 +40,7 @@ def test_a_gradient_that_differs_on_one_rank_of_four_is_named_with_that_rank():
     assert (d["name"], d["what"], d["ranks"], d["reference"], d["majority"]) == (
         "fc.weight.grad", "gradient", [2], [0, 1, 3], True), d
     assert r["summary"].startswith("step 5 (before_optimizer_step): fc.weight.grad (gradient) is the first whose "
-                                   "replicas differ: rank 2 differs from ranks 0,1,3: the bytes differ; max |rank 2 "
+                                   "replicas differ: rank 2 differs from ranks 0, 1 and 3: the bytes differ; max |rank 2 "
                                    "- rank 0| 0.001"), r["summary"]
     assert "no value is held by most ranks" not in r["summary"]
 
@@ -49,7 +49,7 @@ def test_the_parameter_comes_before_its_gradient_and_two_odd_values_are_said():
     r = run({0: page(w=bumped(W, 1.0), g=bumped(G, 1.0)), 1: page(), 2: page(w=bumped(W, 2.0)), 3: page()})
     d = r["first_divergence"]
     assert (d["name"], d["ranks"], d["groups"]) == ("fc.weight", [0, 2], [[1, 3], [0], [2]]), d
-    assert "ranks 0,2 differ from ranks 1,3 and from each other" in d["summary"], d["summary"]
+    assert "ranks 0 and 2 differ from ranks 1 and 3 and from each other" in d["summary"], d["summary"]
 
 
 def test_a_tolerance_lets_a_small_difference_agree_and_says_how_far_past_it_a_larger_one_is():
@@ -93,7 +93,7 @@ def test_ranks_that_hold_other_parameters_or_more_of_them_and_a_rank_gone():
     r = run({0: page(), 1: page(), 2: other})
     assert r["first_divergence"]["what"] == "structure" and r["summary"] == (
         "step 5 (before_optimizer_step): the ranks hold different parameters: rank 2 holds head.weight (parameter) "
-        "where ranks 0,1 hold fc.weight (parameter) (only ranks 0,1,2 of the job's 4 answered: the others are "
+        "where ranks 0 and 1 hold fc.weight (parameter) (only ranks 0, 1 and 2 of the job's 4 answered: the others are "
         "gone)"), r
     d = RankDiff()
     assert d.feed({0: page(nxt=2), 1: page(nxt=2)}) == 2  # the next page, from every rank

@@ -37,7 +37,7 @@ def test_a_rank_that_left_its_pause_between_pages_ends_the_walk_and_says_so():
     r = d.result()
     assert r["first_divergence"] is None and r["moved"], r
     assert r["summary"] == ("step 5 (after_backward): 1 of 2 tensors agree, then the job moved on between pages "
-                            "(ranks 0,1: rank 0 now at step 6 after_backward): the rest was not compared"), r["summary"]
+                            "(ranks 0 and 1: rank 0 now at step 6 after_backward): the rest was not compared"), r["summary"]
 
 
 def test_a_tensor_no_rank_could_read_is_said_not_counted_as_bitwise_equal():

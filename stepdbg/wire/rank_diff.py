@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from .rank_words import ranks_words
 from .step_diff import compare, nonnegative
 
 USAGE = "diff ranks [--atol X] [--rtol Y]"
@@ -39,9 +40,6 @@ def tolerances(words: list[str]) -> tuple[float, float]:
         i += 1
     return got["--atol"], got["--rtol"]
 
-
-def _ranks(ranks: list[int]) -> str:
-    return f"rank {ranks[0]}" if len(ranks) == 1 else "ranks " + ",".join(map(str, ranks))
 
 
 class RankDiff:
@@ -86,7 +84,7 @@ class RankDiff:
             return None
         if ended:  # some ranks have no tensor left where the others have more
             longer = [r for r in self.ranks if r not in ended]
-            self._structure(longer, f"{_ranks(longer)} {'holds' if len(longer) == 1 else 'hold'} more "
+            self._structure(longer, f"{ranks_words(longer)} {'holds' if len(longer) == 1 else 'hold'} more "
                                     "parameters than the others")
             return None
         return int(pages[self.ranks[0]].get("start") or 0) + common
@@ -98,7 +96,7 @@ class RankDiff:
         gone = [r for r in self.ranks if now[r] != self.pauses[r]]
         if gone:
             r = gone[0]
-            self.moved = (f"the job moved on between pages ({_ranks(gone)}: rank {r} now at step {now[r][0]} "
+            self.moved = (f"the job moved on between pages ({ranks_words(gone)}: rank {r} now at step {now[r][0]} "
                           f"{now[r][1]}): the rest was not compared")
         return bool(gone)
 
@@ -141,7 +139,7 @@ class RankDiff:
             groups = _groups(list(keys.items()), lambda a, b: a == b)
             odd = [r for g in groups[1:] for r in g]
             base = held[groups[0][0]]
-            self._structure(odd, f"{_ranks(odd[:1])} holds {_named(held[odd[0]])} where {_ranks(groups[0])} "
+            self._structure(odd, f"{ranks_words(odd[:1])} holds {_named(held[odd[0]])} where {ranks_words(groups[0])} "
                                  f"{'hold' if len(groups[0]) > 1 else 'holds'} {_named(base)}")
             return True
         e = next((x for x in held.values() if x), None)
@@ -168,8 +166,8 @@ class RankDiff:
         majority = len(ref) > sum(len(g) for g in odd)
         odd_ranks = sorted(r for g in odd for r in g)
         kind = "parameter" if e["what"] == "parameter" else "gradient"
-        words = f"{e['name']} ({kind}) is the first whose replicas differ: {_ranks(odd_ranks)} " \
-                f"{'differs' if len(odd_ranks) == 1 else 'differ'} from {_ranks(ref)}"
+        words = f"{e['name']} ({kind}) is the first whose replicas differ: {ranks_words(odd_ranks)} " \
+                f"{'differs' if len(odd_ranks) == 1 else 'differ'} from {ranks_words(ref)}"
         if len(odd) > 1:
             words += " and from each other"
         words += f": {diff.get('reason')}"
@@ -182,7 +180,7 @@ class RankDiff:
         if diff.get("past") is not None:
             words += f", {diff['past']:g}x the tolerance"
         if not majority:
-            words += f" (no value is held by most ranks: {_ranks(ref)}'s is taken as the reference)"
+            words += f" (no value is held by most ranks: {ranks_words(ref)}'s is taken as the reference)"
         self.found = {"name": e["name"], "what": kind, "ranks": odd_ranks, "reference": ref,
                       "groups": [ref, *odd], "majority": majority, "reason": diff.get("reason"),
                       "max_abs": diff.get("max_abs"), "max_rel": diff.get("max_rel"),
@@ -224,7 +222,7 @@ class RankDiff:
                         f"{'were' if n != 1 else 'was'} compared by shape and dtype alone ({self.unread[0]}"
                         f"{', ...' if n > 1 else ''})")
         if self.world > len(self.ranks) and not self.not_compared:
-            summary += f" (only {_ranks(self.ranks)} of the job's {self.world} answered: the others are gone)"
+            summary += f" (only {ranks_words(self.ranks)} of the job's {self.world} answered: the others are gone)"
         return {"first_divergence": self.found, "ranks": self.ranks, "world_size": self.world, "step": step,
                 "phase": phase,
                 "compared": self.compared, "gradients": self.gradients, "tensors": self.total,

@@ -23,6 +23,7 @@ from stepdbg.agent.breaks.ranks import Ranks
 from stepdbg.agent.measure import threads
 from stepdbg.agent.measure.frames import is_own_file
 from stepdbg.agent.step.step_model import StepModel
+from stepdbg.wire.rank_words import ranks_words
 from stepdbg.wire.stall_text import at as _at
 from stepdbg.wire.stall_text import collective_text
 
@@ -124,9 +125,6 @@ def _doing(row: dict[str, Any]) -> str:
            f"no progress for {row['idle_s']:g}s"
 
 
-def _ranks(rs: list[int]) -> str:
-    return f"rank {rs[0]}" if len(rs) == 1 else "ranks " + ", ".join(map(str, rs))
-
 
 def diagnose(rows: list[dict[str, Any]]) -> str:
     """In words: who did not answer, who skipped (or has not reached) which collective and
@@ -160,13 +158,13 @@ def diagnose(rows: list[dict[str, Any]]) -> str:
             else:
                 said.setdefault(f"is past {collective_text(c)} (it started {done} on {group}) and {_doing(o)}",
                                 []).append(o["rank"])
-    parts = [f"{_ranks(sorted(set(rs)))} {text if len(set(rs)) == 1 else text.replace(' and is ', ' and are ', 1)}"
+    parts = [f"{ranks_words(rs)} {text if len(set(rs)) == 1 else text.replace(' and is ', ' and are ', 1)}"
              for text, rs in said.items()]
     rest: dict[str, list[int]] = {}
     for r in alive:
         if r["rank"] not in accused:
             rest.setdefault(_doing(r).replace("is waiting in", "waits in", 1), []).append(r["rank"])
-    parts += [f"{_ranks(rs)} {text}" for text, rs in rest.items()]
+    parts += [f"{ranks_words(rs)} {text}" for text, rs in rest.items()]
     if silent:
-        parts.append(f"{_ranks(silent)} did not answer: dead, or its agent is stuck")
+        parts.append(f"{ranks_words(silent)} did not answer: dead, or its agent is stuck")
     return "; ".join(parts)
