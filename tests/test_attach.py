@@ -166,14 +166,10 @@ def test_a_killed_client_leaves_the_job_paused_for_a_reattach(start_job):
 
 @pytest.mark.slow
 def test_a_plain_run_pauses_at_a_break_while_a_client_is_attached(start_job, tmp_path):
-    # The loop starts once the client is attached (its go file): attached after step 3's
-    # break, as a busy machine could make it (steps 0-2 were 0.9 s), it rightly did not pause.
-    go = tmp_path / "go"
-    job = start_job("--break", "step==3", mode="run", script_args=("--steps", "6", "--start-after", str(go)))
+    job = start_job("--break", "step==3", mode="run", script_args=("--steps", "6", "--start-after", str(go := tmp_path / "go")))
     job.info()
-    with client.connect() as c:
-        assert c.status()["frontends"] == 1
-        go.touch()
+    with client.connect() as c:  # (attached after step 3, as a busy machine made it, it rightly did not pause)
+        assert c.status()["frontends"] == 1 and not go.touch()  # attached: now the loop starts
         brk = c.wait_paused(WAIT)  # no --on-break given: report alone, pause with a front end
         assert brk["step"] == 3
         c.cont()
@@ -222,14 +218,12 @@ def answer(s: socket.socket) -> dict | None:
 
 @pytest.mark.slow
 def test_bad_clients_get_clear_errors_and_the_job_runs_on(start_job, tmp_path):
-    go = tmp_path / "go"  # the loop starts after the first question (it was 1.5 s before step 5's break)
-    job = start_job("--break", "step==5", script_args=("--steps", "8", "--sleep", "0.3", "--start-after", str(go)))
+    job = start_job("--break", "step==5", script_args=("--steps", "8", "--sleep", "0.3", "--start-after", str(go := tmp_path / "go")))
     info = job.info()
     with client.connect() as c:
         with pytest.raises(ClientError) as e:
             c.evaluate("1")  # the job runs: nothing to evaluate in
-        assert e.value.code == "not_paused"
-    go.touch()
+        assert e.value.code == "not_paused" and not go.touch()  # (now the loop starts: 1.5 s before step 5's break)
     with pytest.raises(ClientError, match="wrong token"):
         client.connect(info.address, token="0" * 64)
     s = raw(info)  # says nothing: closed after the auth timeout with a reason
