@@ -119,7 +119,7 @@ def watch(label: str, proc: subprocess.Popen[bytes], record: str, n: int, timeou
             raise TimedOut(f"{label} did not finish within --timeout {timeout:g} s ({steps_done.words(n)}); "
                             "it was ended")
         if now >= due:
-            limit = f" (ended at --timeout {timeout:g} s)" if timeout else ""
+            limit = f" (waits for it up to --timeout {timeout:g} s)" if timeout else ""  # (not `ended at`: it runs on)
             print(f"{label}: still running after {now - start:.0f} s: {steps_done.words(n)}{limit}",
                   file=sys.stderr, flush=True)
             due = now + every
