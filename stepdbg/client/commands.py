@@ -21,6 +21,7 @@ from ..wire.numbers import ascii_int
 from ..wire.ops import lr_typed
 from ..wire.rank_diff import USAGE as RANKS_USAGE
 from ..wire.rank_diff import tolerances
+from ..wire.rank_words import targets_words
 from .info_text import info_lines, source_lines
 from .tensor_text import format_summary
 
@@ -326,7 +327,7 @@ def _job_command(job: Any, word: str, rest: str) -> None:
         out(f"rank {job.current} in view")
     elif word == "on":
         job.targets = None if rest in ("", "all") else parse_ranks(rest, len(job.clients))
-        out(f"stepping and changes go to ranks {'all' if job.targets is None else job.targets}")
+        out(targets_words(job.targets))
     elif word == "ranks":
         for line in job.ranks_text():
             out(line)
