@@ -93,7 +93,7 @@ def _say_where_output_goes(target: str | None) -> None:
     if target is not None and (target.startswith(("ssh://", "slurm:")) or ":" in target):
         return
     try:
-        info = find_local(target)
+        info = find_local(target, clean=False)  # (a job gone is said by the connect after, once)
     except (TargetError, OSError):
         return  # (connecting says what is wrong)
     output = launcher_gone_output(info)
@@ -169,7 +169,7 @@ def _job_target(target: str | None) -> str | None:
     sessions are the ranks of one job); else None."""
     if target is not None and (target.startswith("ssh://") or os.path.sep in target):
         return None
-    live = sessions.listing()
+    live = sessions.listing(clean=False)  # (a job gone is said by the connect after, once)
     jobs = {s.job_id for s in live if s.job_id is not None and (s.world_size or 1) > 1}
     if target is None:
         return next(iter(jobs)) if len(jobs) == 1 and all(s.job_id in jobs for s in live) else None

@@ -26,6 +26,7 @@ from .targets import (
     TargetError,
     find_job,
     find_local,
+    gone_line,
 )
 
 
@@ -97,7 +98,7 @@ def gone_words(session: dict[str, Any]) -> str | None:
     pid = session.get("pid")
     if not isinstance(pid, int) or session.get("host") not in (None, sessions.node_name()) or not _gone(pid):
         return None
-    return f"the job (pid {pid}) is gone, its exit code unknown (killed by a signal, os._exit or a crash)"
+    return gone_line(pid)
 
 
 class Ops(OpCalls):

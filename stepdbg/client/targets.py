@@ -36,9 +36,21 @@ class Endpoint:
     close: Callable[[], None] | None = None
 
 
-def find_local(target: str | None) -> sessions.SessionInfo:
-    """The local session a TARGET names (None: the only one)."""
-    live = sessions.listing()
+def gone_line(pid: int, argv: list[str] | None = None) -> str:
+    """A job of this machine whose process is gone, its exit code unknowable (no child of
+    ours; a kill -9 or a crash let its agent say nothing): under an attach, or found by one."""
+    what = f", {' '.join(os.path.basename(a) for a in argv[:2])}" if argv else ""
+    return f"the job (pid {pid}{what}) is gone, its exit code unknown (killed by a signal, os._exit or a crash)"
+
+
+def find_local(target: str | None, clean: bool = True) -> sessions.SessionInfo:
+    """The local session a TARGET names (None: the only one). A job gone without a word (its
+    session left: kill -9) is said so, once (`clean`: its files are removed then)."""
+    gone: list[sessions.SessionInfo] = []
+    live = sessions.listing(clean, gone)
+    named = [g for g in gone if target in (None, g.id, str(g.pid))]
+    if named and not any(target in (None, s.id, str(s.pid)) for s in live):
+        raise TargetError("; ".join(gone_line(g.pid, g.argv) for g in named))
     if target is None:
         if not live:
             raise TargetError("no stepdbg session is running here (start one with 'stepdbg serve python train.py')")

@@ -188,10 +188,11 @@ def remove(info: SessionInfo) -> None:
             os.unlink(os.path.join(d, name))
 
 
-def listing(clean: bool = True) -> list[SessionInfo]:
-    """The live sessions of this user on this host; files of dead processes are removed.
-    Only files this user owns and nobody else can read count; PermissionError when the
-    runtime directory itself cannot be trusted."""
+def listing(clean: bool = True, gone: list[SessionInfo] | None = None) -> list[SessionInfo]:
+    """The live sessions of this user on this host; files of dead processes are removed
+    (and put in `gone`: a job killed -9 left them, which an attach says). Only files this
+    user owns and nobody else can read count; PermissionError when the runtime directory
+    itself cannot be trusted."""
     d = trusted_dir()
     out: list[SessionInfo] = []
     if d is None:
@@ -211,6 +212,8 @@ def listing(clean: bool = True) -> list[SessionInfo]:
             out.append(info)
         elif clean and name == f"{info.id}.json" and info.host == node_name():  # (another host's pid means
             remove(info)  # nothing here: a runtime directory in a shared home; a file naming another's id)
+            if gone is not None:
+                gone.append(info)
     return out
 
 
