@@ -12,6 +12,9 @@
   README allows) ran the PATH's python, which had no torch: the script failed. A bare
   `python` without torch gives way to stepdbg's own interpreter, said once on stderr; one
   with torch (an environment of the user's) is still the one used.
+- `stepdbg diff`'s progress said `(ended at --timeout 3600 s)` of a run going on
+  (test_diff_stop). In `stepdbg attach --repl` on a running job, `p loss` said `error:
+  the job is running; pause it first` without naming the command that pauses it.
 Each test looks at the real output (a terminal, a process's stdout and stderr) and failed
 before its fix."""
 
@@ -165,3 +168,26 @@ def test_stepdbg_python_runs_under_an_interpreter_with_torch(tmp_path, private_r
         assert "ran under -" in done.stdout, done
         assert done.stderr.count(said) == 1, done.stderr
         assert f"  the script runs under stepdbg's own interpreter: {sys.executable}" in done.stderr, done.stderr
+
+
+NOT_PAUSED = "error: the job is running; pause it first (type `pause`)"
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("tmux") is None, reason="needs tmux")
+def test_the_repl_names_the_command_that_pauses_a_running_job(tmp_path, private_runtime_dir, start_job):
+    start_job(script_args=("--start-after", str(tmp_path / "never"))).info()  # (running, never pausing)
+    term = Tmux(tmp_path, private_runtime_dir, "attach --repl", size=(80, 24), env=f"XDG_STATE_HOME={tmp_path}")
+    try:
+        term.wait_screen("running; h for help")
+        term.keys("p loss", "Enter")
+        screen = term.wait_screen(NOT_PAUSED)
+        assert "Traceback" not in screen, screen
+        term.keys("detach", "Enter")
+        assert term.exit_code() == "0", term.screen()
+    finally:
+        term.close()
+    # The line console (stdin not a terminal) says the same.
+    piped = subprocess.run([sys.executable, "-m", "stepdbg", "attach", "--repl"], cwd=ROOT, input="p loss\ndetach\n",
+                           capture_output=True, text=True, timeout=WAIT)
+    assert NOT_PAUSED in piped.stdout + piped.stderr, piped

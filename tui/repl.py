@@ -20,7 +20,7 @@ from prompt_toolkit.history import FileHistory
 from prompt_toolkit.patch_stdout import patch_stdout
 
 from stepdbg.client import ClientError
-from stepdbg.client.console import IDLE_CTRL_C, detach, end_words, execute, show_source
+from stepdbg.client.console import IDLE_CTRL_C, detach, end_words, error_line, execute, show_source
 from stepdbg.wire.conditions import ConditionError
 
 COMMANDS = ["c", "n", "s", "r", "p", "lr", "skip", "info", "model", "opt", "mem", "threads", "breaks", "source",
@@ -171,7 +171,7 @@ def _run_line(client: Any, line: str, watch: _Watch) -> int | None:
             print(detach(client, line))
             return 0
     except (ConditionError, ValueError, KeyError, LookupError, RuntimeError, ClientError) as e:
-        print(f"error: {e}")
+        print(error_line(e))
     except ConnectionError as e:
         watch.stop.set()
         return watch.tell_end(str(e))

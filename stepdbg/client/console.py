@@ -108,6 +108,12 @@ def _ended(client: Any, timeout: float = 60.0) -> bool:
     return client.exited is not None
 
 
+def error_line(e: BaseException) -> str:
+    """An error as the console says it; one that needs the job paused names the command that
+    pauses it (`p loss` on a running job said 'pause it first' and not how)."""
+    return f"error: {e} (type `pause`)" if getattr(e, "code", None) == "not_paused" else f"error: {e}"
+
+
 def _errors() -> tuple[type[BaseException], ...]:
     from .connection import ClientError
 
@@ -130,7 +136,7 @@ def run_console(session: Any) -> None:
             out("\n" + IDLE_CTRL_C.format(""))
             continue
         except _errors() as e:
-            out(f"error: {e}")
+            out(error_line(e))
             continue
         if done == "interrupt":  # the job's own Ctrl-C, delivered outside the guard above
             out("Ctrl-C for the job, as at its terminal: its own Ctrl-C handling runs")
@@ -192,7 +198,7 @@ def attach_console(client: Any) -> int:  # noqa: C901, PLR0912 - the console's l
                 out(detach(client, line))
                 return 0
         except _errors() as e:
-            out(f"error: {e}")
+            out(error_line(e))
         except ConnectionError as e:
             words, code = end_words(client, str(e))
             out(words)
