@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -112,8 +113,9 @@ def test_help_texts_answer_the_question():
     assert "q asks what becomes of the job" in stepdbg("attach", "--help").stdout  # how to leave, asked first
     for command in (("torchrun", "--help"), ("overfit", "--help"), ("doctor", "--help"), ("attach", "--help")):
         text = stepdbg(*command).stdout
-        examples = [line for line in text.split("examples:\n")[1].split("\n\n")[0].splitlines()
-                    if not line.startswith("    ")]  # (not a line folded at the terminal's width)
+        # (lines folded at the terminal's width, a command's ` \` and a comment's, joined to theirs)
+        block = re.sub(r" \\\n +| *\n {4,}", " ", text.split("examples:\n")[1].split("\n\n")[0])
+        examples = block.splitlines()
         assert examples and all(line.startswith("  stepdbg ") for line in examples), text
         if command[0] == "torchrun":  # each example of torchrun's help runs torchrun
             assert all("torchrun " in line for line in examples), examples

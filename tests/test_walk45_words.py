@@ -140,6 +140,14 @@ def test_help_fits_the_terminal_and_lists_diff(columns):
         assert what in said, commands
 
 
+
+def test_torchrun_help_fits_80_columns():
+    done = stepdbg_at(80, "torchrun", "--help")
+    assert done.returncode == 0 and not too_wide(done.stdout, 80), too_wide(done.stdout, 80)
+    assert "  stepdbg --break nan --on-break rewind --keep-every 50 --max-rewinds 3 \\\n" \
+           "      torchrun --nproc_per_node=2 train.py\n" in done.stdout, done.stdout
+
+
 RUNS = "import os, sys, torch\nprint('ran under', os.environ.get('WRAPPED', '-'), flush=True)\n"
 
 

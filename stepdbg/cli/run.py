@@ -9,11 +9,13 @@ code are its own. At a terminal, `run` opens the TUI with the job as a child.
 from __future__ import annotations
 
 import os
+import shutil
 import sys
 import tempfile
 
 from ..wire import sessions
 from ..wire.numbers import ascii_int
+from . import help_text
 from .common import (
     Launch,
     Parser,
@@ -109,8 +111,8 @@ def run_parser(serve: bool) -> Parser:
 
 def main(argv: list[str], serve: bool = False) -> int:
     ns = run_parser(serve).parse_args(argv)
-    if is_torchrun(ns.script) and _asks_help(ns.args):
-        print(TORCHRUN_HELP)
+    if is_torchrun(ns.script) and _asks_help(ns.args):  # (at the terminal's width, as argparse's texts)
+        print(help_text.fill(TORCHRUN_HELP, shutil.get_terminal_size().columns - 2))
         return 0
     return launch(run_config(ns, serve=serve))
 
