@@ -3,7 +3,8 @@
 - `stepdbg.breakpoint()` under `if step == 5:` after `opt.step()` said `break at step 6
   (breakpoint)` while the user's `step` printed 5: a breakpoint between steps (the update
   done, no forward begun) is the step that ended's, `break at step 5 (breakpoint, between
-  steps)`, and the TUI's header says `after step 5` as it does of a job running there.
+  steps)`, its scalars (the Break panel's loss) step 5's, and the TUI's header says `after
+  step 5` as it does of a job running there.
 - At 80 columns `stepdbg ls` (a job run as `train_loop.py --steps 200 --sleep 0.3`) was 93
   characters a row: the terminal broke the SCRIPT column inside `0.3`. `stepdbg --help`'s
   commands lines were 83 to 96 characters, and `stepdbg diff` (the README presents it)
@@ -93,6 +94,8 @@ def test_the_header_paused_between_steps_says_after_the_step_that_ended(tmp_path
             c.cont()
         out, err = proc.communicate(timeout=WAIT)
         assert proc.returncode == 0 and "step 7 loss" in out, err
+        loss = brk["scalars"]["loss"]  # (the Break panel's: the ended step's, not `-` of a step not begun)
+        assert loss is not None and f"step 5 loss {loss:.4f}" in out, (brk["scalars"], out)
     finally:
         if proc.poll() is None:
             proc.kill()

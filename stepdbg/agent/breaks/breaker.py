@@ -181,10 +181,8 @@ class Breaker:
         return "the model's output is not finite; no module was found to make it from finite inputs", {"module": None}
 
     def breakpoint(self, frame: FrameType | None = None) -> None:
-        """Pause here, as asked by the user's code. Between steps (an update done, no forward
-        begun: `if step == 5: breakpoint()` after opt.step()) the break is the ended step's."""
-        m = self.model
-        if not m.active or m.busy or self.controls.paused is not None:
+        """Pause here, as the user's code asks; between steps (`if step == 5:` after opt.step()) at the ended step."""
+        if not (m := self.model).active or m.busy or self.controls.paused is not None:
             return
         step, phase, when = (None, "breakpoint", "") if m.current is not None else (
             (m.step - 1, "breakpoint, between steps", f" after step {m.step - 1} ended, before step {m.step} began")
@@ -307,8 +305,10 @@ class Breaker:
             self.guard("break_read", host_reads.read_pending, st)
         framework = framework_frame(sys._getframe(1)) if frame is None else None
         stack, where = self.model.caller.place(sys._getframe(1), frame, stack)  # (under a trainer: its frames)
+        ended = self.model.history[-1] if st is None and step is not None and self.model.history else {}  # (its record)
+        scalars = break_scalars(self.model) | {k: ended[k] for k in ("loss", "grad_norm", "data_wait") if k in ended}
         brk = Break(step=step if step is not None else st.index if st else self.model.step, phase=phase or (st.phase if st else "none"),
-                    condition=condition, reason=reason, scalars=break_scalars(self.model), where=where,
+                    condition=condition, reason=reason, scalars=scalars, where=where,
                     details=details or {}, conditions=conditions or [condition])
         if self.record_memory:
             path, why_not = memory.dump_snapshot(f"memory-{brk.step}", self.snapshots)
