@@ -26,8 +26,7 @@ from stepdbg.agent.measure.frames import variable_holding
 from stepdbg.agent.measure.tensors import output_at, set_rng_state
 from stepdbg.agent.replay.autograd_graph import finite
 from stepdbg.agent.replay.provenance import ModuleStack, Provenance
-from stepdbg.agent.replay.rerun import preserved_state, restore_step_start, run_root
-from stepdbg.agent.replay.upstream import _eager
+from stepdbg.agent.replay.rerun import preserved_state, restore_step_start, run_root, unwrapped
 
 Backward = Callable[[torch.Tensor, torch.Tensor, list[torch.Tensor], Provenance, dict[str, Any]],
                     dict[str, Any] | None]
@@ -51,7 +50,7 @@ def through_feeder(model: Any, root: torch.nn.Module, cap: dict[str, Any], frame
         name = model.root_name(feeder, frame) or type(feeder).__name__
         into = model.root_name(root, frame) or type(root).__name__
         # (out of torch.compile's wrapper: run, it would compile the replay's own code, and warn so)
-        first = _replayed(model, root, _eager(feeder), record, cap, where, name, grad_out, result, notes, backward)
+        first = _replayed(model, root, unwrapped(feeder), record, cap, where, name, grad_out, result, notes, backward)
         if first is None:
             continue
         var = variable_holding(out, model.caller.frame or frame) or "its input"

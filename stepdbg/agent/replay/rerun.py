@@ -44,6 +44,11 @@ def eager_root(model: StepModel) -> torch.nn.Module | None:
     op) and out of DDP's (whose forward broadcasts buffers to ranks that are not
     listening, a hang, and readies its reducer for a backward that never comes)."""
     root = model.root()
+    return unwrapped(root) if root is not None else None
+
+
+def unwrapped(root: torch.nn.Module) -> torch.nn.Module:
+    """`root` out of torch.compile's and DDP's wrappers (eager_root's reasons)."""
     while type(root).__name__ in _WRAPPERS:
         root = getattr(root, _WRAPPERS[type(root).__name__])
     return root

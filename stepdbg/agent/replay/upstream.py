@@ -26,7 +26,7 @@ from stepdbg.agent.measure.tensors import set_rng_state
 from stepdbg.agent.replay.advice import GUARDS
 from stepdbg.agent.replay.autograd_graph import guess_line, search_input_graph
 from stepdbg.agent.replay.provenance import ModuleStack, Provenance, named_tensors
-from stepdbg.agent.replay.rerun import preserved_state, run_root, shown_origin
+from stepdbg.agent.replay.rerun import preserved_state, run_root, shown_origin, unwrapped
 from stepdbg.agent.step.upstream import record_feeds
 
 DEPTH = 3  # models fed by models, followed at most (an encoder feeding a decoder feeding a critic)
@@ -43,14 +43,14 @@ def born_upstream(model: Any, cap: dict[str, Any], first: dict[str, Any] | None,
     held = _held(cap, first)
     fed_root = cap.get("root")
     fed = fed_root() if isinstance(fed_root, weakref.ReferenceType) else None
-    into = (model.root_name(_eager(fed), frame) or type(_eager(fed)).__name__) if fed is not None else None
+    into = (model.root_name(unwrapped(fed), frame) or type(unwrapped(fed)).__name__) if fed is not None else None
     written = None  # the model whose output's memory the input holds, though its forward makes it finite
     for record in list((cap.get("upstream") or {}).values()):
         root = record["root"]() if isinstance(record.get("root"), weakref.ReferenceType) else None
         kind = record_feeds(record, held) if isinstance(held, torch.Tensor) and root is not None else None
         if kind is None:
             continue
-        root = _eager(root)
+        root = unwrapped(root)
         name = model.root_name(root, frame) or type(root).__name__
         origin = input_born(record, record.get("args"), record.get("kwargs") or {}, None)
         if origin is not None:
@@ -107,7 +107,7 @@ def born_in_program(model: Any, cap: dict[str, Any], first: dict[str, Any] | Non
         return {**first, "computed": True} if isinstance(held, torch.Tensor) and held.grad_fn is not None else first
     ref = cap.get("root")
     root = ref() if isinstance(ref, weakref.ReferenceType) else None
-    into = (model.root_name(_eager(root), frame) or type(_eager(root)).__name__) if root is not None else None
+    into = (model.root_name(unwrapped(root), frame) or type(unwrapped(root)).__name__) if root is not None else None
     return {**made, "tensor": first.get("tensor"), "count": first.get("count"), "into": into}
 
 
@@ -124,13 +124,6 @@ def fed_words(first: dict[str, Any] | None) -> str:
     if not fed:
         return ""
     return f"; {fed['into'] or 'the model'}'s input {fed['as']} is {fed['model']}'s output, not the data"
-
-
-def _eager(root: torch.nn.Module) -> torch.nn.Module:
-    for attr in ("_orig_mod", "module"):  # torch.compile's and DDP's wrappers (replay.eager_root)
-        if type(root).__name__ in ("OptimizedModule", "DistributedDataParallel", "DataParallel"):
-            root = getattr(root, attr, root)
-    return root
 
 
 def _forward_producer(model: Any, root: torch.nn.Module, record: dict[str, Any], name: str) -> dict[str, Any] | None:
