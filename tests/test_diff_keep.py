@@ -117,7 +117,7 @@ def test_a_records_words_never_reach_the_terminal_as_control_characters(tmp_path
     assert "the fingerprint recorder failed inside the job (boom\\x0astepdbg diff" in r.stderr
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(st.lists(st.one_of(st.binary(max_size=200).map(lambda b: b.decode("latin-1")),
                           st.recursive(st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=20),
                                        lambda c: st.lists(c, max_size=4) | st.dictionaries(st.text(max_size=8), c,

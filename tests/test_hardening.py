@@ -317,7 +317,7 @@ NAMES = st.sampled_from(["lr", "group", "pin", "key", "value", "name", "index", 
 
 
 @pytest.mark.slow
-@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(op=st.sampled_from([*OPS, "nosuch", "__class__"]), args=st.dictionaries(NAMES, VALUES, max_size=3))
 def test_any_request_gets_an_answer_and_the_job_is_unharmed(served_session, op, args):
     s, c = served_session
