@@ -195,7 +195,8 @@ def _set_lr(src: FakeSource, lr: float, group: int | None, pin: bool) -> dict[st
 def _rewind(src: FakeSource, step: int | None) -> dict[str, Any]:
     if not src.snapshots:
         raise ClientError("bad_args", "no snapshots are kept: start with --keep-every N (or watch(keep_every=N))")
-    return {"what": "rewind", "step": 30, "to_step": step or src.snapshots[-1]["step"]}
+    to_step = step or src.snapshots[-1]["step"]
+    return {"what": "rewind", "step": 30, "to_step": to_step, "batches_skipped": 30 - to_step + 1}
 
 
 def _memory(src: FakeSource) -> dict[str, Any]:

@@ -45,7 +45,7 @@ def test_on_break_rewind_puts_the_run_back_on_course(tmp_path):
                       "rewinds": 1, "cause": "break [nan] at step 41"}
     (snap,) = run.of("snapshot")
     assert snap["step"] == 5 and snap["bytes"] > 0
-    assert "stepdbg: change: rewind to the snapshot of step 40 (2 batches skipped)" in run.stderr
+    assert "stepdbg: change: rewind to the snapshot of step 40 (steps 40 and 41 undone)" in run.stderr
 
 
 @pytest.mark.slow
@@ -251,7 +251,7 @@ def test_rewind_from_an_attached_client_and_from_the_console(start_job, private_
     class Target:  # what the console drives: a Session or a Client (same names)
         def rewind(self, step=None):
             self.asked = step
-            return {"to_step": 35}
+            return {"what": "rewind", "step": 36, "to_step": 35, "batches_skipped": 2, "rewinds": 1}
 
     t = Target()
     assert execute(t, "rewind 35") == "resumed" and t.asked == 35

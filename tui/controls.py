@@ -16,6 +16,7 @@ from textual.screen import Screen
 from textual.widget import Widget
 from textual.widgets import DataTable, Input, Static, Tab, TabbedContent
 
+from stepdbg.wire.change_text import rewind_answer
 from stepdbg.wire.rank_words import targets_words
 
 from . import job_events
@@ -270,12 +271,12 @@ class ControlActions(_AppBase):
                 self.log_line(f"{job_events.change_words(r)} (asked already)", "cyan")
 
     @work(group="control")
-    async def action_rewind(self) -> None:  # R: back to the newest snapshot before this step, then on
+    async def action_rewind(self) -> None:  # R: back to the newest snapshot before this step; the job runs on
         if self.job_ended("rewind"):
             return
         r = await self.ask("rewind", self.source.rewind())
         if r is not None:
-            self.notify(f"rewinding to the snapshot of step {r['to_step']} where step {r['step']} ends")
+            self.notify(rewind_answer(r))
 
     def action_quit_job(self) -> None:
         if self.connection != "connected":

@@ -27,7 +27,8 @@ HELP = f"""\
           (module, op, line) and the randomness that moved (the Log)
   l       set the learning rate (once or pinned)
   k       skip this step's update
-  R       rewind to the newest snapshot before this step
+  R       rewind to the newest snapshot before this step, where
+          this step ends; then the job runs on, as after c
           (--keep-every N; the Memory panel lists them)
   b       breakpoints: the add box takes what is typed, Enter adds it
   e       the REPL line: Python in the paused frame (↑↓ history)

@@ -13,6 +13,7 @@ from textual.widgets import Input, Static, TabbedContent
 from stepdbg.client.commands import UNTIL_USAGE, added_words, change_words
 from stepdbg.client.info_text import INFO
 from stepdbg.client.replicas import diff_ranks_async
+from stepdbg.wire.change_text import rewind_answer
 from stepdbg.wire.ops import lr_typed
 from stepdbg.wire.rank_diff import USAGE as RANKS_USAGE
 from stepdbg.wire.rank_diff import tolerances
@@ -173,7 +174,7 @@ async def _rewind(app: Any, out: Static, line: str, word: str, rest: str) -> boo
         return False
     r = await ask(UnderTheLine(out, line), "rewind", app.source.rewind(int(rest) if rest.isdigit() else None))
     if r is not None:
-        out.update(f"» {line}\nrewinding to the snapshot of step {r['to_step']} where step {r['step']} ends")
+        out.update(f"» {line}\n{rewind_answer(r)}")
     return True
 
 
@@ -232,7 +233,7 @@ _KEYS = {"c": "c", "continue": "c", "cont": "c", "n": "n", "next": "n", "s": "s"
 USAGE = {
     "lr": "lr X [pin]: set the learning rate, e.g. lr 3e-4, or lr 3e-4 pin to keep it against schedulers",
     "break": "break add SPEC or break rm SPEC, e.g. break add grad_norm>100 (the Breaks panel, 7, lists them)",
-    "rewind": "rewind [STEP]: back to the newest snapshot before this step, or before step STEP (a number)",
+    "rewind": "rewind [STEP]: back to the newest snapshot before this step, or before step STEP (a number); the job runs on",
     "w": "w: the paused stack (nothing after it); u [N] selects the frame N out, d [N] N in",
     "p": "p EXPR: a tensor's summary, e.g. p loss or p model.0.weight.grad",
     "until": UNTIL_USAGE,

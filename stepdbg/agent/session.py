@@ -37,6 +37,7 @@ from stepdbg.agent.step.hooks import Guard
 from stepdbg.agent.step.optimizer_phase import opt_params
 from stepdbg.agent.step.saved_activations import SavedActivations
 from stepdbg.agent.step.step_model import StepModel
+from stepdbg.agent.step.step_state import begun
 from stepdbg.agent.step.wrappers import find_existing_optimizers
 from stepdbg.agent.views.views import Views
 from stepdbg.wire.agent_config import AgentConfig
@@ -54,7 +55,7 @@ class Session:
         self.config = config = config or AgentConfig()
         self.argv = list(config.argv or sys.argv)
         self.bus = Bus(config.report, config.quiet, lambda: self.model.step,
-                       lambda: self.model.current is None and not self.model.halted)  # (paused: at its step)
+                       lambda: begun(self.model.current) is None and not self.model.halted)  # (paused: at its step)
         self.guard = Guard(self.bus.hook_failed, passthrough=(Abort, KeyboardInterrupt))
         self.model = StepModel(self, self.guard)
         self.controls = Controls(lambda: self.model.thread)

@@ -15,7 +15,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from ..wire.change_text import change_words
+from ..wire.change_text import change_words, rewind_answer
 from ..wire.conditions import parse as parse_condition
 from ..wire.numbers import ascii_int
 from ..wire.ops import lr_typed
@@ -43,7 +43,8 @@ stepdbg console:
   p EXPR          a tensor's summary (loss, batch, model.fc.weight.grad, ...)
   lr X [pin]      set the learning rate (pin: keep it against schedulers)
   skip            do not apply this step's update
-  rewind [STEP]   back to the newest snapshot before this step (or STEP's)
+  rewind [STEP]   back to the newest snapshot before this step (or STEP's),
+                  where this step ends; the job runs on, as after c
   w | where | bt  the paused stack (your frames only); > marks the selected one
   u | up [N]      select the frame N out (toward main); d | down [N]: N in;
                   p, eval, locals and source follow the selected frame
@@ -199,7 +200,7 @@ def _skip(target: Any, word: str, rest: str) -> str | None:
 
 def _rewind(target: Any, word: str, rest: str) -> str | None:
     r = target.rewind(int(rest) if rest else None)
-    out(f"rewinding to the snapshot of step {r['to_step']} where this step ends")
+    out(rewind_answer(r))
     return "resumed"
 
 

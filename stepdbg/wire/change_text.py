@@ -25,10 +25,26 @@ def _skip_words(c: dict[str, Any]) -> str:
             + (f" ({held} still holds: a repeat, not a new break)" if held else ""))
 
 
+def _undone(c: dict[str, Any]) -> str:
+    """'steps 15 to 17 undone': the updates a rewind drops (`batches_skipped` counts them). No
+    word of batches: a DataLoader's go on, but a loop that draws its batches from the RNGs the
+    rewind put back draws the snapshot's steps' batches again (docs/rewind.md)."""
+    first, n = c["to_step"], c["batches_skipped"]
+    last = first + n - 1
+    return (f"step {first}'s update undone" if n == 1 else
+            f"steps {first} and {last} undone" if n == 2 else f"steps {first} to {last} undone")
+
+
 def _rewind_words(c: dict[str, Any]) -> str:
-    n = c["batches_skipped"]
     scaled = f"; the LR scaled by {c['lr_scale']:g} for {c['lr_steps']} steps" if c.get("lr_scale") else ""
-    return f"rewind to the snapshot of step {c['to_step']} ({n} batch{'es' if n != 1 else ''} skipped{scaled})"
+    return f"rewind to the snapshot of step {c['to_step']} ({_undone(c)}{scaled})"
+
+
+def rewind_answer(r: dict[str, Any]) -> str:
+    """The answer to a rewind asked at a pause, as the console, the TUI's R and its REPL line
+    say it: where it is done, what it undoes, and that the job runs on (it does not stay paused)."""
+    return (f"rewinding to the snapshot of step {r['to_step']} where step {r['step']} ends ({_undone(r)}); "
+            "the job runs on to its next break")
 
 
 # A change to the job (the `change` event, the answer to set_lr and skip) in the person's words.

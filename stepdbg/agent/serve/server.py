@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 from stepdbg.agent.serve.handlers import Handlers
 from stepdbg.agent.serve.outbox import Outbox
 from stepdbg.agent.serve.pace import Bucket, Pace
+from stepdbg.agent.step.step_state import begun
 from stepdbg.wire import protocol, sessions, settings
 from stepdbg.wire.address import parse as address_of
 from stepdbg.wire.address import unix_name
@@ -127,9 +128,9 @@ class Server:
         self._stopped.set()
         self._flush_output()
         self._flush_steps()  # every step's record, then the end (the plots reach the last step)
-        # `in_step`: it ended inside step `steps`, begun and never ended (a Ctrl-C in its forward): the
-        # front ends' last step is that one, as a change made in it said (`change at step 36`)
-        in_step = getattr(getattr(self.session, "model", None), "current", None) is not None
+        # `in_step`: it ended inside step `steps`, begun and never ended (a Ctrl-C in its forward): the front
+        # ends' last step is that one, as a change made in it said (`change at step 36`); a zero_grad after it is none
+        in_step = begun(getattr(getattr(self.session, "model", None), "current", None)) is not None
         self.broadcast(protocol.event("exited", {"exit_code": exit_code, "steps": self.session.step, "error": error,
                                                  **({"in_step": True} if in_step else {})}))
         with self._lock:

@@ -50,6 +50,14 @@ class StepState:
         return f"StepState({vars(self)})"
 
 
+def begun(st: StepState | None) -> StepState | None:
+    """The step in progress (the step model's `current`), once it has reached a pause point
+    (its forward, say). A state made by a call after the last update and before the next
+    forward (the loop's `opt.zero_grad()` after `opt.step()`, the loader's next fetch) is
+    no step begun: the job is between steps (at its end it ran `steps` steps, not one more)."""
+    return st if st is not None and st.phase != "start" else None
+
+
 class StepListener(Protocol):
     """What the step model tells, on the training thread (the Session implements it)."""
 

@@ -24,6 +24,7 @@ from stepdbg.agent.bus import Bus
 from stepdbg.agent.measure import census, oom, tensors, threads
 from stepdbg.agent.measure.memory import memory, memory_in_use
 from stepdbg.agent.step.step_model import StepModel
+from stepdbg.agent.step.step_state import begun
 from stepdbg.agent.views import inspection
 from stepdbg.agent.views.evaluate import Evaluator, slice_of
 
@@ -130,7 +131,7 @@ class Views:
         return threads.thread_stacks(self.model.thread)
 
     def status(self) -> dict[str, Any]:
-        st = self.model.current
+        st = begun(self.model.current)
         return {
             "pid": self.pid, "argv": self.argv, "step": self.model.step,
             "phase": st.phase if st else "between steps",
