@@ -74,7 +74,7 @@ async def test_the_tensor_panel_takes_typing_and_the_model_panel_says_a_module_h
     src, app, ctx = await started(size=(80, 24))
     async with ctx as pilot:
         await pilot.pause()
-        await pilot.press("3", *"x")
+        await pilot.press("3", "tab", *"x")
         await wait_for(pilot, lambda: app.focused is app.query_one("#tensor-name", Input)
                        and app.focused.value.endswith("x"), "x typed into the name")
         await pilot.press("escape", "2")
@@ -258,7 +258,7 @@ async def test_a_breakpoint_removed_and_added_again_fires_again(tui_at_break):
     (b, the spec, Enter), c: the job pauses at step 1 (it ran to its end: a repeat)."""
     async with tui_at_break("--break", "loss>0", script_args=("--steps", "20")) as (app, pilot):
         assert (app.status.get("paused") or {}).get("step") == 0, app.status
-        await pilot.press("7", "escape")  # (7 gives the add box the focus, as b: escape, the table)
+        await pilot.press("7")  # (7: the table has the focus)
         table = app.query_one("#breaks-table", DataTable)
         await wait_for(pilot, lambda: table.row_count == 1, "the breakpoint")
         await pilot.press("delete")

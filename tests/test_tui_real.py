@@ -49,14 +49,14 @@ async def test_every_key_and_panel_against_a_real_agent(start_job):  # noqa: F81
         await wait_for(pilot, lambda: app.query_one("#model-table", DataTable).row_count == 6)
         await pilot.press("3")
         await wait_for(pilot, lambda: "loss" in str(app.query_one("#tensor-summary").content))
-        await pilot.press("escape", "4")  # (3 puts the focus in its name field: escape, keys are keys)
+        await pilot.press("escape", "4")
         await wait_for(pilot, lambda: app.query_one("#opt-table", DataTable).row_count == 1)
         # Each panel's content is the job's answer, waited for: after a fixed pause a busy
         # machine's job had not answered yet (an empty table, no threads).
         loaded = {"breakpoints": lambda: app.query_one("#breaks-table", DataTable).row_count == 1,
                   "threads": lambda: "MainThread" in str(app.query_one("#threads-text").content)}
         for key, pid in (("5", "memory"), ("6", "plots"), ("7", "breakpoints"), ("8", "threads"), ("9", "log")):
-            await pilot.press(key, *(["escape"] if key == "7" else []))  # (7: the add box; escape: keys again)
+            await pilot.press(key)
             await wait_for(pilot, lambda pid=pid: app.query_one(TabbedContent).active == pid)
             await wait_for(pilot, loaded.get(pid, lambda: True))
         await pilot.press("e", *"step", "enter")

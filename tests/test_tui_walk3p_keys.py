@@ -26,7 +26,7 @@ async def test_a_dialogs_footer_names_its_own_keys_and_the_help_names_tab_and_en
         shown = " ".join(screen_text(app).split())
         assert "Tab the next field or table" in shown and "Enter in a field: runs it; on a row:" in shown, shown
         step = app.status["paused"]["step"]
-        await pilot.press("escape", "3")
+        await pilot.press("escape", "3", "tab")  # (its name field: there number keys type)
         await wait_for(pilot, lambda: "loss" in text_of(app, "#tensor-summary"), "the loss")
         await pilot.press("4")
         await settled(pilot, app)

@@ -1,5 +1,5 @@
-"""The focus after the fourth newcomer walk (issue 45's invariants (a) and (d)): 7 gives the
-add box the focus as b does (item 3), escape leaves the focus on the panel shown and Tab
+"""The focus after the fourth newcomer walk (issue 45's invariants (a) and (d)): b gives the
+add box the focus (item 3; 7 shows the panel, its table with the focus: the eighth walk's 1), escape leaves the focus on the panel shown and Tab
 goes round the panel's widgets and the REPL line, never the tab bar (item 7). The TUI under
 Pilot attached to a real job of its own (conftest's tui_at_break); each failed before."""
 
@@ -13,12 +13,12 @@ from stepdbg_tui.panel_table import BY_ID
 
 
 @real
-async def test_7_gives_the_add_box_the_focus_so_a_spec_typed_there_is_no_keys(tui_at_break):
+async def test_b_gives_the_add_box_the_focus_so_a_spec_typed_there_is_no_keys(tui_at_break):
     """The walk's 3: 7 drew the add box without the focus; `rd` typed there replayed the
-    step and moved the frame."""
+    step and moved the frame. b gives it the focus (7 the table: the eighth walk's 1)."""
     async with tui_at_break("--break", "step==1") as (app, pilot):
         phase = app.status.get("phase")
-        await pilot.press("7", "r", "d")
+        await pilot.press("b", "r", "d")
         await settled(pilot, app)
         box = app.query_one("#break-input", Input)
         assert app.focused is box and box.value == "rd", (app.focused, box.value)
@@ -52,8 +52,8 @@ async def test_the_footer_says_the_keys_a_field_takes_at_80x24(tui_at_break):
     the Breaks box had the focus (a field takes the letters: every key of the app left it)."""
     async with tui_at_break("--break", "step==1", size=(80, 24)) as (app, pilot):
         for keys, words in ((("e",), ("run it", "keys again", "next field")),
-                            (("escape", "3"), ("show it", "keys again", "the slice")),
-                            (("escape", "7"), ("add it", "the table", "next field"))):
+                            (("escape", "3", "tab"), ("show it", "keys again", "the slice")),
+                            (("escape", "b"), ("add it", "the table", "next field"))):
             await pilot.press(*keys)
             await settled(pilot, app)
             footer = screen_text(app, skip=()).splitlines()[-1]

@@ -30,7 +30,7 @@ async def test_a_break_while_the_add_box_has_the_focus_is_said_under_it_and_c_st
     pause (a toast, if seen, went). The typing stays in the box (issue 45's (a)), and under
     it, while the job is paused: the pause, and that escape then c continues it."""
     async with tui_at_break("--break", "step==3", "--break", "step==6", script_args=("--steps", "40")) as (app, pilot):
-        await pilot.press("7")
+        await pilot.press("b")
         await settled(pilot, app)
         assert app.focused is app.query_one("#break-input", Input)
         other = await AsyncClient.connect()

@@ -29,15 +29,15 @@ def log_text(app) -> str:
 
 @real
 @pytest.mark.parametrize("size", SIZES)
-@pytest.mark.parametrize(("key", "field"), [("3", "tensor-name"), ("e", "repl")], ids=["tensor", "repl"])
-async def test_a_break_while_a_field_has_the_focus_is_said_beside_it_and_stays(tui_at_break, size, key, field):
-    """3 (the Tensor panel's name field) or e (the REPL line), another client continues the
+@pytest.mark.parametrize(("keys", "field"), [(("3", "tab"), "tensor-name"), (("e",), "repl")], ids=["tensor", "repl"])
+async def test_a_break_while_a_field_has_the_focus_is_said_beside_it_and_stays(tui_at_break, size, keys, field):
+    """3 and Tab (the Tensor panel's name field) or e (the REPL line), another client continues the
     job, and it breaks at step 6: the focus stays in the field (what is typed next is not
     run as keys), and the pause and why are on screen (not only in a toast, which goes)
     until the job goes on."""
     async with tui_at_break("--break", "step==3", "--break", "step==6", script_args=("--steps", "40"),
                             size=size) as (app, pilot):
-        await pilot.press(key)
+        await pilot.press(*keys)
         await settled(pilot, app)
         assert app.focused is app.query_one(f"#{field}", Input), app.focused
         other = await AsyncClient.connect()

@@ -33,7 +33,7 @@ from .dialogs import HelpScreen
 from .fitted import focus_mark
 from .header import JobHeader
 from .messages import HISTORY_KEPT, ConnectionLost, JobEvent, StepSummary, with_records
-from .panel_table import BY_ID, PANELS, keys_go_to, keys_land, one_process_words, shown
+from .panel_table import BY_ID, PANELS, keys_land, one_process_words, shown
 from .panels import LogPanel, ModelPanel, TensorPanel, first_parameter_words, module_expression
 from .plots import PlotsPanel
 from .repl_line import LineHistory, ReplActions
@@ -56,7 +56,7 @@ class StepdbgApp(ControlActions, ReplActions, App[str | None]):
     #repl { height: 3; }
     #panels.-many-ranks Tab, #panels.-narrow Tab { padding: 0 1 0 0; }  /* 80 columns: 1 Break stays whole */
     #repl-out { height: auto; max-height: 6; padding: 0 1; color: $text-muted; }
-    """ + "".join(focus_mark(p) for p in ("TensorPanel", "PlotsPanel", "ThreadsPanel"))  # (where keys land: seen)
+    """ + "".join(focus_mark(p) for p in ("TensorPanel", "PlotsPanel", "ThreadsPanel", "MemoryPanel"))  # (seen)
     BINDINGS = [
         # Short words (pause is in the help): the footer fits 80 columns.
         Binding("c", "cont", "cont"),
@@ -322,7 +322,7 @@ class StepdbgApp(ControlActions, ReplActions, App[str | None]):
 
     # ------------------------------------------------------------------ actions
 
-    def action_panel(self, pid: str) -> None:  # a number key: the focus on its table or its scroll
+    def action_panel(self, pid: str, field: str = "") -> None:  # a number key: its table or scroll, never a field
         if BY_ID[pid] not in shown(self.is_job):
             self.notify(one_process_words(BY_ID[pid]), severity="warning")
             return
@@ -331,12 +331,12 @@ class StepdbgApp(ControlActions, ReplActions, App[str | None]):
         tabs.active = pid
         # A panel opens at its top, its focus where it is (at 80x24 the Memory panel opened
         # scrolled to its table, the lines above it out of reach); its keys scroll from there.
-        self.set_focus(keys_go_to(panel), scroll_visible=False)
+        self.set_focus(self.query_one(field) if field else keys_land(panel), scroll_visible=False)
         if opening and isinstance(panel, ScrollableContainer):
             panel.scroll_home(animate=False)
 
-    def action_breakpoints(self) -> None:  # b, as 7: the add box has the focus
-        self.action_panel("breakpoints")
+    def action_breakpoints(self) -> None:  # b: 7, and the add box has the focus (7 alone: its table)
+        self.action_panel("breakpoints", "#break-input")
 
     def action_help(self) -> None:
         self.push_screen(HelpScreen())

@@ -8,7 +8,7 @@ import textwrap
 from dataclasses import dataclass
 
 from textual.widget import Widget
-from textual.widgets import DataTable, Input, RichLog
+from textual.widgets import DataTable, RichLog
 
 from .asking import Loads
 from .break_panel import BreakPanel
@@ -33,7 +33,6 @@ class Panel:
     key: str
     cls: type[Loads]
     many_ranks: bool = False  # shown for a distributed job only
-    field: str | None = None  # the field its number key gives the focus (typing goes there), if any
 
     def widget(self) -> Widget:
         return self.cls()  # type: ignore[return-value]
@@ -46,7 +45,7 @@ PANELS = (
     Panel("optimizer", "Optim", "Optimizer", "4", OptimizerPanel),
     Panel("memory", "Mem", "Memory", "5", MemoryPanel),
     Panel("plots", "Plots", "Plots", "6", PlotsPanel),
-    Panel("breakpoints", "Breaks", "Breakpoints", "7", BreakpointsPanel, field="#break-input"),
+    Panel("breakpoints", "Breaks", "Breakpoints", "7", BreakpointsPanel),
     Panel("threads", "Threads", "Threads", "8", ThreadsPanel),
     Panel("log", "Log", "Log", "9", LogPanel),
     Panel("ranks", "Ranks", "Ranks", "0", RanksPanel, many_ranks=True),
@@ -64,24 +63,10 @@ def shown(many_ranks: bool) -> list[Panel]:
     return [p for p in PANELS if many_ranks or not p.many_ranks]
 
 
-def keys_go_to(panel: Widget) -> Widget | None:
-    """What a panel's number key gives the focus, so that Down, PageDown and Enter act at once:
-    its field where typing is what the panel is for (7: the add box, as b; the box drawn
-    without the focus ran a spec typed there as keys: r replayed, d moved the frame), else
-    where its keys go (keys_land), else its field (the Tensor panel: what is typed is a name;
-    escape: keys again)."""
-    field = next((p.field for p in PANELS if isinstance(panel, p.cls) and p.field), None)
-    if field:
-        return panel.query_one(field)
-    tables = list(panel.query(DataTable))
-    if tables:
-        return tables[0]
-    fields = list(panel.query(Input))
-    return fields[0] if fields else keys_land(panel)
-
-
 def keys_land(panel: Widget) -> Widget | None:
-    """Where keys go on a panel, never a field (escape from one, a break that came): its
+    """Where keys go on a panel, never a field (its number key, escape from one, a break that
+    came; 7 then 1 typed the 1 into the Breaks add box, 3 then 2 a 2 into the Tensor name:
+    the eighth walk's 1; b, Tab, Enter on a row that asks for text or a click reach a field): its
     table, else the panel itself where it takes the focus (the Break panel's source and
     locals are below the fold at 80x24 and scroll; the Tensor panel holds its fields), else
     its Log. Never nothing: the focus on no widget showed nowhere (the walk's item 7)."""

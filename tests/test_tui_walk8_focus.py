@@ -1,0 +1,73 @@
+"""The focus after the eighth newcomer walk (issue 45's invariants: keys typed while a field
+has the focus never reach the job, a key outside a field does what the help says, the
+focus is always somewhere visible that takes keys). The TUI under Pilot attached to a real
+job of its own (conftest's tui_at_break) at 80x24 and 160x48; each failed before its fix."""
+
+from __future__ import annotations
+
+import pytest
+from test_tui_fixes import real
+from textual.widgets import Input, TabbedContent
+from tui_walk import screen_text, settled
+
+SIZES = [pytest.param((80, 24), id="80x24"), pytest.param((160, 48), id="160x48")]
+
+
+@real
+@pytest.mark.parametrize("size", SIZES)
+async def test_a_number_key_always_switches_panel_and_never_gives_a_field_the_focus(tui_at_break, size):
+    """The walk's 1: 7 put the focus in the Breaks add box, so 1 was typed there (`bad
+    condition '1'`); 3 then 2 typed 2 into the Tensor name field. Now every number key,
+    from every panel, shows its panel with the focus off any field; b gives the add box
+    the focus, Tab the Tensor name field, and the hints say so."""
+    async with tui_at_break("--break", "step==1", size=size) as (app, pilot):
+        tabs = app.query_one(TabbedContent)
+        for a, b in (("7", "1"), ("3", "2"), ("7", "3"), ("3", "7"), ("5", "9")):
+            await pilot.press(a)
+            await settled(pilot, app)
+            assert tabs.active == {"7": "breakpoints", "3": "tensor", "5": "memory"}[a], (a, tabs.active)
+            assert not isinstance(app.focused, Input), (a, app.focused)
+            await pilot.press(b)
+            await settled(pilot, app)
+            assert tabs.active == {"1": "break", "2": "model", "3": "tensor", "7": "breakpoints", "9": "log"}[b]
+            assert not isinstance(app.focused, Input), (a, b, app.focused)
+        assert not app.query_one("#break-input", Input).value and app.query_one("#tensor-name", Input).value in (
+            "", "loss"), screen_text(app, skip=())
+        await pilot.press("7")
+        await settled(pilot, app)
+        assert "b: type a spec below" in screen_text(app, skip=())
+        await pilot.press("b", "1")
+        await settled(pilot, app)
+        box = app.query_one("#break-input", Input)
+        assert app.focused is box and box.value == "1", (app.focused, box.value)
+        await pilot.press("escape", "3")
+        await settled(pilot, app)
+        assert "Tab: type in the name field" in screen_text(app, skip=()), screen_text(app, skip=())
+        await pilot.press("tab")
+        await settled(pilot, app)
+        assert app.focused is app.query_one("#tensor-name", Input), app.focused
+
+
+def marked(app) -> bool:
+    """The focused widget is drawn otherwise than without the focus (a field, or a tint)."""
+    w = app.focused
+    return isinstance(w, Input) or w is not None and w.styles.background.a > 0
+
+
+@real
+@pytest.mark.parametrize("size", SIZES)
+async def test_every_tab_stop_of_the_memory_panel_shows(tui_at_break, size):
+    """The walk's 2: in the Memory panel (5), Tab went to the REPL line, a second Tab to the
+    panel itself with no mark (arrows then scrolled it), only a third to the table. Every
+    stop now shows where the keys are."""
+    async with tui_at_break("--break", "step==1", size=size) as (app, pilot):
+        await pilot.press("5")
+        await settled(pilot, app)
+        table = app.query_one("#mem-largest")
+        went = []
+        for _ in range(4):
+            await pilot.press("tab")
+            await settled(pilot, app)
+            went.append(app.focused)
+            assert marked(app), (went, app.focused.styles.background)
+        assert table in went, went
