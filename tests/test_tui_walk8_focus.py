@@ -6,6 +6,7 @@ job of its own (conftest's tui_at_break) at 80x24 and 160x48; each failed before
 from __future__ import annotations
 
 import pytest
+from conftest import wait_for
 from test_tui_fixes import real
 from textual.widgets import Input, TabbedContent
 from tui_walk import screen_text, settled
@@ -71,3 +72,22 @@ async def test_every_tab_stop_of_the_memory_panel_shows(tui_at_break, size):
             went.append(app.focused)
             assert marked(app), (went, app.focused.styles.background)
         assert table in went, went
+
+
+@real
+@pytest.mark.parametrize("size", SIZES)
+async def test_the_breaks_note_goes_when_the_list_changes(tui_at_break, size):
+    """The walk's 4: `nan` added where it was set already said `nan is there already: not
+    added again`; after Delete removed it from the table, the note stayed under the box."""
+    async with tui_at_break("--break", "step==1", "--break", "nan", size=size) as (app, pilot):
+        await pilot.press("b", *"nan", "enter")
+        await settled(pilot, app)
+        table = app.query_one("#breaks-table")
+        assert table.row_count == 2 and "nan is there already" in screen_text(app, skip=()), screen_text(app, skip=())
+        await pilot.press("escape")
+        table.move_cursor(row=[str(table.coordinate_to_cell_key((r, 0)).row_key.value)
+                               for r in range(table.row_count)].index("nan"))
+        await pilot.press("delete")
+        await wait_for(pilot, lambda: table.row_count == 1, "nan removed")
+        await settled(pilot, app)
+        assert "there already" not in screen_text(app, skip=()), screen_text(app, skip=())

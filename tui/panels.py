@@ -249,6 +249,8 @@ class BreakpointsPanel(Loads, Vertical):
         request = source.remove_break(spec) if enabled is None else source.enable_break(spec, enabled)
         await ask(self, "breakpoint", request)
         await self.load(source, {}, [])
+        self.say(check_spec(self.query_one("#break-input", Input).value))  # the list changed: a note
+        # of the one before goes (`nan is there already` stayed after nan was deleted: the eighth walk's 4)
         if enabled is None:  # the next keys are keys, not a spec typed: an empty table gives focus to the add box
             table = self.query_one(DataTable)
             self.screen.set_focus(table if table.row_count else None)
