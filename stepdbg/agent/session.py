@@ -55,7 +55,7 @@ class Session:
         self.config = config = config or AgentConfig()
         self.argv = list(config.argv or sys.argv)
         self.bus = Bus(config.report, config.quiet, lambda: self.model.step,
-                       lambda: begun(self.model.current) is None and not self.model.halted)  # (paused: at its step)
+                       lambda: begun(self.model.current) is None)  # (paused between steps too: breakpoint())
         self.guard = Guard(self.bus.hook_failed, passthrough=(Abort, KeyboardInterrupt))
         self.model = StepModel(self, self.guard)
         self.controls = Controls(lambda: self.model.thread)
