@@ -10,6 +10,8 @@ from typing import Any
 from rich.text import Text
 from textual.widgets import Static
 
+from stepdbg.wire.last_step import last_reached
+
 # What the header keeps when it can, first to last, each part whole (never a cut word): the
 # pid, the clock, the break's condition (as many whole words as fit, then `…`: the Break
 # panel says it whole), the script's arguments (as many whole ones as fit, an option with its
@@ -41,17 +43,6 @@ def _script(argv: list[str]) -> tuple[str, list[str]]:
 
 def _ended(status: dict[str, Any]) -> bool:
     return str(status.get("state", "")).startswith("exited")
-
-
-def last_reached(status: dict[str, Any]) -> Any:
-    """The step the header names: the last one the job reached. Running between steps the
-    status's step is the next one's number, not reached yet (at the end `step 60` after steps
-    0 to 59): the one before it, which ran to its end; paused there too (a breakpoint() after
-    opt.step(): `after step 5`, as its break says). Paused in a step, the job's own number."""
-    step = status.get("step")
-    if status.get("phase") == "between steps" and isinstance(step, int) and step > 0:
-        return step - 1
-    return step
 
 
 def _condition(paused: dict[str, Any], words: int | None) -> str:

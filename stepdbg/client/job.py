@@ -16,6 +16,7 @@ from collections import deque
 from typing import Any
 
 from ..wire import stall_text
+from ..wire.last_step import last_reached
 from ..wire.numbers import ascii_int
 from ..wire.ops import OPS
 from .connection import OUTPUT_TAIL, Client, Ops
@@ -220,7 +221,7 @@ def rank_row(rank: int, c: Any, status: dict[str, Any] | None, last: dict[str, A
     # A paused rank's own numbers are those of the step it is paused in (its break's
     # scalars): the last finished step would show every rank's previous, finite loss.
     now = (status.get("paused") or {}).get("scalars") or last or {}
-    return {**row, "state": state, "step": status["step"], "phase": status["phase"],
+    return {**row, "state": state, "step": last_reached(status), "phase": status["phase"],  # (the header's step)
             "loss": now.get("loss"), "grad_norm": now.get("grad_norm"), "note": note, "stall": status.get("stall")}
 
 
