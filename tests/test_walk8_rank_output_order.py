@@ -38,8 +38,10 @@ def test_a_ranks_lines_before_a_break_come_before_its_break(tmp_path, private_ru
         term.keys("9")
         term.wait_screen("paused at step 16")
         rows = [r.strip() for r in term.wait_screen("[default0]:step 15 loss").splitlines()]
-        # The Log, as shown: the line before the break's, rank 0's own and the Log's words of it
-        assert in_order(rows, BREAKS[-1]), "\n".join(rows)
+        # The Log, as shown: the Log's words of each break, once: a rank's own stderr line of it
+        # (after torchrun's `[default0]:`) and its `  at FILE:LINE` are said in those words
+        # (issue 45: under torchrun the Log showed each break twice)
+        assert not [r for r in rows if "stepdbg[rank" in r or r.startswith("[default0]:  at ")], "\n".join(rows)
         assert first(rows, "[default0]:step 15 loss") < first(rows, "break at step 16 ["), "\n".join(rows)
         term.keys("q")
         term.wait_screen("What happens to the job?")

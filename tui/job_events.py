@@ -3,7 +3,6 @@ panel's lines and the Break panel. One function, so that `app.py` only routes.""
 
 from __future__ import annotations
 
-import re
 import signal
 from typing import Any
 
@@ -16,9 +15,7 @@ from . import pause_words
 from .dialogs import ChoiceScreen
 from .header import last_reached
 from .log_order import LogOrder
-
-# The agent says these on stderr too; with --forward-output the Log would show each twice.
-SAID_AS_EVENTS = re.compile(r"stepdbg(\[rank \d+\])?: (change: |break at step |finding \[|replay of step )")
+from .rank_order import said_as_event, source_of
 
 
 def change_words(data: dict[str, Any]) -> str:
@@ -51,7 +48,7 @@ def at_attach(app: Any) -> None:
     brk = app.status.get("paused")
     if app.status.get("state") != "paused" or not isinstance(brk, dict) or "step" not in brk:
         return
-    if not any(SAID_AS_EVENTS.match(line) for _, line in app.log_buffer):
+    if not any(said_as_event(line) for _, line in app.log_buffer):
         on_break(app, brk)
     app.log_line(f"paused at step {brk['step']} ({brk.get('phase')})", "yellow")
 
@@ -81,10 +78,14 @@ def log_line(app: Any, line: str, style: str = "") -> None:
 
 
 def _show_line(app: Any, stream: str, line: str) -> None:
-    if SAID_AS_EVENTS.match(line):
-        app.said_as_event.add(stream)  # and the lines that go on from it ("  at FILE:LINE")
-    elif not (stream in app.said_as_event and line.startswith("  ")):
-        app.said_as_event.discard(stream)
+    """A line of the job's output, unless the Log says it in its own words: the agent's line
+    of an event (said on stderr too, under torchrun after `[default0]:`) and the lines that go
+    on from it ("  at FILE:LINE"), per writer (a torchrun rank's lines interleave with others')."""
+    writer, text = source_of(stream, line)
+    if said_as_event(line):
+        app.said_as_event.add(writer)
+    elif not (writer in app.said_as_event and text.startswith("  ")):
+        app.said_as_event.discard(writer)
         app.log_line(line, "red" if stream == "stderr" else "")
 
 

@@ -14,15 +14,14 @@ than HELD_AT_MOST, never the job.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from typing import Any
 
 from .panels import LogPanel
+from .rank_order import said_as_event
 
 HELD_AT_MOST = 2.0  # seconds the Log waits for the other half (an event, or the job's line of it)
 SAID = {"change", "break", "finding", "replay"}  # the events the job says on its stderr too
-OWN_LINE = re.compile(r"(\[[A-Za-z_]*?\d+\]:)?stepdbg(\[rank \d+\])?: (change: |break at step |finding \[|replay of step )")
 
 Line = tuple[str, str]  # (text, style) of a line the Log writes
 
@@ -77,7 +76,7 @@ class LogOrder:
     def output(self, app: Any, stream: str, line: str) -> None:
         """A line of the job's output: the job's own line of an event lets that event's lines
         follow it; after a line of an event not come yet, the lines wait."""
-        if self.launched(app) and OWN_LINE.match(line):
+        if self.launched(app) and said_as_event(line):
             if self.behind:
                 self._show(app, stream, line)
                 self._write(app, self.behind.pop(0))

@@ -23,7 +23,21 @@ from collections.abc import Callable
 
 HELD_AT_MOST = 2.0  # seconds a rank's stderr waits for its stdout
 PREFIX = re.compile(r"^\[[A-Za-z_]*?(\d+)\]:(.*)$")  # torchrun's `[default0]:` (as TorchrunLog reads it)
-SAID = re.compile(r"stepdbg\[rank \d+\]: (change: |break at step |finding \[|replay of step )")
+# The job's stderr line of an event the Log says in its own words (a change, a break, a finding,
+# a replay): `stepdbg: ...`, a rank's `stepdbg[rank 0]: ...`, under torchrun after `[default0]:`.
+SAID = re.compile(r"stepdbg(\[rank \d+\])?: (change: |break at step |finding \[|replay of step )")
+
+
+def source_of(stream: str, line: str) -> tuple[str, str]:
+    """(which writer, the line's own text): a torchrun rank's line is its stream and prefix
+    (`stderr[default0]:`, the ranks' lines interleave), its text after the prefix."""
+    m = PREFIX.match(line)
+    return (f"{stream}{line[:len(line) - len(m.group(2))]}", m.group(2)) if m else (stream, line)
+
+
+def said_as_event(line: str) -> bool:
+    """The job's own line of an event the Log says in its words, torchrun's prefix or not."""
+    return SAID.match(source_of("", line)[1]) is not None
 
 
 class RankOrder:
