@@ -155,7 +155,7 @@ async def test_a_modules_w_and_its_first_parameters_norm_say_what_each_is(tui_at
         await wait_for(pilot, lambda: "norm" in text_of(app, "#tensor-summary"), "the summary")
         summary = " ".join(text_of(app, "#tensor-summary").split())
         assert (
-            f"0 (Linear): its first parameter (the Model panel's |w| {num(row['weight_norm'], 3)} is of all "
+            f"0 (Linear): its first parameter model.0.weight (the Model panel's |w| {num(row['weight_norm'], 3)} is of all "
             "its own parameters together)"
         ) in summary, summary
         weight = float(summary.split("norm ")[1].split()[0])

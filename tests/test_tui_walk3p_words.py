@@ -86,10 +86,10 @@ async def test_a_refused_slice_is_said_and_the_last_good_one_stays(tui_at_break)
         app.query_one("#tensor-name", Input).value = ""
         await settled(pilot, app)
         shown = screen_text(app)  # the fields' placeholders: `tensor: loss, batch, x,` was cut there
-        assert "tensor: loss, batch, x, model.head[0].weight.grad" in shown and "slice: 0, :8" in shown, shown
+        assert "tensor: loss, batch, x, model.head[0].weight.grad" in shown and "slice, e.g. 0, :8" in shown, shown
         await pilot.press(*"model.head[0].weight", "tab", *"0, :4", "enter")
-        await wait_for(pilot, lambda: text_of(app, "#tensor-slice").count(",") == 3, "4 values")
-        good = text_of(app, "#tensor-slice")
+        await wait_for(pilot, lambda: text_of(app, "#tensor-slice").splitlines()[0].count(",") == 3, "4 values")
+        good = text_of(app, "#tensor-slice").splitlines()[0]  # (under it: the slice they are at)
         index = app.query_one("#tensor-index", Input)
         index.value = ""
         await pilot.press(*"99", "enter")

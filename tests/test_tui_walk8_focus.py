@@ -91,3 +91,40 @@ async def test_the_breaks_note_goes_when_the_list_changes(tui_at_break, size):
         await wait_for(pilot, lambda: table.row_count == 1, "nan removed")
         await settled(pilot, app)
         assert "there already" not in screen_text(app, skip=()), screen_text(app, skip=())
+
+
+def toasts(app) -> str:
+    return " ".join(str(n.message) for n in app._notifications)
+
+
+@real
+async def test_the_tensor_panel_says_a_missing_attribute_its_slice_and_which_parameter(tui_at_break):
+    """The walk's 3: `model.0.weightn` said `not an expression (it is not written as Python),
+    nor the name of a row ...`; the slice field's placeholder `slice: 0, :8` read as the
+    slice applied; a slice typed for one tensor stayed applied to the next opened from Mem,
+    unsaid; Enter on (root) in Model said `(root) (Sequential): its first parameter`
+    without naming it."""
+    async with tui_at_break("--break", "step==1", size=(80, 24)) as (app, pilot):
+        await pilot.press("3", "tab")
+        await settled(pilot, app)
+        assert "slice, e.g. 0, :8" in screen_text(app, skip=()), screen_text(app, skip=())
+        app.query_one("#tensor-name", Input).value = "model.0.weightn"
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: "model.0 has no attribute weightn" in toasts(app), "the words")
+        assert "not an expression" not in toasts(app), toasts(app)
+        app.query_one("#tensor-index", Input).value = "0:2"
+        await pilot.press("escape", "5")
+        table = app.query_one("#mem-largest")
+        await wait_for(pilot, lambda: table.row_count > 0, "the largest tensors")
+        await pilot.press("enter")
+        await settled(pilot, app)
+        await wait_for(pilot, lambda: "at the slice 0:2 typed in the slice field" in screen_text(app, skip=()),
+                       "the slice said")
+        await pilot.press("2")
+        model = app.query_one("#model-table")
+        await wait_for(pilot, lambda: model.row_count > 0, "the modules")
+        app.query_one("#tensor-index", Input).value = ""
+        model.move_cursor(row=0)
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: "(root) (Sequential): its first parameter model.0.weight" in " ".join(
+            screen_text(app, skip=()).split()), "its name")

@@ -26,6 +26,7 @@ from stepdbg.wire.conditions import ConditionError, parse
 from .asking import Loads, ask
 from .fitted import fill_fitted, focus_mark, left_out
 from .table_in_scroll import RowTable
+from .tensor_panel import FIRST
 from .tensor_panel import (
     TensorPanel as TensorPanel,  # (its own file: app.py and panel_table.py import it here)
 )
@@ -55,7 +56,7 @@ MODULE_NORMS = "|w| |g|: L2 norm of a module's own parameters (their gradients) 
 def first_parameter_words(name: str, row: dict[str, Any]) -> str:
     """The Tensor panel's label for a module opened from the Model panel: which tensor it
     shows, and why its norm is not the module's |w| where the module has more than it."""
-    words = f"{name} ({row['type']}): its first parameter"
+    words = f"{name} ({row['type']}): {FIRST}"  # (the Tensor panel adds which, by name)
     if isinstance(row.get("weight_norm"), (int, float)):
         words += f" (the Model panel's |w| {num(row['weight_norm'], 3)} is of all its own parameters together)"
     return words

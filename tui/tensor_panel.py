@@ -17,6 +17,8 @@ from stepdbg.client.tensor_text import counted, finite_text, sampled_text, shard
 
 from .asking import Loads, ask
 
+FIRST = "its first parameter"  # (a module opened from the Model panel: panels.first_parameter_words)
+
 
 def render_summary(s: dict[str, Any]) -> Text:
     if s.get("words"):
@@ -70,7 +72,7 @@ class TensorPanel(Loads, Vertical):
     TensorPanel { overflow-y: auto; }
     TensorPanel .inputs { height: 3; }
     TensorPanel #tensor-name { width: 1fr; }
-    TensorPanel #tensor-index { width: 22; }  /* its words whole at 80 columns, and the name's beside it */
+    TensorPanel #tensor-index { width: 24; }  /* its words whole at 80 columns (`slice, e.g. 0, :8`), and the name's beside it */
     TensorPanel #tensor-summary { height: auto; margin: 1 0; }
     TensorPanel Sparkline { height: 3; }
     TensorPanel #tensor-hist, TensorPanel #tensor-hist-label, TensorPanel #tensor-slice { display: none; }
@@ -90,7 +92,7 @@ class TensorPanel(Loads, Vertical):
     def compose(self) -> ComposeResult:
         with Horizontal(classes="inputs"):
             yield Input(placeholder="tensor: loss, batch, x, model.head[0].weight.grad", id="tensor-name")
-            yield Input(placeholder="slice: 0, :8", id="tensor-index")
+            yield Input(placeholder="slice, e.g. 0, :8", id="tensor-index")  # (an example, not the slice applied)
         yield Label(self.KEYS_HINT, id="tensor-hint", classes="hint")
         yield Static(id="tensor-summary")
         yield Label("", id="tensor-hist-label", classes="hint")
@@ -144,8 +146,10 @@ class TensorPanel(Loads, Vertical):
                 self.say(f"{label or name}: nothing to show (the notice says why)")
             return
         values, refused = await self.values(source, name, index) if s.get("type") == "Tensor" else (None, "")
+        if label and s.get("name"):  # which parameter, by name (`(root) (Net): its first parameter` named none)
+            label = label.replace(FIRST, f"{FIRST} {str(s['name']).split(' (')[0]}", 1)
         if question == self.asked:
-            self.show({**s, "name": label or s.get("name")}, values, refused)
+            self.show({**s, "name": label or s.get("name")}, values, refused, index)
 
     good: tuple[str, str] = ("", "")  # the name and the last slice of it the job took
 
@@ -170,9 +174,10 @@ class TensorPanel(Loads, Vertical):
         self.asked += 1  # words in the summary's place (a module without parameters has no tensor to show)
         self.show({"type": None, "words": words}, None)
 
-    def show(self, summary: dict[str, Any], values: list[Any] | None, refused: str = "") -> None:
+    def show(self, summary: dict[str, Any], values: list[Any] | None, refused: str = "", index: str = "") -> None:
         """Every part drawn again from this answer; what it has not (a 0-d tensor's histogram,
-        a module's values) is hidden, not left as it was."""
+        a module's values) is hidden, not left as it was. The slice the values are at is
+        said (one typed for a tensor stayed applied to the next opened from Mem, unsaid)."""
         self.query_one("#tensor-summary", Static).update(render_summary(summary))
         h = summary.get("hist")
         counts = (h or {}).get("counts") or []
@@ -184,6 +189,8 @@ class TensorPanel(Loads, Vertical):
         lines = [refused] if refused else []
         if values is not None:
             lines.append("values: " + ", ".join(num(v) for v in values))
+            if index and not refused:
+                lines.append(f"at the slice {index} typed in the slice field (empty it: the start)")
         shown.update(Text("\n".join(lines)))  # (a slice typed with [ is not markup)
         shown.display = bool(lines)
 

@@ -84,6 +84,19 @@ def _model_part(root: Any, name: str) -> Any:
     return None
 
 
+def _missing_part(root: Any, name: str) -> str | None:
+    """Where a model's dotted name stops, in words: `model.head.0 has no attribute weightn`
+    (a typo in its last part said `not an expression ..., nor the name of a row`), else None."""
+    if not isinstance(root, torch.nn.Module) or not MODEL_NAME.fullmatch(name):
+        return None
+    parts = name.split(".")
+    for n in range(len(parts) - 1, 0, -1):
+        prefix = ".".join(parts[:n])
+        if prefix == "model" or _model_part(root, prefix) is not None:
+            return f"{prefix} has no attribute {parts[n]}"
+    return None
+
+
 class NoTensor(str):
     """Why a name of the model has no tensor to show (a module without parameters)."""
 
@@ -209,10 +222,11 @@ class Evaluator:
         Python (`model`, `model.head`), is its first parameter (as Enter on its row opens it)."""
         try:
             part = self._eval_expr(name)
-        except Unevaluable:
+        except Unevaluable as e:
             part = _model_part(self.model.root(), name)
             if part is None:
-                raise
+                missing = str(e).startswith("not an expression") and _missing_part(self.model.root(), name)
+                raise (Unevaluable(missing) if missing else e) from None
         if isinstance(part, torch.nn.Module):  # (`model.head`, Python's, as `model.head.0`: the Model panel's)
             first = next(iter(part.named_parameters()), None)
             if first is None:
