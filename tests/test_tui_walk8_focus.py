@@ -128,3 +128,18 @@ async def test_the_tensor_panel_says_a_missing_attribute_its_slice_and_which_par
         await pilot.press("enter")
         await wait_for(pilot, lambda: "(root) (Sequential): its first parameter model.0.weight" in " ".join(
             screen_text(app, skip=()).split()), "its name")
+
+
+@real
+async def test_the_log_uses_its_whole_width_for_lines_written_before_it_was_shown(tui_at_break):
+    """The walk's 5: at 160x48 the Log wrapped its lines at about 80 columns (lines written
+    before it was first shown kept an early width). A line of 140 characters written then
+    is one row of the Log once 9 shows it."""
+    async with tui_at_break("--break", "step==1", size=(160, 48)) as (app, pilot):
+        line = " ".join(f"w{i:02d}" for i in range(35))  # 139 characters
+        app.log_line(line)
+        await settled(pilot, app)
+        await pilot.press("9")
+        await settled(pilot, app)
+        rows = screen_text(app, skip=()).splitlines()
+        assert any(line in r for r in rows), "\n".join(rows)

@@ -7,6 +7,7 @@ testable without a terminal.
 from __future__ import annotations
 
 import math
+from collections import deque
 from contextlib import suppress
 from typing import Any
 
@@ -263,10 +264,38 @@ class LogPanel(Loads, Vertical):
     DEFAULT_CSS = "LogPanel { align-vertical: bottom; } LogPanel RichLog { width: 100%; height: auto; max-height: 100%; }"
 
     def compose(self) -> ComposeResult:
-        yield RichLog(id="log", max_lines=5000, wrap=True, markup=False)
+        yield WholeWidthLog(id="log", max_lines=5000, wrap=True, markup=False)
 
     def write(self, line: str, style: str = "") -> None:
-        self.query_one(RichLog).write(Text(line, style=style))
+        self.query_one(WholeWidthLog).keep(Text(line, style=style))
+
+
+class WholeWidthLog(RichLog):
+    """The Log's lines wrapped at its width, whatever it was when each was written: a RichLog
+    keeps a line as drawn, and the lines written before the Log was first shown were drawn
+    78 wide (at 160x48 they wrapped at about 80 columns: the eighth walk's 5). The lines are
+    kept as written, drawn at its width (not at the app's console's: 80 under Pilot), and
+    drawn again when its width changes."""
+
+    def __init__(self, **kw: Any) -> None:
+        super().__init__(**kw)
+        self.kept: deque[Text] = deque(maxlen=kw.get("max_lines"))
+        self.drawn_at = 0  # the width its lines were last drawn at (0: not yet)
+
+    def keep(self, text: Text) -> None:
+        self.kept.append(text)
+        self.write(text, width=self.drawn_at or None)  # (the app's console measured it 80 wide at most)
+
+    def on_resize(self) -> None:  # (after RichLog's own, which writes what waited for a width)
+        self.call_after_refresh(self._wrap_again)
+
+    def _wrap_again(self) -> None:
+        width = self.scrollable_content_region.width
+        if width and width != self.drawn_at:
+            self.drawn_at = width
+            self.clear()
+            for text in self.kept:
+                self.write(text, width=width)
 
 
 STATE_STYLE = {"dead": "red", "exited": "red", "in collective": "yellow"}
