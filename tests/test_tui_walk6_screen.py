@@ -87,5 +87,5 @@ async def test_p_says_pausing_until_the_pause_and_toasts_leave_the_tensor_fields
         field = app.query_one("#tensor-index", Input).region
         shown = screen_text(app, skip=())
         rows = [line[field.x:field.right] for line in shown.splitlines()[field.y:field.bottom]]
-        assert len(toasts(app)) >= 1 and "slice: 0, :8" in rows[1], (rows, toasts(app), shown)
+        assert len(toasts(app)) >= 1 and "slice, e.g. 0, :8" in rows[1], (rows, toasts(app), shown)
         assert all(r.startswith("▊") and r.endswith("▎") for r in rows), (rows, shown)  # (its frame whole)
