@@ -307,8 +307,9 @@ def test_a_two_node_job_on_this_machine_is_listed_once_and_attached_as_one(tmp_p
         ranks = job.Job(both_ranks(procs[0]))
         for c in ranks.clients:
             c.wait_paused(WAIT)
+        whole = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")}  # (ls folds at COLUMNS)
         listed = subprocess.run([sys.executable, "-m", "stepdbg", "ls"], cwd=ROOT, capture_output=True, text=True,
-                                timeout=WAIT).stdout
+                                timeout=WAIT, env=whole).stdout
         assert "job twonodes: 2 of 2 ranks, on node0 (rank 0), node1 (rank 1) · stepdbg attach twonodes" in listed
         assert [(r["rank"], r["state"], r["step"]) for r in ranks.rank_table()] == [(0, "paused", 3), (1, "paused", 3)]
         ranks.cont()
