@@ -79,7 +79,8 @@ async def test_a_line_that_begins_with_a_command_and_is_not_it_says_what_the_com
         await pilot.press(*"until 3", "enter")
         await wait_for(pilot, lambda: app.status.get("state") == "paused" and app.status.get("step") == 3,
                        "the pause at step 3")
-        assert "running to step 3" in text_of(app, "#repl-out"), text_of(app, "#repl-out")
+        # (its answer, 'running to step 3', gives way to the pause it reached, said under the line: a336fbe)
+        assert "the job paused at step 3" in text_of(app, "#repl-out"), text_of(app, "#repl-out")
 
 
 @real

@@ -166,7 +166,7 @@ def job(label: str, line: str, folder: str, n: int, max_calls: int, model: str |
     p = Parser(prog=f"stepdbg diff ({label})")
     add_run_options(p, tui=False)
     try:
-        cfg = run_config(p.parse_args(words))
+        cfg = run_config(p.parse_args(["-q", *words]))  # (quiet: a diff's errors are one line; its jobs say nothing)
     except UsageError as e:
         raise UsageError(f"{label}: {e}") from None
     if cfg.torchrun is not None:
