@@ -81,8 +81,7 @@ def _kind(t: torch.Tensor, update: float) -> str | None:
 def _state_finite(p: torch.Tensor, optimizers: Iterable[Any]) -> bool:
     """The optimizer state of `p` (Adam's moments, SGD's momentum) is finite where it is known."""
     for opt in optimizers:
-        state = getattr(opt, "state", None)
-        held = state.get(p) if isinstance(state, dict) or hasattr(state, "get") else None
+        held = getattr(getattr(opt, "state", None), "get", lambda _: None)(p)  # (a bundle's: no optimizer)
         for v in (held or {}).values():
             if isinstance(v, torch.Tensor) and v.is_floating_point() and not bool(torch.isfinite(v).all()):
                 return False
