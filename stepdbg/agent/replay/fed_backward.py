@@ -14,7 +14,6 @@ from it, under the same rules as the captured model's (replay._replay_backward).
 from __future__ import annotations
 
 import itertools
-import weakref
 from collections.abc import Callable
 from types import FrameType
 from typing import Any
@@ -27,6 +26,7 @@ from stepdbg.agent.measure.tensors import output_at, set_rng_state
 from stepdbg.agent.replay.autograd_graph import finite
 from stepdbg.agent.replay.provenance import ModuleStack, Provenance
 from stepdbg.agent.replay.rerun import preserved_state, restore_step_start, run_root, unwrapped
+from stepdbg.agent.step.upstream import alive
 
 Backward = Callable[[torch.Tensor, torch.Tensor, list[torch.Tensor], Provenance, dict[str, Any]],
                     dict[str, Any] | None]
@@ -40,8 +40,8 @@ def through_feeder(model: Any, root: torch.nn.Module, cap: dict[str, Any], frame
     if grad_out is None or not finite(grad_out):
         return None
     for record in list((cap.get("upstream") or {}).values()):
-        feeder = _alive(record.get("root"))
-        out = _alive(record.get("output"))
+        feeder = alive(record.get("root"))
+        out = alive(record.get("output"))
         if feeder is None or feeder is root or not isinstance(out, torch.Tensor) or not _bad_grads(feeder):
             continue
         where = _position(cap, out)
@@ -96,10 +96,6 @@ def _replayed(model: Any, root: torch.nn.Module, feeder: torch.nn.Module, record
         finally:
             for m, training in modes:
                 m.training = training
-
-
-def _alive(ref: Any) -> Any:
-    return ref() if isinstance(ref, weakref.ReferenceType) else None
 
 
 def _bad_grads(module: torch.nn.Module) -> bool:

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import itertools
 import re
-import weakref
 from types import FrameType
 from typing import Any
 
@@ -27,7 +26,7 @@ from stepdbg.agent.replay.advice import GUARDS
 from stepdbg.agent.replay.autograd_graph import guess_line, search_input_graph
 from stepdbg.agent.replay.provenance import ModuleStack, Provenance, named_tensors
 from stepdbg.agent.replay.rerun import preserved_state, run_root, shown_origin, unwrapped
-from stepdbg.agent.step.upstream import record_feeds
+from stepdbg.agent.step.upstream import alive, record_feeds
 
 DEPTH = 3  # models fed by models, followed at most (an encoder feeding a decoder feeding a critic)
 
@@ -42,11 +41,11 @@ def born_upstream(model: Any, cap: dict[str, Any], first: dict[str, Any] | None,
         return first
     held = _held(cap, first)
     fed_root = cap.get("root")
-    fed = fed_root() if isinstance(fed_root, weakref.ReferenceType) else None
+    fed = alive(fed_root)
     into = (model.root_name(unwrapped(fed), frame) or type(unwrapped(fed)).__name__) if fed is not None else None
     written = None  # the model whose output's memory the input holds, though its forward makes it finite
     for record in list((cap.get("upstream") or {}).values()):
-        root = record["root"]() if isinstance(record.get("root"), weakref.ReferenceType) else None
+        root = alive(record.get("root"))
         kind = record_feeds(record, held) if isinstance(held, torch.Tensor) and root is not None else None
         if kind is None:
             continue
@@ -67,7 +66,7 @@ def born_upstream(model: Any, cap: dict[str, Any], first: dict[str, Any] | None,
 
 
 def _same_memory(held: torch.Tensor, record: dict[str, Any]) -> bool:
-    out = record["output"]() if isinstance(record.get("output"), weakref.ReferenceType) else None
+    out = alive(record.get("output"))
     try:
         return isinstance(out, torch.Tensor) and held.untyped_storage().data_ptr() == out.untyped_storage().data_ptr()
     except RuntimeError:
@@ -106,7 +105,7 @@ def born_in_program(model: Any, cap: dict[str, Any], first: dict[str, Any] | Non
     if made is None:  # (computed in the step, by ops that kept nothing that tells: the data's, or theirs)
         return {**first, "computed": True} if isinstance(held, torch.Tensor) and held.grad_fn is not None else first
     ref = cap.get("root")
-    root = ref() if isinstance(ref, weakref.ReferenceType) else None
+    root = alive(ref)
     into = (model.root_name(unwrapped(root), frame) or type(unwrapped(root)).__name__) if root is not None else None
     return {**made, "tensor": first.get("tensor"), "count": first.get("count"), "into": into}
 

@@ -21,11 +21,16 @@ NODES = 10_000  # autograd nodes walked at most to tell whether an input was com
 KEPT = ("root", "args", "kwargs", "rng", "kernels", "buffers", "called_from", "step")
 
 
+def alive(ref: Any) -> Any:
+    """What the weak reference `ref` refers to; None when it died or `ref` is not one."""
+    return ref() if isinstance(ref, weakref.ReferenceType) else None
+
+
 def kept(cap: dict[str, Any], module: Any) -> dict[str, Any]:
     """`cap`, the StepModel's capture, about to take `module`'s forward: the forward it
     holds is kept in cap["upstream"] (by its root's id) when its root is another model."""
     ref = cap.get("root")
-    prev = ref() if isinstance(ref, weakref.ReferenceType) else None
+    prev = alive(ref)
     if prev is None or prev is module or cap.get("args") is None:
         return cap
     out = cap.get("output")
@@ -51,7 +56,7 @@ def feeder(cap: dict[str, Any], bad: list[torch.Tensor], by_storage: bool = Fals
     model whose output was freed and one of `bad` holds its memory (`netD(netG(z).detach())`),
     which the program may have written since: only a replay of that model tells."""
     for record in list((cap.get("upstream") or {}).values()):
-        root = record["root"]() if isinstance(record.get("root"), weakref.ReferenceType) else None
+        root = alive(record.get("root"))
         if root is not None and any(record_feeds(record, t, nonfinite=True) == ("storage" if by_storage else "output")
                                     for t in bad):
             return root
@@ -63,12 +68,12 @@ def record_feeds(record: dict[str, Any], held: torch.Tensor, nonfinite: bool = F
     kept, a non-finite one with `nonfinite`; "storage": that output was freed and `held`
     holds its memory (an alias: `.detach()`, a view), whose values then are not known to be
     the output's; None: neither."""
-    out = record["output"]() if isinstance(record.get("output"), weakref.ReferenceType) else None
+    out = alive(record.get("output"))
     if out is not None:
         if nonfinite and (not out.is_floating_point() or tensors.all_finite(out)):
             return None
         return "output" if fed_from(held, out) else None
-    storage = record["storage"]() if isinstance(record.get("storage"), weakref.ReferenceType) else None
+    storage = alive(record.get("storage"))
     try:
         return "storage" if storage is not None and held.untyped_storage() is storage else None
     except RuntimeError:
