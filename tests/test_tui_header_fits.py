@@ -18,7 +18,7 @@ from test_tui_fixes import wait_for
 from tui_walk import screen_text
 
 from stepdbg_tui.app import StepdbgApp
-from stepdbg_tui.header import render_header
+from stepdbg_tui.header import GAP, render_header
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -69,7 +69,7 @@ def test_the_parts_give_way_whole_in_their_order():
     wide = words(200)
     assert wide.startswith(f"pid 123456 rank 0/8  nan_log.py --steps 100 @ {HOST} ") and "00:12:34 · " in wide, wide
     gone_at = {}
-    least = len("rank 0/8  nan_log.py step 1234 · before_optimizer_step · PAUSED")  # all given way
+    least = len("rank 0/8  nan_log.py step 1234 · before_optimizer_step · PAUSED") + GAP - 1  # all given way
     for width in range(len(wide), least - 1, -1):
         line = words(width)
         assert len(line) == width and "nan_log.py" in line and "rank 0/8" in line, (width, line)

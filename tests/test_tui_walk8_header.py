@@ -16,7 +16,7 @@ from test_tui_fixes import wait_for
 from tui_walk import screen_text
 
 from stepdbg_tui.app import StepdbgApp
-from stepdbg_tui.header import clock_spellings, render_header
+from stepdbg_tui.header import GAP, clock_spellings, render_header
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -28,9 +28,9 @@ def left_out_beside_blanks(line: str, host: str, elapsed: float) -> str | None:
     """What the header `line` (its text, its width all of it) leaves out where its blank
     columns, with the clock said in its fewest columns, would hold it: the host, or the
     break's condition (`PAUSED` alone beside room for `[nan]`); else None. The columns that
-    keep the left and the right apart (one) are not blank."""
+    keep the left and the right apart (GAP) are not blank."""
     gaps = [len(m.group(0)) for m in re.finditer(r"(?<=\S) {2,}(?=\S)", line)]
-    blank = max(gaps, default=1) - 1 + len(line) - len(line.rstrip())
+    blank = max(gaps, default=GAP) - GAP + len(line) - len(line.rstrip())
     wide, short = clock_spellings(elapsed)
     room = blank + (len(wide) - len(short) if wide in line else 0)
     if "…]" in line and "[…]" in line:

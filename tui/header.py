@@ -22,6 +22,10 @@ MORE = "…"  # after the arguments shown, where some are left out
 # The condition of a pause asked for (p, n, s): `PAUSED [pause]` said it twice, and at 80
 # columns it put the host out (`@ vm`, the fifth walk's 12); the header says `PAUSED`.
 ASKED = "pause"
+# The blank columns between the job (left) and its state (right) at the least: as wide as the
+# two between the rank and the script, so that the two sides never read as one (at a single
+# column, `ddp_nan.py @vm step 6` and `ddp_nan.py 26s · step 6`: the ninth walk's 5).
+GAP = 2
 
 
 def _script(argv: list[str]) -> tuple[str, list[str]]:
@@ -156,17 +160,17 @@ def render_header(session: dict[str, Any], status: dict[str, Any], elapsed: floa
 
     def fits(parts: dict[str, Any]) -> bool:
         left_words, right = drawn(parts)
-        return width is None or len(left_words) + 1 + right.cell_len <= width
+        return width is None or len(left_words) + GAP + right.cell_len <= width
 
     left_words, right = drawn(_fit(_levels(session, status, elapsed, arguments), fits))
     left = Text(left_words, style="bold")
     if width is None:
         return Text.assemble(left, "  ", right)
-    if left.cell_len + 1 + right.cell_len > width:  # the state's end gives way, then the left's
-        right.truncate(max(width - left.cell_len - 1, 0), overflow="ellipsis")
-        left.truncate(width - right.cell_len - (1 if right.cell_len else 0), overflow="ellipsis")
+    if left.cell_len + GAP + right.cell_len > width:  # the state's end gives way, then the left's
+        right.truncate(max(width - left.cell_len - GAP, 0), overflow="ellipsis")
+        left.truncate(max(width - right.cell_len - (GAP if right.cell_len else 0), 0), overflow="ellipsis")
     gap = width - left.cell_len - right.cell_len
-    return Text.assemble(left, " " * max(gap, 1 if right.cell_len else 0), right, no_wrap=True, overflow="crop")
+    return Text.assemble(left, " " * max(gap, GAP if right.cell_len else 0), right, no_wrap=True, overflow="crop")
 
 
 class JobHeader(Static):
