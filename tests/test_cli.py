@@ -235,7 +235,7 @@ def test_a_break_that_goes_on_by_default_says_how_to_stop_there_and_a_skip_says_
     hint = "the job goes on: report is the default action; --on-break pause stops at a break"
     assert run.stderr.count(hint) == (0 if given else 1), run.stderr
     if "skip" in given:
-        assert "change: skip step 30's update will not be applied: the parameters and the optimizer's state stay " \
+        assert "change: step 30's update will be skipped: the parameters and the optimizer's state stay " \
                "as they are (the loss your script prints for step 30 is the one it computed, still the bad one)" \
                in run.stderr, run.stderr
 

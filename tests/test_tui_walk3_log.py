@@ -57,13 +57,13 @@ async def test_a_change_that_changes_nothing_is_not_logged_and_a_skip_is(tui_at_
         refusal = str(app.query_one("#repl-out").content)
         assert "(the breakpoints are: nan, grad_norm>1e9)" in refusal and "[" not in refusal, refusal
         await pilot.press("escape", "9", "k")
-        await wait_for(pilot, lambda: "will not be applied" in log_words(app), "the skip in the Log")
+        await wait_for(pilot, lambda: "will be skipped" in log_words(app), "the skip in the Log")
         await pilot.press("k")
-        await wait_for(pilot, lambda: log_words(app).count("will not be applied") == 2, "the second skip in the Log")
+        await wait_for(pilot, lambda: log_words(app).count("will be skipped") == 2, "the second skip in the Log")
         said = log_words(app)
         assert f"change at step {step}: breakpoint added: grad_norm>1e9" in said, said
         assert "breakpoint added: nan" not in said, said
-        assert f"step {step}'s update will not be applied (asked already)" in said, said
+        assert f"step {step}'s update will be skipped (asked already)" in said, said
 
 
 def toasts(app: StepdbgApp) -> str:

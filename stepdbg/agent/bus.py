@@ -15,7 +15,7 @@ from dataclasses import asdict
 from typing import Any
 
 from stepdbg.agent.report import Report, rank_path
-from stepdbg.wire.change_text import change_words
+from stepdbg.wire.change_text import change_said
 from stepdbg.wire.numbers import env_int
 
 
@@ -82,9 +82,10 @@ class Bus:
     def write(self, event: str, **fields: Any) -> dict[str, Any]:
         return self.report.write(event, **fields)
 
-    def change(self, what: str, words: str | None = None, **fields: Any) -> dict[str, Any]:
+    def change(self, what: str, **fields: Any) -> dict[str, Any]:
         """A change made to the job (LR, a breakpoint, a rewind): logged, written, told, said
-        (in `words` where the fields alone would not say what happens). Made while the job
+        in the words of wire/change_text (the one place: the console and the Log say the
+        same). Made while the job
         runs between steps, its `step` is the next one's, not begun: `between_steps` says so
         (the front ends say 'after step N-1', as their headers do)."""
         rec = {"what": what, "step": self._step(), **({"between_steps": True} if self._between_steps() else {}),
@@ -92,7 +93,7 @@ class Bus:
         self.changes.append(rec)
         self.report.write("change", **rec)
         self.emit("change", rec)
-        self.say(f"change: {what} {words}" if words else f"change: {change_words(rec)}")  # (not `break_remove spec=nan`)
+        self.say(f"change: {change_said(rec)}")  # (not `break_remove spec=nan`)
         return rec
 
     def finding(self, f: Any, said: bool = False) -> None:

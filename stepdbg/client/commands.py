@@ -9,13 +9,14 @@ lines are in console.py (and the prompt-toolkit REPL in the TUI package).
 from __future__ import annotations
 
 import ast
+import difflib
 import shlex
 import sys
 import threading
 from collections.abc import Callable
 from typing import Any
 
-from ..wire.change_text import change_words, rewind_answer
+from ..wire.change_text import change_said, change_words, rewind_answer
 from ..wire.conditions import parse as parse_condition
 from ..wire.numbers import ascii_int
 from ..wire.ops import lr_typed
@@ -114,9 +115,22 @@ def execute(target: Any, cmd: str) -> str | None:
         return None
     handler = HANDLERS.get(word)
     if handler is None:
-        _show_evaluation(_evaluate(target, cmd))
+        r = _evaluate(target, cmd)
+        if cmd.isidentifier() and f"NameError: name '{cmd}' is not defined" in (r.get("error") or ""):
+            out(not_a_command(cmd))  # (`i` said Python's NameError, as if the console had no commands)
+        else:
+            _show_evaluation(r)
         return None
     return handler(target, word, rest.strip())
+
+
+def not_a_command(word: str) -> str:
+    """A lone word that is neither a command nor a name in the paused frame: the commands it
+    may mean ('i': info or interrupt; 'contnue': continue), where the help is."""
+    near = sorted(c for c in COMMANDS if c.startswith(word)) if len(word) == 1 else \
+        difflib.get_close_matches(word, sorted(COMMANDS), 3)
+    return (f"{word}: not a command, nor a name in the paused frame"
+            + (f"; did you mean {' or '.join(near)}?" if near else "") + " (h lists the commands)")
 
 
 # ---------------------------------------------------------------------- one handler a command
@@ -180,7 +194,10 @@ def _save(target: Any, word: str, rest: str) -> str | None:
 
 
 def _print(target: Any, word: str, rest: str) -> str | None:
-    out(format_summary(target.summary(rest)))
+    """`p EXPR`: a tensor's summary; `None` where EXPR is None, as pdb's p says it (a gradient's
+    None is said with why: not required, not a leaf, no backward yet)."""
+    s = target.summary(rest)
+    out("None" if s.get("type") == "NoneType" and not rest.endswith(".grad") else format_summary(s))
     return None
 
 
@@ -189,12 +206,12 @@ def _lr(target: Any, word: str, rest: str) -> str | None:
     if not parts:
         out("lr X [pin]: set the learning rate, e.g. lr 3e-4 (info opt shows the groups' LRs)")
         return None
-    _confirm(target, change_words(target.set_lr(lr_typed(parts[0]), pin="pin" in parts[1:])))
+    _confirm(target, change_said(target.set_lr(lr_typed(parts[0]), pin="pin" in parts[1:])))
     return None
 
 
 def _skip(target: Any, word: str, rest: str) -> str | None:
-    _confirm(target, change_words(target.skip_step()))
+    _confirm(target, change_said(target.skip_step()))
     return None
 
 

@@ -22,6 +22,12 @@ def num(v: Any, digits: int = 4) -> str:
     return f"{v:.{digits}g}"
 
 
+def seconds(v: Any, digits: int = 3) -> str:
+    """A time in seconds as the panels show it ('0.012s'); 'not measured' for none (a bare
+    '-' beside the unit read 'data_wait -s')."""
+    return "not measured" if v is None else f"{num(v, digits)}s"
+
+
 def table(header: tuple[str, ...], rows: list[tuple[str, ...]]) -> list[str]:
     """Columns as wide as their widest cell, two spaces apart."""
     widths = [max(len(c) for c in col) for col in zip(header, *rows, strict=True)]
@@ -58,8 +64,25 @@ def _ms(seconds: float | None) -> str:
     return "-" if seconds is None else f"{seconds * 1e3:.1f} ms"
 
 
+# Why a step's cell is '-' (the job measured nothing there), said under a table that shows one.
+NOT_MEASURED = {
+    "loss": "no loss was seen in that step",
+    "grad norm": "not read in that step (no condition or rule asked for it)",
+    "data wait": "nothing to measure from (a loop's first step without a DataLoader)",
+    "memory": "read at most every 10 ms (a read costs time), so a short step has none",
+}
+
+
+def not_measured(header: tuple[str, ...], rows: list[tuple[str, ...]]) -> list[str]:
+    """'-: not measured (memory: read at most every 10 ms ...)' for the columns showing '-'."""
+    why = [f"{name}: {NOT_MEASURED[name]}" for i, name in enumerate(header)
+           if name in NOT_MEASURED and any(r[i] == "-" for r in rows)]
+    return [f"-: not measured ({'; '.join(why)})"] if why else []
+
+
 def history_lines(history: list[dict[str, Any]]) -> list[str]:
-    """The recent steps, one row each: loss, gradient norm, LR, data wait, step time, memory."""
+    """The recent steps, one row each: loss, gradient norm, LR, data wait, step time, memory;
+    under them, why a '-' is there."""
     if not history:
         return ["no step has ended yet"]
     rows = []
@@ -71,7 +94,8 @@ def history_lines(history: list[dict[str, Any]]) -> list[str]:
                      _ms(h.get("data_wait")), _ms(h.get("step_time")),
                      format_size(mem) if isinstance(mem, (int, float)) and math.isfinite(mem) else "-",
                      "skipped" if h.get("skipped") else ""))
-    return table(("step", "loss", "grad norm", "lr", "data wait", "step time", "memory", ""), rows)
+    header = ("step", "loss", "grad norm", "lr", "data wait", "step time", "memory", "")
+    return table(header, rows) + not_measured(header, rows)
 
 
 def timings_lines(timings: dict[str, Any]) -> list[str]:
@@ -80,8 +104,9 @@ def timings_lines(timings: dict[str, Any]) -> list[str]:
     lines = ["this step: " + (", ".join(f"{k} {_ms(v)}" for k, v in cur.items()) or "no phase timed yet")]
     hist = timings.get("history") or []
     if hist:
-        lines += table(("step", "step time", "data wait"),
-                       [(str(h["step"]), _ms(h.get("step_time")), _ms(h.get("data_wait"))) for h in hist[-20:]])
+        header = ("step", "step time", "data wait")
+        rows = [(str(h["step"]), _ms(h.get("step_time")), _ms(h.get("data_wait"))) for h in hist[-20:]]
+        lines += table(header, rows) + not_measured(header, rows)
     return lines
 
 

@@ -6,21 +6,30 @@ from typing import Any
 
 
 def format_summary(s: dict[str, Any]) -> str:
-    """One or two lines for a tensor summary: what `p EXPR` prints. Where the job said why
-    there is no tensor (`x.grad is None: ...`, a module without parameters), its words."""
+    """One or two lines for a tensor summary: what `p EXPR` prints, its first line as the
+    locals show a tensor ('loss: float32 [] on cpu requires_grad'), then its one value
+    ('value nan') or its statistics and counts, named ('...; nan: 0, inf: 0, zeros: 3 of
+    32': 'nan 1 inf 0' read as a list of numbers). Where the job said why there is no
+    tensor (`x.grad is None: ...`, a module without parameters), its words."""
     if s.get("words"):
         return str(s["words"])
     if s.get("type") != "Tensor":
-        return f"{s.get('name')}: {s.get('type')} {s.get('repr', '')}"
+        return f"{s.get('name')}: {s.get('type')} {s.get('repr', '')}".rstrip()
     head = f"{s['name']}: {s['dtype']} {s['shape']} on {s['device']}" + (" requires_grad" if s.get("requires_grad") else "")
     head += shard_text(s) + sampled_text(s)
     if s.get("note"):
         return f"{head}  ({s['note']})"
+    if "nan" not in s:  # (an empty or sparse tensor: no values read)
+        return head
+    counts = f"nan: {s['nan']}, inf: {s['inf']}"
+    if counted(s) == 1:  # one value: the value itself
+        value = "nan" if s["nan"] else "inf or -inf" if s["inf"] else "{:.6g}".format(s["min"])
+        return f"{head}\n  value {value}"
     if "min" not in s:
-        return head + f"  nan {s.get('nan', 0)} inf {s.get('inf', 0)}"
+        return f"{head}\n  no finite value: {counts}"
     g = "{:.4g}".format
     return (f"{head}\n  {finite_text(s)}min {g(s['min'])} max {g(s['max'])} mean {g(s['mean'])} std {g(s['std'])} "
-            f"norm {g(s['norm'])}  nan {s['nan']} inf {s['inf']} zeros {s['zeros']}/{counted(s)}")
+            f"norm {g(s['norm'])}; {counts}, zeros: {s['zeros']} of {counted(s)}")
 
 
 def counted(s: dict[str, Any]) -> int:

@@ -20,9 +20,20 @@ def _param_groups(groups: Any) -> str:
 
 
 def _skip_words(c: dict[str, Any]) -> str:
+    """"step 17's update will be skipped"; a repeat of a break that skips (--on-break skip)
+    names the conditions that still hold."""
     held = " and ".join(c.get("repeat_of") or [])
-    return (f"step {c['target_step']}'s update will not be applied"
-            + (f" ({held} still holds: a repeat, not a new break)" if held else ""))
+    return (f"step {c['target_step']}'s update will be skipped"
+            + (f" too: {held} still hold{'s' if len(c.get('repeat_of') or []) == 1 else ''} (a repeat, not a new break)"
+               if held else ""))
+
+
+def _skip_why(c: dict[str, Any]) -> str:
+    if c.get("repeat_of"):
+        return ("; every step's update is skipped while it holds (--on-break skip; counted in the end event, "
+                "not said again)")
+    return (f": the parameters and the optimizer's state stay as they are (the loss your script prints for step "
+            f"{c['target_step']} is the one it computed, still the bad one)")
 
 
 def _undone(c: dict[str, Any]) -> str:
@@ -63,15 +74,32 @@ CHANGE_WORDS: dict[str, Callable[[dict[str, Any]], str]] = {
 
 def change_words(c: dict[str, Any]) -> str:
     """'LR set to 0.001 and pinned (param group 0, was 0.01)', 'breakpoint added: nan',
-    "step 17's update will not be applied": what the console confirms and the TUI's Log says.
-    A change without words of its own is said by its fields, in words too ('set: nan,
-    exception', not "set=['nan', 'exception']")."""
+    "step 17's update will be skipped": what the TUI's Log says. A change without words of
+    its own is said by its fields, in words too ('set: nan, exception', not
+    "set=['nan', 'exception']")."""
     try:
         return CHANGE_WORDS[c.get("what", "")](c)
     except (KeyError, TypeError, ValueError):
         fields = "; ".join(f"{str(k).replace('_', ' ')} {_value_words(v)}" for k, v in c.items()
                            if k not in ("what", "step", "between_steps"))
         return f"{str(c.get('what')).replace('_', ' ')}{': ' + fields if fields else ''}"
+
+
+# What a change means beyond its words, where it is not plain (said after them, its own
+# separator first): the job's own line and the console's confirmation say it; the Log, one
+# line a change, keeps to the words.
+CHANGE_WHY: dict[str, Callable[[dict[str, Any]], str]] = {"skip": _skip_why}
+
+
+def change_said(c: dict[str, Any]) -> str:
+    """A change as the job's stderr line ('change: ...') and the console's confirmation say it:
+    its words, then what it means where that is not plain ("step 17's update will be
+    skipped: the parameters and the optimizer's state stay as they are (...)")."""
+    why = CHANGE_WHY.get(c.get("what", ""))
+    try:
+        return change_words(c) + (why(c) if why and not c.get("already") else "")
+    except (KeyError, TypeError, ValueError):
+        return change_words(c)
 
 
 def change_line(c: dict[str, Any]) -> str:

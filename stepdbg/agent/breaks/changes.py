@@ -47,7 +47,7 @@ class Changes:
                 changed.append({"group": i, "old": old, "new": lr})
         if not changed:
             raise ValueError(f"no param group {group}")
-        return self.log("lr", lr=lr, pinned=pin, groups=changed, words=_set_words(lr, pin, changed))
+        return self.log("lr", lr=lr, pinned=pin, groups=changed)
 
     def apply_pins(self, opt: torch.optim.Optimizer) -> None:
         """Before an update: a pinned LR wins over a scheduler or the loop's own setting."""
@@ -76,8 +76,7 @@ class Changes:
             else:
                 g[key] = type(g[key])(value) if isinstance(g[key], int) and float(value).is_integer() else value
             changed.append({"group": i, "old": old, "new": value})
-        return self.log("param_group", key=key, value=value, groups=changed,
-                        words=f"{key} {_set_words(value, False, changed)}")
+        return self.log("param_group", key=key, value=value, groups=changed)
 
     def _groups_holding(self, key: str, group: int | None) -> list[tuple[int, dict[str, Any]]]:
         """The param groups `group` names (all: None), each holding `key` as a number; else
@@ -105,10 +104,7 @@ class Changes:
         if st.skip:  # (a second break in the step, both skipping, or k pressed twice): one skip, logged once
             return {"what": "skip", "step": st.index, "target_step": st.index, "already": True}
         st.skip = True
-        return self.log("skip", target_step=st.index,
-                        words=f"step {st.index}'s update will not be applied: the parameters and the optimizer's "
-                              f"state stay as they are (the loss your script prints for step {st.index} is the "
-                              "one it computed, still the bad one)")
+        return self.log("skip", target_step=st.index)
 
     def hide_grads(self, opt: torch.optim.Optimizer) -> None:
         """A skipped step: optimizers pass over parameters whose .grad is None (state
@@ -135,10 +131,3 @@ def _is_number(v: Any) -> bool:
         return v.numel() == 1 and v.is_floating_point()
     return isinstance(v, (int, float)) and not isinstance(v, bool)
 
-
-def _set_words(value: float, pinned: bool, changed: list[dict[str, Any]]) -> str:
-    """A change of a hyperparameter in words: 'set to 0.0003 and pinned (param group 0, was 0.01)'."""
-    groups = ", ".join(str(g["group"]) for g in changed)
-    was = ", ".join(sorted({f"{g['old']:g}" for g in changed if g["old"] is not None}))
-    return (f"set to {value:g}{' and pinned' if pinned else ''} (param group{'s' if len(changed) > 1 else ''} "
-            f"{groups}{', was ' + was if was else ''})")

@@ -39,8 +39,4 @@ class RepeatSkips:
         new = [s for s in specs if s not in self._told]
         if new:
             self._told.update(new)
-            self.bus.change("skip", target_step=st.index, repeat_of=new,
-                            words=f"step {st.index}'s update too: {' and '.join(new)} still "
-                                  f"hold{'s' if len(new) == 1 else ''} (a repeat, not a new break); every "
-                                  "step's update is skipped while it holds (--on-break skip; counted in the "
-                                  "end event, not said again)")
+            self.bus.change("skip", target_step=st.index, repeat_of=new)
