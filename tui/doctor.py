@@ -11,7 +11,6 @@ import tempfile
 from typing import Any
 
 from rich.console import Console
-from rich.padding import Padding
 from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
@@ -96,7 +95,7 @@ def show(findings: list[dict[str, Any]], steps: int | None, code: int, overfit: 
         console.print(f"[bold]{title}[/]")
         for f in findings:
             console.print(f"[{SEVERITY_STYLE[f['severity']]}]{f['severity']}[/] [bold]{f['rule']}[/] (step {f['step']})")
-            console.print(Padding(f"{f['message']}\n[italic]try:[/] {f['advice']}", (0, 0, 0, 2)))
+            _indented(console, Text(f"{f['message']}\n").append("try:", style="italic").append(f" {f['advice']}"))
         return
     table = Table(title=title, show_lines=True, expand=True)
     table.add_column("", width=7)
@@ -109,3 +108,11 @@ def show(findings: list[dict[str, Any]], steps: int | None, code: int, overfit: 
         table.add_row(f"[{SEVERITY_STYLE[f['severity']]}]{f['severity']}[/]", f["rule"], str(f["step"]),
                       f["message"], f["advice"])
     console.print(table)
+
+
+def _indented(console: Console, text: Text, by: int = 2) -> None:
+    """`text` folded between words, each line indented `by` and not padded with spaces to the
+    width (rich's Padding filled every line to 80 columns: trailing spaces in a copied summary)."""
+    for line in text.wrap(console, console.width - by):
+        line.rstrip()
+        console.print(Text(" " * by).append_text(line), soft_wrap=True)

@@ -22,7 +22,7 @@ from types import FrameType
 from typing import Any
 
 from stepdbg.agent.breaks import as_one_job
-from stepdbg.agent.breaks.breakpoints import Breakpoints, break_scalars
+from stepdbg.agent.breaks.breakpoints import Breakpoints, break_scalars, replayed
 from stepdbg.agent.breaks.controls import EXIT_ABORT, Abort, ActionHooks, Break, Controls
 from stepdbg.agent.breaks.job_stall import StallExchange
 from stepdbg.agent.breaks.ranks import Ranks
@@ -308,7 +308,7 @@ class Breaker:
         ended = self.model.history[-1] if st is None and step is not None and self.model.history else {}  # (its record)
         scalars = break_scalars(self.model) | {k: ended[k] for k in ("loss", "grad_norm", "data_wait") if k in ended}
         brk = Break(step=step if step is not None else st.index if st else self.model.step, phase=phase or (st.phase if st else "none"),
-                    condition=condition, reason=reason, scalars=scalars, where=where,
+                    condition=condition, reason=replayed(reason) if "replay" in self._actions(actions) else reason, scalars=scalars, where=where,
                     details=details or {}, conditions=conditions or [condition])
         if self.record_memory:
             path, why_not = memory.dump_snapshot(f"memory-{brk.step}", self.snapshots)
@@ -321,7 +321,7 @@ class Breaker:
         self.breaks.append(brk)
         self.bus.write("break", **asdict(brk))
         self.bus.emit("break", asdict(brk))
-        self.bus.say(f"break at step {brk.step} ({brk.phase}) [{condition}]: {reason}"
+        self.bus.say(f"break at step {brk.step} ({brk.phase}) [{condition}]: {brk.reason}"
                      + (f"\n  at {brk.where['file']}:{brk.where['line']}  {brk.where['code']}" if brk.where else ""))
         self.paused_stack = stack  # the frames the actions (replay, the console) look at
         try:

@@ -120,8 +120,7 @@ class Breakpoints:
         self._tests = {phase: [_test(c, phase, self._raised) for c in cs if c.kind != "activations"] for phase, cs in self.at.items()}
 
     def reads_loss_at_backward(self) -> bool:
-        """Whether a condition on the loss is checked before backward (loss>X, loss_spike,
-        an expression): then the loss is read there, also on an accelerator."""
+        """Whether a condition on the loss is checked before backward (loss>X, loss_spike, an expression): then the loss is read there, also on an accelerator."""
         return self._loss_at_backward
 
     def reads_grad_norm(self) -> bool:
@@ -246,9 +245,13 @@ def _scalars(c: Condition, raised: Raised) -> Callable[[StepModel], Hit | None]:
     return scalars
 
 
+def replayed(reason: str) -> str:  # a break whose actions replay its step: its reason's hint says so
+    return reason.replace("(replay the step to ", "(the replay that follows will ").replace("; replay the step to ", "; the replay that follows will ")
+
+
 def _input_words(model: StepModel, bad_inputs: list[torch.Tensor], details: dict[str, Any]) -> str:
-    """Why a non-finite model input is there: another model's output (a GAN's netD fed
-    netG's), the program's own op on one (a bounded walk of its graph), or the data."""
+    """Why a non-finite model input is there: another model's output (a GAN's netD fed netG's),
+    the program's own op on one (a bounded walk of its graph), or the data."""
     details["model_input"] = "nonfinite"
     feeder = upstream.feeder(model.capture, bad_inputs)
     if feeder is not None:  # born in netG's forward
@@ -369,8 +372,7 @@ _SCALARS: dict[str, Callable[[StepModel, Any], Any]] = {
 
 
 def step_scalars(model: StepModel, names: Iterable[str] | None = None) -> dict[str, Any]:
-    """The step's scalars, as conditions and reports see them; only `names` when given
-    (the hot path asks for what its conditions read, nothing more)."""
+    """The step's scalars, as conditions and reports see them; only `names` when given (the hot path asks for what its conditions read, nothing more)."""
     st = model.current
     out: dict[str, Any] = {"step": model.step}
     for name in cond_mod.SCALAR_PHASE if names is None else names:
@@ -381,8 +383,7 @@ def step_scalars(model: StepModel, names: Iterable[str] | None = None) -> dict[s
 
 
 def break_scalars(model: StepModel) -> dict[str, Any]:
-    """The scalars a break reports; the gradient norm once the step's backward has run, over the
-    parameters the step's record reads it of (after_backward said grad_norm - beside |g|)."""
+    """The scalars a break reports; the gradient norm once the step's backward has run, over the parameters the step's record reads it of (after_backward said grad_norm - beside |g|)."""
     scalars = step_scalars(model, ("loss", "grad_norm", "data_wait"))
     st = model.current
     if scalars["grad_norm"] is None and st is not None and st.backward_calls and not st.optimizer_stepped:
@@ -393,8 +394,7 @@ def break_scalars(model: StepModel) -> dict[str, Any]:
 
 
 def _nonfinite_inputs(model: StepModel) -> list[torch.Tensor]:
-    """The inputs of the step's model call that hold a non-finite value (read at a break,
-    where a read costs nothing more)."""
+    """The inputs of the step's model call that hold a non-finite value (read at a break, where a read costs nothing more)."""
     cap = model.capture
     return [t for t in tensors.tensors_in((cap.get("args"), cap.get("kwargs") or {}))
             if t.is_floating_point() and not tensors.all_finite(t)]

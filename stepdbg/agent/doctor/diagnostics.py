@@ -94,13 +94,13 @@ class Doctor:
 
     # ------------------------------------------------------------------ plumbing
 
-    def add(self, m: StepModel, rule: str, severity: str, message: str, advice: str, **data: Any) -> None:
-        if rule in self._fired:
+    def add(self, m: StepModel, rule: str, severity: str, message: str, advice: str, said: bool = False, **data: Any) -> None:
+        if rule in self._fired:  # (said: its words come on their own, not said on stderr)
             return
         self._fired.add(rule)
-        f = Finding(rule, severity, m.step, message, advice, data)
+        f = Finding(rule, severity, data.pop("step", m.step), message, advice, data)
         self.findings.append(f)
-        self.notify(f)
+        self.notify(f, said=said)
 
     def on_event(self, event: str, data: Any) -> None:
         """A bus listener: a break on a non-finite value is a finding (a run NaN from step 1
@@ -238,10 +238,11 @@ class Doctor:
         losses = [h["loss"] for h in m.history if h["loss"] is not None]
         ok, words = overfit_verdict(losses)
         self.write("overfit", losses=losses, reached_near_zero=ok, verdict=words)
-        if not ok:
+        if not ok:  # (said once, by the summary that follows at once: the overfit box)
             self.add(m, "cannot_overfit", "error", words,
                      "check for frozen layers (requires_grad), a too-low LR, the loss reduction "
-                     "(sum vs mean) and that targets match the outputs")
+                     "(sum vs mean) and that targets match the outputs", said=True,
+                     step=(m.history or [{"step": m.step}])[-1]["step"])  # (the last step, not the count)
         return ok, words
 
     def on_step_end(self, m: StepModel) -> None:

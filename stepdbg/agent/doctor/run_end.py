@@ -13,10 +13,8 @@ EXIT_CANNOT_OVERFIT = 2  # stepdbg cannot do what it was asked with this script
 
 def finish_early(model: StepModel, doctor: Any, bus: Bus) -> None:
     """End a doctor/overfit run after its steps: exit code 0 from the script's point of view."""
-    if model.overfit and doctor is not None:
-        ok, words = doctor.overfit_result(model)
-        if ok:
-            bus.say(words)
+    if model.overfit and doctor is not None:  # (its verdict: said by the summary that follows, once)
+        doctor.overfit_result(model)
     bus.say(f"stopping after {model.step} steps (--steps {model.step})")  # (said so when it is the default too)
     raise SystemExit(0)
 
