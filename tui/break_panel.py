@@ -16,6 +16,8 @@ from textual.containers import VerticalScroll
 from textual.css.query import NoMatches
 from textual.widgets import Static
 
+from stepdbg.client.info_text import seconds
+
 from .asking import Loads
 from .fitted import focus_mark
 from .panels import bad, num
@@ -90,13 +92,16 @@ def _break_head(brk: dict[str, Any]) -> Text:
 
 def _break_scalars(brk: dict[str, Any]) -> Text:
     s = brk.get("scalars") or {}
-    scal = Text("loss ")
+    scal = Text()
+    if brk.get("scalars_of"):  # paused for another rank's break: whose numbers these are
+        scal.append(f"{brk['scalars_of']}: ", style="bold")
+    scal.append("loss ")
     scal.append(num(s.get("loss")), style="red" if bad(s.get("loss")) else "green")
     scal.append(f"   grad_norm {num(s.get('grad_norm'))}   lr {num((s.get('lr') or [None])[0])}")
     now = brk.get("lr_now")
     if now:  # changed at this pause: the LR the next update uses
         scal.append(f" → {num(now['lr'])}{' pinned' if now.get('pinned') else ''}", style="bold cyan")
-    scal.append(f"   data_wait {num(s.get('data_wait'), 3)}s")
+    scal.append(f"   data_wait {seconds(s.get('data_wait'))}")
     return scal
 
 
