@@ -42,9 +42,11 @@ def test_a_ranks_lines_before_a_break_come_before_its_break(tmp_path, private_ru
         # (after torchrun's `[default0]:`) and its `  at FILE:LINE` are said in those words
         # (issue 45: under torchrun the Log showed each break twice)
         assert not [r for r in rows if "stepdbg[rank" in r or r.startswith("[default0]:  at ")], "\n".join(rows)
-        assert first(rows, "[default0]:step 15 loss") >= 0  # (its order against the Log's own words of the break
-        # is not asserted: tui/log_order.py pairs an event with the first rank's line of one, so rank 1's
-        # line can release rank 0's break before rank 0's earlier lines came; seen in a full run. Issue 45.)
+        # Rank 0's break (said in the Log's words, naming its rank) after rank 0's earlier lines: the Log
+        # puts each rank's event at that rank's line of it (it paired it with the first rank's line, so
+        # rank 1's line let rank 0's break out before rank 0's `step 15 loss`: issue 45, the ninth walk's 6)
+        assert first(rows, "[default0]:step 15 loss") < first(rows, "break at step 16 [step==16] on rank 0:"), (
+            "\n".join(rows))
         term.keys("q")
         term.wait_screen("What happens to the job?")
         term.keys("e")

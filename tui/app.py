@@ -260,7 +260,7 @@ class StepdbgApp(ControlActions, ReplActions, App[str | None]):
         await self._refresh_break()
 
     async def _refresh_break(self) -> None:
-        brk = self.status.get("paused")
+        brk = job_events.break_shown(self)  # (paused for another rank's break: that rank's numbers)
         src = frames = locals_ = None
         if brk:
             src = await self.ask("source", self.source.source(4))

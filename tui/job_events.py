@@ -15,6 +15,7 @@ from . import pause_words
 from .dialogs import ChoiceScreen
 from .header import last_reached
 from .log_order import LogOrder
+from .rank_breaks import FROM_RANK, RankBreaks, whose
 from .rank_order import said_as_event, source_of
 
 
@@ -98,10 +99,15 @@ def on_change(app: Any, data: Any) -> None:
 
 
 def on_break(app: Any, data: Any) -> None:
-    """The break as the job's stderr says it, where it is and a stall's ranks included."""
+    """The break as the job's stderr says it, where it is and a stall's ranks included; once
+    a break of the job, which rank broke named (rank_breaks: every rank says its pause for it)."""
+    if not RankBreaks.of(app).first_time(data):
+        return
     where = data.get("where") or {}
     at = [f"  at {where.get('file')}:{where.get('line')}  {where.get('code') or ''}".rstrip()] if where else []
-    for line in [f"break at step {data['step']} [{data['condition']}]: {data['reason']}", *at,
+    rank = whose(data)[1]
+    on = f" on rank {rank}" if rank is not None else ""
+    for line in [f"break at step {data['step']} [{data['condition']}]{on}: {data['reason']}", *at,
                  *(f"  {ln}" for ln in stall_text.report_lines(data.get("details") or {}))]:
         app.log_line(line, "magenta")
     if str(data.get("condition", "")).startswith("stall") and app.status.get("state") != "paused":
@@ -181,5 +187,22 @@ HANDLERS = {"paused": on_paused, "resumed": on_resumed, "output": on_output, "ch
 
 def apply(app: Any, event: str, data: Any) -> None:
     handler = HANDLERS.get(event)
+    rank = data.get(FROM_RANK) if isinstance(data, dict) else None  # (a rank's, under torchrun: JobSource)
+    if event == "break" and rank is not None:
+        _rank_broke(app, data)
     if handler is not None:  # (a change, a break, ...: where the job's output says it, log_order)
-        LogOrder.of(app, _show_line).event(app, event, lambda: handler(app, data))
+        LogOrder.of(app, _show_line).event(app, event, lambda: handler(app, data), rank)
+
+
+def break_shown(app: Any) -> dict[str, Any] | None:
+    """The break the Break panel shows: the status's, or paused for another rank's break, with
+    that rank's numbers under its name (rank_breaks)."""
+    return RankBreaks.of(app).shown(app.status.get("paused"), getattr(app.source, "current", None))
+
+
+def _rank_broke(app: Any, data: dict[str, Any]) -> None:
+    """A rank's break, as it comes: the Break panel of a rank paused for it shows its numbers."""
+    RankBreaks.of(app).came(data)
+    brk = app.status.get("paused")
+    if app.status.get("state") == "paused" and isinstance(brk, dict) and whose(brk) == whose(data):
+        app.refresh_break()

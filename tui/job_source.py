@@ -15,6 +15,9 @@ from stepdbg.client.connection import Ops
 from stepdbg.client.job import RankView, TorchrunLog, gone_note, rank_row
 from stepdbg.wire.ops import OPS
 
+from .log_order import SAID
+from .rank_breaks import FROM_RANK
+
 
 class JobSource(RankView, Ops):
     """`torchrun`: what the launcher reads of torchrun's output (exit codes, each rank's
@@ -52,6 +55,8 @@ class JobSource(RankView, Ops):
                 continue
             if name == "output":
                 ev = {**ev, "data": [{**b, "lines": [f"[rank {rank}] {ln}" for ln in b["lines"]]} for b in ev["data"]]}
+            elif name in SAID and isinstance(ev.get("data"), dict):  # whose it is: every rank sends its own
+                ev = {**ev, "data": {**ev["data"], FROM_RANK: rank}}
             yield ev
 
     async def call(self, op: str, timeout: float | None = 300, **args: Any) -> Any:  # type: ignore[override]

@@ -7,18 +7,21 @@ A launched job's lines reach the Log by its pipes (under torchrun through torchr
 copies, tenths of a second late), its events by the socket: which comes first is chance.
 The job says each of these events on its stderr too (`stepdbg: change: ...`, under
 torchrun `[default0]:stepdbg[rank 0]: break at step ...`): that line is where the event
-goes. An event that comes first waits in the Log, and what the Log says after it, for its
-line; a line that comes first holds the job's lines after it for its event; never longer
-than HELD_AT_MOST, never the job.
+goes, the line of the rank that sent the event (under torchrun every rank says its own:
+paired with the first rank's line, rank 1's line let rank 0's break out before rank 0's
+earlier lines, the ninth walk's 6). An event that comes first waits in the Log, and what
+the Log says after it, for its line; a line that comes first holds the job's lines after
+it for its event; never longer than HELD_AT_MOST, never the job.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 from .panels import LogPanel
-from .rank_order import said_as_event
+from .rank_order import said_by
 
 HELD_AT_MOST = 2.0  # seconds the Log waits for the other half (an event, or the job's line of it)
 SAID = {"change", "break", "finding", "replay"}  # the events the job says on its stderr too
@@ -26,17 +29,40 @@ SAID = {"change", "break", "finding", "replay"}  # the events the job says on it
 Line = tuple[str, str]  # (text, style) of a line the Log writes
 
 
+@dataclass(eq=False)
+class Said:
+    """An event's lines in the Log (and what the Log said after it, while it waited), from
+    the rank that sent it (None: a job of one process)."""
+
+    rank: int | None
+    lines: list[Line] = field(default_factory=list)
+
+
+@dataclass(eq=False)
+class Slot:
+    """Where the job's output said an event of `rank`: its event (`said`) goes there; the
+    job's lines after it wait for it (`given_up`: waited HELD_AT_MOST)."""
+
+    stream: str
+    line: str
+    rank: int | None
+    said: Said | None = None
+    given_up: bool = False
+
+
 class LogOrder:
-    """`ahead`: the job's lines of events not come yet (the job's lines after them wait in
-    `held`); `behind`: the Log's lines of each event whose line has not come, and what the
-    Log said after it."""
+    """`queue`: the job's lines from the first one of an event not come yet (a Slot), in
+    the order the job said them; `waiting`: the events whose line has not come, in the order
+    they came; `unsaid`: the events not in the Log yet (waiting, or at their line behind
+    another's), in the order they came; `filling`: the event whose handler runs."""
 
     def __init__(self, show: Callable[[Any, str, str], None]) -> None:
         self.show = show  # (app, stream, line): a line of the job's output, in the Log
-        self.ahead = 0
+        self.queue: list[Slot | tuple[str, str]] = []  # Slots and (stream, line) of the job's output
+        self.waiting: list[Said] = []
+        self.unsaid: list[Said] = []
+        self.filling: Said | None = None
         self.showing = False  # a line of the job's output is being shown: it never waits behind an event
-        self.held: list[tuple[str, str]] = []  # (stream, line) of the job's output
-        self.behind: list[list[Line]] = []
 
     @staticmethod
     def of(app: Any, show: Callable[[Any, str, str], None]) -> LogOrder:
@@ -51,51 +77,83 @@ class LogOrder:
         return getattr(app, "child", None) is not None or getattr(app.source, "torchrun", None) is not None
 
     def write(self, app: Any, line: str, style: str) -> None:
-        """A line the Log says: after an event waiting for its line, it waits too."""
-        if self.behind and not self.showing:
-            self.behind[-1].append((line, style))
-        else:
+        """A line the Log says: an event's goes with it; after an event waiting for its line
+        (one that says something), it waits too."""
+        if self.showing:
+            app.query_one(LogPanel).write(line, style)
+        elif self.filling is not None:
+            self.filling.lines.append((line, style))
+        elif said := next((u for u in reversed(self.unsaid) if u.lines), None):
+            said.lines.append((line, style))  # (after the last event said: a rank's pause for a break said
+        else:  # already says nothing, rank_breaks; `paused at step 6` came before the break it was for)
             app.query_one(LogPanel).write(line, style)
 
-    def event(self, app: Any, name: str, handler: Callable[[], None]) -> None:
-        """Event `name` came: said now if its line came first, else it waits for its line."""
+    def event(self, app: Any, name: str, handler: Callable[[], None], rank: int | None = None) -> None:
+        """Event `name` of `rank` came: said at its line if that came, else it waits for it."""
         if name not in SAID or not self.launched(app):
             handler()
-        elif self.ahead:
-            self.ahead -= 1
-            handler()
-            if not self.ahead:
-                self.release_output(app)
-        else:
-            first = not self.behind
-            self.behind.append([])
-            handler()  # (its lines go into its group)
-            if first:
-                self._wait_for_next(app)
+            return
+        said = Said(rank)
+        self.filling = said
+        try:
+            handler()  # (its lines go into `said`)
+        finally:
+            self.filling = None
+        self.unsaid.append(said)
+        slot = next((s for s in self.queue if isinstance(s, Slot) and s.rank == rank and s.said is None
+                     and not s.given_up), None)
+        if slot is not None:
+            slot.said = said
+            self._flush(app)
+            return
+        self.waiting.append(said)
+        app.set_timer(HELD_AT_MOST, lambda: self._late_event(app, said))
 
     def output(self, app: Any, stream: str, line: str) -> None:
         """A line of the job's output: the job's own line of an event lets that event's lines
-        follow it; after a line of an event not come yet, the lines wait."""
-        if self.launched(app) and said_as_event(line):
-            if self.behind:
+        follow it (its rank's event); after a line of an event not come yet, the lines wait."""
+        said, rank = said_by(line)
+        if not (said and self.launched(app)):
+            if self.queue:
+                self.queue.append((stream, line))
+            else:
                 self._show(app, stream, line)
-                self._write(app, self.behind.pop(0))
-                self._wait_for_next(app)
-                return
-            self.ahead += 1
-            app.set_timer(HELD_AT_MOST, lambda: self.release_output(app))
-            self.held.append((stream, line))
             return
-        if self.ahead:
-            self.held.append((stream, line))
-        else:
-            self._show(app, stream, line)
+        slot = Slot(stream, line, rank, next((w for w in self.waiting if w.rank == rank), None))
+        if slot.said is not None:
+            self.waiting.remove(slot.said)
+        self.queue.append(slot)
+        if slot.said is None:
+            app.set_timer(HELD_AT_MOST, lambda: self._late_line(app, slot))
+        self._flush(app)
 
-    def release_output(self, app: Any) -> None:
-        self.ahead = 0
-        held, self.held = self.held, []
-        for stream, line in held:
-            self._show(app, stream, line)
+    def _flush(self, app: Any) -> None:
+        """The job's lines and events in their order, up to the first event not come."""
+        while self.queue:
+            item = self.queue[0]
+            if isinstance(item, Slot):
+                if item.said is None and not item.given_up:
+                    return
+                self._show(app, item.stream, item.line)
+                if item.said is not None:
+                    self._write(app, item.said)
+            else:
+                self._show(app, *item)
+            self.queue.pop(0)
+
+    def _late_line(self, app: Any, slot: Slot) -> None:
+        """A line whose event did not come in HELD_AT_MOST: the lines after it go on."""
+        if slot.said is None:
+            slot.given_up = True
+            self._flush(app)
+
+    def _late_event(self, app: Any, said: Said) -> None:
+        """An event whose line did not come in HELD_AT_MOST (-q), and those before it: now."""
+        if said in self.waiting:
+            upto = self.waiting.index(said) + 1
+            for before in self.waiting[:upto]:
+                self._write(app, before)
+            del self.waiting[:upto]
 
     def _show(self, app: Any, stream: str, line: str) -> None:
         self.showing = True
@@ -104,26 +162,20 @@ class LogOrder:
         finally:
             self.showing = False
 
-    def release_events(self, app: Any, upto: list[Line]) -> None:
-        """The events up to `upto` waited long enough (a line the job never said: -q)."""
-        while self.behind and any(g is upto for g in self.behind):
-            self._write(app, self.behind.pop(0))
-        self._wait_for_next(app)
-
-    def _wait_for_next(self, app: Any) -> None:
-        """The next event waiting for its line waits HELD_AT_MOST from now, at most."""
-        if self.behind:
-            app.set_timer(HELD_AT_MOST, lambda g=self.behind[0]: self.release_events(app, g))
-
     def release(self, app: Any) -> None:
         """Everything held (the job ended)."""
-        while self.behind:
-            self._write(app, self.behind.pop(0))
-        self.release_output(app)
+        for slot in self.queue:
+            if isinstance(slot, Slot):
+                slot.given_up = True
+        self._flush(app)
+        for said in self.waiting:
+            self._write(app, said)
+        self.waiting = []
 
-    @staticmethod
-    def _write(app: Any, lines: list[Line]) -> None:
+    def _write(self, app: Any, said: Said) -> None:
         """An event's lines, and what the Log said after it, now (before the next one's)."""
+        if said in self.unsaid:
+            self.unsaid.remove(said)
         panel = app.query_one(LogPanel)
-        for line, style in lines:
+        for line, style in said.lines:
             panel.write(line, style)

@@ -25,7 +25,7 @@ HELD_AT_MOST = 2.0  # seconds a rank's stderr waits for its stdout
 PREFIX = re.compile(r"^\[[A-Za-z_]*?(\d+)\]:(.*)$")  # torchrun's `[default0]:` (as TorchrunLog reads it)
 # The job's stderr line of an event the Log says in its own words (a change, a break, a finding,
 # a replay): `stepdbg: ...`, a rank's `stepdbg[rank 0]: ...`, under torchrun after `[default0]:`.
-SAID = re.compile(r"stepdbg(\[rank \d+\])?: (change: |break at step |finding \[|replay of step )")
+SAID = re.compile(r"stepdbg(?:\[rank (\d+)\])?: (change: |break at step |finding \[|replay of step )")
 
 
 def source_of(stream: str, line: str) -> tuple[str, str]:
@@ -37,7 +37,13 @@ def source_of(stream: str, line: str) -> tuple[str, str]:
 
 def said_as_event(line: str) -> bool:
     """The job's own line of an event the Log says in its words, torchrun's prefix or not."""
-    return SAID.match(source_of("", line)[1]) is not None
+    return said_by(line)[0]
+
+
+def said_by(line: str) -> tuple[bool, int | None]:
+    """(the job's own line of an event, the rank that said it: None for a job of one process)."""
+    m = SAID.match(source_of("", line)[1])
+    return m is not None, int(m.group(1)) if m is not None and m.group(1) is not None else None
 
 
 class RankOrder:

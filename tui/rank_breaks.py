@@ -1,0 +1,69 @@
+"""A job of many ranks breaks once, whichever ranks say it (issue 45, the ninth walk's 1 to
+3). Under torchrun the rank that broke says its break where it saw it (before the backward),
+then again where every rank pauses for it (before the update: `this rank broke: ...`), and
+every other rank says its own pause for it (`paused for rank 1's break at step 6: ...`): the
+Log said one break three or four times. The Break panel of a rank that paused for another's
+break showed that rank's reason beside its own numbers (`loss is nan` beside `loss 0.1121`).
+
+Here: which break of the job an event is (the step it broke at, the rank that broke), said
+once in the Log; and each rank's last break, whose numbers the panel of a rank that paused
+for it shows, under that rank's name."""
+
+from __future__ import annotations
+
+from typing import Any
+
+FROM_RANK = "from_rank"  # the key JobSource adds to a rank's event: the rank that sent it
+
+Whose = tuple[Any, Any]  # (the step it broke at, the rank that broke: None in a job of one process)
+
+
+def whose(brk: dict[str, Any]) -> Whose:
+    """The job's break that `brk` is: a pause for a rank's break (the agent's `for_rank`) is
+    that rank's break, at the step it broke at."""
+    details = brk.get("details") or {}
+    if details.get("for_rank") is not None:
+        return details.get("broke_at", brk.get("step")), details["for_rank"]
+    return brk.get("step"), brk.get(FROM_RANK)
+
+
+class RankBreaks:
+    """`said`: the job's breaks the Log said; `last`: each rank's last break event."""
+
+    def __init__(self) -> None:
+        self.said: set[Whose] = set()
+        self.last: dict[int, dict[str, Any]] = {}
+
+    @staticmethod
+    def of(app: Any) -> RankBreaks:
+        breaks = app.__dict__.get("_rank_breaks")
+        if breaks is None:
+            breaks = app.__dict__["_rank_breaks"] = RankBreaks()
+        return breaks
+
+    def came(self, brk: dict[str, Any]) -> None:
+        """A rank's break event (as it comes, before the Log's order)."""
+        if brk.get(FROM_RANK) is not None:
+            self.last[brk[FROM_RANK]] = brk
+
+    def first_time(self, brk: dict[str, Any]) -> bool:
+        """The Log has not said this break of the job yet (and now counts it said)."""
+        key = whose(brk)
+        if key in self.said:
+            return False
+        self.said.add(key)
+        return True
+
+    def shown(self, brk: dict[str, Any] | None, in_view: int | None) -> dict[str, Any] | None:
+        """The break as the Break panel of rank `in_view` shows it: paused for another rank's
+        break, with that rank's numbers under its name (`scalars_of`), or its own under its
+        own name while that rank's have not come."""
+        if not brk:
+            return brk
+        step, rank = whose(brk)
+        if rank is None or in_view is None or rank == in_view or (brk.get("details") or {}).get("for_rank") is None:
+            return brk
+        theirs = self.last.get(rank)
+        if theirs is not None and whose(theirs) == (step, rank):
+            return {**brk, "scalars": theirs.get("scalars") or {}, "scalars_of": f"rank {rank}"}
+        return {**brk, "scalars_of": f"rank {in_view} (rank {rank}'s have not come)"}
