@@ -147,7 +147,9 @@ class EndedReport:
     failures. Once `ended` is set, those lines give way to one line that says what
     happened; anything else (another exit code, any other traceback) passes unchanged.
     With `auto` (a job run without the TUI, where --on-break abort may end it) the report is
-    held to its end and replaced when its root cause is a rank that ended with `code`."""
+    held to its end and replaced when its root cause is a rank that ended with `code`.
+    torchrun's `Sending process N closing signal SIGTERM` to the ranks left (its warning
+    before the report, which got through: the ninth walk's 4) goes with the report."""
 
     def __init__(self, code: int = 3, auto: bool = False) -> None:
         self.code, self.auto = code, auto
@@ -156,24 +158,14 @@ class EndedReport:
         self._held: list[str] = []  # a traceback's lines until it is known to be torchrun's
         self._report: list[str] = []  # torchrun's traceback and table, until its end
         self._rules = -1  # "=====" lines of the failure table seen; -1 outside it
+        self._stopping: list[str] = []  # torchrun's SIGTERM to the ranks left, until the report says why
 
     def feed(self, line: str) -> list[str]:
         """The lines to print for one line of torchrun's output."""
         if not self.ended and not self.auto:
             return [line]
         if self._rules >= 0:
-            self._report.append(line)
-            self._rules += line.startswith("=" * 20)
-            if self._rules == 2:
-                self._rules = -1
-                report, self._report = self._report, []
-                if not self.ended and self._root_code(report) != self.code:
-                    return report
-                self.hid = True
-                why = "as asked from the TUI" if self.ended else "as stepdbg ended it"
-                return [f"stepdbg: the job ended with exit code {self.code}, {why} "
-                        "(torchrun reports that as a failure; its report is not shown)"]
-            return []
+            return self._in_report(line)
         if self._held:
             if line.startswith(" "):
                 self._held.append(line)
@@ -182,14 +174,37 @@ class EndedReport:
                 self._report, self._held, self._rules = [*self._held, line], [], 0
                 return []
             held, self._held = self._held + [line], []
-            return held
+            return self._after_stopping(held)
         if line == "Traceback (most recent call last):":
             self._held = [line]
+            return []
+        if TorchrunLog.STOPPING.search(line):
+            self._stopping += [] if self.ended else [line]
             return []
         m = TorchrunLog.FAILED.search(line)
         if m and int(m.group(1) if m.group(1) is not None else m.group(3)) == self.code:
             return []
-        return [line]
+        return self._after_stopping([line])
+
+    def _in_report(self, line: str) -> list[str]:
+        """A line of torchrun's failure report: at its end the report, or one line for it."""
+        self._report.append(line)
+        self._rules += line.startswith("=" * 20)
+        if self._rules < 2:
+            return []
+        self._rules = -1
+        report, self._report = self._report, []
+        if not self.ended and self._root_code(report) != self.code:
+            return self._after_stopping(report)
+        self.hid, self._stopping = True, []
+        why = "as asked from the TUI" if self.ended else "as stepdbg ended it"
+        return [f"stepdbg: the job ended with exit code {self.code}, {why} "
+                "(torchrun reports that as a failure; its report is not shown)"]
+
+    def _after_stopping(self, lines: list[str]) -> list[str]:
+        """`lines`, after torchrun's SIGTERM lines held (not a report of ranks ended as asked)."""
+        stopping, self._stopping = self._stopping, []
+        return [*stopping, *lines]
 
     @staticmethod
     def _root_code(report: list[str]) -> int | None:
