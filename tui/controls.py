@@ -19,7 +19,7 @@ from textual.widgets import DataTable, Input, Static, Tab, TabbedContent
 from stepdbg.wire.change_text import rewind_answer
 from stepdbg.wire.rank_words import targets_words
 
-from . import job_events
+from . import job_events, toasts
 from .break_panel import ELSEWHERE, BreakPanel
 from .dialogs import AskScreen, CtrlCScreen, LrScreen, QuitScreen
 from .messages import JobEvent
@@ -45,9 +45,6 @@ def _ended(child: subprocess.Popen[Any] | None, within: float) -> int | None:
         return None
 
 
-# The rows a toast takes at 80 columns (its padding, margin and up to 3 lines) and the rows
-# the toasts leave free: the header, the tabs and a panel's fields above, the REPL line under.
-TOAST_ROWS, TOAST_FREE = 6, 12
 PAUSING = "pausing at the next pause point…"  # p's toast, while the header says PAUSING (p)
 
 # The actions that drive or change the job: after its end, out of the footer and refused in words.
@@ -68,6 +65,8 @@ FIELD_KEYS = {
 
 class MainScreen(Screen[None]):
     """The app's screen: its footer says the keys that work in the field that has the focus."""
+
+    DEFAULT_CSS = toasts.CSS
 
     def on_resize(self, event: Resize) -> None:
         """Where the tabs are wider than the terminal (81 columns at 80: the tab bar scrolled
@@ -113,13 +112,9 @@ class ControlActions(_AppBase):
 
     def notify(self, message: str, *, title: str = "", severity: Any = "information", timeout: float | None = None,
                markup: bool = True) -> None:
-        """A toast, the oldest going where there are more than the terminal has room for beside
-        the panel's fields (at 80x24 three covered the Tensor panel's slice field: the fifth
-        walk's 12). What a toast says that must stay is said in its place too (refuse)."""
-        room = max(1, (self.size.height - TOAST_FREE) // TOAST_ROWS)
-        for old in list(self._notifications)[:max(0, len(self._notifications) - room + 1)]:
-            self._unnotify(old, refresh=False)
-        super().notify(message, title=title, severity=severity, timeout=timeout, markup=markup)
+        """A toast, as tui/toasts.py's rule has it: a few seconds, no blank rows, room kept."""
+        toasts.make_room(self)
+        super().notify(message, title=title, severity=severity, timeout=toasts.standing(timeout), markup=markup)
 
     def set_focus(self, widget: Widget | None, scroll_visible: bool = True) -> None:
         """The focus on `widget` on its own screen: under a dialog it waits there for the dialog
@@ -148,9 +143,14 @@ class ControlActions(_AppBase):
         """Why a key does nothing (or what it set that goes on mattering: `o`'s ranks), where
         the person looks: under the REPL line, where it stays (a toast carried the only copy,
         and went), and in a toast that repeats it."""
+        self.say(words)
+        self.notify(words, severity=severity)
+
+    def say(self, words: str) -> None:
+        """`words` under the REPL line, where they stay until the next answer (a long one, or
+        one that must stay: a toast stands a few seconds, over the panel's first lines)."""
         for out in self.screen_stack[0].query("#repl-out").results(Static) if self.screen_stack else []:
             out.update(words)
-        self.notify(words, severity=severity)
 
     def not_paused(self, what: str) -> None:
         """Says why there is nothing to `what`: the job runs, or it is ending (resumed from an
@@ -226,12 +226,11 @@ class ControlActions(_AppBase):
 
     @work(exclusive=True, group="diff")
     async def do_diff(self) -> None:
-        self.notify("running the step twice from the same state…")
-        result = await self.ask("diff", self.source.diff_step())
-        if result is not None:
-            if not self.output_shown:  # (where the job's output reaches the Log, its own `stepdbg: diff: ...` says it)
-                self.log_line(f"diff: {result['summary']}")
-            self.notify(result["summary"], title="diff", timeout=30)
+        self.say("diff: running the step twice from the same state…")  # (its answer in its place, not a 30 s toast
+        result = await self.ask("diff", self.source.diff_step())  # over the Break panel's first lines)
+        if result is not None and not self.output_shown:  # (where the job's output reaches the Log, its own
+            self.log_line(f"diff: {result['summary']}")  # `stepdbg: diff: ...` says it)
+        self.say(f"diff: {result['summary']} (the Log, 9, keeps it)" if result is not None else "")
 
     def action_set_lr(self) -> None:
         if self.job_ended(AFTER_THE_END["set_lr"]):
@@ -332,7 +331,7 @@ class ControlActions(_AppBase):
             await asyncio.to_thread(self.output_ended.wait, OUTPUT_ENDS_WITHIN)
         killed = job_events.ended_words(code).split(" (")[0].removeprefix("killed by ") if code < 0 else None
         job_events.on_exited(self, {"exit_code": 128 - code if code < 0 else code, "killed_by": killed})
-        self.notify(f"the job {job_events.ended_words(code)}", severity="error", timeout=10)
+        # (said: the header, the Log, the Break panel; a toast said the header's words again, 10 s)
 
     @work(group="control")
     async def interrupt_job(self) -> None:

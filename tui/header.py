@@ -12,10 +12,10 @@ from textual.widgets import Static
 
 from stepdbg.wire.last_step import last_reached
 
-# What the header keeps when it can, first to last, each part whole (never a cut word): the
-# pid, the clock, the break's condition (as many whole words as fit, then `…`: the Break
-# panel says it whole), the script's arguments (as many whole ones as fit, an option with its
-# value, then `…`), the host; each is put in where the width left has room for it, the clock
+# What the header keeps when it can, first to last, each part whole (never a cut word): a lost
+# connection's reason, the pid, the clock, the break's condition (as many whole words as fit,
+# then `…`: the Break panel says it whole), the script's arguments (as many whole ones as
+# fit, an option with its value, then `…`), the host; each is put in where the width left has room for it, the clock
 # and the host in fewer columns where that leaves room for more (`12m34s`, ` @vm`). The rank,
 # the script's name and the state stay. (The reverse order is the order they give way in.)
 MORE = "…"  # after the arguments shown, where some are left out
@@ -107,8 +107,8 @@ def clock_spellings(elapsed: float) -> list[str]:
     return [f"{h:02d}:{m:02d}:{s:02d} · ", f"{short} · "]
 
 
-def _levels(session: dict[str, Any], status: dict[str, Any], elapsed: float,
-            arguments: list[str]) -> dict[str, list[list[Any]]]:
+def _levels(session: dict[str, Any], status: dict[str, Any], elapsed: float, arguments: list[str],
+            connection: str) -> dict[str, list[list[Any]]]:
     """Each part's levels, most first, each level its spellings, widest first; the last level
     is the part left out. After the end no clock: it would count on from a job that is gone
     (and it took the host's room). The condition: whole (None), its first words then `…`, or
@@ -117,7 +117,8 @@ def _levels(session: dict[str, Any], status: dict[str, Any], elapsed: float,
     asked = (status.get("paused") or {}).get("condition")
     condition = [] if asked == ASKED else str(asked or "").split()
     host = session.get("host")
-    return {
+    return {  # (a lost connection: its words, else those before its reason, `connection lost`: cut at 80 columns,
+        "connection": [[connection], [connection.split(": ", 1)[0]]],  # `the connection to the jo…`, the ninth walk's 3)
         "pid": [[f"pid {session.get('pid')}"], [""]],
         "clock": [[""]] if _ended(status) else [clock_spellings(elapsed), [""]],
         "condition": [[None], *([n] for n in range(len(condition) - 1, 0, -1)), [0]] if condition else [[None]],
@@ -155,14 +156,14 @@ def render_header(session: dict[str, Any], status: dict[str, Any], elapsed: floa
         # The pid first: it is what `stepdbg attach` and `kill` need.
         words = f"{parts['pid']}{rank}".strip()
         script = f"{name}{parts['argument']}{parts['host']}"
-        return f"{words}  {script}" if words else script, Text(parts["clock"]) + _state(status, connection,
+        return f"{words}  {script}" if words else script, Text(parts["clock"]) + _state(status, parts["connection"],
                                                                                          parts["condition"])
 
     def fits(parts: dict[str, Any]) -> bool:
         left_words, right = drawn(parts)
         return width is None or len(left_words) + GAP + right.cell_len <= width
 
-    left_words, right = drawn(_fit(_levels(session, status, elapsed, arguments), fits))
+    left_words, right = drawn(_fit(_levels(session, status, elapsed, arguments, connection), fits))
     left = Text(left_words, style="bold")
     if width is None:
         return Text.assemble(left, "  ", right)

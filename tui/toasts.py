@@ -1,0 +1,42 @@
+"""The one rule for toasts (issue 45, the ninth walk's 1 and 2).
+
+A toast stands at the top right under the tabs (break_panel's CSS: at the bottom they hid
+the REPL line and its answer), over the first lines of the panel the person reads: at 80x24
+half their width. So a toast is short-lived and small, whatever its caller asks:
+
+- it stands TOAST_SECONDS at most (the diff's answer stood 30 s over the Break panel's
+  first lines, a lost connection's 10 s);
+- it has no blank rows (Textual's padding put one above and one under its words: a line of
+  words covered three of the panel's);
+- the oldest go where there are more than the terminal has room for beside the panel's
+  fields (at 80x24 three covered the Tensor panel's slice field: the fifth walk's 12).
+
+What must stay, or is long, is said in its place, and a toast never says it alone: under
+the REPL line (ControlActions.say: the diff's answer, a refusal), in the Log, in the header
+(a lost connection: its toast says what to do, not the header's words again).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+TOAST_SECONDS = 4.0
+# Textual's Toast is drawn with `padding: 1 1`; scoped to the app's screen (a dialog's own
+# toasts keep theirs: nothing is under them but the dialog's own frame).
+CSS = "ToastRack Toast { padding: 0 1; }"
+# The rows a toast may take at 80 columns (its margin and up to 5 lines of words) and the rows
+# the toasts leave free: the header, the tabs and a panel's fields above, the REPL line under.
+TOAST_ROWS, TOAST_FREE = 6, 12
+
+
+def standing(timeout: float | None) -> float:
+    """How long a toast stands: what its caller asked (Textual's default where none), at
+    most TOAST_SECONDS."""
+    return TOAST_SECONDS if timeout is None else min(timeout, TOAST_SECONDS)
+
+
+def make_room(app: Any) -> None:
+    """Takes down the oldest toasts of `app` so that one more fits beside the panel's fields."""
+    room = max(1, (app.size.height - TOAST_FREE) // TOAST_ROWS)
+    for old in list(app._notifications)[:max(0, len(app._notifications) - room + 1)]:
+        app._unnotify(old, refresh=False)
