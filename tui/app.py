@@ -200,16 +200,17 @@ class StepdbgApp(ControlActions, ReplActions, App[str | None]):
             self.connection_lost(msg.reason)
 
     def connection_lost(self, reason: str) -> None:
-        self.connection = f"connection lost: {reason}"  # (the header says it: the toast says what now, and the Log
-        self.log_line(self.connection, "red")  # keeps it whole; it said the header's words again, and its own twice)
-        self.notify("ctrl+r reconnects; q quits" if self.reconnect else "q quits", severity="error")
+        self.connection = f"connection lost: {reason}"
+        again = " — ctrl+r reconnects" if self.reconnect else ""
+        self.notify(f"lost the connection to the job: {reason}{again}", severity="error", timeout=10)
 
     @work(exclusive=True, group="reconnect")
     async def action_reconnect(self) -> None:
         if self.reconnect is None or self.connection == "connected":
             return
         self.notify("reconnecting…")
-        gone = f"connection lost: job (pid {self.source.session.get('pid')}) gone"
+        gone = f"connection lost: job (pid {self.source.session.get('pid')}) gone"  # (an end's words, its exit
+        gone = gone if self.connection.startswith("connection lost") else self.connection  # code, stay)
         try:
             source = await self.reconnect()
         except Exception as e:
@@ -260,7 +261,7 @@ class StepdbgApp(ControlActions, ReplActions, App[str | None]):
         await self._refresh_break()
 
     async def _refresh_break(self) -> None:
-        brk = job_events.break_shown(self)  # (paused for another rank's break: that rank's numbers)
+        brk = self.status.get("paused")
         src = frames = locals_ = None
         if brk:
             src = await self.ask("source", self.source.source(4))
