@@ -200,9 +200,9 @@ class StepdbgApp(ControlActions, ReplActions, App[str | None]):
             self.connection_lost(msg.reason)
 
     def connection_lost(self, reason: str) -> None:
-        self.connection = f"connection lost: {reason}"
-        again = " — ctrl+r reconnects" if self.reconnect else ""
-        self.notify(f"lost the connection to the job: {reason}{again}", severity="error", timeout=10)
+        self.connection = f"connection lost: {reason}"  # (the header says it: the toast says what now, and the Log
+        self.log_line(self.connection, "red")  # keeps it whole; it said the header's words again, and its own twice)
+        self.notify("ctrl+r reconnects; q quits" if self.reconnect else "q quits", severity="error")
 
     @work(exclusive=True, group="reconnect")
     async def action_reconnect(self) -> None:
@@ -261,7 +261,7 @@ class StepdbgApp(ControlActions, ReplActions, App[str | None]):
         await self._refresh_break()
 
     async def _refresh_break(self) -> None:
-        brk = self.status.get("paused")
+        brk = job_events.break_shown(self)  # (paused for another rank's break: that rank's numbers)
         src = frames = locals_ = None
         if brk:
             src = await self.ask("source", self.source.source(4))
