@@ -28,8 +28,9 @@ from stepdbg.client.connection import gone_words, lost_words
 from stepdbg.client.job import TORCHRUN_LOGS, EndedReport, TorchrunLog
 from stepdbg.launch import keeper
 from stepdbg.wire import sessions
+from stepdbg.wire.fold import OWN, for_terminal
 
-from .rank_order import RankOrder
+from .rank_order import RankOrder, source_of
 
 START_TIMEOUT = 120.0
 END_TIMEOUT = 60.0  # seconds a job ended from the TUI has to say its exit code
@@ -212,9 +213,11 @@ def _launched(child: subprocess.Popen[Any], kept: subprocess.Popen[str] | None, 
     torchrun = TorchrunLog()  # exit codes and each rank's last lines, from torchrun's output
     ended = EndedReport()  # torchrun's failure report for a job ended from the TUI, in one line
 
-    def show(name: str, line: str) -> None:
+    def show(name: str, line: str) -> None:  # (stepdbg's own lines folded between words at a terminal, the job's as written)
         for shown in ended.feed(line) if name == "stderr" else [line]:
-            print(shown, file=sys.stdout if name == "stdout" else sys.stderr, flush=True)
+            own = name == "stderr" and OWN.match(source_of(name, shown)[1])
+            print(for_terminal(shown, sys.stderr) if own else shown, file=sys.stdout if name == "stdout" else sys.stderr,
+                  flush=True)
 
     def deliver(name: str, line: str) -> None:  # (under the lock)
         output.append((name, line))
@@ -284,8 +287,8 @@ def _launched(child: subprocess.Popen[Any], kept: subprocess.Popen[str] | None, 
         left = "ctrl-c"  # would plain; stepdbg waits for it
     if child.poll() is None and left not in ("end", "ctrl-c"):
         now = "stays paused" if left == "stay" and paused else "goes on"  # (l of a job running: it ran on)
-        print(f"stepdbg: the job {now} without the TUI (pid {child.pid}): `{again}` attaches again; "
-              "Ctrl-C interrupts it (its own Ctrl-C handling runs)", file=sys.stderr, flush=True)
+        print(for_terminal(f"stepdbg: the job {now} without the TUI (pid {child.pid}): `{again}` attaches again; "
+                           "Ctrl-C interrupts it (its own Ctrl-C handling runs)", sys.stderr), file=sys.stderr, flush=True)
     code = _wait_through_ctrl_c(child)
     sessions.sweep()  # a job killed -9, or a rank torchrun killed, left its session files
     _drain(readers, kept)

@@ -10,7 +10,6 @@ import contextlib
 import os
 import shutil
 import sys
-import textwrap
 import threading
 from typing import Any, TextIO
 
@@ -22,6 +21,7 @@ from prompt_toolkit.patch_stdout import patch_stdout
 from stepdbg.client import ClientError
 from stepdbg.client.console import IDLE_CTRL_C, detach, end_words, error_line, execute, show_source
 from stepdbg.wire.conditions import ConditionError
+from stepdbg.wire.fold import fold
 
 COMMANDS = ["c", "n", "s", "r", "p", "lr", "skip", "info", "model", "opt", "mem", "threads", "breaks", "source",
             "history", "timings", "status", "break", "add", "rm", "until", "pause", "q", "detach", "help"]
@@ -119,16 +119,6 @@ class Folded:
 
     def __getattr__(self, name: str) -> Any:  # encoding, isatty...: the stream's
         return getattr(self.stream, name)
-
-
-def fold(line: str, width: int) -> str:
-    """`line` as lines of at most `width` columns, broken between words only, each later one
-    indented as the first (a list of numbers breaks after a comma)."""
-    if len(line) <= width:
-        return line
-    indent = line[:len(line) - len(line.lstrip())]
-    return "\n".join(textwrap.wrap(line, width, subsequent_indent=indent + "  ", break_long_words=False,
-                                   break_on_hyphens=False)) or line
 
 
 def run_repl(client: Any) -> int:

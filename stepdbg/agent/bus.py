@@ -16,6 +16,7 @@ from typing import Any
 
 from stepdbg.agent.report import Report, rank_path
 from stepdbg.wire.change_text import change_said
+from stepdbg.wire.fold import for_terminal
 from stepdbg.wire.numbers import env_int
 
 
@@ -76,7 +77,7 @@ class Bus:
         stream = sys.stderr
         if not self.quiet and stream is not None:  # (None: a process started without one)
             flush_job_output()  # (the job's own lines before it come first, stdout's too)
-            stream.write(f"{self.prefix}: {msg}\n")  # under torchrun the prefix says which rank
+            stream.write(for_terminal(f"{self.prefix}: {msg}", stream) + "\n")  # under torchrun the prefix says which rank
             stream.flush()
 
     def write(self, event: str, **fields: Any) -> dict[str, Any]:

@@ -18,6 +18,7 @@ from typing import Any
 
 from ..wire.change_text import change_said, change_words, rewind_answer
 from ..wire.conditions import parse as parse_condition
+from ..wire.fold import for_terminal
 from ..wire.numbers import ascii_int
 from ..wire.ops import lr_typed
 from ..wire.rank_diff import USAGE as RANKS_USAGE
@@ -71,7 +72,7 @@ RESUMES = {"c": "cont", "continue": "cont", "n": "next_phase", "next": "next_pha
 
 
 def out(text: str) -> None:
-    print(text, file=sys.stderr, flush=True)
+    print(for_terminal(text, sys.stderr), file=sys.stderr, flush=True)  # (at a terminal, folded between words)
 
 
 STEPPING = ("c", "continue", "n", "next", "s", "step", "until")
