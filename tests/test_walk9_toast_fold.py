@@ -1,7 +1,8 @@
 """stepdbg's own lines at an 80-column terminal fold between words, the job's lines stay as
 the job wrote them (issue 45, the ninth walk's 6). The terminal's own wrap broke them inside
 a word (`the model's input` / ` is already`, `stops a` / `t a break`): in the --no-tui
-console (the job's agent writes to its terminal) and in the TUI launcher's relay of the
+console (the job's agent writes to its terminal, and the line console's answers at a pause)
+and in the TUI launcher's relay of the
 job's output once the TUI closes. A real terminal (tmux at 80 columns: its capture joins
 what the terminal wrapped, so a line over 80 columns is one the terminal broke); each failed
 before its fix. (`stepdbg attach --repl` folded its lines already: tui/repl.Folded, whose
@@ -81,6 +82,24 @@ def test_the_no_tui_consoles_own_lines_fold_between_words_at_80_columns(tmp_path
         folded_as_a_person_reads_it(term.wait_screen(END))
         assert "stepdbg: the job goes on: report is the default action; --on-break pause stops\n  at a break" \
             in term.screen(), term.screen()
+    finally:
+        term.close()
+
+
+def test_the_line_consoles_answers_fold_between_words_at_80_columns(tmp_path, private_runtime_dir, script):
+    """--on-break pause: the console at the job's terminal; its error line (commands.out) was
+    one line of 93 columns, broken by the terminal inside the attribute's name."""
+    term = Tmux(tmp_path, private_runtime_dir, f"--no-tui --on-break pause --break nan {sys.executable} {script}",
+                size=(WIDTH, 40))
+    name = "nonexistent_attribute_that_is_long_and_longer_still_longer"
+    try:
+        term.wait_screen("(stepdbg) ")
+        term.keys(f"p model.{name}", "Enter")
+        lines = term.wait_screen(name).splitlines()
+        at = next(i for i, ln in enumerate(lines) if ln.startswith("error: a Linear has no attribute"))
+        assert lines[at:at + 2] == ["error: a Linear has no attribute", f"  {name}"], "\n".join(lines)
+        term.keys("c", "Enter")
+        folded_as_a_person_reads_it(term.wait_screen(END))
     finally:
         term.close()
 
