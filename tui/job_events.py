@@ -191,7 +191,8 @@ def apply(app: Any, event: str, data: Any) -> None:
     if event == "break" and rank is not None:
         _rank_broke(app, data)
     if handler is not None:  # (a change, a break, ...: where the job's output says it, log_order)
-        LogOrder.of(app, _show_line).event(app, event, lambda: handler(app, data), rank)
+        key = whose(data) if event == "break" and rank is not None else None  # (one break of the job)
+        LogOrder.of(app, _show_line).event(app, event, lambda: handler(app, data), rank, key)
 
 
 def break_shown(app: Any) -> dict[str, Any] | None:

@@ -31,11 +31,18 @@ Line = tuple[str, str]  # (text, style) of a line the Log writes
 
 @dataclass(eq=False)
 class Said:
-    """An event's lines in the Log (and what the Log said after it, while it waited), from
-    the rank that sent it (None: a job of one process)."""
+    """An event's lines in the Log (`after`: what the Log said after it while it waited),
+    from the rank that sent it (None: a job of one process). `key`: which of the job's breaks
+    it is (rank_breaks.whose), whose first event (`same`) says it for every rank: its words
+    go at the first line of any of them (a rank's pause for another's break says none)."""
 
     rank: int | None
+    key: Any = None
     lines: list[Line] = field(default_factory=list)
+    after: list[Line] = field(default_factory=list)
+    same: Said | None = None
+    words_out: bool = False  # its lines are in the Log (its `after` may still wait for its own line)
+    written: bool = False
 
 
 @dataclass(eq=False)
@@ -77,28 +84,31 @@ class LogOrder:
         return getattr(app, "child", None) is not None or getattr(app.source, "torchrun", None) is not None
 
     def write(self, app: Any, line: str, style: str) -> None:
-        """A line the Log says: an event's goes with it; after an event waiting for its line
-        (one that says something), it waits too."""
-        if self.showing:
-            app.query_one(LogPanel).write(line, style)
-        elif self.filling is not None:
+        """A line the Log says: an event's goes with it; after an event of the rank in view
+        waiting for its line, it waits too (`paused at step 6` is that rank's: after another
+        rank's silent pause for the break it went before rank 0's `step 5 loss`)."""
+        in_view = getattr(app.source, "current", None)
+        if self.filling is not None and not self.showing:
             self.filling.lines.append((line, style))
-        elif said := next((u for u in reversed(self.unsaid) if u.lines), None):
-            said.lines.append((line, style))  # (after the last event said: a rank's pause for a break said
-        else:  # already says nothing, rank_breaks; `paused at step 6` came before the break it was for)
+        elif not self.showing and (said := next((u for u in reversed(self.unsaid) if u.rank == in_view), None)):
+            said.after.append((line, style))
+        else:
             app.query_one(LogPanel).write(line, style)
 
-    def event(self, app: Any, name: str, handler: Callable[[], None], rank: int | None = None) -> None:
+    def event(self, app: Any, name: str, handler: Callable[[], None], rank: int | None = None,
+              key: Any = None) -> None:
         """Event `name` of `rank` came: said at its line if that came, else it waits for it."""
         if name not in SAID or not self.launched(app):
             handler()
             return
-        said = Said(rank)
+        said = Said(rank, key)
         self.filling = said
         try:
             handler()  # (its lines go into `said`)
         finally:
             self.filling = None
+        if key is not None and not said.lines:  # (a rank's pause for a break said by another event)
+            said.same = next((u for u in self.unsaid if u.key == key and u.lines), None)
         self.unsaid.append(said)
         slot = next((s for s in self.queue if isinstance(s, Slot) and s.rank == rank and s.said is None
                      and not s.given_up), None)
@@ -173,9 +183,20 @@ class LogOrder:
         self.waiting = []
 
     def _write(self, app: Any, said: Said) -> None:
-        """An event's lines, and what the Log said after it, now (before the next one's)."""
+        """An event's lines, and what the Log said after it, now (before the next one's): the
+        words of the job's break it is first, at the first line of any rank's event of it
+        (`paused at step 6`, rank 0's, came before rank 1's break, or after rank 0's `step 5
+        loss` went after both)."""
+        if said.written:
+            return
+        panel = app.query_one(LogPanel)
+        for words in (said.same, said):
+            if words is not None and not words.words_out:
+                words.words_out = True
+                for line, style in words.lines:
+                    panel.write(line, style)
+        said.written = True
         if said in self.unsaid:
             self.unsaid.remove(said)
-        panel = app.query_one(LogPanel)
-        for line, style in said.lines:
+        for line, style in said.after:
             panel.write(line, style)
