@@ -68,7 +68,8 @@ def test_every_one_letter_command_of_the_help_does_what_the_help_says():
     assert said[0].startswith("stepdbg console:"), said[0]
     assert said[1].startswith("loss: "), said[1]
     assert said[2].startswith("> ") and "loss.backward()" in said[2], said[2]
-    assert said[3].startswith("> ") and said[4].startswith("> "), said[3:5]
+    assert said[3].startswith("already at the outermost frame\n> "), said[3]  # (one frame: u and d say so)
+    assert said[4].startswith("already at the innermost frame\n> "), said[4]
     assert f"replay of step {NAN_AT}:" in said[5], said[5]
     assert f"break at step {NAN_AT} (after_backward) [pause]" in said[6], said[6]
     assert f"break at step {NAN_AT + 1} (after_backward) [pause]: next step" in said[7], said[7]

@@ -20,7 +20,7 @@ from textual.css.query import NoMatches
 from textual.events import Key
 from textual.widgets import DataTable, Input, Label, RichLog, Static
 
-from stepdbg.client.info_text import group_other, num, optimizer_state_lines
+from stepdbg.client.info_text import group_other, num, optimizer_state_lines, quiet_words
 from stepdbg.client.job import stall_of
 from stepdbg.wire.conditions import ConditionError, parse
 
@@ -174,12 +174,16 @@ class BreakpointsPanel(Loads, Vertical):
 
     said = ""  # what the add box's next change says under it (emptied after an add: why)
     note = ""  # a pause that came while the box had the focus, said under it until the job goes on
+    quiet = ""  # the breakpoints that stay true after their break, so are not reported again
+    words: str | None = None  # what say() was last told
 
     def say(self, words: str | None) -> None:
-        """Under the add box: `words` (the spec's error, an answer) and the pause's note. Text,
-        not markup: a spec with [ in it (model[0]) raised MarkupError and ended the TUI."""
+        """Under the add box: `words` (the spec's error, an answer), the pause's note and which
+        breakpoints are quiet. Text, not markup: a spec with [ in it (model[0]) raised
+        MarkupError and ended the TUI."""
+        self.words = words
         with suppress(NoMatches):  # (the window closing)
-            self.query_one("#break-error", Label).update(Text("\n".join(w for w in (words, self.note) if w)))
+            self.query_one("#break-error", Label).update(Text("\n".join(w for w in (words, self.note, self.quiet) if w)))
 
     def job_paused(self, note: str) -> None:
         """A pause came while the add box had the focus (note), or the job went on (""): the
@@ -207,6 +211,10 @@ class BreakpointsPanel(Loads, Vertical):
             t.add_row("●" if r["enabled"] else "○", r["spec"], r["kind"], r["phase"], key=r["spec"])
         if rows:
             t.move_cursor(row=min(row, len(rows) - 1))
+        quiet = "\n".join(f"{r['spec']}: {quiet_words(r['quiet'])}" for r in rows if r.get("quiet"))
+        if quiet != self.quiet:  # (the console's `break` says the same, from the same record)
+            self.quiet = quiet
+            self.say(self.words)
 
     def on_input_changed(self, event: Input.Changed) -> None:
         if event.input.id == "break-input":

@@ -242,7 +242,12 @@ def _where(target: Any, word: str, rest: str) -> str | None:
 
 def _up_down(target: Any, word: str, rest: str) -> str | None:
     by = int(rest) if rest else 1
-    _show_frames(target.frames(by if word in ("u", "up") else -by), selected_only=True)
+    up = word in ("u", "up")
+    at = [f["selected"] for f in target.frames()]
+    frames = target.frames(by if up else -by)
+    if frames and at == [f["selected"] for f in frames]:  # (`u` at the outermost showed the same frame, silently)
+        out(f"already at the {'outermost' if up else 'innermost'} frame")
+    _show_frames(frames, selected_only=True)
     show_source(target)
     return None
 

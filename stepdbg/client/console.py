@@ -20,6 +20,18 @@ from .commands import RESUMES, execute, last_stepping, out, show_source
 from .connection import lost_words
 
 LINE_LIMIT = 1 << 20  # characters of one typed or piped line: a command, or code to evaluate
+CLEAR = "\x1b[H\x1b[2J"  # what Ctrl-L does at a shell's prompt: the screen cleared
+
+
+def _ctrl_l(line: str) -> str:
+    """Ctrl-L typed into a line (the terminal passes it on as a character: `clear^Lbreak add
+    loss>100` was a SyntaxError): the screen is cleared, as a shell does, and the line is what
+    was typed after it, the part the person still sees."""
+    if "\f" not in line:
+        return line
+    if sys.stderr is not None and sys.stderr.isatty():
+        print(CLEAR, end="", file=sys.stderr, flush=True)
+    return line.rpartition("\f")[2]
 
 
 def read_line(stream: Any) -> str | None:
@@ -31,7 +43,7 @@ def read_line(stream: Any) -> str | None:
         if not line:
             return None
         if len(line) <= LINE_LIMIT or line.endswith("\n"):
-            return line
+            return _ctrl_l(line)
         while (rest := stream.readline(LINE_LIMIT)) and not rest.endswith("\n"):
             pass
         out(f"error: a line of over {LINE_LIMIT:,} characters was ignored")

@@ -38,9 +38,20 @@ def optimizer_state_lines(info: dict[str, Any]) -> list[str]:
     """One optimizer's state (per kind: tensors, norm, largest |x|) and its LR schedulers."""
     lines = [f"state {k}: {st['tensors']} tensors, norm {num(st['norm'])}, max |x| {num(st['max_abs'])}"
              for k, st in info["state"].items()]
-    lines += [f"scheduler {s['type']}: last_epoch {s['last_epoch']}, base {s['base_lrs']}, last {s['last_lr']}"
-              for s in info["schedulers"]]
+    for s in info["schedulers"]:
+        lines.append(f"scheduler {s['type']}: last_epoch {s['last_epoch']}, base {_lrs(s['base_lrs'])}, "
+                     f"last computed {_lrs(s['last_lr'])} (at its last step; the LR in force is the group's lr)")
+        was = s.get("base_was")
+        if was:  # (base changed with no word: 0.01 became 0.004 after `lr 0.001`)
+            change = f"{num(was['by']['old'])} -> {num(was['by']['new'])}"
+            how = f"the LR change {change}" if was["changes"] == 1 else f"{was['changes']} LR changes (the last {change})"
+            lines.append(f"scheduler {s['type']}: base was {_lrs(was['base_lrs'])}: {how} scaled it alike, "
+                         "so the schedule goes on from the LR set")
     return lines if info["schedulers"] else [*lines, "no LR scheduler"]
+
+
+def _lrs(values: list[Any]) -> str:
+    return f"[{', '.join(num(v) for v in values)}]"
 
 
 def group_other(group: dict[str, Any]) -> str:
@@ -132,6 +143,23 @@ def _short(v: dict[str, Any] | list[Any]) -> str:
     return ", ".join(num(x) if not isinstance(x, (dict, list)) else "…" for x in v) or "-"
 
 
+def quiet_words(quiet: list[int] | None) -> str:
+    """A breakpoint that stayed true after its break, which is not reported again while it
+    holds step after step (docs/conditions.md), in words; '' for one that did not."""
+    if not quiet:
+        return ""
+    since, last = quiet
+    return f"quiet since step {since}: stays true (through step {last}), not reported while it does"
+
+
+def break_lines(rows: list[dict[str, Any]]) -> list[str]:
+    """The breakpoints, each on or off as the Breaks panel's ● and ○ say, and quiet where
+    one stays true (a `break` list of specs alone showed an off one as if it were on)."""
+    width = max((len(r["spec"]) for r in rows), default=0)
+    return [f"  {'on ' if r['enabled'] else 'off'}  {r['spec']:<{width}}  {quiet_words(r.get('quiet'))}".rstrip()
+            for r in rows] or ["no breakpoints"]
+
+
 def model_lines(rows: list[dict[str, Any]]) -> list[str]:
     def norm(v: float | None) -> str:
         return "-" if v is None else f"{v:.3g}"
@@ -163,7 +191,7 @@ INFO: dict[str, Callable[[Any], list[str]]] = {
     "opt": lambda t: optimizer_lines(t.optimizer_info()),
     "mem": lambda t: memory_lines(t.memory()),
     "threads": lambda t: thread_lines(t.stacks()),
-    "breaks": lambda t: [f"  {spec}" for spec in t.break_specs()] or ["no breakpoints"],
+    "breaks": lambda t: break_lines(t.breakpoints()),
     "source": lambda t: source_lines(t.source(8)),
     "history": lambda t: history_lines(t.get_history(20)),
     "timings": lambda t: timings_lines(t.timings()),

@@ -23,7 +23,7 @@ def format_summary(s: dict[str, Any]) -> str:
         return head
     counts = f"nan: {s['nan']}, inf: {s['inf']}"
     if counted(s) == 1:  # one value: the value itself
-        value = "nan" if s["nan"] else "inf or -inf" if s["inf"] else "{:.6g}".format(s["min"])
+        value = "nan" if s["nan"] else ("-inf" if s.get("neg_inf") else "inf") if s["inf"] else "{:.6g}".format(s["min"])
         return f"{head}\n  value {value}"
     if "min" not in s:
         return f"{head}\n  no finite value: {counts}"

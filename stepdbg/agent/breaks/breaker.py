@@ -395,6 +395,6 @@ class Breaker:
         self.controls.cont()
 
     def end_now(self) -> None:
-        self.bus.say(f"ending the job (exit code {EXIT_ABORT}) as asked by a front end (end, or q then e)")
+        self.bus.say(f"ending the job (exit code {EXIT_ABORT}) as asked by {self.controls.end_asked_by}")
         self.guard("ranks", self.ranks.announce_end, "a client ended it", EXIT_ABORT)
         raise Abort()

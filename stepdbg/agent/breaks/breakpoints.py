@@ -43,7 +43,7 @@ class Breakpoints:
         self.conditions: list[Condition] = [c if isinstance(c, Condition) else cond_mod.parse(c) for c in specs]
         self.disabled: set[str] = set()
         self.repeats: dict[str, int] = {}  # conditions that stayed true, counted, not reported
-        self._fired: dict[str, int] = {}
+        self._fired: dict[str, tuple[int, int]] = {}  # spec: (the step of its break, the last step it held)
         self.told: set[str] = set()  # expr: breakpoints whose expression raised, said once
         self.tell: Callable[[Any], None] = lambda finding: None  # how that is said (the Breaker's bus.finding)
         self._recount()
@@ -83,10 +83,10 @@ class Breakpoints:
         self._recount()
 
     def listing(self) -> list[dict[str, Any]]:
-        """Each breakpoint with its kind, where it is checked and whether it is on."""
+        """Each breakpoint with its kind, where it is checked, whether it is on and, for one that stayed
+        true after its break (not reported again), `quiet`: [the break's step, the last step it held]."""
         return [{"spec": c.spec, "kind": c.kind, "phase": ", ".join(checked_at(c)) or "-",
-                 "enabled": c.spec not in self.disabled}
-                for c in self.conditions]
+                 "enabled": c.spec not in self.disabled, "quiet": self.quiet(c.spec)} for c in self.conditions]
 
     def first(self, kind: str) -> Condition | None:
         return next((c for c in self.conditions if c.kind == kind), None)
@@ -136,16 +136,21 @@ class Breakpoints:
         """True when `spec` fired in this step or the one before: a NaN that stays, or a
         norm that stays high, is one break, not one per step. The steps it stayed true on
         are counted in the end event (once a step, whatever the pause points it held at)."""
-        last = self._fired.get(spec)
-        self._fired[spec] = step
-        if last is not None and step - last <= 1 and not spec.startswith(("step", "every")):
-            if step != last:
-                self.repeats[spec] = self.repeats.get(spec, 0) + 1
+        since, last = self._fired.get(spec, (None, None))
+        self._fired[spec] = (step, step)
+        if since is not None and last is not None and step - last <= 1 and not spec.startswith(("step", "every")):
+            self._fired[spec] = (since, step)
+            self.repeats[spec] = self.repeats.get(spec, 0) + (step != last)
             return True
         return False
 
+    def quiet(self, spec: str) -> list[int] | None:
+        """[the step of `spec`'s break, the last step it held] where it held after its break, else None."""
+        since, last = self._fired.get(spec, (0, 0))
+        return [since, last] if last > since else None
+
     def mark_fired(self, spec: str, step: int) -> None:
-        self._fired[spec] = step
+        self._fired[spec] = (step, step)
 
     def forget_fired(self) -> None:
         """The run went back (a rewind): a condition that holds after it is a new break, not
@@ -333,9 +338,7 @@ def stale_grad(model: StepModel) -> str | None:
     """The previous step's gradients still in .grad at this step's first backward."""
     st = model.current
     assert st is not None
-    if st.index == 0 or st.backward_calls != 1 or st.zero_grad_called:
-        return None
-    if not model.optimizers:
+    if st.index == 0 or st.backward_calls != 1 or st.zero_grad_called or not model.optimizers:
         return None
     grads = [p.grad for p in model.params_of_step() if p.grad is not None]
     if not grads:
@@ -343,11 +346,8 @@ def stale_grad(model: StepModel) -> str | None:
     norm = tensors.total_norm(grads)
     if norm is None or float(norm) == 0.0:
         return None
-    return (
-        f"the gradients of step {st.index - 1} are still in .grad at this step's backward "
-        f"(norm {float(norm):.4g}): optimizer.zero_grad() was not called, so gradients "
-        "accumulate across steps"
-    )
+    return (f"the gradients of step {st.index - 1} are still in .grad at this step's backward (norm {float(norm):.4g}): "
+            "optimizer.zero_grad() was not called, so gradients accumulate across steps")
 
 
 def _fmt_nonfinite(v: float) -> str:

@@ -22,6 +22,8 @@ class Changes:
         self.model = model
         self.log = log  # log(what, **fields) -> the change record
         self.pins: dict[tuple[int, int], float] = {}
+        # A scheduler's base_lrs before the first LR change scaled them (id(scheduler): the list), and by what
+        self.base_was: dict[int, dict[str, Any]] = {}
         self.hidden: list[tuple[torch.Tensor, torch.Tensor]] = []  # (param, grad) kept from a skipped update until restore_grads()
 
     def set_lr(self, lr: float, group: int | None = None, pin: bool = False) -> dict[str, Any]:
@@ -39,6 +41,10 @@ class Changes:
                 _set_group_lr(g, lr)
                 for sched in list(self.model.schedulers):
                     if getattr(sched, "optimizer", None) is opt and hasattr(sched, "base_lrs") and old:
+                        # The schedule goes on from the LR set, its shape kept: a scheduler that computes
+                        # from base_lrs (LambdaLR, cosine) would put the old LR back at its next step.
+                        was = self.base_was.setdefault(id(sched), {"base_lrs": list(sched.base_lrs)})
+                        was["by"], was["changes"] = {"old": old, "new": lr}, was.get("changes", 0) + 1
                         sched.base_lrs[i] = sched.base_lrs[i] * lr / old
                 if pin:
                     self.pins[(id(opt), i)] = lr

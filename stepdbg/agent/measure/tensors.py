@@ -59,6 +59,8 @@ def summarize(t: Any, name: str = "", bins: int = HIST_BINS) -> dict[str, Any]:
         n_inf = int((~finite).sum()) - n_nan
         vals = x[finite]
         out.update(nan=n_nan, inf=n_inf, zeros=int((x == 0).sum()))
+        if n_inf:  # (a one-value -inf was said 'inf or -inf': JSON carries no infinity, so its count)
+            out["neg_inf"] = int((x == -math.inf).sum())
         if vals.numel():
             out.update(
                 min=float(vals.min()),

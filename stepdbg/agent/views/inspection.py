@@ -133,7 +133,10 @@ def model_summary(model: StepModel, depth: int = 3) -> str | None:
 # ---------------------------------------------------------------------- optimizer
 
 
-def optimizer_info(optimizers: list[Any], schedulers: list[Any], pins: dict[tuple[int, int], float]) -> list[dict[str, Any]]:
+def optimizer_info(optimizers: list[Any], schedulers: list[Any], pins: dict[tuple[int, int], float],
+                   base_was: dict[int, dict[str, Any]] | None = None) -> list[dict[str, Any]]:
+    """Each optimizer's groups, state and schedulers; a scheduler's `base_was`: its base_lrs
+    before an LR change scaled them, and that change (changes.Changes.set_lr)."""
     out = []
     for opt in optimizers:
         groups = []
@@ -155,7 +158,8 @@ def optimizer_info(optimizers: list[Any], schedulers: list[Any], pins: dict[tupl
         scheds = [
             {"type": type(s).__name__, "last_epoch": getattr(s, "last_epoch", None),
              "base_lrs": list(getattr(s, "base_lrs", [])),
-             "last_lr": [tensors.as_float(x) for x in getattr(s, "_last_lr", [])]}
+             "last_lr": [tensors.as_float(x) for x in getattr(s, "_last_lr", [])],
+             "base_was": (base_was or {}).get(id(s))}
             for s in schedulers if getattr(s, "optimizer", None) is opt
         ]
         out.append({"type": type(opt).__name__, "groups": groups, "state": stats, "schedulers": scheds})

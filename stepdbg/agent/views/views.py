@@ -32,6 +32,20 @@ JOIN_S = 20.0  # seconds a rank waits for the others to join a replay of a shard
 WAIT_SHOWN_AFTER = 1.0  # seconds without progress before status() says where the loop waits
 
 
+FRAME_NAMED = ("batch", "other_tensors")  # census categories whose rows a frame's variable may name
+
+
+def _is_expression(name: str) -> bool:
+    """Whether `name` is Python a frame evaluates (not a census row's 'x (2)', the second x)."""
+    if name.endswith(")") and name.rpartition(" (")[2][:-1].isdigit():
+        return False
+    try:
+        compile(name, "<stepdbg>", "eval")
+    except SyntaxError:
+        return False
+    return True
+
+
 class Views:
     """Inspection of the paused step; status of the running one."""
 
@@ -49,9 +63,16 @@ class Views:
 
     def counted(self, name: str) -> Any:
         """The tensor of one of this pause's memory census rows by its name ('head.0.weight',
-        "AddmmBackward0 in loss's graph", 'opt.state[head.0.weight].exp_avg'), else None."""
-        ref = self._census[2].get(name) if self._census and self._census[0] is self.controls.paused else None
-        return ref() if ref is not None else None
+        "AddmmBackward0 in loss's graph", 'opt.state[head.0.weight].exp_avg'), else None. A row
+        named by a paused frame's variable ('x', 'kept[3]') is not: the selected frame answers
+        that name (after `u`, `p x` showed the innermost frame's x, where `x.shape` said NameError)."""
+        if not (self._census and self._census[0] is self.controls.paused):
+            return None
+        ref = self._census[2].get(name)
+        row = next((r for r in self._census[1]["largest"] if r["name"] == name), None)
+        if ref is None or (row is not None and row["category"] in FRAME_NAMED and _is_expression(name)):
+            return None
+        return ref()
 
     def summary(self, name: str) -> dict[str, Any]:
         """A tensor's summary: one of the memory census's largest by its name (a parameter's
@@ -83,7 +104,8 @@ class Views:
         return self.controls.on_training_thread(lambda: inspection.model_summary(self.model, depth))
 
     def optimizer_info(self) -> list[dict[str, Any]]:
-        return inspection.optimizer_info(list(self.model.optimizers), list(self.model.schedulers), self.changer.pins)
+        return inspection.optimizer_info(list(self.model.optimizers), list(self.model.schedulers), self.changer.pins,
+                                         self.changer.base_was)
 
     def memory(self) -> dict[str, Any]:
         """Host and CUDA memory; at a pause, memory by category and the largest tensors
