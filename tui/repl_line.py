@@ -8,6 +8,7 @@ from __future__ import annotations
 import ast
 from typing import TYPE_CHECKING, Any
 
+from rich.text import Text
 from textual.widgets import Input, Static, TabbedContent
 
 from stepdbg.client.commands import UNTIL_USAGE, added_words, change_words
@@ -197,8 +198,8 @@ async def _print(app: Any, out: Static, line: str, word: str, rest: str) -> bool
     if not rest:
         return False
     s = await ask(UnderTheLine(out, line), f"tensor {rest}", app.source.summary(rest))
-    if s is not None:
-        out.update(render_summary(s))
+    if s is not None:  # (its answer had no `» p loss` line where every other answer has one)
+        out.update(Text.assemble(f"» {line}\n", render_summary(s)))
     return True
 
 
