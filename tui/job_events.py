@@ -6,7 +6,7 @@ from __future__ import annotations
 import signal
 from typing import Any
 
-from textual.widgets import Input, TabbedContent
+from textual.widgets import Input
 
 from stepdbg.wire import stall_text
 from stepdbg.wire.change_text import change_line
@@ -37,9 +37,11 @@ def on_paused(app: Any, data: Any) -> None:
         pause_words.say_in_field(app, data)  # of the typing stays in the field, not run as keys (walk 4,
         app.refresh_all()  # item 1); the pause and why are said under it while the job is paused (a toast goes)
         return
-    app.query_one(TabbedContent).active = "break"
-    if app.focused is None:  # Down and PageDown scroll the Break panel
-        app.action_panel("break")
+    # The Break panel, its focus on it in the same call (Down and PageDown scroll it): a tab
+    # switched alone left the focus on the table of the panel hidden (7), and Textual, hiding
+    # it, gave the focus to that panel's add box, which showed its panel again (slow_loader
+    # stayed on Breaks; lr_explode, the race won, jumped): one rule, a field's focus alone keeps it.
+    app.action_panel("break")
     app.refresh_all()
 
 
