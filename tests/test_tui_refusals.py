@@ -135,7 +135,7 @@ async def test_the_divergence_advice_and_a_diff_are_said_once(monkeypatch):
         await wait_for(pilot, lambda: ("diff", ()) in src.calls, "the diff asked")
         summary = fake_source.DIFF["summary"]
         src.push("output", [{"stream": "stderr", "lines": [f"stepdbg: diff: {summary}"]}])
-        await wait_for(pilot, lambda: summary in toasts(app), "the diff's answer")
+        await wait_for(pilot, lambda: summary in text_of(app, "#repl-out"), "the diff's answer")  # (2cc3534: there)
         await pilot.press("9")
         await pilot.pause(0.3)
         log = [str(line.text) for line in app.query_one("LogPanel RichLog").lines]
