@@ -38,12 +38,13 @@ async def test_escape_leaves_the_focus_on_the_panel_shown_and_tab_skips_the_tab_
             assert app.focused is not None and pane in app.focused.ancestors_with_self, (key, app.focused)
             assert focus_is_visible(app) and not isinstance(app.focused, Input), (key, app.focused)
         await pilot.press("1")
-        went = []
+        went = [app.focused]
         for _ in range(4):
             await pilot.press("tab")
             went.append(app.focused)
         assert not [w for w in went if isinstance(w, Tabs)], went
         assert app.query_one("#repl", Input) in went and app.query_one(BY_ID["break"].cls) in went, went
+        assert went[-1] is app.query_one("#repl", Input), went  # (its Tab completes: the tenth walk's 1)
 
 
 @real
@@ -51,7 +52,7 @@ async def test_the_footer_says_the_keys_a_field_takes_at_80x24(tui_at_break):
     """The walk's 15: at 80x24 the footer was blank while the REPL line, the Tensor field or
     the Breaks box had the focus (a field takes the letters: every key of the app left it)."""
     async with tui_at_break("--break", "step==1", size=(80, 24)) as (app, pilot):
-        for keys, words in ((("e",), ("run it", "keys again", "next field")),
+        for keys, words in ((("e",), ("run it", "keys again", "complete")),
                             (("escape", "3", "tab"), ("show it", "keys again", "the slice")),
                             (("escape", "b"), ("add it", "the table", "next field"))):
             await pilot.press(*keys)

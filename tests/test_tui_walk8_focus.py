@@ -71,6 +71,10 @@ async def test_every_tab_stop_of_the_memory_panel_shows(tui_at_break, size):
             await settled(pilot, app)
             went.append(app.focused)
             assert marked(app), (went, app.focused.styles.background)
+            if app.focused is app.query_one("#repl"):  # (its Tab completes, the focus stays: the tenth
+                await pilot.press("escape")  # walk's 1; escape leaves it, for the panel)
+                await settled(pilot, app)
+                went.append(app.focused)
         assert table in went, went
 
 
@@ -110,8 +114,8 @@ async def test_the_tensor_panel_says_a_missing_attribute_its_slice_and_which_par
         assert "slice, e.g. 0, :8" in screen_text(app, skip=()), screen_text(app, skip=())
         app.query_one("#tensor-name", Input).value = "model.0.weightn"
         await pilot.press("enter")
-        await wait_for(pilot, lambda: "model.0 has no attribute weightn" in toasts(app), "the words")
-        assert "not an expression" not in toasts(app), toasts(app)
+        await wait_for(pilot, lambda: "model.0 has no attribute weightn" in screen_text(app, skip=()), "the words")
+        assert "not an expression" not in screen_text(app, skip=()), screen_text(app, skip=())  # (in the panel)
         app.query_one("#tensor-index", Input).value = "0:2"
         await pilot.press("escape", "5")
         table = app.query_one("#mem-largest")

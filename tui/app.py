@@ -20,7 +20,6 @@ from textual.binding import Binding
 from textual.containers import ScrollableContainer
 from textual.events import Key, Resize
 from textual.reactive import reactive
-from textual.suggester import SuggestFromList
 from textual.widgets import DataTable, Footer, Input, RichLog, Static, TabbedContent, TabPane, Tabs
 
 from stepdbg.client.connection import gone_words
@@ -36,6 +35,7 @@ from .messages import HISTORY_KEPT, ConnectionLost, JobEvent, StepSummary, with_
 from .panel_table import BY_ID, PANELS, keys_land, one_process_words, shown
 from .panels import LogPanel, ModelPanel, TensorPanel, first_parameter_words, module_expression
 from .plots import PlotsPanel
+from .repl_field import ReplLine
 from .repl_line import LineHistory, ReplActions
 from .source import Source
 
@@ -121,7 +121,7 @@ class StepdbgApp(ControlActions, ReplActions, App[str | None]):
                 with TabPane(f"{p.key} {p.title}", id=p.id):
                     yield p.widget()
         yield Static(id="repl-out", markup=False)  # what was typed, as typed ([ is not markup)
-        yield Input(placeholder="e: Python in the paused frame (p EXPR, lr X pin, break add SPEC, ...)", id="repl")
+        yield ReplLine(placeholder="e: Python in the paused frame (p EXPR, lr X pin, break add SPEC, ...)", id="repl")
         yield Footer()
 
     def on_mount(self) -> None:
@@ -279,8 +279,8 @@ class StepdbgApp(ControlActions, ReplActions, App[str | None]):
             main = self.screen_stack[0] if self.screen_stack else None
             if names and names.get("value") and main:
                 words = [w.strip(" '[]") for w in names["value"].split(",")]
-                for repl in main.query("#repl").results(Input):
-                    repl.suggester = SuggestFromList(words, case_sensitive=True)
+                for repl in main.query("#repl").results(ReplLine):  # (Tab completes them)
+                    repl.set_names(words)
 
     def active_panel(self) -> str:
         """The id of the panel shown on the main screen ("" once the app closes)."""

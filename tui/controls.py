@@ -56,7 +56,7 @@ AFTER_THE_END = {"cont": "continue", "pause": "pause", "next_phase": "step", "ne
 # The keys a field takes, for the footer while it has the focus (at 80x24 it was blank: a
 # field takes the letters, so every key of the app left it): (key, words), by the field's id.
 FIELD_KEYS = {
-    "repl": (("enter", "run it"), ("up", "earlier lines"), ("escape", "keys again"), ("tab", "next field")),
+    "repl": (("enter", "run it"), ("up", "earlier lines"), ("escape", "keys again"), ("tab", "complete")),
     "tensor-name": (("enter", "show it"), ("escape", "keys again"), ("tab", "the slice")),
     "tensor-index": (("enter", "show it"), ("escape", "keys again"), ("tab", "next field")),
     "break-input": (("enter", "add it"), ("escape", "the table"), ("tab", "next field")),

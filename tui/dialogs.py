@@ -31,10 +31,10 @@ HELP = f"""\
           this step ends; then the job runs on, as after c
           (--keep-every N; the Memory panel lists them)
   b       breakpoints: the add box takes what is typed, Enter adds it
-  e       the REPL line: Python in the paused frame (↑↓ history)
-  3       Tensor: its name field takes what is typed, number keys too
-          (Tab: the slice field; escape: keys again)
-  Tab     the next field or table in the panel (shift+Tab: back)
+  e       the REPL line: Python at the pause (↑↓ history, Tab completes)
+  3       Tensor: keys act on the job; Tab types in its name field
+          (number keys too; Tab again: the slice; escape: keys again)
+  Tab     the next field or table (shift+Tab: back); in a field, a field
   Enter   in a field: runs it; on a row: Model, its first parameter
           in Tensor; Mem, that tensor; Ranks, that rank in view
 {help_lines()}

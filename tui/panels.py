@@ -25,6 +25,7 @@ from stepdbg.client.job import stall_of
 from stepdbg.wire.conditions import ConditionError, parse
 
 from .asking import Loads, ask
+from .fields import Field
 from .fitted import fill_fitted, focus_mark, left_out
 from .table_in_scroll import RowTable
 from .tensor_panel import FIRST
@@ -196,7 +197,7 @@ class BreakpointsPanel(Loads, Vertical):
         yield RowTable(id="breaks-table", cursor_type="row")
         yield Label("b: type a spec below, Enter adds it · escape: the table · space: on/off · delete: remove",
                     classes="hint")
-        yield Input(placeholder="add: nan, grad_norm>100, loss_spike>3, expr:loss > 4 and step > 100",
+        yield Field(placeholder="add: nan, grad_norm>100, loss_spike>3, expr:loss > 4 and step > 100",
                     id="break-input")
         yield Label("", id="break-error", markup=False)
 

@@ -16,6 +16,7 @@ from stepdbg.client.info_text import num
 from stepdbg.client.tensor_text import counted, finite_text, sampled_text, shard_text
 
 from .asking import Loads, ask
+from .fields import Field
 
 FIRST = "its first parameter"  # (a module opened from the Model panel: panels.first_parameter_words)
 
@@ -91,8 +92,8 @@ class TensorPanel(Loads, Vertical):
 
     def compose(self) -> ComposeResult:
         with Horizontal(classes="inputs"):
-            yield Input(placeholder="tensor: loss, batch, x, model.head[0].weight.grad", id="tensor-name")
-            yield Input(placeholder="slice, e.g. 0, :8", id="tensor-index")  # (an example, not the slice applied)
+            yield Field(placeholder="tensor: loss, batch, x, model.head[0].weight.grad", id="tensor-name")
+            yield Field(placeholder="slice, e.g. 0, :8", id="tensor-index")  # (an example, not the slice applied)
         yield Label(self.KEYS_HINT, id="tensor-hint", classes="hint")
         yield Static(id="tensor-summary")
         yield Label("", id="tensor-hist-label", classes="hint")

@@ -1,0 +1,72 @@
+"""The REPL line's field (repl_line.py runs what it holds). Its Tab completes, as `stepdbg
+attach --repl`'s does, and the focus stays on the line: Tab went to the panel, and the
+next letter typed (`s` of `loss`) stepped the job (the tenth walk's 1). Its ghost
+suggestion (Right or Tab takes it) completes the name being typed, wherever on the line."""
+
+from __future__ import annotations
+
+import os
+import re
+
+from textual.binding import Binding
+from textual.suggester import Suggester
+from textual.widgets import Static
+
+from .fields import Field
+from .repl_line import USAGE
+
+LINE_WORDS = [w for w in USAGE if len(w) > 1]  # the line's commands, for Tab (not its one-letter words)
+
+
+LAST_NAME = re.compile(r"(?<![\w.])[A-Za-z_]\w*$")  # the name being typed (not an attribute after a dot)
+NONE = "Tab completes a name of the paused frame or a command of this line (not an attribute after a dot)"
+
+
+class LastName(Suggester):
+    """The ghost suggestion: the name being typed (the line's last word: `p los`, not only a
+    line that is one name) completed from `words`, the first in order."""
+
+    def __init__(self, words: list[str]) -> None:
+        super().__init__(case_sensitive=True)
+        self.words = words
+
+    async def get_suggestion(self, value: str) -> str | None:
+        m = LAST_NAME.search(value)
+        found = next((w for w in self.words if m and w.startswith(m.group()) and w != m.group()), None)
+        return None if found is None or m is None else value + found[len(m.group()):]
+
+
+class ReplLine(Field):
+    """The REPL line. Its Tab completes, as `stepdbg attach --repl`'s does, and the focus
+    stays on the line: Tab went to the panel, and the next letter typed (`s` of `loss`)
+    stepped the job (the tenth walk's 1). A Tab that cannot complete says why under the
+    line; escape leaves it."""
+
+    BINDINGS = [Binding("tab", "complete", "complete", show=False)]
+    names: list[str] = []  # the paused frame's names (with the line's commands: what Tab completes)
+
+    def on_mount(self) -> None:
+        self.set_names([])
+
+    def set_names(self, names: list[str]) -> None:
+        self.names = sorted(set(names) | set(LINE_WORDS))
+        self.suggester = LastName(self.names)
+
+    def action_complete(self) -> None:
+        """The name before the cursor completed: whole where one name begins so, else as far
+        as the names that begin so agree, and those names said under the line."""
+        m = LAST_NAME.search(self.value[:self.cursor_position])
+        found = [w for w in self.names if m and w.startswith(m.group())]
+        common = os.path.commonprefix(found)
+        if m and len(common) > len(m.group()):
+            self.insert_text_at_cursor(common[len(m.group()):])
+        if len(found) > 1:
+            self.answer("Tab: " + ", ".join(found[:12]) + (", …" if len(found) > 12 else ""))
+        elif not found:
+            self.answer(NONE + (f": none begins with {m.group()!r}" if m else "")
+                        + "; escape leaves the line (keys act on the job again)")
+
+    def answer(self, words: str) -> None:
+        """`words` under the line, where its answers go."""
+        for out in self.screen.query("#repl-out").results(Static):
+            out.update(words)
