@@ -67,7 +67,7 @@ async def test_the_tensor_panel_shows_only_the_new_answer(tui_at_break):
         assert "values:" not in module and "histogram" not in module and not bars(module), module
         await ask("model.head[0].weight")
         missing = await ask("nosuchname")
-        assert "nosuchname: nothing to show" in missing, missing
+        assert "nosuchname: no variable nosuchname in this frame" in missing, missing  # (said in the panel)
         assert not any(v in missing for v in values) and "float32 [32, 8]" not in missing, missing
 
 

@@ -43,7 +43,8 @@ async def test_a_name_the_frame_cannot_evaluate_and_r_without_snapshots_are_said
             field.value = ""
             field.focus()
             await pilot.press(*typed, "enter")
-            await wait_for(pilot, lambda said=said: said in toasts(app), f"the words for {typed}")
+            await wait_for(pilot, lambda said=said: said in text_of(app, "#tensor-summary"),  # (in the panel)
+                           f"the words for {typed}")
             no_exception_on_screen(app)
         await pilot.press("escape", "R")  # R with no snapshots kept said `rewind: NoSnapshot: no snapshots ...`
         await wait_for(pilot, lambda: any(t.startswith("rewind: ") for t in toasts(app)), "the rewind's answer")

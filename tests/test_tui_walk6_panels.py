@@ -47,7 +47,7 @@ async def test_the_tensor_panel_applies_its_slice_and_says_a_name_it_cannot_read
         await pilot.press("escape", "3", "tab")
         app.query_one("#tensor-name", Input).value = label.replace("']", "]")  # a quote removed
         await pilot.press("enter")
-        await wait_for(pilot, lambda: any("not an expression" in t for t in toasts(app)), "the words")
+        await wait_for(pilot, lambda: "not an expression" in screen_text(app, skip=()), "the words")  # (in the panel)
         await settled(pilot, app)
         said = " ".join(toasts(app)) + screen_text(app, skip=())
         assert "unterminated" not in said and "a quote is left open" in said, said

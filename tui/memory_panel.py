@@ -29,6 +29,8 @@ from .fitted import fill_fitted
 from .plots import StepPlot, drawing, log_scale, points
 from .table_in_scroll import TableInScroll
 
+LARGEST = "largest tensors (Enter opens one in the Tensor panel)"
+
 
 class MemoryPanel(Loads, VerticalScroll):
     DEFAULT_CSS = """
@@ -40,7 +42,7 @@ class MemoryPanel(Loads, VerticalScroll):
     def compose(self) -> ComposeResult:
         yield Static(id="mem-now")
         yield Static(id="mem-categories")
-        yield Label("largest tensors (Enter opens one in the Tensor panel)", classes="hint")
+        yield Label(LARGEST, id="mem-largest-label", classes="hint")
         yield TableInScroll(id="mem-largest", cursor_type="row", zebra_stripes=True)
         yield Label(id="mem-plot-label", classes="hint")
         yield StepPlot(id="mem-plot")
@@ -64,15 +66,23 @@ class MemoryPanel(Loads, VerticalScroll):
         lines += [x for x in (snapshot_hint(mem), snapshot_line(mem)) if x] + partial_lines(mem)
         self.query_one("#mem-now", Static).update(Text("\n".join(lines)))  # shapes in [] are not markup
         self.query_one("#mem-categories", Static).update(category_table(mem))
-        t = self.query_one(DataTable)
-        largest = mem.get("largest") or []
-        rows = [[Text(v) for v in (format_size(r["bytes"]), r["name"], LABELS.get(r["category"], r["category"]),
-                                   r["dtype"], str(r["shape"]), r["device"])] for r in largest]
-        fill_fitted(t, self, self.COLUMNS, rows, [r["name"] for r in largest], flexible=1)  # a long name folds
+        self.largest = mem.get("largest") or []
+        counted = mem.get("by_category") is not None  # (while the job runs: the table's header alone said nothing)
+        self.query_one("#mem-largest-label", Label).update(LARGEST if counted else "largest tensors: listed at a pause (p pauses the job)")
+        self.fill_largest()
         self.show_plot(mem, history)
         self.call_after_refresh(self.focus_in_view)
 
+    largest: list[dict[str, Any]] = []  # the rows of the last answer
+
+    def fill_largest(self) -> None:
+        """The largest tensors, fitted to the panel's width (a long name folds)."""
+        rows = [[Text(v) for v in (format_size(r["bytes"]), r["name"], LABELS.get(r["category"], r["category"]),
+                                   r["dtype"], str(r["shape"]), r["device"])] for r in self.largest]
+        fill_fitted(self.query_one(DataTable), self, self.COLUMNS, rows, [r["name"] for r in self.largest], flexible=1)
+
     def on_resize(self) -> None:  # (its content's height too: the lines above the table laid out)
+        self.fill_largest()  # fitted again: a table fitted at 160 columns was cut at `dtype    s` at 80
         self.focus_in_view()
 
     def focus_in_view(self) -> None:

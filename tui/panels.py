@@ -77,11 +77,18 @@ class ModelPanel(Loads, Vertical):
     DROP = (7, 2, 3)  # left out first at a narrow width: mode, then out, then params (the norms stay)
     HINT = f"Enter: its first parameter in Tensor (3). {MODULE_NORMS}. red: non-finite · yellow: |g|/|w| < 1e-6"
 
+    note = ""  # why the table is empty, or of which step, while the job runs
+
     async def load(self, source: Any, status: dict[str, Any], history: list[dict[str, Any]]) -> None:
         if status.get("state") == "paused":
             rows = await ask(self, "module tree", source.module_tree())
             if rows is not None:
+                self.note = ""
                 self.show(rows)
+        elif status.get("state") == "running":  # (an empty table, its header alone, said nothing)
+            self.note = (f"as of step {self.seen_step}, the last pause this panel saw; " if self.rows else "") + \
+                "the modules are read at a pause (p pauses the job)"
+            self.show(list(self.rows.values()))
 
     def compose(self) -> ComposeResult:
         yield RowTable(id="model-table", cursor_type="row", zebra_stripes=True)
@@ -109,7 +116,7 @@ class ModelPanel(Loads, Vertical):
         t = self.query_one(DataTable)
         gone = fill_fitted(t, self, self.COLUMNS, cells, [r["name"] for r in rows], flexible=0, drop=self.DROP,
                            narrowest=max((len(c[0].plain) for c in cells), default=0))  # a name wraps last
-        self.query_one(Label).update(self.HINT + left_out(gone))
+        self.query_one(Label).update("\n".join(w for w in (self.note, self.HINT + left_out(gone)) if w))
 
 
 

@@ -104,8 +104,13 @@ class TensorPanel(Loads, Vertical):
         self.says_its_end()
         self.watch(self.screen, "focused", self._says_where_keys_go)
 
+    held: list[str] | None = None  # while a name is opened: its error, said in the panel, not in a toast
+
     def notify(self, message: str, *, title: str = "", severity: Any = "information", timeout: float | None = None,
                markup: bool = True) -> None:  # (a request's error, from ask: it quotes what was typed, [ too)
+        if self.held is not None:
+            self.held.append(in_words(message))
+            return
         super().notify(in_words(message), title=title, severity=severity, timeout=timeout, markup=False)
 
     pause_note = ""  # a pause that came while one of its fields had the focus (pause_words.py)
@@ -139,12 +144,16 @@ class TensorPanel(Loads, Vertical):
     async def open(self, source: Any, name: str, index: str, label: str | None = None) -> None:
         """The summary of the expression `name` (shown as `label`), and the values at `index` of a tensor."""
         self.asked = question = self.asked + 1
-        s = await ask(self, f"tensor {label or name}", source.summary(name))
+        self.held = held = []
+        try:
+            s = await ask(self, f"tensor {label or name}", source.summary(name))
+        finally:
+            self.held = None if self.held is held else self.held  # (an open begun since holds its own)
         if question != self.asked:
             return
-        if s is None:  # (its error is in the notice): not the tensor shown before under this new name
-            if not self.job_ended():  # (once ended, the panel keeps what it last showed, and says so)
-                self.say(f"{label or name}: nothing to show (the notice says why)")
+        if s is None:  # its error, where it stays (its toast went, and left `the notice says why`: the tenth
+            if not self.job_ended():  # walk's 5), not the tensor shown before under this new name (once ended
+                self.say(held[-1] if held else f"{label or name}: nothing to show")  # the panel keeps what it showed)
             return
         values, refused = await self.values(source, name, index) if s.get("type") == "Tensor" else (None, "")
         if label and s.get("name"):  # which parameter, by name (`(root) (Net): its first parameter` named none)
