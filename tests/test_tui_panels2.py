@@ -242,7 +242,7 @@ async def test_the_break_panel_shows_the_grad_norm_once_the_backward_has_run(tui
             return re.search(r"grad_norm (\S+)", text_of(app, "#break-record")).group(1)
 
         await wait_for(pilot, lambda: "grad_norm" in text_of(app, "#break-record"), "the break")
-        assert paused_at() == "before_forward" and shown_norm() == "-"
+        assert paused_at() == "before_forward" and shown_norm() == "not"  # (not measured yet: before the forward)
         for phase in ("after_forward", "before_backward", "after_backward"):
             if paused_at() != phase:
                 await pilot.press("n")

@@ -17,6 +17,7 @@ from textual.css.query import NoMatches
 from textual.widgets import Static
 
 from stepdbg.client.info_text import seconds
+from stepdbg.wire.change_text import change_words
 
 from .asking import Loads
 from .fitted import focus_mark
@@ -72,6 +73,8 @@ def render_break(brk: dict[str, Any] | None, replay: dict[str, Any] | None,
             return Group(*said, *render_findings(findings or []))
         return Text("running — no break yet. p pauses at the next pause point.", style="dim")
     lines: list[Any] = [_break_head(brk), _break_scalars(brk)]
+    if brk.get("skip_step") is not None:  # the job's own state (k here, at another client, --on-break skip)
+        lines.append(Text(change_words({"what": "skip", "target_step": brk["skip_step"]}), style="bold cyan"))
     w = brk.get("where")
     if w:
         lines.append(Text(f"at {w['file']}:{w['line']} in {w['function']}", style="dim"))
@@ -90,18 +93,31 @@ def _break_head(brk: dict[str, Any]) -> Text:
     return head
 
 
+# A pause point before the phase that measures a scalar: it is not measured yet, said so
+# (a bare `loss -   grad_norm -` at a data_wait break read as if the step had none)
+NOT_YET = {"before_forward": ("before the forward", ("loss", "grad_norm"))}
+
+
 def _break_scalars(brk: dict[str, Any]) -> Text:
     s = brk.get("scalars") or {}
     scal = Text()
     if brk.get("scalars_of"):  # paused for another rank's break: whose numbers these are
         scal.append(f"{brk['scalars_of']}: ", style="bold")
-    scal.append("loss ")
-    scal.append(num(s.get("loss")), style="red" if bad(s.get("loss")) else "green")
-    scal.append(f"   grad_norm {num(s.get('grad_norm'))}   lr {num((s.get('lr') or [None])[0])}")
+    when, later = NOT_YET.get(brk.get("phase", ""), ("", ()))
+    unmeasured = [k for k in later if s.get(k) is None]
+    if "loss" not in unmeasured:
+        scal.append("loss ")
+        scal.append(num(s.get("loss")), style="red" if bad(s.get("loss")) else "green")
+        scal.append("   ")
+    if "grad_norm" not in unmeasured:
+        scal.append(f"grad_norm {num(s.get('grad_norm'))}   ")
+    scal.append(f"lr {num((s.get('lr') or [None])[0])}")
     now = brk.get("lr_now")
     if now:  # changed at this pause: the LR the next update uses
         scal.append(f" → {num(now['lr'])}{' pinned' if now.get('pinned') else ''}", style="bold cyan")
     scal.append(f"   data_wait {seconds(s.get('data_wait'))}")
+    if unmeasured:  # (info_text.seconds' words, the one place: 'not measured')
+        scal.append(f"   {' and '.join(unmeasured)} {seconds(None)} yet ({when})", style="dim")
     return scal
 
 

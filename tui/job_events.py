@@ -98,6 +98,9 @@ def on_change(app: Any, data: Any) -> None:
     if data.get("what") == "lr" and brk:  # the Break panel shows the LR now beside the one at the break
         app.status = {**app.status, "paused": {**brk, "lr_now": {"lr": data.get("lr"), "pinned": data.get("pinned")}}}
         app.refresh_break()
+    elif data.get("what") == "skip" and brk:  # and the skip asked (the job's status says it at an attach)
+        app.status = {**app.status, "paused": {**brk, "skip_step": data.get("target_step")}}
+        app.refresh_break()
 
 
 def on_break(app: Any, data: Any) -> None:

@@ -32,8 +32,9 @@ def _skip_why(c: dict[str, Any]) -> str:
     if c.get("repeat_of"):
         return ("; every step's update is skipped while it holds (--on-break skip; counted in the end event, "
                 "not said again)")
+    bad = ", still the bad one" if c.get("bad_loss") else ""  # (a NaN's break; not a data_wait's, before any loss)
     return (f": the parameters and the optimizer's state stay as they are (the loss your script prints for step "
-            f"{c['target_step']} is the one it computed, still the bad one)")
+            f"{c['target_step']} is the one it {'computed' if bad else 'computes'}{bad})")
 
 
 def _undone(c: dict[str, Any]) -> str:

@@ -109,8 +109,8 @@ class Changes:
             raise RuntimeError(f"step {st.index}'s update was already applied")
         if st.skip:  # (a second break in the step, both skipping, or k pressed twice): one skip, logged once
             return {"what": "skip", "step": st.index, "target_step": st.index, "already": True}
-        st.skip = True
-        return self.log("skip", target_step=st.index)
+        st.skip = True  # (whether the loss it computed is the bad one: the words fit the break, data_wait's is not)
+        return self.log("skip", target_step=st.index, bad_loss=any(not math.isfinite(v) for v in st.losses))
 
     def hide_grads(self, opt: torch.optim.Optimizer) -> None:
         """A skipped step: optimizers pass over parameters whose .grad is None (state

@@ -159,12 +159,18 @@ class Views:
             "phase": st.phase if st else "between steps",
             "state": "paused" if self.controls.paused else "running",
             "frontends": self.controls.frontends,
-            "paused": asdict(self.controls.paused) if self.controls.paused else None,
+            "paused": {**asdict(self.controls.paused), "skip_step": self._skip_pending()} if self.controls.paused else None,
             "waiting": self.guard("waiting", self.waiting),
             "loader": self.guard("loader", self.loader),
             "stall": self.breaker.stall_report(),
             "breaks": self.breaker.break_set.specs(), "actions": self.breaker.actions,
         }
+
+    def _skip_pending(self) -> int | None:
+        """The step whose update will be skipped (k, skip, --on-break skip), as every client
+        reads it from the job (the Break panel said nothing: a toast of one window alone)."""
+        cur = self.model.current
+        return cur.index if cur is not None and cur.skip and not cur.optimizer_stepped else None
 
     def loader(self) -> dict[str, Any] | None:
         """The DataLoader the job reads from now: its settings and its workers' process
