@@ -94,6 +94,8 @@ def _show_line(app: Any, stream: str, line: str) -> None:
 
 def on_change(app: Any, data: Any) -> None:
     app.log_line(change_words(data), "cyan")
+    if data.get("what") == "interrupt" and app.status.get("state") == "paused":  # the pause ends first:
+        LogOrder.of(app, _show_line).expect_next("resumed")  # its `resumed` before the traceback
     brk = app.status.get("paused")
     if data.get("what") == "lr" and brk:  # the Break panel shows the LR now beside the one at the break
         app.status = {**app.status, "paused": {**brk, "lr_now": {"lr": data.get("lr"), "pinned": data.get("pinned")}}}

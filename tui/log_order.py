@@ -12,6 +12,11 @@ paired with the first rank's line, rank 1's line let rank 0's break out before r
 earlier lines, the ninth walk's 6). An event that comes first waits in the Log, and what
 the Log says after it, for its line; a line that comes first holds the job's lines after
 it for its event; never longer than HELD_AT_MOST, never the job.
+
+An event the job sends after another before any line it prints after it (`then`: the
+resume after a Ctrl-C sent at a pause, which the KeyboardInterrupt ends before its
+traceback is printed) holds those lines in its turn: the Log said the traceback, then
+`resumed at step 50`, then the end (the tenth walk's 3).
 """
 
 from __future__ import annotations
@@ -43,6 +48,7 @@ class Said:
     same: Said | None = None
     words_out: bool = False  # its lines are in the Log (its `after` may still wait for its own line)
     written: bool = False
+    then: str | None = None  # the event the job sends next, before its next line (expect_next)
 
 
 @dataclass(eq=False)
@@ -55,6 +61,7 @@ class Slot:
     rank: int | None
     said: Said | None = None
     given_up: bool = False
+    expects: str | None = None  # no line of the job: the place of event `expects` (a Said's `then`)
 
 
 class LogOrder:
@@ -95,11 +102,37 @@ class LogOrder:
         else:
             app.query_one(LogPanel).write(line, style)
 
+    def expect_next(self, name: str) -> None:
+        """The event whose handler runs is followed, in the job, by event `name` before any
+        line the job prints after it: those lines wait for it (HELD_AT_MOST at most)."""
+        if self.filling is not None:
+            self.filling.then = name
+
+    def _expected(self, app: Any, name: str, handler: Callable[[], None], rank: int | None) -> bool:
+        """Event `name`, expected after another's: said at its place (the lines after it
+        waited), or, come before that event was said, after it as any line; False if none."""
+        for u in self.unsaid:
+            if u.then == name and u.rank == rank:
+                u.then = None  # (come first: its lines go after that event's, as the Log's lines do)
+        slot = next((s for s in self.queue if isinstance(s, Slot) and s.expects == name and s.rank == rank
+                     and s.said is None and not s.given_up), None)
+        if slot is None:
+            return False
+        said = slot.said = Said(rank)
+        self.filling = said
+        try:
+            handler()
+        finally:
+            self.filling = None
+        self._flush(app)
+        return True
+
     def event(self, app: Any, name: str, handler: Callable[[], None], rank: int | None = None,
               key: Any = None) -> None:
         """Event `name` of `rank` came: said at its line if that came, else it waits for it."""
         if name not in SAID or not self.launched(app):
-            handler()
+            if not (self.launched(app) and self._expected(app, name, handler, rank)):
+                handler()
             return
         said = Said(rank, key)
         self.filling = said
@@ -144,9 +177,14 @@ class LogOrder:
             if isinstance(item, Slot):
                 if item.said is None and not item.given_up:
                     return
-                self._show(app, item.stream, item.line)
+                if item.expects is None:
+                    self._show(app, item.stream, item.line)
                 if item.said is not None:
                     self._write(app, item.said)
+                    if item.said.then is not None:  # the job's lines after it wait for its next event
+                        place = Slot("", "", item.rank, expects=item.said.then)
+                        self.queue.insert(1, place)
+                        app.set_timer(HELD_AT_MOST, lambda p=place: self._late_line(app, p))
             else:
                 self._show(app, *item)
             self.queue.pop(0)
