@@ -18,6 +18,7 @@ from pathlib import Path
 
 from conftest import wait_for
 from test_tui_fixes import real
+from textual.events import Key
 from textual.widgets import Input
 from tui_walk import screen_text, settled
 
@@ -123,3 +124,20 @@ async def test_the_help_says_how_to_type_a_name_in_the_tensor_panel_and_followin
         await pilot.press("escape", "3", "tab", *"step")
         await settled(pilot, app)
         assert app.query_one("#tensor-name", Input).value == "step" and await job_where(app) == before
+
+
+@real
+async def test_letters_typed_at_once_after_e_go_to_the_repl_line(tui_at_break):
+    """`e` then `los` arriving together (tmux's send-keys, a fast typist, a paste): `e` moved
+    the focus on the app's next turn, after the letters had been read as keys: `l` opened
+    the LR dialog (`s` would have stepped the job). The focus moves at once."""
+    async with tui_at_break("--break", "nan", script=NAN) as (app, pilot):
+        await at_break(app, pilot)
+        before = await job_where(app)
+        for ch in "elos":  # as the terminal's driver sends them (Pilot's press), in one burst: none waits
+            key = Key(ch, ch)  # for the one before it to be handled
+            key.set_sender(app)
+            app._driver.send_message(key)
+        await settled(pilot, app)
+        assert len(app.screen_stack) == 1 and app.focused is app.query_one("#repl"), (app.screen_stack, app.focused)
+        assert app.query_one("#repl", Input).value == "los" and await job_where(app) == before

@@ -9,6 +9,7 @@ import ast
 from typing import TYPE_CHECKING, Any
 
 from rich.text import Text
+from textual.events import Key
 from textual.widgets import Input, Static, TabbedContent
 
 from stepdbg.client.commands import UNTIL_USAGE, added_words, change_words
@@ -70,8 +71,17 @@ class ReplActions(_AppBase):
             if state.startswith("exited"):
                 line.placeholder = f"the job {ended_words(state)}: the panels keep its last state; q closes"
 
-    def action_focus_repl(self) -> None:
-        self.query_one("#repl", Input).focus()
+    def on_key(self, event: Key) -> None:  # (Textual runs each class's on_key: the app's own too)
+        """A letter that reached the app while a field has the focus: typed with the key that
+        put the focus there, in one burst (`elos`: the letters went to the panel that had the
+        focus when they came, and `l` opened the LR dialog), it goes into the field."""
+        field = self.focused
+        if isinstance(field, Input) and event.is_printable and event.character:
+            field.insert_text_at_cursor(event.character)
+            event.stop()
+
+    def action_focus_repl(self) -> None:  # at once: focus() waits for the app's next turn, and letters typed
+        self.set_focus(self.query_one("#repl", Input))  # with `e` in one burst drove the job (`l`: the LR dialog)
 
     def recall_line(self, delta: int) -> None:
         repl = self.query_one("#repl", Input)
@@ -293,7 +303,7 @@ async def _panel(app: Any, out: Static, line: str, word: str, rest: str) -> bool
     else:
         app.repl_after_tab = (panel.id, said)  # (the tab's change clears the line's answer: this one stays)
     app.action_panel(panel.id)
-    app.query_one("#repl", Input).focus()  # (the line keeps the focus: what is typed next is a line, walk 4 item 2)
+    app.set_focus(app.query_one("#repl", Input))  # (the line keeps the focus: what is typed next is a line, walk 4 item 2)
     if word == "locals":
         shown = app.query_one(panel.cls)
         app.call_after_refresh(lambda: shown.scroll_to_widget(shown.query_one("#break-locals"), top=True,
