@@ -6,7 +6,7 @@ from __future__ import annotations
 import signal
 from typing import Any
 
-from textual.widgets import Input
+from textual.widgets import Input, TabbedContent
 
 from stepdbg.wire import stall_text
 from stepdbg.wire.change_text import change_line
@@ -41,7 +41,10 @@ def on_paused(app: Any, data: Any) -> None:
     # switched alone left the focus on the table of the panel hidden (7), and Textual, hiding
     # it, gave the focus to that panel's add box, which showed its panel again (slow_loader
     # stayed on Breaks; lr_explode, the race won, jumped): one rule, a field's focus alone keeps it.
-    app.action_panel("break")
+    if len(app.screen_stack) > 1:  # a dialog on top keeps its focus (set on the main screen's panel,
+        app.screen_stack[0].query_one(TabbedContent).active = "break"  # it showed nowhere): the tab alone
+    else:
+        app.action_panel("break")
     app.refresh_all()
 
 
