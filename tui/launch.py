@@ -30,7 +30,8 @@ from stepdbg.launch import keeper
 from stepdbg.wire import sessions
 from stepdbg.wire.fold import OWN, for_terminal
 
-from .rank_order import RankOrder, source_of
+from .rank_order import SAID, RankOrder, source_of
+from .stream_order import StdoutFirst
 
 START_TIMEOUT = 120.0
 END_TIMEOUT = 60.0  # seconds a job ended from the TUI has to say its exit code
@@ -235,12 +236,18 @@ def _launched(child: subprocess.Popen[Any], kept: subprocess.Popen[str] | None, 
         log_dir = None  # the user's own (it is not ours to read, nor to remove)
     order = RankOrder(log_dir, deliver, lock) if log_dir else None  # each rank's lines in the order it wrote them
 
+    first = StdoutFirst(lock, streams[0])  # a one-process job's stdout lines before the event line after them
+
     def relay(stream: Any, name: str) -> None:
-        for line in stream:
+        if name == "stdout" and not ranks:
+            first.read(lambda line: deliver(name, line))
+        for line in stream if ranks or name == "stderr" else ():
             line = line.rstrip("\n")
             if ranks:
                 torchrun.feed(line)
             with lock:
+                if not ranks and SAID.match(line):
+                    first.wait_for_stdout()
                 (order.feed if order is not None else deliver)(name, line)
         with lock:
             unread.discard(name)
