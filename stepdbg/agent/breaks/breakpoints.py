@@ -133,14 +133,14 @@ class Breakpoints:
     # ------------------------------------------------------------------ checking
 
     def repeat(self, spec: str, step: int) -> bool:
-        """True when `spec` fired in this step or the one before: a NaN that stays, or a
-        norm that stays high, is one break, not one per step. The steps it stayed true on
-        are counted in the end event (once a step, whatever the pause points it held at)."""
+        """True when `spec` fired in this step or the one before: a NaN that stays, or a norm that stays
+        high, is one break, not one per step. The steps it stayed true on are counted in the end event."""
         since, last = self._fired.get(spec, (None, None))
         self._fired[spec] = (step, step)
         if since is not None and last is not None and step - last <= 1 and not spec.startswith(("step", "every")):
             self._fired[spec] = (since, step)
-            self.repeats[spec] = self.repeats.get(spec, 0) + (step != last)
+            if step != last:  # (held at two pause points of one step: not one more step)
+                self.repeats[spec] = self.repeats.get(spec, 0) + 1
             return True
         return False
 
