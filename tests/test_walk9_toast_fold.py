@@ -95,7 +95,7 @@ def test_the_line_consoles_answers_fold_between_words_at_80_columns(tmp_path, pr
     try:
         term.wait_screen("(stepdbg) ")
         term.keys(f"p model.{name}", "Enter")
-        lines = term.wait_screen(name).splitlines()
+        lines = term.wait_screen("error: a Linear has no attribute").splitlines()  # (not `name`: the typed line holds it)
         at = next(i for i, ln in enumerate(lines) if ln.startswith("error: a Linear has no attribute"))
         assert lines[at:at + 2] == ["error: a Linear has no attribute", f"  {name}"], "\n".join(lines)
         term.keys("c", "Enter")

@@ -28,7 +28,7 @@ from stepdbg.client.connection import gone_words, lost_words
 from stepdbg.client.job import TORCHRUN_LOGS, EndedReport, TorchrunLog
 from stepdbg.launch import keeper
 from stepdbg.wire import sessions
-from stepdbg.wire.fold import OWN, for_terminal
+from stepdbg.wire.fold import OwnLines, for_terminal
 
 from .rank_order import SAID, RankOrder, source_of
 from .stream_order import StdoutFirst
@@ -213,12 +213,14 @@ def _launched(child: subprocess.Popen[Any], kept: subprocess.Popen[str] | None, 
     hold["child"] = None if ranks else child  # (torchrun's end is not a rank's)
     torchrun = TorchrunLog()  # exit codes and each rank's last lines, from torchrun's output
     ended = EndedReport()  # torchrun's failure report for a job ended from the TUI, in one line
+    mine = OwnLines()  # which relayed stderr lines are stepdbg's (a message's later lines too)
 
     def show(name: str, line: str) -> None:  # (stepdbg's own lines folded between words at a terminal, the job's as written)
         for shown in ended.feed(line) if name == "stderr" else [line]:
-            own = name == "stderr" and OWN.match(source_of(name, shown)[1])
-            print(for_terminal(shown, sys.stderr) if own else shown, file=sys.stdout if name == "stdout" else sys.stderr,
-                  flush=True)
+            writer, text = source_of(name, shown)
+            own = name == "stderr" and mine.own(writer, text)
+            print(for_terminal(shown, sys.stderr, len(shown) - len(text)) if own else shown,
+                  file=sys.stdout if name == "stdout" else sys.stderr, flush=True)
 
     def deliver(name: str, line: str) -> None:  # (under the lock)
         output.append((name, line))

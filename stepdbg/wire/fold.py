@@ -7,7 +7,8 @@ are the job's, as it wrote them.
 
 Used where stepdbg writes its lines to a terminal: the job's agent (Bus.say: the --no-tui
 console's breaks and changes), the line console (commands.out), the prompt-toolkit REPL
-(tui/repl.Folded) and the TUI launcher's relay of the job's stderr once the TUI closes."""
+(tui/repl.Folded), the TUI launcher's relay of the job's stderr once the TUI closes (a
+message's later lines too: OwnLines) and `stepdbg replay`'s lines at a terminal."""
 
 from __future__ import annotations
 
@@ -20,12 +21,15 @@ from typing import Any
 OWN = re.compile(r"stepdbg(\[rank \d+\])?: ")
 
 
-def fold(line: str, width: int) -> str:
+def fold(line: str, width: int, lead: int = 0) -> str:
     """`line` as lines of at most `width` columns, broken between words only, each later one
-    indented as the first and two columns more (a list of numbers breaks after a comma)."""
+    indented as the first and two columns more (a list of numbers breaks after a comma).
+    `lead`: the columns of a writer's prefix before the line's own text (torchrun's
+    `[default1]:`), which later lines are indented under."""
     if len(line) <= width:
         return line
-    indent = line[:len(line) - len(line.lstrip())]
+    text = line[lead:]
+    indent = " " * lead + text[:len(text) - len(text.lstrip())]
     return "\n".join(textwrap.wrap(line, width, subsequent_indent=indent + "  ", break_long_words=False,
                                    break_on_hyphens=False)) or line
 
@@ -39,8 +43,24 @@ def columns(stream: Any) -> int | None:
         return None
 
 
-def for_terminal(text: str, stream: Any) -> str:
+def for_terminal(text: str, stream: Any, lead: int = 0) -> str:
     """`text` as stepdbg writes it to `stream`: each line folded at the terminal's width
-    where `stream` is a terminal, else as it is."""
+    where `stream` is a terminal, else as it is (`lead` as fold's)."""
     width = columns(stream)
-    return text if not width else "\n".join(fold(line, width) for line in text.split("\n"))
+    return text if not width else "\n".join(fold(line, width, lead) for line in text.split("\n"))
+
+
+class OwnLines:
+    """Which of a job's relayed stderr lines are stepdbg's own: a `stepdbg: ...` line and
+    the indented lines after it from the same writer (the same message's later lines: a
+    break's `  at train.py:27  loss = ...`, a replay's `  domain: ...`), the lines of each
+    writer (a torchrun rank) followed apart. A blank or unindented line ends a message."""
+
+    def __init__(self) -> None:
+        self.within: dict[str, bool] = {}  # writer -> its last line was stepdbg's
+
+    def own(self, writer: str, text: str) -> bool:
+        mine = OWN.match(text) is not None or (self.within.get(writer, False) and text[:1] in (" ", "\t")
+                                               and bool(text.strip()))
+        self.within[writer] = mine
+        return mine

@@ -33,6 +33,7 @@ from typing import Any
 import torch
 
 from stepdbg.agent.replay.bundle import BundleError
+from stepdbg.wire.fold import for_terminal
 from stepdbg.wire.model_spec import inside, spec_error
 
 FACTORY_HINT = "give --model MODULE:FACTORY or --model FILE.py:FACTORY, a function that builds the model"
@@ -161,8 +162,8 @@ def from_spec(spec: str, bundle_dir: Path) -> tuple[Callable[[], Any], str]:
     if not target.endswith(".py"):
         sys.path.insert(0, os.getcwd())  # `python -m` would have: the user's own package here
     if target.endswith(".py"):
-        print(f"stepdbg replay: the model's code: the definitions of {os.path.abspath(target)} "
-              "(its top-level statements do not run)", file=sys.stderr, flush=True)
+        print(for_terminal(f"stepdbg replay: the model's code: the definitions of {os.path.abspath(target)} "
+                           "(its top-level statements do not run)", sys.stderr), file=sys.stderr, flush=True)
         return _walk(definitions(target), name, target), spec
     import importlib
 
@@ -188,8 +189,8 @@ def recorded_class(model: dict[str, Any], bundle_dir: Path) -> tuple[Callable[[]
     if not os.path.isfile(script):
         raise BundleError(f"{script}: no such file (the model's code is needed to rebuild it; {FACTORY_HINT})")
     _owned(script)
-    print(f"stepdbg replay: the model's code: the definitions of {script} (its imports, classes and "
-          "functions; its top-level statements do not run)", file=sys.stderr, flush=True)
+    print(for_terminal(f"stepdbg replay: the model's code: the definitions of {script} (its imports, classes and "
+                       "functions; its top-level statements do not run)", sys.stderr), file=sys.stderr, flush=True)
     sys.path.insert(0, os.path.dirname(script))  # its sibling modules, as the job found them
     keep_out(bundle_dir)
     ns = definitions(script)

@@ -37,6 +37,7 @@ from stepdbg.agent.replay import bundle, bundle_check, model_code, module_tree
 from stepdbg.agent.replay.bundle import BundleError
 from stepdbg.agent.replay.model_code import FACTORY_HINT, SOURCE_CAP
 from stepdbg.agent.replay.replay import replay_inputs, replay_step, replay_words
+from stepdbg.wire.fold import for_terminal
 from stepdbg.wire.protocol import plain
 
 
@@ -144,8 +145,9 @@ def rebuilt(meta: dict[str, Any], data: dict[str, Any], spec: str | None, path: 
         # torch's own modules, built in the script (nn.Sequential(...)): no class of the user's to build
         model = module_tree.build(tree, data["parameters"], data["buffers"], FACTORY_HINT)
         _load_state(model, data["parameters"], data["buffers"])
-        print(f"stepdbg replay: the model: torch's {rec['qualname']} holding {len(tree['modules']) - 1} modules, rebuilt from "
-              "the bundle's record of them (torch.nn's classes; no code of the bundle's runs)", file=sys.stderr, flush=True)
+        print(for_terminal(f"stepdbg replay: the model: torch's {rec['qualname']} holding {len(tree['modules']) - 1} "
+                           "modules, rebuilt from the bundle's record of them (torch.nn's classes; no code of the "
+                           "bundle's runs)", sys.stderr), file=sys.stderr, flush=True)
     else:
         model = build_model(meta, spec, path)
         module_tree.restore(model, tree)  # its flags as at the break (a flag the loop set), not the constructor's
@@ -201,12 +203,12 @@ def main(argv: list[str] | None = None) -> int:
     try:
         result = replay_bundle(Path(ns.bundle), ns.model, ns.device)
     except BundleError as e:
-        print(f"stepdbg replay: {bundle_check.shown(str(e))}", file=sys.stderr)
+        print(for_terminal(f"stepdbg replay: {bundle_check.shown(str(e))}", sys.stderr), file=sys.stderr)
         return 1
     except Exception as e:  # whatever else a bundle or the model's code did: one line, never a traceback
         first = str(e).strip().splitlines()[0][:300] if str(e).strip() else ""
-        print(bundle_check.shown(f"stepdbg replay: {ns.bundle}: the replay failed ({type(e).__name__}: {first})"),
-              file=sys.stderr)
+        print(for_terminal(bundle_check.shown(f"stepdbg replay: {ns.bundle}: the replay failed "
+                                              f"({type(e).__name__}: {first})"), sys.stderr), file=sys.stderr)
         return 1
     try:
         _print(result, ns.json)
@@ -224,7 +226,7 @@ def _print(result: dict[str, Any], as_json: bool) -> None:
                  f"torch {info['versions']['torch']})", *replay_words(result).splitlines(),
                  *(f"  note: {n}" for n in [*info["notes"], *([result["not_exact"]] if result.get("not_exact") else [])])]
         for line in lines:  # whatever the bundle held (a name, an index, torch's words of it) shown, never obeyed
-            print(bundle_check.shown(line))
+            print(for_terminal(bundle_check.shown(line), sys.stdout))  # (at a terminal, folded between words)
         sys.stdout.flush()
 
 
