@@ -372,8 +372,7 @@ class StepdbgApp(ControlActions, ReplActions, App[str | None]):
 
     @on(Input.Submitted, "#repl")
     def repl_submitted(self, event: Input.Submitted) -> None:
-        line = event.value.strip()
-        event.input.value = ""
+        line = event.value.strip()  # (the line emptied itself on Enter: repl_field.ReplLine)
         if line:
             self.run_line(line)
 

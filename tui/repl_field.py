@@ -66,6 +66,12 @@ class ReplLine(Field):
             self.answer(NONE + (f": none begins with {m.group()!r}" if m else "")
                         + "; escape leaves the line (keys act on the job again)")
 
+    async def action_submit(self) -> None:
+        """The line goes to the app and the field empties now: what is typed after Enter in
+        the same burst starts the next line (emptied when the app took the line, it was lost)."""
+        await super().action_submit()
+        self.value = ""
+
     def answer(self, words: str) -> None:
         """`words` under the line, where its answers go."""
         for out in self.screen.query("#repl-out").results(Static):
