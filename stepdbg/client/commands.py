@@ -18,7 +18,7 @@ from typing import Any
 
 from ..wire.change_text import change_said, change_words, rewind_answer
 from ..wire.conditions import parse as parse_condition
-from ..wire.fold import for_terminal
+from ..wire.fold import columns, for_terminal
 from ..wire.numbers import ascii_int
 from ..wire.ops import lr_typed
 from ..wire.rank_diff import USAGE as RANKS_USAGE
@@ -231,7 +231,7 @@ def _interrupt(target: Any, word: str, rest: str) -> str | None:
 
 
 def _info(target: Any, word: str, rest: str) -> str | None:
-    _lines(info_lines(target, rest or "model"))
+    _lines(info_lines(target, rest or "model", columns(sys.stderr)))
     return None
 
 

@@ -160,13 +160,33 @@ def break_lines(rows: list[dict[str, Any]]) -> list[str]:
             for r in rows] or ["no breakpoints"]
 
 
-def model_lines(rows: list[dict[str, Any]]) -> list[str]:
+MODEL_DROP = (6, 2, 3)  # left out first where a line is wider than the terminal: mode, then out, then params
+# (the norms stay), as the TUI's Model panel does (tui/panels.ModelPanel.DROP)
+
+
+def model_lines(rows: list[dict[str, Any]], width: int | None = None) -> list[str]:
+    """One line per module. At a terminal of `width` columns where a line would be wider
+    (a terminal broke it, `|w|=4.3` / `|g|=- train`), the columns as narrow as what they
+    hold, then mode, out and params left out until each line fits."""
     def norm(v: float | None) -> str:
         return "-" if v is None else f"{v:.3g}"
 
-    return [f"{'  ' * r['depth']}{r['name']:<24} {r['type']:<16} out={r['output_shape']} params={r['params']} "
-            f"|w|={norm(r['weight_norm'])} |g|={norm(r['grad_norm'])} {'train' if r['training'] else 'eval'}"
-            for r in rows]
+    cells = [[f"{'  ' * r['depth']}{r['name']}", r["type"], f"out={r['output_shape']}", f"params={r['params']}",
+              f"|w|={norm(r['weight_norm'])}", f"|g|={norm(r['grad_norm'])}", "train" if r["training"] else "eval"]
+             for r in rows]
+    lines = [f"{'  ' * r['depth']}{r['name']:<24} {c[1]:<16} {' '.join(c[2:])}" for r, c in zip(rows, cells, strict=True)]
+    if width is None or all(len(ln) <= width for ln in lines):
+        return lines
+    kept = list(range(7))
+    for gone in (None, *MODEL_DROP):
+        if gone is not None:
+            kept.remove(gone)
+        wide = [max(len(c[i]) for c in cells) for i in range(7)]
+        lines = [" ".join(c[i].ljust(wide[i]) if i < 2 else c[i] for i in kept).rstrip() for c in cells]
+        if all(len(ln) <= width for ln in lines):
+            break
+    left = [("mode", "out", "params")[MODEL_DROP.index(i)] for i in MODEL_DROP if i not in kept]
+    return [*lines, f"(left out at {width} columns: {', '.join(left)})"] if left else lines
 
 
 def thread_lines(stacks: list[dict[str, Any]], frames: int = 8) -> list[str]:
@@ -185,22 +205,22 @@ def source_lines(src: dict[str, Any] | None) -> list[str]:
 
 
 # `info TOPIC`: what it asks the job, in words; in the order the help lists them.
-INFO: dict[str, Callable[[Any], list[str]]] = {
-    "model": lambda t: model_lines(t.module_tree()),
-    "torchinfo": lambda t: [t.model_summary() or "no model forward seen yet"],
-    "opt": lambda t: optimizer_lines(t.optimizer_info()),
-    "mem": lambda t: memory_lines(t.memory()),
-    "threads": lambda t: thread_lines(t.stacks()),
-    "breaks": lambda t: break_lines(t.breakpoints()),
-    "source": lambda t: source_lines(t.source(8)),
-    "history": lambda t: history_lines(t.get_history(20)),
-    "timings": lambda t: timings_lines(t.timings()),
-    "status": lambda t: status_lines(t.status()),
+INFO: dict[str, Callable[[Any, int | None], list[str]]] = {  # (the target, the terminal's width or None)
+    "model": lambda t, width: model_lines(t.module_tree(), width),
+    "torchinfo": lambda t, _: [t.model_summary() or "no model forward seen yet"],
+    "opt": lambda t, _: optimizer_lines(t.optimizer_info()),
+    "mem": lambda t, _: memory_lines(t.memory()),
+    "threads": lambda t, _: thread_lines(t.stacks()),
+    "breaks": lambda t, _: break_lines(t.breakpoints()),
+    "source": lambda t, _: source_lines(t.source(8)),
+    "history": lambda t, _: history_lines(t.get_history(20)),
+    "timings": lambda t, _: timings_lines(t.timings()),
+    "status": lambda t, _: status_lines(t.status()),
 }
 
 
-def info_lines(target: Any, what: str) -> list[str]:
+def info_lines(target: Any, what: str, width: int | None = None) -> list[str]:
     topic = INFO.get("opt" if what == "optimizer" else what)
     if topic is None:
         raise ValueError(f"info what? {', '.join(INFO)} (not {what!r})")
-    return topic(target)
+    return topic(target, width)
