@@ -18,6 +18,7 @@ from textual.widgets import Static
 
 from stepdbg.client.info_text import seconds
 from stepdbg.wire.change_text import change_words
+from stepdbg.wire.conditions import PHASES, SCALAR_PHASE
 
 from .asking import Loads
 from .fitted import focus_mark
@@ -93,9 +94,18 @@ def _break_head(brk: dict[str, Any]) -> Text:
     return head
 
 
-# A pause point before the phase that measures a scalar: it is not measured yet, said so
-# (a bare `loss -   grad_norm -` at a data_wait break read as if the step had none)
-NOT_YET = {"before_forward": ("before the forward", ("loss", "grad_norm"))}
+# A pause point before the phase that measures a scalar (conditions.SCALAR_PHASE): it is not
+# measured yet, said so (a bare `loss -   grad_norm -` at a data_wait break read as if the
+# step had none; at after_forward too, the eleventh walk's 4)
+NOT_YET = {"before_forward": "before the forward", "after_forward": "before the backward"}
+
+
+def not_yet(phase: str, s: dict[str, Any]) -> list[str]:
+    """Of loss and grad_norm, those the step has not measured at `phase`."""
+    if phase not in NOT_YET:
+        return []
+    return [k for k in ("loss", "grad_norm")
+            if s.get(k) is None and PHASES.index(phase) < PHASES.index(SCALAR_PHASE[k])]
 
 
 def _break_scalars(brk: dict[str, Any]) -> Text:
@@ -103,8 +113,7 @@ def _break_scalars(brk: dict[str, Any]) -> Text:
     scal = Text()
     if brk.get("scalars_of"):  # paused for another rank's break: whose numbers these are
         scal.append(f"{brk['scalars_of']}: ", style="bold")
-    when, later = NOT_YET.get(brk.get("phase", ""), ("", ()))
-    unmeasured = [k for k in later if s.get(k) is None]
+    unmeasured = not_yet(brk.get("phase", ""), s)
     if "loss" not in unmeasured:
         scal.append("loss ")
         scal.append(num(s.get("loss")), style="red" if bad(s.get("loss")) else "green")
@@ -117,7 +126,7 @@ def _break_scalars(brk: dict[str, Any]) -> Text:
         scal.append(f" → {num(now['lr'])}{' pinned' if now.get('pinned') else ''}", style="bold cyan")
     scal.append(f"   data_wait {seconds(s.get('data_wait'))}")
     if unmeasured:  # (info_text.seconds' words, the one place: 'not measured')
-        scal.append(f"   {' and '.join(unmeasured)} {seconds(None)} yet ({when})", style="dim")
+        scal.append(f"   {' and '.join(unmeasured)} {seconds(None)} yet ({NOT_YET[brk['phase']]})", style="dim")
     return scal
 
 
