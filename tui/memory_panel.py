@@ -84,6 +84,14 @@ class MemoryPanel(Loads, VerticalScroll):
     def on_resize(self) -> None:  # (its content's height too: the lines above the table laid out)
         self.fill_largest()  # fitted again: a table fitted at 160 columns was cut at `dtype    s` at 80
         self.focus_in_view()
+        self.call_after_refresh(self.redraw_largest)
+
+    def redraw_largest(self) -> None:
+        """The table drawn again once refitted: its header kept the widths of before the resize
+        (`size  tensor  category` over rows under other headings at 80x24, the eleventh walk's 3)."""
+        t = self.query_one(DataTable)
+        t._clear_caches()
+        t.refresh()
 
     def focus_in_view(self) -> None:
         """The focus where the person sees it: on the table where some of it shows, else on
