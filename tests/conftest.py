@@ -234,15 +234,19 @@ def tui_at_break(start_job, private_runtime_dir):
 
     @contextlib.asynccontextmanager
     async def attached(*args: str, script: Path = FIXTURE, script_args: tuple[str, ...] = (),
-                       size: tuple[int, int] = (80, 24)) -> Any:
+                       size: tuple[int, int] = (80, 24), notifications: bool = False) -> Any:
         from stepdbg.client.async_client import AsyncClient
         from stepdbg_tui.app import StepdbgApp
 
         start_job(*args, script=script, script_args=script_args).info()
         client = await AsyncClient.connect()
         app = StepdbgApp(client)
+        if notifications:  # toasts on (run_test leaves them off), each one raised kept in app.raised
+            app.raised = raised = []
+            add = app._notifications.add
+            app._notifications.add = lambda n: (raised.append(n), add(n))[1]
         try:
-            async with app.run_test(size=size) as pilot:
+            async with app.run_test(size=size, notifications=notifications) as pilot:
                 await wait_for(pilot, lambda: app.status.get("state") == "paused", "the first pause")
                 yield app, pilot
                 app.exit(None)

@@ -9,10 +9,9 @@ t…` beside a toast that said `the connection to the job` twice, 10 s. The TUI 
 
 from __future__ import annotations
 
-import contextlib
+import functools
 import os
 import signal
-from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -30,30 +29,10 @@ pytestmark = pytest.mark.timeout(300)
 
 
 @pytest.fixture
-def toasting_tui(start_job: Any, private_runtime_dir: Any) -> Any:
+def toasting_tui(tui_at_break: Any) -> Any:
     """conftest's tui_at_break with the toasts on (run_test leaves them off), and every toast
     raised kept in `app.raised`."""
-
-    @contextlib.asynccontextmanager
-    async def attached(*args: str, script_args: tuple[str, ...] = ()) -> AsyncIterator[Any]:
-        from stepdbg.client.async_client import AsyncClient
-        from stepdbg_tui.app import StepdbgApp
-
-        start_job(*args, script_args=script_args).info()
-        client = await AsyncClient.connect()
-        app = StepdbgApp(client)
-        app.raised = raised = []
-        add = app._notifications.add
-        app._notifications.add = lambda n: (raised.append(n), add(n))[1]
-        try:
-            async with app.run_test(size=(80, 24), notifications=True) as pilot:
-                await wait_for(pilot, lambda: app.status.get("state") == "paused", "the first pause")
-                yield app, pilot
-                app.exit(None)
-        finally:
-            await client.close(then="end")
-
-    return attached
+    return functools.partial(tui_at_break, notifications=True)
 
 
 def toasts(app: Any) -> list[Toast]:
