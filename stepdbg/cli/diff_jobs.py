@@ -113,16 +113,17 @@ def watch(label: str, proc: subprocess.Popen[bytes], record: str, n: int, timeou
     every = PROGRESS_AT_TERMINAL if sys.stderr.isatty() else settings.seconds(PROGRESS_EVERY) or PROGRESS_ELSE
     due = start + every
     steps_done = StepCount(record)
+    # The wait, said once, in the first line (not `ended at`: it runs on); later lines say the progress alone
+    limit = f" (waits for it up to --timeout {timeout:g} s)" if timeout else ""
     while not _exited(proc):
         now = time.monotonic()
         if timeout and now - start >= timeout:
             raise TimedOut(f"{label} did not finish within --timeout {timeout:g} s ({steps_done.words(n)}); "
                             "it was ended")
         if now >= due:
-            limit = f" (waits for it up to --timeout {timeout:g} s)" if timeout else ""  # (not `ended at`: it runs on)
             print(f"{label}: still running after {now - start:.0f} s: {steps_done.words(n)}{limit}",
                   file=sys.stderr, flush=True)
-            due = now + every
+            due, limit = now + every, ""
         time.sleep(0.1)
 
 
