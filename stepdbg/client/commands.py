@@ -54,7 +54,8 @@ stepdbg console:
                   all: dunders, modules, functions and classes too
   info WHAT       model, torchinfo, opt, mem, threads, breaks, source,
                   history, timings or status
-  break           list the breakpoints; break add SPEC, break rm SPEC
+  break           list the breakpoints; break add SPEC, break rm SPEC,
+                  break off SPEC (kept, not checked), break on SPEC
   q | quit | abort  end the job (exit code 3)
   interrupt       Ctrl-C for the job (SIGINT): its own Ctrl-C handling runs
   detach [continue|end]  (attach only) leave; the job stays paused unless told
@@ -273,6 +274,8 @@ def _break(target: Any, word: str, rest: str) -> str | None:
     """What was added or removed, in one line (the change's words), then the breakpoints."""
     sub, _, spec = rest.partition(" ")
     spec = spec.strip()
+    if sub in ("add", "rm", "remove", "on", "off") and not spec:
+        raise ValueError(f"break {sub} what? a breakpoint's spec (break {sub} nan)")
     if sub == "add":
         had = target.break_specs()
         target.add_break(spec)  # (a bad spec: the job's refusal, said as an error)
@@ -283,6 +286,11 @@ def _break(target: Any, word: str, rest: str) -> str | None:
     elif sub in ("rm", "remove"):
         target.remove_break(spec)
         _confirm(target, change_words({"what": "break_remove", "spec": spec}))
+    elif sub in ("on", "off"):
+        target.enable_break(spec, sub == "on")
+        _confirm(target, change_words({"what": "break_enable", "spec": spec, "enabled": sub == "on"}))
+    elif sub:
+        raise ValueError(f"break what? add, rm, on or off SPEC (not {sub!r})")
     for line in info_lines(target, "breaks"):
         out(line)
     return None
