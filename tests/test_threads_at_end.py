@@ -27,8 +27,30 @@ def test_a_clients_threads_have_ended_when_the_session_stops(session_factory, pr
     try:
         assert c.status()["frontends"] == 1
         threads = set(server._threads)
-        assert {t.name for t in threads} == {"stepdbg-client", "stepdbg-requests"}
+        assert {t.name for t in threads} == {"stepdbg-client-1", "stepdbg-client-1-requests"}
         s.stop()
         assert not any(t.is_alive() for t in threads)
     finally:
         c.close()
+
+
+def test_two_clients_threads_say_which_client_they_serve(start_job):
+    """`info threads` (and the Threads panel, from the same `stacks`) with two clients attached:
+    each client's reader, request worker and sender say its number (they were three pairs of
+    `stepdbg-client`, `stepdbg-requests`, `stepdbg-sender`, nothing to tell them apart)."""
+    import subprocess
+    import sys
+
+    from conftest import ROOT, WAIT
+
+    job = start_job("--break", "nan")
+    job.info()
+    with client.connect() as first:
+        first.status()
+        run = subprocess.run([sys.executable, "-m", "stepdbg", "attach", "--repl"], input="info threads\ndetach\n",
+                             capture_output=True, text=True, cwd=ROOT, timeout=WAIT)
+        first.close(then="end")
+    job.proc.wait(WAIT)
+    names = [line[4:].split(" (")[0] for line in run.stderr.splitlines() if line.startswith("--- stepdbg-client")]
+    assert sorted(names) == ["stepdbg-client-1", "stepdbg-client-1-requests", "stepdbg-client-1-sender",
+                             "stepdbg-client-2", "stepdbg-client-2-requests", "stepdbg-client-2-sender"], run.stderr

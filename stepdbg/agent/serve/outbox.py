@@ -36,7 +36,7 @@ class Outbox:
     """Bounded, non-blocking sending to one client over `sock`."""
 
     def __init__(self, sock: socket.socket, on_drop: Callable[[str], None], limit: int = QUEUE_LIMIT,
-                 stall: float | None = None) -> None:
+                 stall: float | None = None, name: str = "stepdbg-sender") -> None:
         self.sock = sock
         self.on_drop = on_drop  # told why, once, when the client is dropped
         self.stall = _stall_seconds() if stall is None else stall
@@ -45,7 +45,7 @@ class Outbox:
         self._items: deque[bytes | None] = deque()  # None: the end (sent after what is before it)
         self._sending = False  # the sender thread holds an item taken from _items
         self._cond = threading.Condition()
-        self._thread = threading.Thread(target=self._send_loop, name="stepdbg-sender", daemon=True)
+        self._thread = threading.Thread(target=self._send_loop, name=name, daemon=True)
         self._thread.start()
 
     def put(self, message: dict[str, Any]) -> bool:

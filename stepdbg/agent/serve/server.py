@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import hmac
+import itertools
 import os
 import queue
 import secrets
@@ -76,13 +77,12 @@ class Server:
         self._job_pace = Bucket()  # all clients' requests together, while the job runs
         self._threads: set[threading.Thread] = set()  # each connection's reader and request worker, while they run
         self._unauthenticated: dict[str, int] = {}  # per listener ("unix", "tcp") and per TCP address
+        self._connections = itertools.count(1)  # (client N's threads say N: the Threads panel tells two apart)
         self._lock = threading.Lock()
         self._stopped = threading.Event()
         self._steps: deque[dict[str, Any]] = deque(maxlen=STEPS_KEPT)  # step records not yet sent
         self._batch_lock = threading.Lock()  # one sender of batches at a time: one never overtakes the event after it
         self._output: list[dict[str, Any]] = []
-
-    # ------------------------------------------------------------------ lifecycle
 
     def start(self) -> Server:
         d = sessions.ensure_private_dir(sessions.runtime_dir())
@@ -163,8 +163,6 @@ class Server:
         return (f"stepdbg attach {self.info.address} --token-file FILE (FILE holding session {self.info.id}'s "
                 "token, which 'stepdbg ls --json --with-token' shows on this machine)")
 
-    # ------------------------------------------------------------------ events
-
     def _on_session_event(self, name: str, data: Any) -> None:
         if name == "step":
             with self._lock:  # batched: at most STEP_EVENTS_PER_SECOND go out, each with the records before it
@@ -215,8 +213,6 @@ class Server:
         for p in peers:
             p.outbox.put_encoded(data)
 
-    # ------------------------------------------------------------------ connections
-
     def _tracked(self, target: Any, args: tuple[Any, ...]) -> None:
         try:
             target(*args)
@@ -247,7 +243,7 @@ class Server:
                 with contextlib.suppress(OSError):
                     sock.close()
                 continue
-            self._started_thread(self._serve, (sock, slots), "stepdbg-client")
+            self._started_thread(self._serve, (sock, slots), f"stepdbg-client-{next(self._connections)}")
 
     def _serve(self, sock: socket.socket, slots: list[str]) -> None:
         conn = protocol.Connection(sock, max_frame=PREAUTH_MAX_FRAME)
@@ -265,11 +261,13 @@ class Server:
             conn.close()
             return
         conn.set_max_frame(protocol.MAX_FRAME)
-        peer = Peer(conn, Outbox(sock, on_drop=lambda why: self.session.say(f"dropped a client: {why}")), role)
+        me = threading.current_thread().name  # stepdbg-client-N: its worker and sender say N too
+        peer = Peer(conn, Outbox(sock, on_drop=lambda why: self.session.say(f"dropped a client: {why}"),
+                                 name=f"{me}-sender"), role)
         requests: queue.Queue[dict[str, Any] | None] = queue.Queue(maxsize=REQUESTS_IN_FLIGHT)
         pace = Pace(job=self._job_pace)
         worker = threading.Thread(target=self._tracked, args=(self._work, (peer, requests, pace)),
-                                  name="stepdbg-requests", daemon=True)
+                                  name=f"{me}-requests", daemon=True)
         try:
             assert self.info is not None
             peer.outbox.put({"type": "welcome", "version": protocol.VERSION, "session": self.info.public(),
