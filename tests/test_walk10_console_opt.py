@@ -35,3 +35,27 @@ def test_info_opt_says_the_schedulers_base_changed_and_why():
     assert ("SGD scheduler StepLR: base was [0.6]: the LR change 0.6 -> 0.3 scaled it alike, so the schedule goes "
             "on from the LR set\n") in said[2], said[2]
     assert "base was [0.6]: 2 LR changes (the last 0.3 -> 0.15) scaled it alike" in said[4], said[4]
+
+
+def test_one_lr_change_of_two_param_groups_says_each_groups_change_once(tmp_path):
+    """Two param groups (0.1 and 0.01) under StepLR: `lr 0.05` scales both bases in one change.
+    `info opt` said '2 LR changes (the last 0.01 -> 0.05)': one count per group, and the last
+    group's words for both."""
+    script = tmp_path / "two_groups.py"
+    script.write_text(
+        "import torch\n"
+        "a, b = torch.nn.Linear(2, 2), torch.nn.Linear(2, 1)\n"
+        "opt = torch.optim.SGD([{'params': a.parameters(), 'lr': 0.1}, {'params': b.parameters()}], lr=0.01)\n"
+        "sched = torch.optim.lr_scheduler.StepLR(opt, step_size=10)\n"
+        "for step in range(4):\n"
+        "    opt.zero_grad()\n"
+        "    b(a(torch.ones(4, 2))).sum().backward()\n"
+        "    opt.step()\n"
+        "    sched.step()\n")
+    run = subprocess.run([sys.executable, "-m", "stepdbg", "--no-tui", "--break", "step==2", "--on-break", "pause",
+                          sys.executable, str(script)], input="lr 0.05\ninfo opt\nc\n",
+                         capture_output=True, text=True, cwd=ROOT, timeout=WAIT, env={**os.environ, "STEPDBG_CONSOLE": "1"})
+    assert run.returncode == 0, run.stderr
+    said = run.stderr.split("(stepdbg) ")[1:]
+    assert ("scheduler StepLR: base was [0.1, 0.01]: the LR change 0.1 -> 0.05 in group 0 and 0.01 -> 0.05 in group 1 "
+            "scaled it alike") in said[1], said[1]

@@ -43,7 +43,9 @@ def optimizer_state_lines(info: dict[str, Any]) -> list[str]:
                      f"last computed {_lrs(s['last_lr'])} (at its last step; the LR in force is the group's lr)")
         was = s.get("base_was")
         if was:  # (base changed with no word: 0.01 became 0.004 after `lr 0.001`)
-            change = f"{num(was['by']['old'])} -> {num(was['by']['new'])}"
+            by = was["by"]
+            change = " and ".join(f"{num(g['old'])} -> {num(g['new'])}" + (f" in group {g['group']}" if len(by) > 1 else "")
+                                  for g in by)  # (one change of several groups: each group's)
             how = f"the LR change {change}" if was["changes"] == 1 else f"{was['changes']} LR changes (the last {change})"
             lines.append(f"scheduler {s['type']}: base was {_lrs(was['base_lrs'])}: {how} scaled it alike, "
                          "so the schedule goes on from the LR set")

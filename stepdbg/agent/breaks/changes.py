@@ -32,7 +32,7 @@ class Changes:
         opts = list(self.model.optimizers)
         if not opts:
             raise RuntimeError("no optimizer seen yet: there is no learning rate to set")
-        changed = []
+        changed, scaled = [], {}  # (scaled: each scheduler whose base this change scaled, by group)
         for opt in opts:
             for i, g in enumerate(opt.param_groups):
                 if group is not None and i != group:
@@ -43,8 +43,8 @@ class Changes:
                     if getattr(sched, "optimizer", None) is opt and hasattr(sched, "base_lrs") and old:
                         # The schedule goes on from the LR set, its shape kept: a scheduler that computes
                         # from base_lrs (LambdaLR, cosine) would put the old LR back at its next step.
-                        was = self.base_was.setdefault(id(sched), {"base_lrs": list(sched.base_lrs)})
-                        was["by"], was["changes"] = {"old": old, "new": lr}, was.get("changes", 0) + 1
+                        self.base_was.setdefault(id(sched), {"base_lrs": list(sched.base_lrs)})
+                        scaled.setdefault(id(sched), []).append({"group": i, "old": old, "new": lr})
                         sched.base_lrs[i] = sched.base_lrs[i] * lr / old
                 if pin:
                     self.pins[(id(opt), i)] = lr
@@ -53,6 +53,9 @@ class Changes:
                 changed.append({"group": i, "old": old, "new": lr})
         if not changed:
             raise ValueError(f"no param group {group}")
+        for key, groups in scaled.items():  # one change, however many groups it scaled
+            was = self.base_was[key]
+            was["by"], was["changes"] = groups, was.get("changes", 0) + 1
         return self.log("lr", lr=lr, pinned=pin, groups=changed)
 
     def apply_pins(self, opt: torch.optim.Optimizer) -> None:
