@@ -96,8 +96,9 @@ def _break_head(brk: dict[str, Any]) -> Text:
 
 # A pause point before the phase that measures a scalar (conditions.SCALAR_PHASE): it is not
 # measured yet, said so (a bare `loss -   grad_norm -` at a data_wait break read as if the
-# step had none; at after_forward too, the eleventh walk's 4)
-NOT_YET = {"before_forward": "before the forward", "after_forward": "before the backward"}
+# step had none; at after_forward and before_backward too, the eleventh and twelfth walks)
+NOT_YET = {"before_forward": "before the forward", "after_forward": "before the backward",
+           "before_backward": "before the backward"}
 
 
 def not_yet(phase: str, s: dict[str, Any]) -> list[str]:
