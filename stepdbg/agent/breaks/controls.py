@@ -10,6 +10,8 @@ pause waits for.
 
 from __future__ import annotations
 
+import contextvars
+import functools
 import os
 import queue
 import signal
@@ -155,7 +157,7 @@ class Controls:
         if self.paused is None:
             raise NotPaused("the job is running; pause it first")
         fut: Future[Any] = Future()
-        self._calls.put((fn, fut))
+        self._calls.put((functools.partial(contextvars.copy_context().run, fn), fut))  # (the asking client's frame)
         return fut.result(timeout=timeout)
 
     def wait_paused(self, timeout: float | None = None, previous: Break | None = None) -> Break | None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import contextvars
 import dis
 import functools
 import linecache
@@ -276,8 +277,7 @@ class ModelCaller:
             return stack, where_of(stack.innermost())
         f = self.frame
         if f is not None and _runs(f.f_code, start) is not f:  # (it returned the loss to the trainer)
-            stack.frames.append((f, f.f_lineno))
-            stack.index = len(stack.frames) - 1
+            stack.frames.append((f, f.f_lineno))  # (selected: the innermost, as every new stack's)
             return stack, where_of(f)
         if self.left is not None and _runs(self.left[0], start) is None:
             return stack, _where(*self.left)
@@ -326,15 +326,25 @@ def _value_return_line(code: CodeType) -> int | None:
     return lines.pop() if len(lines) == 1 else None
 
 
+# Whose frame selection a request reads and moves: each client's `u`/`d` are its own (the
+# TUI's `u` moved an open `attach --repl`'s frame). The server sets its client on the threads
+# that answer it; the job's own console is None.
+SELECTOR: contextvars.ContextVar[object] = contextvars.ContextVar("stepdbg_selector", default=None)
+
+
 class PausedStack:
     """The user's frames at a pause, outermost first, and the one selected: what pdb's
     ``w``, ``u`` and ``d`` walk. Evaluation, the source view and locals look at the selected
-    frame; a pause selects the innermost. Each frame keeps the line it is paused on (for a
+    frame, each client's own (SELECTOR); a pause selects the innermost. Each frame keeps the line it is paused on (for a
     traceback, the line that raised)."""
 
     def __init__(self, frames: list[tuple[FrameType, int]] | None = None) -> None:
         self.frames = frames or []
-        self.index = len(self.frames) - 1
+        self._chosen: dict[object, int] = {}  # each selector's frame, once it moved (else the innermost)
+
+    @property
+    def index(self) -> int:
+        return self._chosen.get(SELECTOR.get(), len(self.frames) - 1)
 
     @classmethod
     def from_frame(cls, start: FrameType | None) -> PausedStack:
@@ -363,7 +373,7 @@ class PausedStack:
         """Select the frame `by` out (negative: in), as `u`/`d` do; stops at either end."""
         if not self.frames:
             raise LookupError("no paused frame: the job is not paused")
-        self.index = min(max(self.index - by, 0), len(self.frames) - 1)
+        self._chosen[SELECTOR.get()] = min(max(self.index - by, 0), len(self.frames) - 1)
 
     def listing(self) -> list[dict[str, Any]]:
         return [{**(where_of(f, n) or {}), "selected": i == self.index} for i, (f, n) in enumerate(self.frames)]

@@ -29,6 +29,7 @@ from collections import deque
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
+from stepdbg.agent.measure.frames import SELECTOR
 from stepdbg.agent.serve.handlers import Handlers
 from stepdbg.agent.serve.outbox import Outbox
 from stepdbg.agent.serve.pace import Bucket, Pace
@@ -298,7 +299,7 @@ class Server:
         """Read requests until the client goes; `interrupt` is answered here at once, and so
         is a `status` the worker has nothing before (a hand-off to it costs more than the answer)."""
         handlers = protocol.Dispatcher(Handlers(self.session, peer), SCHEMAS)
-        running = self._running
+        running, _ = self._running, SELECTOR.set(peer)  # (u and d select this client's frame)
         while not self._stopped.is_set() and peer.outbox.dropped is None:
             try:
                 msg = peer.conn.recv(timeout=None)
@@ -326,7 +327,7 @@ class Server:
 
     def _work(self, peer: Peer, requests: queue.Queue[dict[str, Any] | None], pace: Pace) -> None:
         """Run a client's requests one at a time (they may wait for the training thread)."""
-        handlers = protocol.Dispatcher(Handlers(self.session, peer), SCHEMAS)
+        handlers, _ = protocol.Dispatcher(Handlers(self.session, peer), SCHEMAS), SELECTOR.set(peer)
         while True:
             msg = requests.get()
             try:
