@@ -17,6 +17,7 @@ from stepdbg.wire.ops import OPS
 
 from .log_order import SAID
 from .rank_breaks import FROM_RANK
+from .rank_order import HELD_AT_MOST
 
 
 class JobSource(RankView, Ops):
@@ -36,6 +37,19 @@ class JobSource(RankView, Ops):
             if ev.get("event") in ("exited", "lost"):
                 return
 
+    async def _relayed(self, c: Any) -> None:
+        """Until every line a rank that ended wrote is relayed by the launcher (torchrun
+        copies them from its files 0.1 s apart), HELD_AT_MOST at most: its `step 15 loss` came
+        after `[rank 0] is gone` (issue 45, the twelfth walk's 2)."""
+        caught_up = getattr(self.torchrun, "caught_up", None)
+        local = (getattr(c, "session", None) or {}).get("local_rank")
+        if caught_up is None or not isinstance(local, int):
+            return
+        loop = asyncio.get_running_loop()
+        until = loop.time() + HELD_AT_MOST
+        while not caught_up(local) and loop.time() < until:
+            await asyncio.sleep(0.05)
+
     def switch(self, rank: int) -> None:
         self.current = rank % len(self.clients)
 
@@ -50,6 +64,7 @@ class JobSource(RankView, Ops):
                     yield {"type": "event", "event": "exited", "data": self.client.exited}
                     return
                 c = self.clients[rank]
+                await self._relayed(c)  # (its last lines, its end summary: before it is said gone)
                 yield {"type": "event", "event": "output", "data": [
                     {"stream": "stderr", "lines": [f"[rank {rank}] is gone: {gone_note(c.exited or {}, [])}"]}]}
                 continue

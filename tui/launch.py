@@ -236,7 +236,7 @@ def _launched(child: subprocess.Popen[Any], kept: subprocess.Popen[str] | None, 
     log_dir = _option(child.args, "--log-dir") if ranks and isinstance(child.args, list) else None
     if log_dir is not None and not os.path.basename(log_dir).startswith(TORCHRUN_LOGS):
         log_dir = None  # the user's own (it is not ours to read, nor to remove)
-    order = RankOrder(log_dir, deliver, lock) if log_dir else None  # each rank's lines in the order it wrote them
+    order = RankOrder(log_dir, deliver, lock, torchrun) if log_dir else None  # each rank's lines in the order it wrote them
 
     first = StdoutFirst(lock, streams[0])  # a one-process job's stdout lines before the event line after them
 

@@ -11,7 +11,11 @@ line (a newcomer's walk: `step 10 loss nan` after `break at step 12`).
 ``RankOrder`` holds a rank's stderr from such a line on until that rank's relayed stdout
 has reached the size its stdout file had when the line came (torchrun's files are under
 the ``--log-dir`` the launcher gave it), and never longer than ``HELD_AT_MOST`` (a line
-torchrun dropped, a size counted otherwise). Stdout is never held, nor is the job."""
+torchrun dropped, a size counted otherwise). Stdout is never held, nor is the job. Every
+line stepdbg says on a rank's stderr (``OWN``) is held so, not an event's alone: its end
+summary (`conditions that stayed true ...`) came before the rank's `step 15 loss` and
+`rank 0 done` (issue 45, the twelfth walk's 2). ``caught_up`` says when all a rank has
+written is relayed: the Log says `[rank 0] is gone` after it (job_source)."""
 
 from __future__ import annotations
 
@@ -20,12 +24,14 @@ import os
 import re
 import threading
 from collections.abc import Callable
+from typing import Any
 
 HELD_AT_MOST = 2.0  # seconds a rank's stderr waits for its stdout
 PREFIX = re.compile(r"^\[[A-Za-z_]*?(\d+)\]:(.*)$")  # torchrun's `[default0]:` (as TorchrunLog reads it)
 # The job's stderr line of an event the Log says in its own words (a change, a break, a finding,
 # a replay): `stepdbg: ...`, a rank's `stepdbg[rank 0]: ...`, under torchrun after `[default0]:`.
 SAID = re.compile(r"stepdbg(?:\[rank (\d+)\])?: (change: |break at step |finding \[|replay of step )")
+OWN = re.compile(r"stepdbg\[rank \d+\]: ")  # any line a rank's agent says (its stdout flushed before it)
 
 
 def source_of(stream: str, line: str) -> tuple[str, str]:
@@ -50,19 +56,39 @@ class RankOrder:
     """`emit(stream, line)` each line in the order the rank wrote it. `feed` and the release
     after HELD_AT_MOST both run under `lock` (the relay's)."""
 
-    def __init__(self, log_dir: str, emit: Callable[[str, str], None], lock: threading.Lock) -> None:
-        self.log_dir, self.emit, self.lock = log_dir, emit, lock
+    def __init__(self, log_dir: str, emit: Callable[[str, str], None], lock: threading.Lock,
+                 torchrun: Any = None) -> None:
+        """`torchrun`: the launcher's TorchrunLog, whose `caught_up` this is (JobSource asks it)."""
+        self.log_dir, self.lock = log_dir, lock
         self.relayed: dict[int, int] = {}  # bytes of each rank's stdout relayed so far
+        self.relayed_err: dict[int, int] = {}  # and of its stderr
         self.held: dict[int, list[str]] = {}  # each rank's stderr lines waiting for its stdout
         self.until: dict[int, int] = {}  # the stdout size they wait for
+        self._emit = emit
+        if torchrun is not None:
+            torchrun.caught_up = self.caught_up
 
-    def stdout_size(self, rank: int) -> int:
-        """The size of the rank's stdout file now (its last attempt's), or 0."""
-        files = glob.glob(os.path.join(glob.escape(self.log_dir), "*", "attempt_*", str(rank), "stdout.log"))
+    def emit(self, stream: str, line: str) -> None:
+        m = PREFIX.match(line)
+        if m is not None and stream == "stderr":
+            rank = int(m.group(1))
+            self.relayed_err[rank] = self.relayed_err.get(rank, 0) + len(m.group(2).encode("utf-8", "replace")) + 1
+        self._emit(stream, line)
+
+    def stdout_size(self, rank: int, name: str = "stdout") -> int:
+        """The size of the rank's stdout (or stderr) file now (its last attempt's), or 0."""
+        files = glob.glob(os.path.join(glob.escape(self.log_dir), "*", "attempt_*", str(rank), f"{name}.log"))
         try:
             return os.path.getsize(max(files, key=os.path.getmtime)) if files else 0
         except OSError:
             return 0
+
+    def caught_up(self, rank: int) -> bool:
+        """(Not under the lock.) Everything rank `rank` (its local rank: torchrun's prefix)
+        wrote to its files so far is relayed: none held, none unread."""
+        with self.lock:
+            return rank not in self.held and self.relayed.get(rank, 0) >= self.stdout_size(rank) \
+                and self.relayed_err.get(rank, 0) >= self.stdout_size(rank, "stderr")
 
     def feed(self, stream: str, line: str) -> None:
         m = PREFIX.match(line)
@@ -79,7 +105,7 @@ class RankOrder:
         if rank in self.held:
             self.held[rank].append(line)
             return
-        if SAID.match(text):
+        if OWN.match(text):
             size = self.stdout_size(rank)
             if size > self.relayed.get(rank, 0):
                 self.held[rank], self.until[rank] = [line], size

@@ -13,6 +13,7 @@ import os
 import re
 import signal
 from collections import deque
+from collections.abc import Callable
 from typing import Any
 
 from ..wire import stall_text
@@ -125,6 +126,7 @@ class TorchrunLog:
     def __init__(self) -> None:
         self.ends: dict[int, dict[str, Any]] = {}
         self.tails: dict[int, deque[str]] = {}
+        self.caught_up: Callable[[int], bool] | None = None  # (the launcher's relay) a local rank's lines all out
 
     def feed(self, line: str) -> None:
         if m := self.PREFIX.match(line):
