@@ -19,6 +19,13 @@ def _param_groups(groups: Any) -> str:
             + (f", was {', '.join(was)})" if was else ")"))
 
 
+def _unpinned(c: dict[str, Any]) -> str:
+    """An LR set without `pin` where one was pinned: the pin is gone, said (it went silently)."""
+    if not any(isinstance(g, dict) and g.get("unpinned") for g in c.get("groups") or []):
+        return ""
+    return f"; no longer pinned: a scheduler may change it (lr {c['lr']:g} pin keeps it)"
+
+
 def _skip_words(c: dict[str, Any]) -> str:
     """"step 17's update will be skipped"; a repeat of a break that skips (--on-break skip)
     names the conditions that still hold."""
@@ -28,12 +35,16 @@ def _skip_words(c: dict[str, Any]) -> str:
                if held else ""))
 
 
+# What a skip keeps (the TUI's toast says it: the Break panel says the skip itself)
+SKIP_KEEPS = "the parameters and the optimizer's state stay as they are"
+
+
 def _skip_why(c: dict[str, Any]) -> str:
     if c.get("repeat_of"):
         return ("; every step's update is skipped while it holds (--on-break skip; counted in the end event, "
                 "not said again)")
     bad = ", still the bad one" if c.get("bad_loss") else ""  # (a NaN's break; not a data_wait's, before any loss)
-    return (f": the parameters and the optimizer's state stay as they are (the loss your script prints for step "
+    return (f": {SKIP_KEEPS} (the loss your script prints for step "
             f"{c['target_step']} is the one it {'computed' if bad else 'computes'}{bad})")
 
 
@@ -61,7 +72,8 @@ def rewind_answer(r: dict[str, Any]) -> str:
 
 # A change to the job (the `change` event, the answer to set_lr and skip) in the person's words.
 CHANGE_WORDS: dict[str, Callable[[dict[str, Any]], str]] = {
-    "lr": lambda c: f"LR set to {c['lr']:g}{' and pinned' if c.get('pinned') else ''}{_param_groups(c.get('groups'))}",
+    "lr": lambda c: f"LR set to {c['lr']:g}{' and pinned' if c.get('pinned') else ''}{_param_groups(c.get('groups'))}"
+                    + _unpinned(c),
     "param_group": lambda c: f"{c['key']} set to {c['value']:g}{_param_groups(c.get('groups'))}",
     "skip": _skip_words,
     "rewind": _rewind_words,

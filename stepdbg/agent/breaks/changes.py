@@ -46,11 +46,10 @@ class Changes:
                         self.base_was.setdefault(id(sched), {"base_lrs": list(sched.base_lrs)})
                         scaled.setdefault(id(sched), []).append({"group": i, "old": old, "new": lr})
                         sched.base_lrs[i] = sched.base_lrs[i] * lr / old
+                dropped = not pin and self.pins.pop((id(opt), i), None) is not None
                 if pin:
                     self.pins[(id(opt), i)] = lr
-                else:
-                    self.pins.pop((id(opt), i), None)
-                changed.append({"group": i, "old": old, "new": lr})
+                changed.append({"group": i, "old": old, "new": lr, **({"unpinned": True} if dropped else {})})
         if not changed:
             raise ValueError(f"no param group {group}")
         for key, groups in scaled.items():  # one change, however many groups it scaled
