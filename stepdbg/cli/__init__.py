@@ -15,6 +15,7 @@ import sys
 
 from ..client import ClientError, TargetError
 from ..wire import settings
+from ..wire.fold import say
 from .common import EXIT_FAILED, EXIT_USAGE, UsageError
 
 SUBCOMMANDS = ("run", "serve", "doctor", "overfit", "diff", "attach", "ls", "hook", "replay")
@@ -28,10 +29,10 @@ def main(argv: list[str] | None = None) -> int:
         settings.check_environment()
         return _dispatch(cmd, rest)
     except (UsageError, settings.SettingError) as e:
-        print(f"stepdbg: {e}", file=sys.stderr)
+        say(f"stepdbg: {e}")
         return EXIT_USAGE
     except (TargetError, ClientError, PermissionError) as e:  # PermissionError: a runtime dir not ours
-        print(f"stepdbg: {e}", file=sys.stderr)
+        say(f"stepdbg: {e}")
         return EXIT_FAILED
     except BrokenPipeError:
         # `stepdbg --help | head -1`: the reader left; end quietly, as a shell tool does.

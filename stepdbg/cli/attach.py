@@ -9,6 +9,7 @@ from typing import Any
 
 from ..client import connect, connect_address
 from ..wire import files, sessions
+from ..wire.fold import say
 from .common import Parser, UsageError, at_terminal
 from .ls import launcher_gone_output, with_status
 
@@ -98,7 +99,7 @@ def _say_where_output_goes(target: str | None) -> None:
         return  # (connecting says what is wrong)
     output = launcher_gone_output(info)
     if output is not None:
-        print(f"stepdbg: the job's launcher is gone; its output goes to {output}", file=sys.stderr)
+        say(f"stepdbg: the job's launcher is gone; its output goes to {output}")
 
 
 def read_token(path: str | None) -> str | None:

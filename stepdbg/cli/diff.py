@@ -30,6 +30,7 @@ import textwrap
 from typing import Any
 
 from ..wire.agent_config import FINGERPRINT_LIMIT
+from ..wire.fold import say
 from ..wire.step_diff import Record, RecordError, first_divergence, nonnegative, read_record
 from . import isolated
 from .common import Parser, UsageError, add_run_options, run_config, steps
@@ -339,7 +340,7 @@ def _diff(ns: Any, stop: StopOnSignal) -> int:
             if kept:
                 print(keep(label, record, kept), file=sys.stderr, flush=True)
     except (RunFailed, RecordUnusable) as e:
-        print(f"stepdbg diff: {e}", file=sys.stderr)
+        say(f"stepdbg diff: {e}")
         return EXIT_BAD
     finally:
         stop.holding = True  # from here a signal waits: the jobs are ended and the folder removed first

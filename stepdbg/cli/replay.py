@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 
+from stepdbg.wire.fold import say
 from stepdbg.wire.model_spec import spec_error
 
 from . import isolated
@@ -46,12 +46,12 @@ def main(argv: list[str]) -> int:
                         "train.py:build_model")
     ns = p.parse_args(argv)
     if not os.path.isdir(ns.bundle) or not os.path.lexists(os.path.join(ns.bundle, "meta.json")):
-        print(f"stepdbg replay: {ns.bundle!r} is not an evidence bundle (a directory with meta.json and "
-              "tensors.pt, written by --on-break save)", file=sys.stderr)
+        say(f"stepdbg replay: {ns.bundle!r} is not an evidence bundle (a directory with meta.json and "
+            "tensors.pt, written by --on-break save)")
         return 1
     why = spec_error(ns.model, ns.bundle) if ns.model else None
     if why:  # (here, before the replay's process spends seconds importing torch)
-        print(f"stepdbg replay: {why}", file=sys.stderr)
+        say(f"stepdbg replay: {why}")
         return 1
     # Not `python -m`, which puts the current directory first on sys.path: replayed from inside
     # a bundle, a torch.py or json.py shipped in it would be imported before any check ran.

@@ -14,6 +14,7 @@ import sys
 import tempfile
 
 from ..wire import sessions
+from ..wire.fold import say
 from ..wire.numbers import ascii_int
 from . import help_text
 from .common import (
@@ -183,7 +184,7 @@ def launch(cfg: Launch) -> int:
     try:
         os.execve(cfg.python, cmd, env)
     except OSError as e:
-        print(f"stepdbg: cannot run {cfg.python}: {e}", file=sys.stderr)
+        say(f"stepdbg: cannot run {cfg.python}: {e}")
         return 127
     return 0  # not reached
 

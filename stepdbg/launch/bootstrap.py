@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 import stepdbg
 from stepdbg.launch.script import run_script
 from stepdbg.wire.agent_config import AgentConfig
+from stepdbg.wire.fold import say
 
 if TYPE_CHECKING:
     from stepdbg.agent.session import Session
@@ -157,7 +158,7 @@ def main() -> int:  # noqa: C901, PLR0912, PLR0915 - the launcher's steps in ord
     try:
         config = AgentConfig.from_json(env_config)
     except ValueError as e:  # set by hand, or by another version of stepdbg: one line, as the CLI says it
-        print(f"stepdbg: {e}", file=sys.stderr, flush=True)
+        say(f"stepdbg: {e}")
         return 2
     config.argv = [sys.executable, *(["-m"] if module else []), *argv]
     session = _new_session(config)
@@ -171,10 +172,10 @@ def main() -> int:  # noqa: C901, PLR0912, PLR0915 - the launcher's steps in ord
     except OSError as e:
         why = cannot_listen(e, config.listen)
         if config.serve or config.listen:  # attaching was the point: say why and stop now
-            print(f"stepdbg: {why}", file=sys.stderr, flush=True)
+            say(f"stepdbg: {why}")
             session.stop(exit_code=EXIT_CANNOT_LISTEN, error=why)
             return EXIT_CANNOT_LISTEN
-        print(f"stepdbg: {why}; the job runs without attach", file=sys.stderr)
+        say(f"stepdbg: {why}; the job runs without attach")
     tee = None
     if config.forward_output:
         from stepdbg.agent.serve.output_tee import OutputTee

@@ -7,6 +7,7 @@ the training script starts, and a front end can validate as the user types.
 from __future__ import annotations
 
 import ast
+import difflib
 import functools
 import math
 import re
@@ -224,11 +225,11 @@ def _parsed(spec: str) -> Condition:
         if name in THRESHOLD_KINDS:
             op = THRESHOLD_KINDS[name][0]
             raise ConditionError(spec, f"{name} needs a value, e.g. '{name}{op}{_example(name)}'")
-        raise ConditionError(spec, f"unknown condition; known: {', '.join(_known())}")
+        raise ConditionError(spec, f"unknown condition{_near(low, SIMPLE_KINDS)}; known: {', '.join(_known())}")
     typed, op, raw = m.groups()
     name = typed.lower()
     if name not in THRESHOLD_KINDS:
-        raise ConditionError(spec, f"unknown condition {typed!r}; known: {', '.join(_known())}")
+        raise ConditionError(spec, f"unknown condition {typed!r}{_near(name, THRESHOLD_KINDS)}; known: {', '.join(_known())}")
     want_op, phase, parser = THRESHOLD_KINDS[name]
     if op != want_op and not (want_op == ">" and op == ">="):
         raise ConditionError(spec, f"{name} takes '{want_op}', e.g. '{name}{want_op}{_example(name)}'")
@@ -241,8 +242,6 @@ def _parsed(spec: str) -> Condition:
 def phase_index(phase: str) -> int:
     return PHASES.index(phase)
 
-
-# --- values ---------------------------------------------------------------------------
 
 _SIZE_UNITS = {
     "": 1, "b": 1,
@@ -294,13 +293,17 @@ def _example(name: str) -> str:
     return {"data_wait": "2", "stall": "60", "mem": "8GB", "step": "100", "every": "50"}.get(name, "100")
 
 
+def _near(typed: str, names: Any) -> str:
+    """' (did you mean grad_norm?)' for a name a letter or two off ('gradnorm', 'nann')."""
+    near = difflib.get_close_matches(typed, list(names), n=1)
+    return f" (did you mean {near[0]}?)" if near else ""
+
+
 def _known() -> list[str]:
     return ["nan", "inf", "nonfinite", "exception", "activations", "stale_grad"] + [
         f"{k}{v[0]}X" for k, v in THRESHOLD_KINDS.items()
     ] + ["expr:..."]
 
-
-# --- expressions ----------------------------------------------------------------------
 
 _EXPR_FUNCS = {"abs": abs, "min": min, "max": max}
 _ALLOWED_NODES = (
@@ -376,8 +379,6 @@ class _Floats(ast.NodeTransformer):
             return ast.copy_location(ast.Constant(float(node.value)), node)
         return node
 
-
-# --- formatting -----------------------------------------------------------------------
 
 def _fmt(v: Any) -> str:
     if isinstance(v, float):

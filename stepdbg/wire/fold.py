@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import re
+import sys
 import textwrap
 from typing import Any
 
@@ -48,6 +49,15 @@ def for_terminal(text: str, stream: Any, lead: int = 0) -> str:
     where `stream` is a terminal, else as it is (`lead` as fold's)."""
     width = columns(stream)
     return text if not width else "\n".join(fold(line, width, lead) for line in text.split("\n"))
+
+
+def say(text: str, stream: Any = None, flush: bool = True) -> None:
+    """Write one of stepdbg's own messages to `stream` (stderr), folded at a terminal: the
+    command line's errors and notices (a bad spec, a missing bundle, a runtime dir that is
+    not there) were cut mid-word at 80 columns."""
+    stream = sys.stderr if stream is None else stream
+    if stream is not None:
+        print(for_terminal(text, stream), file=stream, flush=flush)
 
 
 class OwnLines:
