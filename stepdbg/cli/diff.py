@@ -183,7 +183,7 @@ def run_one(label: str, line: str, cmd: list[str], env: dict[str, str], record: 
             folder: str, timeout: float, running: list[subprocess.Popen[bytes]]) -> Record:
     """Run one command to its end; its record, or RunFailed saying why there is none. The
     job is in `running` while it runs (main ends it if this process is stopped)."""
-    print(f"running {label}: {line}", file=sys.stderr, flush=True)
+    say(f"running {label}: {line}")
     log = os.path.join(folder, f"{label}.log")
     with open(log, "wb") as out:
         held = signal.pthread_sigmask(signal.SIG_BLOCK, SIGNALS)  # a stop now would lose the child's pid
@@ -338,7 +338,7 @@ def _diff(ns: Any, stop: StopOnSignal) -> int:
             recs[label] = run_one(label, getattr(ns, label.lower()), cmd, env, record, ns.steps, folder,
                                   ns.timeout, running)
             if kept:
-                print(keep(label, record, kept), file=sys.stderr, flush=True)
+                say(keep(label, record, kept))
     except (RunFailed, RecordUnusable) as e:
         say(f"stepdbg diff: {e}")
         return EXIT_BAD

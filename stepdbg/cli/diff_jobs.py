@@ -13,6 +13,7 @@ import sys
 import time
 
 from ..wire import settings
+from ..wire.fold import say
 
 PROGRESS_AT_TERMINAL = 2.0  # seconds between progress lines when stderr is a terminal
 PROGRESS_ELSE = 30.0  # otherwise (a log, CI): a line once a run has taken this long, and as often after
@@ -121,8 +122,7 @@ def watch(label: str, proc: subprocess.Popen[bytes], record: str, n: int, timeou
             raise TimedOut(f"{label} did not finish within --timeout {timeout:g} s ({steps_done.words(n)}); "
                             "it was ended")
         if now >= due:
-            print(f"{label}: still running after {now - start:.0f} s: {steps_done.words(n)}{limit}",
-                  file=sys.stderr, flush=True)
+            say(f"{label}: still running after {now - start:.0f} s: {steps_done.words(n)}{limit}")  # (folded)
             due, limit = now + every, ""
         time.sleep(0.1)
 
