@@ -90,8 +90,9 @@ async def test_set_lr_dialog_validates_then_sets_pinned():
         assert ("set_lr", (1e-4, None, True)) in src.calls
         src.push("change", {"what": "lr", "step": 30, "lr": 1e-4, "pinned": True, "groups": []})
         await pilot.pause(0.2)
-        # the LR at the break, and the one the next update uses (the panel kept the old one alone)
-        assert f"lr {BREAK['scalars']['lr'][0]:.4g} → 0.0001 pinned" in text_of(app, "#break-record")
+        # the LR at the break, and the one set, which the next update uses (the panel kept the old one alone)
+        said = text_of(app, "#break-record")
+        assert f"lr {BREAK['scalars']['lr'][0]:.4g} " in said and "LR set to 0.0001 and pinned" in said, said
         await pilot.press("l")  # the dialog's "now" is the LR set at this pause, not the one at the break
         await pilot.pause()
         assert "(now 0.0001)" in str(app.screen.query_one(Label).content)

@@ -74,6 +74,8 @@ def render_break(brk: dict[str, Any] | None, replay: dict[str, Any] | None,
             return Group(*said, *render_findings(findings or []))
         return Text("running — no break yet. p pauses at the next pause point.", style="dim")
     lines: list[Any] = [_break_head(brk), _break_scalars(brk)]
+    if brk.get("lr_now"):  # set at this pause (here, at another client): the LR the next update uses
+        lines.append(Text(change_words({**brk["lr_now"], "what": "lr"}), style="bold cyan"))
     if brk.get("skip_step") is not None:  # the job's own state (k here, at another client, --on-break skip)
         lines.append(Text(change_words({"what": "skip", "target_step": brk["skip_step"]}), style="bold cyan"))
     w = brk.get("where")
@@ -122,9 +124,6 @@ def _break_scalars(brk: dict[str, Any]) -> Text:
     if "grad_norm" not in unmeasured:
         scal.append(f"grad_norm {num(s.get('grad_norm'))}   ")
     scal.append(f"lr {num((s.get('lr') or [None])[0])}")
-    now = brk.get("lr_now")
-    if now:  # changed at this pause: the LR the next update uses
-        scal.append(f" → {num(now['lr'])}{' pinned' if now.get('pinned') else ''}", style="bold cyan")
     scal.append(f"   data_wait {seconds(s.get('data_wait'))}")
     if unmeasured:  # (info_text.seconds' words, the one place: 'not measured')
         scal.append(f"   {' and '.join(unmeasured)} {seconds(None)} yet ({NOT_YET[brk['phase']]})", style="dim")

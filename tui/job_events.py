@@ -100,8 +100,8 @@ def on_change(app: Any, data: Any) -> None:
     if data.get("what") == "interrupt" and app.status.get("state") == "paused":  # the pause ends first:
         LogOrder.of(app, _show_line).expect_next("resumed")  # its `resumed` before the traceback
     brk = app.status.get("paused")
-    if data.get("what") == "lr" and brk:  # the Break panel shows the LR now beside the one at the break
-        app.status = {**app.status, "paused": {**brk, "lr_now": {"lr": data.get("lr"), "pinned": data.get("pinned")}}}
+    if data.get("what") == "lr" and brk:  # the Break panel says the LR set (the job's status says it at an attach)
+        app.status = {**app.status, "paused": {**brk, "lr_now": data}}
         app.refresh_break()
     elif data.get("what") == "skip" and brk:  # and the skip asked (the job's status says it at an attach)
         app.status = {**app.status, "paused": {**brk, "skip_step": data.get("target_step")}}

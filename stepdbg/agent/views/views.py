@@ -58,6 +58,12 @@ class Views:
                                    end=lambda code, why: breaker.hooks.stop(code, why) if breaker.hooks else None)
         self.replays: list[dict[str, Any]] = []
         self.bundle_dir: str | None = None  # --bundle-dir (None: the job's working directory)
+        self._pause_began: tuple[Any, int] = (None, 0)  # the pause and how many changes the job had made before it
+        bus.listeners.append(self._on_event)
+
+    def _on_event(self, event: str, data: Any) -> None:
+        if event == "paused":
+            self._pause_began = (data, len(self.bus.changes))
         self.bundles = 0  # written by this process (bundle.MAX_BUNDLES at most)
         self._census: tuple[Any, dict[str, Any], dict[str, Any]] | None = None  # (pause, census, refs)
 
@@ -159,7 +165,8 @@ class Views:
             "phase": st.phase if st else "between steps",
             "state": "paused" if self.controls.paused else "running",
             "frontends": self.controls.frontends,
-            "paused": {**asdict(self.controls.paused), "skip_step": self._skip_pending()} if self.controls.paused else None,
+            "paused": {**asdict(self.controls.paused), "skip_step": self._skip_pending(), "lr_now": self._lr_now()}
+            if self.controls.paused else None,
             "waiting": self.guard("waiting", self.waiting),
             "loader": self.guard("loader", self.loader),
             "stall": self.breaker.stall_report(),
@@ -171,6 +178,15 @@ class Views:
         reads it from the job (the Break panel said nothing: a toast of one window alone)."""
         cur = self.model.current
         return cur.index if cur is not None and cur.skip and not cur.optimizer_stepped else None
+
+    def _lr_now(self) -> dict[str, Any] | None:
+        """The LR set at this pause (l, lr, at any client): the last such change record, which
+        every client's Break panel says beside the LR at the break (the window that set it
+        alone said it, from the change event; a client attached later had no sign of it)."""
+        brk, before = self._pause_began
+        if brk is None or brk is not self.controls.paused:
+            return None
+        return next((c for c in reversed(self.bus.changes[before:]) if c.get("what") == "lr"), None)
 
     def loader(self) -> dict[str, Any] | None:
         """The DataLoader the job reads from now: its settings and its workers' process
