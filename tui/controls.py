@@ -16,7 +16,7 @@ from textual.screen import Screen
 from textual.widget import Widget
 from textual.widgets import DataTable, Input, Static, Tab, TabbedContent
 
-from stepdbg.wire.change_text import rewind_answer
+from stepdbg.wire.change_text import SKIP_KEEPS, rewind_answer
 from stepdbg.wire.rank_words import targets_words
 
 from . import job_events, toasts
@@ -265,7 +265,8 @@ class ControlActions(_AppBase):
             return
         r = await self.ask("skip", self.source.skip_step())
         if r is not None:
-            self.notify("this step's update will not be applied")
+            # What the Break panel does not say (it says "step N's update will be skipped": toasts.py's rule)
+            self.notify(f"skip: {'asked already' if r.get('already') else SKIP_KEEPS}")
             if r.get("already"):  # no change event comes: the Log says it here (a toast goes away)
                 self.log_line(f"{job_events.change_words(r)} (asked already)", "cyan")
 
