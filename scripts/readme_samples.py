@@ -1,6 +1,8 @@
 """The sample outputs of README.md and docs/*.md, made by running them: each block after a
-line ``<!-- sample: NAME -->`` is what SAMPLES[NAME] prints, with this checkout's path left out.
-A block may live in any of those files (one block per name, in one file).
+line ``<!-- sample: NAME -->`` is what SAMPLES[NAME] prints, this checkout's path written as
+CHECKOUT (the program prints a script's path absolute, as Python's tracebacks do: a sample that
+left the checkout out said `at demos/nan_log.py:56`, which no run prints). A block may live in
+any of those files (one block per name, in one file).
 
     python scripts/readme_samples.py           # run every sample and rewrite its block
     python scripts/readme_samples.py --check   # exit 1, with a diff, where a block drifted
@@ -25,6 +27,7 @@ ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"
 DOCS = ROOT / "docs"
 MARK = re.compile(r"^<!-- sample: ([\w-]+) -->\n```\n(.*?)^```\n", re.M | re.S)
+CHECKOUT = "/home/you/stepdbg"  # where the README's reader cloned it, in place of this checkout's path
 
 
 @dataclass(frozen=True)
@@ -70,7 +73,7 @@ def run(sample: Sample) -> str:
 
 
 def run_one(sample: Sample) -> str:
-    """What a person sees: stdout and stderr as they come, this checkout's path left out."""
+    """What a person sees: stdout and stderr as they come, this checkout's path as CHECKOUT."""
     argv = shlex.split(sample.command)  # (stepdbg diff takes each command line in one argument)
     argv = [sys.executable, "-m", "stepdbg", *argv[1:]]
     argv = [sys.executable if a == "python" else a for a in argv]
@@ -79,7 +82,7 @@ def run_one(sample: Sample) -> str:
     env.pop("STEPDBG_DEFER_READS", None)
     out = subprocess.run(argv, input=sample.stdin, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                          cwd=ROOT, env=env, timeout=300).stdout
-    out = out.replace(f"{ROOT}{os.sep}", "")
+    out = re.sub(re.escape(str(ROOT)) + r"(?![\w.-])", CHECKOUT, out)  # (not a longer name that starts with it)
     at = 0
     for typed in sample.stdin.splitlines():  # what a terminal echoes after each prompt
         at = out.find("(stepdbg) ", at)
