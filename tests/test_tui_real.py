@@ -99,7 +99,7 @@ def test_real_terminal_nan_demo_replay_lr_continue_quit(tmp_path, private_runtim
         term.keys("l")
         term.wait_screen("learning rate for all groups")
         term.keys("0.001", "Enter")
-        term.wait_screen("LR set to 0.001 (pinned)")
+        term.wait_screen("LR set to 0.001 and pinned")  # (the Break panel's line: the toast says what it does not)
         term.keys("c")
         term.wait_screen("job ended, exit code 0")
         term.keys("q")

@@ -256,7 +256,9 @@ class ControlActions(_AppBase):
     async def apply_lr(self, lr: float, group: int | None, pin: bool) -> None:
         r = await self.ask("set LR", self.source.set_lr(lr, group=group, pin=pin))
         if r is not None:
-            self.notify(f"LR set to {lr:g}{' (pinned)' if pin else ''}")
+            # What the Break panel's 'LR set to ...' line does not say (toasts.py's rule): how long it holds
+            self.notify("lr: every update from now uses it (pinned: re-applied before each step)" if pin else
+                        "lr: the next update uses it; a scheduler or the loop may change it later")
             await self._refresh_panel(self.query_one(TabbedContent).active)
 
     @work(group="control")
