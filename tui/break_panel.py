@@ -81,11 +81,20 @@ def render_break(brk: dict[str, Any] | None, replay: dict[str, Any] | None,
     w = brk.get("where")
     if w:
         lines.append(Text(f"at {w['file']}:{w['line']} in {w['function']}", style="dim"))
+    if brk.get("paused_at"):  # the rank that broke, paused with every rank at another place (rank_breaks)
+        lines.append(Text(paused_at_words(brk["paused_at"]), style="bold"))
     if replay:
         lines += render_replay(replay)
     lines += [Text(f"• {h}", style="italic") for h in hints(brk, replay)]
     lines += render_findings(findings or [])
     return Group(*lines)
+
+
+def paused_at_words(at: dict[str, Any]) -> str:
+    """Where every rank paused for this rank's break (the source, stack and locals are there)."""
+    w = at.get("where") or {}
+    line = f" at {str(w.get('file', '')).rsplit('/', 1)[-1]}:{w.get('line')}" if w else ""
+    return f"paused with every rank at step {at.get('step')} ({at.get('phase')}){line}: the source and locals below"
 
 
 def _break_head(brk: dict[str, Any]) -> Text:

@@ -7,7 +7,9 @@ break showed that rank's reason beside its own numbers (`loss is nan` beside `lo
 
 Here: which break of the job an event is (the step it broke at, the rank that broke), said
 once in the Log; and each rank's last break, whose numbers the panel of a rank that paused
-for it shows, under that rank's name."""
+for it shows, under that rank's name. The panel of the rank that broke shows where it broke
+(its phase and line: ddp_nan.py:45, before the backward), not the update's line where every
+rank paused for it, which it says beside (`paused_at`; the twelfth walk's 1)."""
 
 from __future__ import annotations
 
@@ -28,11 +30,13 @@ def whose(brk: dict[str, Any]) -> Whose:
 
 
 class RankBreaks:
-    """`said`: the job's breaks the Log said; `last`: each rank's last break event."""
+    """`said`: the job's breaks the Log said; `last`: each rank's last break event; `broke`:
+    each break of the job as the rank that broke said it, where it broke."""
 
     def __init__(self) -> None:
         self.said: set[Whose] = set()
         self.last: dict[int, dict[str, Any]] = {}
+        self.broke: dict[Whose, dict[str, Any]] = {}
 
     @staticmethod
     def of(app: Any) -> RankBreaks:
@@ -45,6 +49,8 @@ class RankBreaks:
         """A rank's break event (as it comes, before the Log's order)."""
         if brk.get(FROM_RANK) is not None:
             self.last[brk[FROM_RANK]] = brk
+            if (brk.get("details") or {}).get("for_rank") is None:
+                self.broke.setdefault(whose(brk), brk)
 
     def first_time(self, brk: dict[str, Any]) -> bool:
         """The Log has not said this break of the job yet (and now counts it said)."""
@@ -57,13 +63,25 @@ class RankBreaks:
     def shown(self, brk: dict[str, Any] | None, in_view: int | None) -> dict[str, Any] | None:
         """The break as the Break panel of rank `in_view` shows it: paused for another rank's
         break, with that rank's numbers under its name (`scalars_of`), or its own under its
-        own name while that rank's have not come."""
+        own name while that rank's have not come; the rank that broke, where it broke."""
         if not brk:
             return brk
         step, rank = whose(brk)
-        if rank is None or in_view is None or rank == in_view or (brk.get("details") or {}).get("for_rank") is None:
+        if rank is None or in_view is None or (brk.get("details") or {}).get("for_rank") is None:
             return brk
+        if rank == in_view:
+            return self._where_it_broke(brk)
         theirs = self.last.get(rank)
         if theirs is not None and whose(theirs) == (step, rank):
             return {**brk, "scalars": theirs.get("scalars") or {}, "scalars_of": f"rank {rank}"}
         return {**brk, "scalars_of": f"rank {in_view} (rank {rank}'s have not come)"}
+
+    def _where_it_broke(self, brk: dict[str, Any]) -> dict[str, Any]:
+        """The pause of the rank that broke, for its own break: the break where it broke (its
+        step, phase, line and reason), the pause's place beside (`paused_at`), its numbers now."""
+        own = self.broke.get(whose(brk))
+        if own is None or (own.get("step"), own.get("phase")) == (brk.get("step"), brk.get("phase")):
+            return brk
+        return {**brk, "step": own.get("step"), "phase": own.get("phase"), "where": own.get("where"),
+                "reason": own.get("reason", brk.get("reason")),
+                "paused_at": {k: brk.get(k) for k in ("step", "phase", "where")}}

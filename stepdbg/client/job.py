@@ -21,6 +21,7 @@ from ..wire.last_step import last_reached
 from ..wire.numbers import ascii_int
 from ..wire.ops import OPS
 from .connection import OUTPUT_TAIL, Client, Ops
+from .said_once import SaidOnce
 
 
 def odd_ranks(values: list[tuple[int, str]]) -> set[int]:
@@ -151,7 +152,8 @@ class EndedReport:
     With `auto` (a job run without the TUI, where --on-break abort may end it) the report is
     held to its end and replaced when its root cause is a rank that ended with `code`.
     torchrun's `Sending process N closing signal SIGTERM` to the ranks left (its warning
-    before the report, which got through: the ninth walk's 4) goes with the report."""
+    before the report, which got through: the ninth walk's 4) goes with the report. And the
+    ranks' lines of one break of the job, or of a note to the person, are said once (said_once)."""
 
     def __init__(self, code: int = 3, auto: bool = False) -> None:
         self.code, self.auto = code, auto
@@ -161,9 +163,12 @@ class EndedReport:
         self._report: list[str] = []  # torchrun's traceback and table, until its end
         self._rules = -1  # "=====" lines of the failure table seen; -1 outside it
         self._stopping: list[str] = []  # torchrun's SIGTERM to the ranks left, until the report says why
+        self.once = SaidOnce()
 
     def feed(self, line: str) -> list[str]:
         """The lines to print for one line of torchrun's output."""
+        if not self.once.shown(line):
+            return []
         if not self.ended and not self.auto:
             return [line]
         if self._rules >= 0:
