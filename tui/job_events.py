@@ -125,8 +125,14 @@ def on_break(app: Any, data: Any) -> None:
 
 
 def on_finding(app: Any, data: Any) -> None:
+    """A finding, once for the job, naming the rank that found it (a job of many ranks: each
+    sends its own, and the Log said the same finding once per rank), as a break is said."""
+    if not RankBreaks.of(app).first_finding(data):
+        return
     app.findings.append(data)
-    app.log_line(f"finding [{data['rule']}]: {data['message']}", "bold red")
+    rank = data.get(FROM_RANK)
+    app.log_line(f"finding [{data['rule']}]{f' on rank {rank}' if rank is not None else ''}: {data['message']}",
+                 "bold red")
     app.refresh_break()
 
 

@@ -37,6 +37,7 @@ class RankBreaks:
         self.said: set[Whose] = set()
         self.last: dict[int, dict[str, Any]] = {}
         self.broke: dict[Whose, dict[str, Any]] = {}
+        self.findings: set[tuple[Any, Any]] = set()  # (rule, message) of the findings the Log said
 
     @staticmethod
     def of(app: Any) -> RankBreaks:
@@ -58,6 +59,15 @@ class RankBreaks:
         if key in self.said:
             return False
         self.said.add(key)
+        return True
+
+    def first_finding(self, finding: dict[str, Any]) -> bool:
+        """The job has not said this finding yet (every rank sends its own: the same words of
+        another rank are the same finding; the twelfth walk's 4), and now counts it said."""
+        key = (finding.get("rule"), finding.get("message"))
+        if key in self.findings:
+            return False
+        self.findings.add(key)
         return True
 
     def shown(self, brk: dict[str, Any] | None, in_view: int | None) -> dict[str, Any] | None:
