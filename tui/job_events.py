@@ -182,14 +182,18 @@ def ended_words(returncode: int) -> str:
 
 def on_replay(app: Any, data: Any) -> None:
     """A replay of the paused step, whoever asked for it (another client's too: this one
-    said `press r to replay` beside it). A job's ranks each send theirs: the rank in view's
-    comes here (JobSource)."""
+    said `press r to replay` beside it). A job's ranks each send theirs: the Log says each,
+    naming its rank (it said the rank in view's alone: rank 1's, which names the bad input,
+    never; the twelfth walk's 4); the Break panel shows the rank in view's (or r's answer)."""
     # The Log is the record: the replay and its verdict, whoever ran it (r, --on-break replay,
     # another client); it showed none (the walk's item 13)
-    for line in [f"replay of step {data.get('step')}: {data.get('summary')}",
-                 *([f"  {data['verdict']}"] if data.get("verdict") else [])]:
+    rank = data.get(FROM_RANK)
+    for line in [f"replay of step {data.get('step')}{f' on rank {rank}' if rank is not None else ''}: "
+                 f"{data.get('summary')}", *([f"  {data['verdict']}"] if data.get("verdict") else [])]:
         app.log_line(line, "magenta")
     brk = app.status.get("paused")
+    if rank is not None and rank != getattr(app.source, "current", None):
+        return
     if brk and data.get("step") == brk.get("step") and app.replay_result != data:
         app.replay_result = data
         app.refresh_break()

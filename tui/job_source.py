@@ -57,7 +57,7 @@ class JobSource(RankView, Ops):
         while True:
             rank, ev = await self._queue.get()
             name = ev.get("event")
-            if name in ("paused", "resumed", "step", "replay") and rank != self.current:
+            if name in ("paused", "resumed", "step") and rank != self.current:
                 continue  # the view follows one rank; the Ranks panel shows the others
             if name in ("exited", "lost"):
                 if all(c.exited is not None for c in self.clients):
