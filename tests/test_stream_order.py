@@ -65,8 +65,10 @@ def test_the_steps_printed_before_a_break_come_before_its_line():
 
 
 def test_without_the_wait_the_break_came_first(monkeypatch):
-    """What the relay did before: this test's order is the one the walk met."""
-    monkeypatch.setattr(stream_order, "HELD_AT_MOST", 0.0)
+    """What the relay did before (no wait at all): this test's order is the one the walk met.
+    (Not HELD_AT_MOST = 0: Condition.wait_for still waits once with a timeout of 0, letting
+    go of the lock, and the stdout reader could take it in that moment: flaky under load.)"""
+    monkeypatch.setattr(stream_order.StdoutFirst, "wait_for_stdout", lambda self: None)
     got = _relay_with_stderr_first(b"step 2 loss 0.09\n", "stepdbg: break at step 3 (before_backward) [nan]")
     assert got[0].startswith("stepdbg: break at step 3")
 
