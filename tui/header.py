@@ -13,11 +13,15 @@ from textual.widgets import Static
 from stepdbg.wire.last_step import last_reached
 
 # What the header keeps when it can, first to last, each part whole (never a cut word): a lost
-# connection's reason, the pid, the clock, the break's condition (as many whole words as fit,
-# then `…`: the Break panel says it whole), the script's arguments (as many whole ones as
-# fit, an option with its value, then `…`), the host; each is put in where the width left has room for it, the clock
-# and the host in fewer columns where that leaves room for more (`12m34s`, ` @vm`). The rank,
-# the script's name and the state stay. (The reverse order is the order they give way in.)
+# connection's reason, the break's condition (its first word: `PAUSED [grad_norm>200]` is why
+# the job stopped, and went before the host at 80 columns, the twelfth walk's 2), the pid, the
+# clock, the condition's further words (as many whole words as fit, then `…`: the Break panel
+# says it whole), the script's arguments (as many whole ones as fit, an option with its value,
+# then `…`), the host (` @ vm`, else ` @vm`); each is put in where the width left has room for
+# it. The rank, the script's name and the state stay. The reverse order is the order they give
+# way in: the host first, then the arguments, the condition's later words, the clock, the pid,
+# the condition. The clock has one spelling in every run and width (`8s`, `12m34s`,
+# `1h02m03s`: it was `00:00:08` where there was room and `21s` where not, the twelfth walk's 2).
 MORE = "…"  # after the arguments shown, where some are left out
 # The condition of a pause asked for (p, n, s): `PAUSED [pause]` said it twice, and at 80
 # columns it put the host out (`@ vm`, the fifth walk's 12); the header says `PAUSED`.
@@ -98,13 +102,10 @@ def _state(status: dict[str, Any], connection: str, words: int | None = None) ->
     return right
 
 
-def clock_spellings(elapsed: float) -> list[str]:
-    """The clock, widest first: `00:12:34 · `, then the same time in fewer columns
-    (`12m34s · `, `20s · `), which leaves room for a part that would not fit beside the
-    wide one (the host, beside one or two blank columns: the seventh walk's 1)."""
+def clock_words(elapsed: float) -> str:
+    """The clock, one spelling whatever the width: `20s · `, `12m34s · `, `1h02m03s · `."""
     h, m, s = int(elapsed // 3600), int(elapsed % 3600 // 60), int(elapsed % 60)
-    short = f"{h}h{m:02d}m{s:02d}s" if h else f"{m}m{s:02d}s" if m else f"{s}s"
-    return [f"{h:02d}:{m:02d}:{s:02d} · ", f"{short} · "]
+    return f"{h}h{m:02d}m{s:02d}s · " if h else f"{m}m{s:02d}s · " if m else f"{s}s · "
 
 
 def _levels(session: dict[str, Any], status: dict[str, Any], elapsed: float, arguments: list[str],
@@ -120,7 +121,7 @@ def _levels(session: dict[str, Any], status: dict[str, Any], elapsed: float, arg
     return {  # (a lost connection: its words, else those before its reason, `connection lost`: cut at 80 columns,
         "connection": [[connection], [connection.split(": ", 1)[0]]],  # `the connection to the jo…`, the ninth walk's 3)
         "pid": [[f"pid {session.get('pid')}"], [""]],
-        "clock": [[""]] if _ended(status) else [clock_spellings(elapsed), [""]],
+        "clock": [[""]] if _ended(status) else [[clock_words(elapsed)], [""]],
         "condition": [[None], *([n] for n in range(len(condition) - 1, 0, -1)), [0]] if condition else [[None]],
         "argument": [*([("".join(f" {a}" for a in arguments[:n]) + (f" {MORE}" if n < len(arguments) else ""))]
                        for n in range(len(arguments), -1, -1)), *([[""]] if arguments else [])],
@@ -128,16 +129,23 @@ def _levels(session: dict[str, Any], status: dict[str, Any], elapsed: float, arg
     }
 
 
+# The turns the parts are put in (the order above), each a part and whether it is put in at its
+# least (the condition's first word; its further words have their own, later turn).
+TURNS = (("connection", False), ("condition", True), ("pid", False), ("clock", False), ("condition", False),
+         ("argument", False), ("host", False))
+
+
 def _fit(levels: dict[str, list[list[Any]]], fits: Callable[[dict[str, Any]], bool]) -> dict[str, Any]:
-    """Each part as fully as it fits in its narrowest spelling, in their order; then each as
-    wide as the columns left allow, in order (a part that fits in a narrower spelling of
-    those before it is never left out beside blank columns: the seventh walk's 1)."""
+    """Each part as fully as it fits in its narrowest spelling, in their turns (TURNS); then
+    each as wide as the columns left allow, in order (a part that fits in a narrower spelling
+    of those before it is never left out beside blank columns: the seventh walk's 1)."""
     parts = {part: options[-1][-1] for part, options in levels.items()}
     chosen = {part: len(options) - 1 for part, options in levels.items()}
-    for part, options in levels.items():
-        for level, spellings in enumerate(options[:-1]):
-            if fits({**parts, part: spellings[-1]}):
-                parts[part], chosen[part] = spellings[-1], level
+    for part, least in TURNS:
+        last = len(levels[part]) - 1  # (the part left out)
+        for level in range(max(last - 1, 0) if least else 0, min(last, chosen[part])):
+            if fits({**parts, part: levels[part][level][-1]}):
+                parts[part], chosen[part] = levels[part][level][-1], level
                 break
     for part, options in levels.items():
         parts[part] = next((s for s in options[chosen[part]] if fits({**parts, part: s})), parts[part])
@@ -147,8 +155,8 @@ def _fit(levels: dict[str, list[list[Any]]], fits: Callable[[dict[str, Any]], bo
 def render_header(session: dict[str, Any], status: dict[str, Any], elapsed: float, connection: str,
                   width: int | None = None) -> Text:
     """The header in `width` columns (None: not laid out yet, everything shown). The script's
-    name and the state stay whole: the pid, clock, condition, arguments and host are put in,
-    in that order, each as fully as it still fits (_fit)."""
+    name and the state stay whole: the other parts are put in, in their turns, each as fully
+    as it still fits (_fit)."""
     name, arguments = _script(session.get("argv") or [])
     rank = f" rank {session['rank']}/{session['world_size']}" if session.get("rank") is not None else ""
 
