@@ -122,7 +122,9 @@ def not_yet(phase: str, s: dict[str, Any]) -> list[str]:
 
 def _break_scalars(brk: dict[str, Any]) -> Text:
     s = brk.get("scalars") or {}
-    scal = Text()
+    # Said to be the break's: an LR set since (`LR set to 0.002`, the line under it) is not the
+    # `lr 0.1` read here, which read as the LR in force (the twelfth walk's 1).
+    scal = Text("at the break" + (", " if brk.get("scalars_of") else ": "), style="dim")
     if brk.get("scalars_of"):  # paused for another rank's break: whose numbers these are
         scal.append(f"{brk['scalars_of']}: ", style="bold")
     unmeasured = not_yet(brk.get("phase", ""), s)
