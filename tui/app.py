@@ -346,9 +346,9 @@ class StepdbgApp(ControlActions, ReplActions, App[str | None]):
 
     @on(Input.Submitted, "#tensor-name")
     @on(Input.Submitted, "#tensor-index")
-    def tensor_submitted(self) -> None:
-        if (panel := self.query_one(TensorPanel)).fields()[0]:
-            self.run_worker(panel.open(self.source, *panel.fields()), group="tensor", exclusive=True)
+    def tensor_submitted(self, event: Input.Submitted) -> None:
+        if (fields := (panel := self.query_one(TensorPanel)).fields(event))[0]:
+            self.run_worker(panel.open(self.source, *fields), group="tensor", exclusive=True)
 
     @on(DataTable.RowSelected, "#model-table")
     @on(DataTable.RowSelected, "#mem-largest")
@@ -382,14 +382,6 @@ class StepdbgApp(ControlActions, ReplActions, App[str | None]):
         name = action.split("(")[0]
         if not isinstance(focused, Input) and name in AFTER_THE_END and not self.check_action(name, ()):
             self.job_ended(AFTER_THE_END[name])  # its binding is off after the end: says why, not nothing
-            event.stop()
-        if isinstance(focused, Input) and focused.id == "repl" and event.key in ("up", "down"):
-            self.recall_line(-1 if event.key == "up" else 1)
-            event.stop()
-        elif isinstance(focused, Input) and event.key == "escape" and focused.screen is self.screen_stack[0]:
-            # keys are keys again, on the panel shown (on no widget the focus showed nowhere); in
-            # the Breaks panel on its table (space, delete)
-            self.set_focus(keys_land(self.query_one(BY_ID[self.active_panel()].cls)))
             event.stop()
 
 

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 from textual import on
 from textual.app import ComposeResult
-from textual.binding import Binding
+from textual.binding import ActiveBinding, Binding
 from textual.containers import Grid, Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Button, Checkbox, Footer, Input, Label, Static
@@ -14,6 +15,7 @@ from textual.widgets import Button, Checkbox, Footer, Input, Label, Static
 from stepdbg.client.info_text import num
 from stepdbg.wire.ops import lr_typed
 
+from .fields import Field
 from .panel_table import help_lines
 
 # Each line fits 72 columns: the dialog's inside at an 80-column terminal (a longer line
@@ -56,7 +58,19 @@ HELP = f"""\
           Breaks its table: space turns one on/off, delete removes)"""
 
 
-class LrScreen(ModalScreen[tuple[float, bool] | None]):
+class FieldDialog:
+    """A dialog with a text field (fields.Field, whose keys act in the order typed): its footer
+    says the dialog's own keys, which the field's tab and escape (not shown) hid (it was blank)."""
+
+    _bindings: Any
+
+    @property
+    def active_bindings(self) -> dict[str, ActiveBinding]:
+        own = {k: ActiveBinding(self, bs[0], True) for k, bs in self._bindings.key_to_bindings.items() if bs[0].show}
+        return {**super().active_bindings, **own}  # type: ignore[misc]
+
+
+class LrScreen(FieldDialog, ModalScreen[tuple[float, bool] | None]):
     """Ask for a learning rate and whether to pin it."""
 
     DEFAULT_CSS = """
@@ -79,7 +93,7 @@ class LrScreen(ModalScreen[tuple[float, bool] | None]):
             g = "all groups" if self.group is None else f"group {self.group}"
             # (as the panels say a number: 0.0003, 1e-05; `0.0003000000142492354` from a float32 LR)
             yield Label(f"learning rate for {g}" + ("" if self.current is None else f" (now {num(self.current)})"))
-            yield Input(placeholder="e.g. 1e-4", id="lr-value")
+            yield Field(placeholder="e.g. 1e-4", id="lr-value")  # (a burst's keys act in the order typed: fields.py)
             yield Checkbox("pin it (re-applied before every step; schedulers scaled)", True, id="lr-pin")
             yield Label("", id="lr-error", markup=False)  # it quotes what was typed
             yield Button("set", variant="primary", id="lr-ok")
@@ -100,7 +114,7 @@ class LrScreen(ModalScreen[tuple[float, bool] | None]):
         self.dismiss((lr, self.query_one("#lr-pin", Checkbox).value))
 
 
-class AskScreen(ModalScreen[str | None]):
+class AskScreen(FieldDialog, ModalScreen[str | None]):
     """One line of input, stripped. A line `check` refuses (ValueError) keeps the dialog and
     the text, the reason under it, as the LR dialog does (the ranks dialog closed on `5,x`, a
     toast said why, and the next keys acted as commands)."""
@@ -122,7 +136,7 @@ class AskScreen(ModalScreen[str | None]):
     def compose(self) -> ComposeResult:
         with Vertical():
             yield Label(self.question)
-            yield Input()
+            yield Field()
             yield Label("", id="ask-error", markup=False)  # it quotes what was typed
         yield Footer()
 

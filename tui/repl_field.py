@@ -42,7 +42,9 @@ class ReplLine(Field):
     stepped the job (the tenth walk's 1). A Tab that cannot complete says why under the
     line; escape leaves it."""
 
-    BINDINGS = [Binding("tab", "complete", "complete", show=False)]
+    BINDINGS = [Binding("tab", "complete", "complete", show=False),  # (up, down: run as typed, fields.Field)
+                Binding("up", "app.recall_line(-1)", "earlier lines", show=False),
+                Binding("down", "app.recall_line(1)", "later lines", show=False)]
     names: list[str] = []  # the paused frame's names (with the line's commands: what Tab completes)
 
     def on_mount(self) -> None:

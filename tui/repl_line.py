@@ -9,6 +9,7 @@ import ast
 from typing import TYPE_CHECKING, Any
 
 from rich.text import Text
+from textual.actions import SkipAction
 from textual.events import Key
 from textual.widgets import Input, Static, TabbedContent
 
@@ -22,7 +23,7 @@ from stepdbg.wire.rank_diff import tolerances
 
 from .asking import ask
 from .break_panel import ended_words
-from .panel_table import BY_ID, one_process_words
+from .panel_table import BY_ID, keys_land, one_process_words
 from .panel_table import shown as panels_shown
 from .panels import BreakpointsPanel, check_spec, render_summary
 
@@ -58,6 +59,8 @@ class ReplActions(_AppBase):
 
     repl_history: LineHistory
     evaluating: bool
+    if TYPE_CHECKING:  # StepdbgApp's own
+        def active_panel(self) -> str: ...
 
     def on_mount(self) -> None:  # (Textual runs each class's on_mount: the app's own too)
         self.watch(self, "status", self._line_after_the_end)
@@ -83,7 +86,15 @@ class ReplActions(_AppBase):
     def action_focus_repl(self) -> None:  # at once: focus() waits for the app's next turn, and letters typed
         self.set_focus(self.query_one("#repl", Input))  # with `e` in one burst drove the job (`l`: the LR dialog)
 
-    def recall_line(self, delta: int) -> None:
+    def action_leave_field(self) -> None:
+        """Escape in a field of the main screen: keys are keys again, on the panel shown (on no
+        widget the focus showed nowhere); in the Breaks panel on its table (space, delete). In
+        a dialog its escape is the dialog's."""
+        if self.screen is not self.screen_stack[0]:
+            raise SkipAction()
+        self.set_focus(keys_land(self.query_one(BY_ID[self.active_panel()].cls)))
+
+    def action_recall_line(self, delta: int) -> None:  # up (-1) and down on the line (repl_field.ReplLine)
         repl = self.query_one("#repl", Input)
         value = self.repl_history.recall(delta)
         if value is not None:

@@ -127,9 +127,14 @@ class TensorPanel(Loads, Vertical):
         self.pause_note = note
         self._says_where_keys_go(self.screen.focused)
 
-    def fields(self) -> tuple[str, str]:
-        """The name and the slice typed (what Enter there and Enter on another panel's row open)."""
-        return self.query_one("#tensor-name", Input).value.strip(), self.query_one("#tensor-index", Input).value.strip()
+    def fields(self, entered: Input.Submitted | None = None) -> tuple[str, str]:
+        """The name and the slice typed (what Enter there and Enter on another panel's row open);
+        with `entered` (a field's Enter), that field's as it was when Enter came: `loss Enter 9`
+        in one read opened `loss9` (the Enter is handled after the letters typed with it)."""
+        name, index = (self.query_one(f"#tensor-{w}", Input).value for w in ("name", "index"))
+        if entered is not None:
+            name, index = (entered.value, index) if entered.input.id == "tensor-name" else (name, entered.value)
+        return name.strip(), index.strip()
 
     async def load(self, source: Any, status: dict[str, Any], history: list[dict[str, Any]]) -> None:
         """At a pause, the loss until a name is typed."""
