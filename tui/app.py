@@ -31,6 +31,7 @@ from .controls import AFTER_THE_END, OUTPUT_ENDS_WITHIN, ControlActions, MainScr
 from .dialogs import HelpScreen
 from .fitted import focus_mark
 from .header import JobHeader
+from .job_gone import gone_header
 from .messages import HISTORY_KEPT, ConnectionLost, JobEvent, StepSummary, with_records
 from .panel_table import BY_ID, PANELS, keys_land, one_process_words, shown
 from .panels import LogPanel, ModelPanel, TensorPanel, first_parameter_words, module_expression
@@ -202,19 +203,19 @@ class StepdbgApp(ControlActions, ReplActions, App[str | None]):
     def connection_lost(self, reason: str) -> None:
         self.connection = f"connection lost: {reason}"  # (the header says it: the toast says what now, and the Log
         self.log_line(self.connection, "red")  # keeps it whole; it said the header's words again, and its own twice)
-        self.notify("ctrl+r reconnects; q quits" if self.reconnect else "q quits", severity="error")
+        self.notify(self.lost_words(), severity="error")  # (ctrl+r only where the job may be there)
 
     @work(exclusive=True, group="reconnect")
     async def action_reconnect(self) -> None:
         if self.reconnect is None or self.connection == "connected":
             return
         self.notify("reconnecting…")
-        gone = f"connection lost: job (pid {self.source.session.get('pid')}) gone"  # (an end's words, its exit
+        gone = gone_header(self.source.session)  # (an end's words, its exit
         gone = gone if self.connection.startswith("connection lost") else self.connection  # code, stay)
         try:
             source = await self.reconnect()
         except Exception as e:
-            self.notify(f"reconnect failed: {getattr(e, 'message', None) or e}", severity="error", timeout=8)
+            self.refuse(f"reconnect failed: {getattr(e, 'message', None) or e}", severity="error")  # (stays)
             if gone_words(self.source.session) is not None:  # the header says it too (it said `connection
                 self.connection = gone  # lost` on, its pid given way; the toast that said `gone` went)
             return

@@ -22,15 +22,8 @@ from stepdbg.wire.rank_words import targets_words
 from . import job_events, toasts
 from .break_panel import ELSEWHERE, BreakPanel
 from .dialogs import AskScreen, CtrlCScreen, LrScreen, QuitScreen
+from .job_gone import GoneWatch
 from .messages import JobEvent
-
-if TYPE_CHECKING:
-    from textual.app import App
-
-    _AppBase = App[str | None]
-else:
-    _AppBase = object
-
 
 # The longest the end waits for the job's last lines (a launched job's output comes by its
 # pipes, its end by the socket, sooner); a child that outlives the job may hold the pipes.
@@ -86,7 +79,7 @@ class MainScreen(Screen[None]):
         return {**shown, **{k: b for k, b in bindings.items() if k not in shown}}
 
 
-class ControlActions(_AppBase):
+class ControlActions(GoneWatch):
     """The actions behind c n s p r D l k R u d q t o and ctrl+c."""
 
     source: Any
@@ -132,6 +125,9 @@ class ControlActions(_AppBase):
         if not state.startswith("exited"):
             if self.connection == "connected":
                 return False
+            if self.gone:
+                self.refuse(f"{self.gone}: nothing to {what}. The panels still show its last values; q quits")
+                return True
             again = "; ctrl+r reconnects" if getattr(self, "reconnect", None) else ""
             self.refuse(f"not connected to the job ({self.connection}): nothing to {what}{again}. q quits")
             return True
@@ -160,8 +156,9 @@ class ControlActions(_AppBase):
                     else "the job is not paused")
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        """After the job's end the keys that drive it leave the footer (they say why if pressed)."""
-        return not (action in AFTER_THE_END and str(self.status.get("state", "")).startswith("exited"))
+        """After the job's end (or once it is gone) the keys that drive it leave the footer (they
+        say why if pressed)."""
+        return not (action in AFTER_THE_END and (str(self.status.get("state", "")).startswith("exited") or self.gone))
 
     def _resume(self, what: str, coro: Any) -> None:
         state = str(self.status.get("state", ""))

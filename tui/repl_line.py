@@ -131,8 +131,8 @@ async def run_line(app: Any, line: str) -> None:
     out = app.query_one("#repl-out", Static)
     out.update(f"» {line}")  # (the last line's answer, not an older one's: one said in a toast left it)
     state = str(app.status.get("state", ""))
-    if state.startswith("exited"):  # (the request would only say the connection closed)
-        out.update(f"» {line}\nthe job has {ended_words(state)}: nothing runs in it now")
+    if state.startswith("exited") or app.gone:  # (the request would only say the connection closed)
+        out.update(f"» {line}\n{app.gone or 'the job has ' + ended_words(state)}: nothing runs in it now")
         return
     command = LINE_COMMANDS.get(word)
     if command is not None and await command(app, out, line, word, rest):

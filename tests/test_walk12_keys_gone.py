@@ -1,0 +1,79 @@
+"""Issue 45's twelfth walk, 2: `kill -9` of a job the TUI is attached to (`stepdbg serve` +
+`stepdbg attach`, 80x24). The footer still offered `c n s r` and the toast `ctrl+r reconnects`,
+each answering that the job was gone. With the job gone, as after its end, the footer offers
+what still works (q, the panels of its last state, help); a key that drove the job says it is
+gone; ctrl+r says `nothing to reconnect to`, as after an end, under the REPL line where it stays
+(its toast alone, cut at `nothing to` under two others). Each failed before its fix."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import time
+
+import pytest
+from conftest import WAIT, Tmux, wait_for
+from test_tui_fixes import real
+from textual.widgets import Static
+from tui_walk import plain, screen_text, settled
+
+DRIVE = ("cont", "phase", "step", "replay", "LR", "skip", "breaks")
+
+
+def footer(screen: str) -> str:
+    return screen.rstrip("\n").splitlines()[-1]
+
+
+@real
+async def test_the_footer_of_a_job_killed_offers_what_still_works(tui_at_break):
+    async with tui_at_break("--break", "step==2", notifications=True) as (app, pilot):
+        await wait_for(pilot, lambda: "c cont" in footer(screen_text(app)), "the footer with c")
+        pid = app.source.session["pid"]
+        os.kill(pid, signal.SIGKILL)
+        await wait_for(pilot, lambda: "c cont" not in footer(screen_text(app)), "the footer without c")
+        await settled(pilot, app)
+        shown = screen_text(app)
+        assert "q quit" in footer(shown) and not any(w in footer(shown).split() for w in DRIVE), shown
+        said = [str(n.message) for n in app.raised]
+        assert not any("ctrl+r" in m for m in said) and any(f"the job (pid {pid}" in m and "is gone" in m
+                                                             for m in said), said
+        assert f"job (pid {pid}) gone" in app.connection, app.connection
+        for key, what in (("c", "nothing to continue"), ("n", "nothing to step")):
+            await pilot.press(key)
+            await settled(pilot, app)
+            under = plain(app.query_one("#repl-out", Static))
+            assert "is gone" in under and what in under and "ctrl+r" not in under, under
+        await pilot.press("e", *"p 1", "enter")
+        await settled(pilot, app)
+        under = plain(app.query_one("#repl-out", Static))
+        assert "is gone" in under and "nothing runs in it now" in under, under
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("tmux") is None, reason="needs tmux")
+def test_a_job_killed_under_attach_leaves_the_footer_and_ctrl_r_says_nothing_to_reconnect_to(
+        tmp_path, private_runtime_dir, start_job):
+    job = start_job("--break", "step==2", script_args=("--steps", "5"))
+    pid = job.info().pid
+    term = Tmux(tmp_path, private_runtime_dir, "attach", size=(80, 24))
+    try:
+        assert "c cont" in footer(term.wait_screen("PAUSED"))
+        os.kill(pid, signal.SIGKILL)
+        job.proc.wait()
+        deadline = time.monotonic() + WAIT
+        while "c cont" in footer(term.screen()):
+            assert time.monotonic() < deadline, term.screen()
+            time.sleep(0.2)
+        shown = term.screen()
+        assert "q quit" in footer(shown) and not any(w in footer(shown).split() for w in DRIVE), shown
+        assert "ctrl+r" not in shown, shown
+        term.keys("C-r")
+        # Under the REPL line, where it stays (its toast, 5 lines at 80 columns under two others, was cut
+        # at `nothing to`), as after an end: nothing to reconnect to.
+        shown = term.wait_screen("nothing to reconnect to")
+        assert f" reconnect failed: the job (pid {pid}) is gone" in shown, shown
+        term.keys("c")
+        assert "ctrl+r" not in term.wait_screen("nothing to continue")
+    finally:
+        term.close()
