@@ -138,8 +138,8 @@ class Controls:
     def stop_reason(self, phase: str, step: int) -> str | None:
         """Why the run mode stops at this pause point, if it does."""
         mode, arg = self._run_mode
-        if mode == "phase":
-            return f"paused at the next pause point ({phase})"
+        if mode == "phase" and arg != (step, phase):  # (not the one it left: a pause for a rank's break
+            return f"paused at the next pause point ({phase})"  # is held just before its own pause point)
         if mode == "step" and step >= arg[0] and (phase == arg[1] or arg[1] not in cond_mod.PHASES):
             return f"next step: step {step}"
         if mode == "to_step" and step >= arg:
@@ -189,7 +189,10 @@ class Controls:
         self._run_mode = ("phase", None)
 
     def next_phase(self) -> None:
-        self._resume_with("phase")
+        """Continue to the next pause point: never the one paused at (under torchrun the pause for
+        a rank's break comes just before before_optimizer_step's pause point, and n stopped there)."""
+        cur = self.paused
+        self._resume_with("phase", (cur.step, cur.phase) if cur else None)
 
     def next_step(self, step: int) -> None:
         """Continue to the same pause point of the next step."""
