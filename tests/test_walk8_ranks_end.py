@@ -1,8 +1,10 @@
-"""After a torchrun job ends, the Ranks panel's note names the step the header names (issue
+"""After a torchrun job ends, the Ranks panel names the step the header names (issue
 45, the eighth walk's item 1): a real `torchrun --nproc_per_node=2` job on gloo (CPU), the
 TUI under Pilot over both ranks, the Ranks panel shown while the job ran to its end. The
 note said `this shows step 20, the last step this panel saw` under a header's `step 19`:
-the panel kept the status's step, which between steps is the next one's, never begun."""
+the panel kept the status's step, which between steps is the next one's, never begun. Since
+the thirteenth walk's 2 the panel shows each rank's own end (exited, its last step) in place
+of that note: each row names the header's step."""
 
 from __future__ import annotations
 
@@ -22,8 +24,6 @@ pytestmark = pytest.mark.slow  # real trainers and torchrun end to end (see pypr
 
 @pytest.mark.timeout(WAIT * 3)
 async def test_the_ranks_panels_note_at_the_end_names_the_headers_step(tmp_path, private_runtime_dir):
-    from textual.widgets import Static
-
     from stepdbg.client.async_client import AsyncClient
     from stepdbg_tui.app import StepdbgApp
     from stepdbg_tui.job_source import JobSource
@@ -51,12 +51,14 @@ async def test_the_ranks_panels_note_at_the_end_names_the_headers_step(tmp_path,
             await wait_for(pilot, lambda: answers or "job ended" in app.connection, "an answer after the last step")
             assert answers, "the job ended before the panel answered after its last step (nothing tested)"
             await wait_for(pilot, lambda: "job ended" in app.connection, "the job's end")
-            await wait_for(pilot, lambda: panel.query("#ended-note"), "the panel's note of the end")
-            note = str(panel.query_one("#ended-note", Static).content)
+            # Since the thirteenth walk's 2 the panel shows each rank's own end, not a note over its last rows.
+            await wait_for(pilot, lambda: panel.shown and all(r["state"] == "exited" for r in panel.shown[0]),
+                           "each rank's end on the panel")
             header = header_text(app)
-            said = re.search(r"this shows step (\d+)", note)
             shown = re.search(r"step (\d+) · job ended", header)
-            assert said and shown and said.group(1) == shown.group(1) == "3", (note, header)
+            steps = [r["step"] for r in panel.shown[0]]
+            assert shown and steps == [int(shown.group(1))] * 2 == [3, 3], (steps, header)
+            assert not panel.query("#ended-note"), header
             await pilot.press("q")
         await source.close()
     finally:

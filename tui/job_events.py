@@ -10,6 +10,7 @@ from textual.widgets import Input, TabbedContent
 
 from stepdbg.wire import stall_text
 from stepdbg.wire.change_text import change_line
+from stepdbg.wire.last_step import last_of_end
 
 from . import pause_words
 from .dialogs import ChoiceScreen
@@ -139,12 +140,7 @@ def on_finding(app: Any, data: Any) -> None:
 def on_exited(app: Any, data: Any) -> None:
     LogOrder.of(app, _show_line).release(app)  # (the job's lines before its end: none held past it)
     code = data.get("exit_code")
-    steps = data.get("steps")  # how many ran to their end: the last one's number is one less, unless it
-    shown = last_reached(app.status)  # ended inside step `steps` (in_step) (the header's number: the last reached)
-    last = steps - (not data.get("in_step")) if isinstance(steps, int) and (steps > 0 or data.get("in_step")) \
-        else shown
-    if isinstance(shown, int) and (last is None or shown > last):  # ended inside the step shown (an interrupt
-        last = shown  # at a pause): the step never goes back
+    last = last_of_end(data, last_reached(app.status))  # (the header's number: the last reached)
     app.status = {**app.status, "state": f"exited ({code})", "paused": None, "phase": "ended", "step": last,
                   "pausing": None}
     killed = data.get("killed_by")  # (a launched job's, as its parent saw it: its agent said nothing)

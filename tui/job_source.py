@@ -108,6 +108,10 @@ class JobSource(RankView, Ops):
 
         return list(await asyncio.gather(*(row(r, c) for r, c in enumerate(self.clients))))
 
+    def ended_rows(self) -> list[dict[str, Any]]:
+        """The ranks table once every rank has ended, from each one's record of its end (asks nothing)."""
+        return [rank_row(r, c, None, None, self.torchrun) for r, c in enumerate(self.clients)]
+
     async def close(self, then: str = "stay") -> None:
         for t in self._tasks:
             t.cancel()

@@ -337,9 +337,23 @@ class RanksPanel(Loads, Vertical):
         yield RowTable(id="ranks-table", cursor_type="row")
         yield Label(self.HINT, id="ranks-hint", classes="hint")
 
+    def on_mount(self) -> None:
+        self.says_its_end()
+
     def on_resize(self) -> None:
         if self.shown:
             self.show(*self.shown)
+
+    def say_ended(self) -> None:
+        """After the end each rank's row is its own record of its end (exited, its last step),
+        the rank in view marked: the panel kept its last answer's rows, a pause's, with a note
+        that said so (issue 45, the thirteenth walk's 2)."""
+        source = getattr(self.app, "source", None)
+        if not callable(getattr(source, "ended_rows", None)):
+            return super().say_ended()
+        for note in self.query("#ended-note"):
+            note.remove()
+        self.show(source.ended_rows(), source.current)
 
     def show(self, rows: list[dict[str, Any]], current: int) -> None:
         self.shown = (rows, current)

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..wire import stall_text
-from ..wire.last_step import last_reached
+from ..wire.last_step import last_of_end, last_reached
 from ..wire.numbers import ascii_int
 from ..wire.ops import OPS
 from .connection import OUTPUT_TAIL, Client, Ops
@@ -233,8 +233,9 @@ def rank_row(rank: int, c: Any, status: dict[str, Any] | None, last: dict[str, A
             end, tail = log.about(c.session)
             exited.update(end)
             tail = tail or list(c.output_tail)
-        return {**row, "state": "dead" if "lost" in exited or exited.get("exit_code") else "exited",
-                "note": gone_note(exited, tail)}
+        step = last_of_end(exited)  # (its own record of its end: the ranks' table kept their last pause's)
+        return {**row, "state": "dead" if "lost" in exited or exited.get("exit_code") else "exited", "step": step,
+                "phase": "ended" if step is not None else None, "note": gone_note(exited, tail)}
     state, note = status["state"], (status.get("paused") or {}).get("reason") or ""
     if status.get("waiting"):
         note = wait_note(status["waiting"])
