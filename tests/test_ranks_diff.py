@@ -125,7 +125,7 @@ def test_fsdp2_shards_are_not_compared_as_replicas(tmp_path, private_runtime_dir
 async def test_diff_ranks_on_the_tuis_repl_line_over_the_whole_job(tmp_path, private_runtime_dir):
     """The TUI over both ranks (its JobSource, asyncio): `diff ranks` typed on the REPL line
     names the weight rank 1 changed and rank 1, under the line."""
-    from conftest import text_of
+    from conftest import text_of, wait_for
 
     from stepdbg.client.async_client import AsyncClient
     from stepdbg_tui.app import StepdbgApp
@@ -143,20 +143,19 @@ async def test_diff_ranks_on_the_tuis_repl_line_over_the_whole_job(tmp_path, pri
                 "the bytes differ")
         async with app.run_test(size=(120, 40)) as pilot:
 
-            async def until(pred) -> None:  # (a ceiling only a hang reaches)
-                end = time.monotonic() + WAIT
-                while not pred():
-                    assert time.monotonic() < end and "error" not in text_of(app, "#repl-out").lower(), \
-                        text_of(app, "#repl-out")
-                    await pilot.pause(0.1)
+            def no_error(pred):  # (an error under the line fails at once, with its words)
+                def holds() -> bool:
+                    assert "error" not in text_of(app, "#repl-out").lower(), text_of(app, "#repl-out")
+                    return pred()
+                return holds
 
-            await until(lambda: app.status.get("state") == "paused")
+            await wait_for(pilot, no_error(lambda: app.status.get("state") == "paused"), "the pause")
             await pilot.click("#repl")
             await pilot.press(*"diff ranks", "enter")
-            await until(lambda: said in " ".join(text_of(app, "#repl-out").split()))
+            await wait_for(pilot, no_error(lambda: said in " ".join(text_of(app, "#repl-out").split())), "the diff")
             assert "diff ranks: step 3 (before_optimizer_step): " in text_of(app, "#repl-out")
             await source.cont()
-            await until(lambda: "job ended" in app.connection)
+            await wait_for(pilot, no_error(lambda: "job ended" in app.connection), "the job's end")
             await pilot.press("q")
         await source.close()
     finally:

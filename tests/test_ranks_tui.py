@@ -10,7 +10,7 @@ import sys
 import time
 
 import pytest
-from conftest import ROOT, Tmux
+from conftest import ROOT, Tmux, wait_for
 from test_ranks import FIXTURE, WAIT, finish, start
 
 from stepdbg import client
@@ -45,36 +45,30 @@ async def test_the_tui_over_a_whole_job(tmp_path, private_runtime_dir):
         source = JobSource([await AsyncClient.connect(i.address, token=i.token) for i in infos])
         app = StepdbgApp(source)
 
-        async def until(pred) -> None:
-            end = time.monotonic() + WAIT
-            while not pred():
-                assert time.monotonic() < end
-                await pilot.pause(0.1)
-
         async with app.run_test(size=(140, 40)) as pilot:
-            await until(lambda: app.status.get("state") == "paused")
+            await wait_for(pilot, lambda: app.status.get("state") == "paused", "the pause")
             assert app.status["paused"]["condition"] == "rank 1"  # rank 0 in view, paused for rank 1
             await pilot.press("0")
-            await until(lambda: app.query_one("#ranks-table", DataTable).row_count == 2)
+            await wait_for(pilot, lambda: app.query_one("#ranks-table", DataTable).row_count == 2, "the two ranks' rows")
             await pilot.press("t")
-            await until(lambda: (app.status.get("paused") or {}).get("condition") == "nan")
+            await wait_for(pilot, lambda: (app.status.get("paused") or {}).get("condition") == "nan", "t: rank 1 in view")
             assert app.source.current == 1
             await pilot.press("o", *"1", "enter")  # changes to rank 1 only: a per-rank LR, on purpose
-            await until(lambda: app.source.targets == [1])
+            await wait_for(pilot, lambda: app.source.targets == [1], "o: rank 1 alone")
             await pilot.press("l")
-            await until(lambda: isinstance(app.screen, LrScreen))
+            await wait_for(pilot, lambda: isinstance(app.screen, LrScreen), "the LR dialog")
             app.screen.query_one("#lr-value", Input).value = "0.002"
             await pilot.press("enter")
-            await until(lambda: len(changes_in(tmp_path)) == 1)  # the change made, not 0.5 s (a worker sends it)
+            await wait_for(pilot, lambda: len(changes_in(tmp_path)) == 1, "rank 1's LR change")  # the change made, not 0.5 s (a worker sends it)
             await pilot.press("o", *"all", "enter")
-            await until(lambda: app.source.targets is None)
+            await wait_for(pilot, lambda: app.source.targets is None, "o: every rank")
             await pilot.press("l")
-            await until(lambda: isinstance(app.screen, LrScreen))
+            await wait_for(pilot, lambda: isinstance(app.screen, LrScreen), "the LR dialog")
             app.screen.query_one("#lr-value", Input).value = "0.001"
             await pilot.press("enter")
-            await until(lambda: len(changes_in(tmp_path)) == 3)  # (else the continue could come first)
+            await wait_for(pilot, lambda: len(changes_in(tmp_path)) == 3, "every rank's LR change")  # (else the continue could come first)
             await pilot.press("c")
-            await until(lambda: "job ended" in app.connection)
+            await wait_for(pilot, lambda: "job ended" in app.connection, "the job's end")
             await pilot.press("q")
         await source.close()
     finally:

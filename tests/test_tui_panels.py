@@ -4,7 +4,7 @@ and where the keys go, the panels' own keys (Breaks, Model, Memory), and what fi
 from __future__ import annotations
 
 import pytest
-from conftest import text_of
+from conftest import text_of, wait_for
 from test_tui_keys import started
 from textual.widgets import DataTable, RichLog, TabbedContent
 
@@ -26,27 +26,28 @@ async def test_number_keys_switch_panels_and_load_them():
         for key, pid in zip("123456789", ("break", "model", "tensor", "optimizer", "memory", "plots",
                                           "breakpoints", "threads", "log"), strict=True):
             await pilot.press(key)
-            await pilot.pause(0.1)
-            assert app.query_one(TabbedContent).active == pid
+            await wait_for(pilot, lambda pid=pid: app.query_one(TabbedContent).active == pid, f"panel {pid} shown")
             tables = list(app.query_one(f"#{pid}").query(DataTable))
             scrolls = {"break": BreakPanel, "plots": PlotsPanel, "threads": ThreadsPanel, "log": RichLog,
                        "tensor": TensorPanel}  # (never a field: the next number key switches panel)
             expected_focus = tables[0] if tables else app.query_one(scrolls[pid]) if pid in scrolls else None
-            assert app.focused is expected_focus, (key, app.focused)  # Down, PageDown, Enter act at once
+            # Down, PageDown, Enter act at once
+            await wait_for(pilot, lambda want=expected_focus: app.focused is want, f"the focus on {pid}'s {expected_focus}")
             if key in expected:
-                assert any(c[0] == expected[key] for c in src.calls), key
-        assert app.query_one("#model-table", DataTable).row_count == 6
-        assert "AdamW[0]" in str(app.query_one("#opt-table", DataTable).get_row_at(0)[0])
+                await wait_for(pilot, lambda op=expected[key]: any(c[0] == op for c in src.calls), f"{key}'s load asked")
+        await wait_for(pilot, lambda: app.query_one("#model-table", DataTable).row_count == 6, "the model's rows")
+        opt = app.query_one("#opt-table", DataTable)
+        await wait_for(pilot, lambda: opt.row_count > 0, "the optimizer's rows")
+        assert "AdamW[0]" in str(opt.get_row_at(0)[0])
 
 
 async def test_the_optimizers_hyperparameters_are_whole_at_80_columns():
     """A table cell cut at the edge showed weight_decay=0.01 as weight_decay=0.0."""
     src, app, ctx = await started(size=(80, 24))
     async with ctx as pilot:
-        await pilot.press("4")
-        await pilot.pause(0.2)
-        screen = app.export_screenshot()  # (the SVG of what the terminal shows)
-        assert "weight_decay=0.01" in screen and "amsgrad=False" in screen
+        await pilot.press("4")  # (export_screenshot: the SVG of what the terminal shows)
+        await wait_for(pilot, lambda: "amsgrad=False" in app.export_screenshot(), "the hyperparameters drawn")
+        assert "weight_decay=0.01" in app.export_screenshot()
 
 
 def test_every_panel_is_declared_once_with_a_key_and_a_load():
@@ -75,58 +76,54 @@ async def test_the_break_panel_scrolls_to_the_source_and_locals_at_80x24():
     Tab had found the panel, and nothing said so."""
     src, app, ctx = await started(size=(80, 24))
     async with ctx as pilot:
-        await pilot.pause(0.3)
+        await wait_for(pilot, lambda: "Namespace(steps=60" in text_of(app, "#break-locals"), "the locals loaded")
+        await pilot.pause()
         assert "Namespace(steps=60" not in app.export_screenshot().replace("&#160;", " ")
-        await pilot.press("end")
-        await pilot.pause(0.3)
-        screen = app.export_screenshot().replace("&#160;", " ")
-        assert "Namespace(steps=60" in screen  # the locals, last on the panel
+        await pilot.press("end")  # the locals, last on the panel
+        await wait_for(pilot, lambda: "Namespace(steps=60" in app.export_screenshot().replace("&#160;", " "),
+                       "the locals scrolled into view")
 
 
 async def test_model_row_opens_its_weight_in_the_tensor_panel():
     src, app, ctx = await started()
     async with ctx as pilot:
         await pilot.press("2")
-        await pilot.pause(0.2)
         table = app.query_one("#model-table", DataTable)
+        await wait_for(pilot, lambda: table.row_count == 6, "the model's rows")
         table.focus()
         table.move_cursor(row=3)
         await pilot.press("enter")
-        await pilot.pause(0.2)
-        assert app.query_one(TabbedContent).active == "tensor"
-        assert ("summary", ("model.head.0",)) in src.calls  # (the name a person types)
+        await wait_for(pilot, lambda: app.query_one(TabbedContent).active == "tensor", "the Tensor panel")
+        await wait_for(pilot, lambda: ("summary", ("model.head.0",)) in src.calls,
+                       "the summary asked")  # (the name a person types)
 
 
 async def test_one_of_the_largest_tensors_opens_in_the_tensor_panel():
     src, app, ctx = await started()
     async with ctx as pilot:
         await pilot.press("5")
-        await pilot.pause(0.3)
         table = app.query_one("#mem-largest", DataTable)
-        assert table.row_count == 10
+        await wait_for(pilot, lambda: table.row_count == 10, "the ten largest tensors")
         table.focus()
         table.move_cursor(row=5)
         await pilot.press("enter")
-        await pilot.pause(0.2)
-        assert app.query_one(TabbedContent).active == "tensor"
-        assert ("summary", ("opt.state[head.0.weight].exp_avg",)) in src.calls
+        await wait_for(pilot, lambda: app.query_one(TabbedContent).active == "tensor", "the Tensor panel")
+        await wait_for(pilot, lambda: ("summary", ("opt.state[head.0.weight].exp_avg",)) in src.calls, "the summary")
 
 
 async def test_breakpoints_add_validates_as_you_type_toggle_and_remove():
     src, app, ctx = await started()
     async with ctx as pilot:
         await pilot.press("b")
-        await pilot.pause(0.2)
-        assert app.focused.id == "break-input"
+        await wait_for(pilot, lambda: getattr(app.focused, "id", None) == "break-input", "the add box's focus")
         await pilot.press(*"los>1")
         await pilot.pause()
         assert "unknown condition 'los'" in text_of(app, "#break-error")
         app.focused.value = ""
         await pilot.press(*"loss>4", "enter")
-        await pilot.pause(0.2)
-        assert ("break_add", ("loss>4",)) in src.calls
+        await wait_for(pilot, lambda: ("break_add", ("loss>4",)) in src.calls, "break_add sent")
         table = app.query_one("#breaks-table", DataTable)
-        assert table.row_count == 3
+        await wait_for(pilot, lambda: table.row_count == 3, "the added row")
         # added: the focus stays in the box, so the next spec typed is a spec (issue 45: its n stepped
         # the job); escape puts it on the table, where space and delete act
         assert app.focused.id == "break-input"
@@ -134,21 +131,20 @@ async def test_breakpoints_add_validates_as_you_type_toggle_and_remove():
         assert app.focused is table
         table.move_cursor(row=0)
         await pilot.press("space")
-        await pilot.pause(0.2)
-        assert ("break_enable", ("nan", False)) in src.calls
+        await wait_for(pilot, lambda: ("break_enable", ("nan", False)) in src.calls, "nan turned off")
+        await wait_for(pilot, lambda: table.get_row_at(0)[0] == "○", "nan drawn off")
         table.move_cursor(row=1)
         await pilot.press("space")
-        await pilot.pause(0.2)
+        await wait_for(pilot, lambda: table.get_row_at(1)[0] == "○", "grad_norm>100 drawn off")
         assert table.cursor_row == 1  # the cursor stays on the row toggled
         await pilot.press("space", "delete")
-        await pilot.pause(0.2)
-        assert ("break_enable", ("grad_norm>100", True)) in src.calls and ("break_remove", ("grad_norm>100",)) in src.calls
-        await pilot.press("delete", "delete")
-        await pilot.pause(0.3)
-        assert table.row_count == 0 and app.focused is None  # not the add box: 1 and c are keys again
+        await wait_for(pilot, lambda: ("break_enable", ("grad_norm>100", True)) in src.calls, "grad_norm>100 on")
+        await wait_for(pilot, lambda: ("break_remove", ("grad_norm>100",)) in src.calls, "grad_norm>100 removed")
+        await wait_for(pilot, lambda: table.row_count == 2, "its row gone")
+        await pilot.press("delete", "delete")  # not the add box after: 1 and c are keys again
+        await wait_for(pilot, lambda: table.row_count == 0 and app.focused is None, "every breakpoint removed")
         await pilot.press("1")
-        await pilot.pause(0.2)
-        assert app.query_one(TabbedContent).active == "break"
+        await wait_for(pilot, lambda: app.query_one(TabbedContent).active == "break", "the Break panel")
 
 
 def test_plot_scales_and_ticks():
@@ -175,11 +171,12 @@ async def test_a_log_scaled_plot_survives_being_drawn_again():
     src, app, ctx = await started()
     async with ctx as pilot:
         await pilot.press("6")
-        await pilot.pause(0.3)
-        for size in ((100, 40), (130, 44), (120, 40)):
-            await pilot.resize_terminal(*size)
-            await pilot.pause(0.2)
         plot = app.query_one("#plot-grad_norm")
+        await wait_for(pilot, lambda: plot.draw is not None, "the plots loaded")
+        for size in ((100, 40), (130, 44), (120, 40)):
+            width = plot.size.width
+            await pilot.resize_terminal(*size)
+            await wait_for(pilot, lambda width=width: plot.size.width != width, f"the plot drawn at {size}")
         drawn = str(plot.render())
         assert app.is_running and "1e6" in drawn and "could not be drawn" not in drawn
         assert str(plot.render()) == drawn  # a second build is the same picture
@@ -192,10 +189,7 @@ async def test_a_jobs_ten_tabs_and_the_rank_question_fit_80_columns():
 
     app = StepdbgApp(FakeJobSource(), clock=lambda: 1754.0)
     async with app.run_test(size=(80, 24)) as pilot:
-        await pilot.pause(0.2)
-        screen = app.export_screenshot().replace("&#160;", " ")
-        assert "1 Break" in screen and "0 Ranks" in screen
+        await wait_for(pilot, lambda: "0 Ranks" in app.export_screenshot().replace("&#160;", " "), "the tab bar")
+        assert "1 Break" in app.export_screenshot().replace("&#160;", " ")
         await pilot.press("o")
-        await pilot.pause(0.2)
-        screen = app.export_screenshot().replace("&#160;", " ")
-        assert "0,2-3 or all)" in screen
+        await wait_for(pilot, lambda: "0,2-3 or all)" in app.export_screenshot().replace("&#160;", " "), "o's question")

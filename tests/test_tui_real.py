@@ -5,10 +5,9 @@ from __future__ import annotations
 
 import shutil
 import sys
-import time
 
 import pytest
-from conftest import DEMOS, WAIT, Tmux, marked_line, text_of
+from conftest import DEMOS, Tmux, marked_line, text_of, wait_for
 from textual.widgets import DataTable, Input, TabbedContent
 
 from stepdbg.client.async_client import AsyncClient
@@ -18,63 +17,56 @@ from stepdbg_tui.dialogs import LrScreen, QuitScreen
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("private_runtime_dir")]
 
 
-async def wait_for(pilot, predicate, timeout: float = WAIT) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, "timed out waiting for the UI"
-        await pilot.pause(0.1)
-
-
 async def test_every_key_and_panel_against_a_real_agent(start_job):  # noqa: F811
     job = start_job("--break", "nan", script=DEMOS / "nan_log.py")
     job.info()
     client = await AsyncClient.connect()
     app = StepdbgApp(client)
     async with app.run_test(size=(120, 40)) as pilot:
-        await wait_for(pilot, lambda: app.status.get("state") == "paused")
+        await wait_for(pilot, lambda: app.status.get("state") == "paused", "the break")
         assert app.status["paused"]["step"] == 30
         frames = lambda: text_of(app, "#break-frames")  # noqa: E731
-        await wait_for(pilot, lambda: "> main()" in frames())  # the stack and the locals of main()
-        assert "float32 [64, 8] on cpu" in text_of(app, "#break-locals")
+        await wait_for(pilot, lambda: "> main()" in frames(), "main's frame")  # the stack and the locals of main()
+        await wait_for(pilot, lambda: "float32 [64, 8] on cpu" in text_of(app, "#break-locals"), "main's locals")
         await pilot.press("u")
-        await wait_for(pilot, lambda: "> <module>()" in frames())
+        await wait_for(pilot, lambda: "> <module>()" in frames(), "u: the caller")
         await pilot.press("d")
-        await wait_for(pilot, lambda: "> main()" in frames())
+        await wait_for(pilot, lambda: "> main()" in frames(), "d: main again")
         await pilot.press("r")
-        await wait_for(pilot, lambda: app.replay_result is not None)
+        await wait_for(pilot, lambda: app.replay_result is not None, "the replay")
         first = app.replay_result["first_nonfinite"]
         assert (first["module"], first["op"], first["line"]) == ("features", "log",
                                                                   marked_line(DEMOS / "nan_log.py", "nan-here"))
         await pilot.press("2")
-        await wait_for(pilot, lambda: app.query_one("#model-table", DataTable).row_count == 6)
+        await wait_for(pilot, lambda: app.query_one("#model-table", DataTable).row_count == 6, "the model's rows")
         await pilot.press("3")
-        await wait_for(pilot, lambda: "loss" in str(app.query_one("#tensor-summary").content))
+        await wait_for(pilot, lambda: "loss" in str(app.query_one("#tensor-summary").content), "the summary of loss")
         await pilot.press("escape", "4")
-        await wait_for(pilot, lambda: app.query_one("#opt-table", DataTable).row_count == 1)
+        await wait_for(pilot, lambda: app.query_one("#opt-table", DataTable).row_count == 1, "the optimizer's row")
         # Each panel's content is the job's answer, waited for: after a fixed pause a busy
         # machine's job had not answered yet (an empty table, no threads).
         loaded = {"breakpoints": lambda: app.query_one("#breaks-table", DataTable).row_count == 1,
                   "threads": lambda: "MainThread" in str(app.query_one("#threads-text").content)}
         for key, pid in (("5", "memory"), ("6", "plots"), ("7", "breakpoints"), ("8", "threads"), ("9", "log")):
             await pilot.press(key)
-            await wait_for(pilot, lambda pid=pid: app.query_one(TabbedContent).active == pid)
-            await wait_for(pilot, loaded.get(pid, lambda: True))
+            await wait_for(pilot, lambda pid=pid: app.query_one(TabbedContent).active == pid, f"panel {pid}")
+            await wait_for(pilot, loaded.get(pid, lambda: True), f"panel {pid} loaded")
         await pilot.press("e", *"step", "enter")
-        await wait_for(pilot, lambda: "30" in str(app.query_one("#repl-out").content))
+        await wait_for(pilot, lambda: "30" in str(app.query_one("#repl-out").content), "step's value")
         await pilot.press("escape", "l")
-        await wait_for(pilot, lambda: isinstance(app.screen, LrScreen))
+        await wait_for(pilot, lambda: isinstance(app.screen, LrScreen), "the LR dialog")
         app.screen.query_one("#lr-value", Input).value = "0.001"
         await pilot.press("enter")
-        await wait_for(pilot, lambda: not isinstance(app.screen, LrScreen))
-        await pilot.pause(0.3)
+        await wait_for(pilot, lambda: not isinstance(app.screen, LrScreen), "the dialog closed")
+        await wait_for(pilot, lambda: "LR set to 0.001" in text_of(app, "#break-record"), "the LR set, said")
         await pilot.press("n")  # next phase: after_backward of step 30
-        await wait_for(pilot, lambda: (app.status.get("paused") or {}).get("phase") == "after_backward")
+        await wait_for(pilot, lambda: (app.status.get("paused") or {}).get("phase") == "after_backward", "n: after_backward")
         await pilot.press("k")  # skip step 30's update
-        await pilot.pause(0.3)
+        await wait_for(pilot, lambda: "step 30's update will be skipped" in text_of(app, "#break-record"), "the skip")
         await pilot.press("s")  # next step: after_backward of step 31
-        await wait_for(pilot, lambda: (app.status.get("paused") or {}).get("step") == 31)
+        await wait_for(pilot, lambda: (app.status.get("paused") or {}).get("step") == 31, "s: step 31")
         await pilot.press("q")
-        await wait_for(pilot, lambda: isinstance(app.screen, QuitScreen))
+        await wait_for(pilot, lambda: isinstance(app.screen, QuitScreen), "the quit dialog")
         await pilot.press("c")
     assert app.return_value == "continue"
     await client.close(then="continue")

@@ -9,7 +9,7 @@ import pytest
 from conftest import DEMOS, text_of
 from fake_source import REPLAY
 from test_tui_fixes import no_exception_on_screen, real, wait_for
-from test_tui_keys import started
+from test_tui_keys import log_text, started
 from textual.widgets import DataTable, Input
 from tui_walk import screen_text
 
@@ -138,6 +138,6 @@ async def test_the_divergence_advice_and_a_diff_are_said_once(monkeypatch):
         src.push("output", [{"stream": "stderr", "lines": [f"stepdbg: diff: {summary}"]}])
         await wait_for(pilot, lambda: summary in text_of(app, "#repl-out"), "the diff's answer")  # (2cc3534: there)
         await pilot.press("9")
-        await pilot.pause(0.3)
-        log = [str(line.text) for line in app.query_one("LogPanel RichLog").lines]
+        await wait_for(pilot, lambda: summary[:40] in log_text(app), "the diff in the Log")
+        log = log_text(app).split("\n")
         assert sum(summary[:40] in line for line in log) == 1, log

@@ -4,11 +4,12 @@
 from __future__ import annotations
 
 import pytest
+from conftest import wait_for
 from test_tui_keys import started
 from textual.containers import VerticalScroll
 from textual.widgets import Checkbox, DataTable, Input, Label, RichLog, Static, TabbedContent
 
-from stepdbg_tui.dialogs import HELP
+from stepdbg_tui.dialogs import HELP, HelpScreen, LrScreen
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -19,28 +20,29 @@ async def test_at_80x24_nothing_is_cut_or_squeezed():
     src, app, ctx = await started(size=(80, 24))
     async with ctx as pilot:
         await pilot.press("2")
-        await pilot.pause(0.2)
         hint = app.query_one("#model Label.hint", Label)
+        await wait_for(pilot, lambda: hint.region.height > 0, "the Model panel laid out")
         assert hint.region.height >= 2 and hint.region.width <= 80  # wrapped, not cut
         table = app.query_one("#model-table", DataTable)
+        await wait_for(pilot, lambda: table.row_count == 6, "the model's rows")
         table.move_cursor(row=3)
         await pilot.press("enter")
-        await pilot.pause(0.3)
-        assert app.query_one(TabbedContent).active == "tensor"
-        for inp in ("#tensor-name", "#tensor-index"):
-            assert app.query_one(inp, Input).region.height == 3, inp  # typed text stays visible
+        await wait_for(pilot, lambda: app.query_one(TabbedContent).active == "tensor", "the Tensor panel")
+        for inp in ("#tensor-name", "#tensor-index"):  # typed text stays visible
+            await wait_for(pilot, lambda inp=inp: app.query_one(inp, Input).region.height == 3, f"{inp} 3 lines high")
         await pilot.press("question_mark")
-        await pilot.pause(0.2)
+        await wait_for(pilot, lambda: isinstance(app.screen, HelpScreen), "the help")
         scroll = app.screen.query_one(VerticalScroll)
-        assert scroll.region.width <= 80 and scroll.max_scroll_y > 0
+        await wait_for(pilot, lambda: scroll.max_scroll_y > 0, "the help laid out")
+        assert scroll.region.width <= 80
         assert scroll.query_one(Static).size.height == len(HELP.splitlines())  # no line wraps out of its column
-        await pilot.press("end")
-        await pilot.pause(0.2)
-        assert scroll.scroll_y == scroll.max_scroll_y  # the last line of the help can be read
+        await pilot.press("end")  # the last line of the help can be read
+        await wait_for(pilot, lambda: scroll.scroll_y == scroll.max_scroll_y, "the help's end")
         await pilot.press("escape")
         await pilot.press("l")
-        await pilot.pause(0.2)
+        await wait_for(pilot, lambda: isinstance(app.screen, LrScreen), "the LR dialog")
         box = app.screen.query_one(Checkbox)
+        await wait_for(pilot, lambda: box.region.width > 0, "the dialog laid out")
         assert box.region.width >= len(str(box.label)) + 4  # the label and its box on one line, uncut
         await pilot.press("escape")
         assert app.query_one("LogPanel RichLog", RichLog).wrap  # long job lines wrap in the Log

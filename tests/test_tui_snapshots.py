@@ -8,6 +8,7 @@ after checking the new pictures by eye.
 from __future__ import annotations
 
 import pytest
+from conftest import wait_for
 from fake_source import FakeSource
 from textual.widgets import Input
 
@@ -20,11 +21,20 @@ def app() -> StepdbgApp:
     return StepdbgApp(FakeSource(), clock=lambda: 1754.0)
 
 
+def busy(app: StepdbgApp) -> bool:
+    """The app has work left: events pushed and not read yet, or a request not answered (its
+    event reader aside, a worker that runs for the app's life)."""
+    return not app.source.events.empty() or any(
+        not w.is_finished for w in app.workers if w.group != "events")
+
+
 async def settle(pilot) -> None:
     # A blinking cursor is drawn or not depending on when the picture is taken: hold it on.
     for field in pilot.app.query(Input):
         field.cursor_blink = False
-    await pilot.pause(0.3)
+    await pilot.pause()
+    await wait_for(pilot, lambda: not busy(pilot.app), "every request answered")
+    await pilot.pause()
     pilot.app.clear_notifications()
     await pilot.pause()
 

@@ -34,8 +34,8 @@ async def test_the_log_s_last_lines_are_not_under_the_toasts(size):
         await pilot.press("9")
         await wait_for(pilot, lambda: "1e9" in screen_text(app, skip=()), "the Log's last line")
         await pilot.press("t", "o")
-        await wait_for(pilot, lambda: len(app._notifications) >= 1, "the toasts")
-        await pilot.pause(0.5)  # (a toast's entrance: drawn where it stays)
+        await wait_for(pilot, lambda: all(words in screen_text(app, skip=()) for words in
+                                          ("t switches ranks", "o picks ranks")), "the two toasts drawn")
         shown = " ".join(screen_text(app, skip=()).split())
         for line in ("change at step 30: LR set to 0.001 and pinned", LAST):  # (wrapped: its words in order)
             assert line in shown, screen_text(app, skip=())

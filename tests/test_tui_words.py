@@ -8,7 +8,7 @@ import pytest
 from conftest import text_of
 from fake_source import HISTORY
 from test_tui_fixes import no_exception_on_screen, wait_for
-from test_tui_keys import started
+from test_tui_keys import log_text, started
 from textual.widgets import TabbedContent
 from tui_walk import header_text, screen_text
 
@@ -28,15 +28,12 @@ async def test_an_lr_change_and_c_after_the_end_are_said_in_words():
         src.push("exited", {"exit_code": 0, "steps": 60})
         await wait_for(pilot, lambda: "ended" in header_text(app), "the end")
         await pilot.press("9")
-        await pilot.pause(0.3)
-        log = "\n".join(str(line.text) for line in app.query_one("LogPanel RichLog").lines)
-        assert "change at step 30: LR set to 0.001 and pinned (param group 0)" in log, log
-        assert "groups=[" not in log
+        await wait_for(pilot, lambda: "change at step 30: LR set to 0.001 and pinned (param group 0)"
+                       in log_text(app), "the change in the Log")
+        assert "groups=[" not in log_text(app)
         await pilot.press("c")
-        await pilot.pause(0.2)
-        said = [n.message for n in app._notifications]
-        assert any(m.startswith("the job has ended (exit code 0): nothing to continue. The panels still show "
-                                "its last values; q quits") for m in said), said
+        said = "the job has ended (exit code 0): nothing to continue. The panels still show its last values; q quits"
+        await wait_for(pilot, lambda: any(str(n.message).startswith(said) for n in app._notifications), "c's answer")
         assert ("cont", ()) not in src.calls
 
 
