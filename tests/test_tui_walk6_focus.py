@@ -8,10 +8,10 @@ from rich.color import ColorSystem
 from test_tui_fixes import real
 from textual.geometry import Region
 from textual.widget import Widget
-from textual.widgets import Button, Checkbox, Input
+from textual.widgets import Button, Input
 from tui_walk import focus_is_visible, settled
 
-from stepdbg_tui.dialogs import LrScreen
+from stepdbg_tui.dialogs import LrScreen, PinBox
 from stepdbg_tui.fields import Field
 
 Triplet = tuple[int, int, int]
@@ -74,7 +74,7 @@ async def test_the_lr_dialog_keeps_the_focus_and_escape_closes_it(tui_at_break):
             await pilot.press("tab")
             await settled(pilot, app)
             went.append(type(app.focused))
-        assert went == [Checkbox, Button, Field], went  # (its field a Field: keys in the order typed)
+        assert went == [PinBox, Button, Field], went  # (its field a Field: keys in the order typed; PinBox a Checkbox)
         for tabs in range(3):
             if not isinstance(app.screen, LrScreen):
                 await pilot.press("l")

@@ -70,6 +70,23 @@ class FieldDialog:
         return {**super().active_bindings, **own}  # type: ignore[misc]
 
 
+PIN_WORDS = {True: "pin it: yes (re-applied before every step; schedulers scaled)",
+             False: "pin it: no (a scheduler or the loop may change it)"}
+
+
+class PinBox(Checkbox):
+    """The LR dialog's pin box: space turns it on and off, Enter sets the LR (Checkbox's
+    own Enter toggled it, and the dialog stayed open: a walk's item 8), its words say on or
+    off (the glyph was the same both ways, only its colour differed)."""
+
+    inherit_bindings = False
+    BINDINGS = [Binding("space", "toggle_button", "pin on/off"), Binding("enter", "screen.set", "set", show=False)]
+
+    def watch_value(self) -> None:
+        super().watch_value()
+        self.label = PIN_WORDS[self.value]
+
+
 class LrScreen(FieldDialog, ModalScreen[tuple[float, bool] | None]):
     """Ask for a learning rate and whether to pin it."""
 
@@ -94,12 +111,12 @@ class LrScreen(FieldDialog, ModalScreen[tuple[float, bool] | None]):
             # (as the panels say a number: 0.0003, 1e-05; `0.0003000000142492354` from a float32 LR)
             yield Label(f"learning rate for {g}" + ("" if self.current is None else f" (now {num(self.current)})"))
             yield Field(placeholder="e.g. 1e-4", id="lr-value")  # (a burst's keys act in the order typed: fields.py)
-            yield Checkbox("pin it (re-applied before every step; schedulers scaled)", True, id="lr-pin")
+            yield PinBox(PIN_WORDS[True], True, id="lr-pin")
             yield Label("", id="lr-error", markup=False)  # it quotes what was typed
             yield Button("set", variant="primary", id="lr-ok")
         yield Footer()
 
-    def action_set(self) -> None:  # (enter on the pin box; in the field it submits)
+    def action_set(self) -> None:  # (Enter on the pin box; in the field it submits)
         self.submit()
 
     @on(Input.Submitted)
