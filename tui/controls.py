@@ -17,7 +17,7 @@ from textual.widget import Widget
 from textual.widgets import DataTable, Input, Static, Tab, TabbedContent
 
 from stepdbg.wire.change_text import SKIP_KEEPS, rewind_answer
-from stepdbg.wire.rank_words import targets_words
+from stepdbg.wire.rank_words import ranks_words, targets_words
 
 from . import job_events, toasts
 from .break_panel import ELSEWHERE, BreakPanel
@@ -387,5 +387,6 @@ class ControlActions(GoneWatch):
                 self.source.targets = targets(answer)
                 self.refuse(targets_words(self.source.targets), severity="information")
 
-        self.push_screen(AskScreen("send stepping, LR, skip and breakpoints to ranks (e.g. 0,2-3 or all)", targets),
-                         done)
+        now = "every rank" if self.source.targets is None else ranks_words(self.source.targets)  # (what o would change)
+        self.push_screen(AskScreen(f"send stepping, LR, skip and breakpoints to ranks (e.g. 0,2-3 or all); now: {now}",
+                                   targets), done)
