@@ -248,12 +248,15 @@ def render_locals(rows: list[dict[str, str]] | None) -> Table | Text:
 
 
 class BreakPanel(Loads, VerticalScroll):
-    # Unscoped, for one rule outside the panel, on every screen: toasts at the top right under
-    # the tabs (at 80x24 they stood bottom right over the REPL line and its answer). The
-    # panel is always there, so its CSS is always loaded (the app's own CSS is not this file's).
+    # Unscoped, for one rule outside the panel, on every screen: toasts at the bottom right,
+    # under the REPL line, over the footer's key hints (the help says them) and the REPL box's
+    # lower border, not over a panel line (toasts.py's rule; Textual's place, one row higher,
+    # covered the REPL line, the ninth walk's 18; under the tabs they covered a table's last
+    # column, the Breaks panel's `checked at`, and the Break panel's end words at 80x24, the
+    # twelfth walk's 4). The panel is always there, so its CSS is always loaded.
     SCOPED_CSS = False
     DEFAULT_CSS = focus_mark("BreakPanel") + """
-    #textual-toastrack { dock: top; align: right top; margin-bottom: 0; margin-top: 3; }
+    #textual-toastrack { dock: bottom; align: right bottom; margin-bottom: 0; }
     BreakPanel #break-record { height: auto; }
     BreakPanel #break-source, BreakPanel #break-frames, BreakPanel #break-locals { height: auto; margin-top: 1; }
     """

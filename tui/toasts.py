@@ -1,8 +1,12 @@
 """The one rule for toasts (issue 45, the ninth walk's 1 and 2).
 
-A toast stands at the top right under the tabs (break_panel's CSS: at the bottom they hid
-the REPL line and its answer), over the first lines of the panel the person reads: at 80x24
-half their width. So a toast is short-lived and small, whatever its caller asks:
+A toast stands at the bottom right, under the REPL line (break_panel's CSS): over the
+footer's key hints and the REPL box's lower border, not over a panel line. Under the tabs
+it covered the right half of the panel's first lines, a table's last column at 80x24 (the
+Breaks panel's `checked at`, the Break panel's end words: the twelfth walk's 4); one row
+higher, Textual's place, it covered the REPL line and its answer (the ninth walk's 18).
+It is as wide as three quarters of the screen, so that its words take one or two rows
+there. So a toast is short-lived and small, whatever its caller asks:
 
 - it stands TOAST_SECONDS at most (the diff's answer stood 30 s over the Break panel's
   first lines, a lost connection's 10 s);
@@ -21,9 +25,11 @@ from __future__ import annotations
 from typing import Any
 
 TOAST_SECONDS = 4.0
-# Textual's Toast is drawn with `padding: 1 1`; scoped to the app's screen (a dialog's own
+# Textual's Toast is drawn with `padding: 1 1`, 60 columns wide and half the screen at most
+# (at 80 columns 36 columns of words: the LR's toast took 3 rows, and it was measured at 60,
+# one row short, its last row under the screen's); scoped to the app's screen (a dialog's own
 # toasts keep theirs: nothing is under them but the dialog's own frame).
-CSS = "ToastRack Toast { padding: 0 1; }"
+CSS = "ToastRack Toast { padding: 0 1; max-width: 75%; }"
 # The rows a toast may take at 80 columns (its margin and up to 5 lines of words) and the rows
 # the toasts leave free: the header, the tabs and a panel's fields above, the REPL line under.
 TOAST_ROWS, TOAST_FREE = 6, 12
