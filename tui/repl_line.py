@@ -186,6 +186,11 @@ async def _break(app: Any, out: Static, line: str, word: str, rest: str) -> bool
         if await ask(UnderTheLine(out, line), "breakpoint", app.source.remove_break(spec)) is not None:
             out.update(f"» {line}\n{change_words({'what': 'break_remove', 'spec': spec})}")
             await panel.load(app.source, app.status, app.history)
+    elif rest.startswith(("on ", "off ")):  # (the Breaks panel's space, typed)
+        on, spec = rest.startswith("on "), rest.partition(" ")[2].strip()
+        if await ask(UnderTheLine(out, line), "breakpoint", app.source.enable_break(spec, on)) is not None:
+            out.update(f"» {line}\n{change_words({'what': 'break_enable', 'spec': spec, 'enabled': on})}")
+            await panel.load(app.source, app.status, app.history)
     else:
         return False
     return True
@@ -254,7 +259,8 @@ _KEYS = {"c": "c", "continue": "c", "cont": "c", "n": "n", "next": "n", "s": "s"
 # it (nor Python); the console's `info` topics and this line's are one list.
 USAGE = {
     "lr": "lr X [pin]: set the learning rate, e.g. lr 3e-4, or lr 3e-4 pin to keep it against schedulers",
-    "break": "break add SPEC or break rm SPEC, e.g. break add grad_norm>100 (the Breaks panel, 7, lists them)",
+    "break": "break add SPEC, break rm SPEC, break off SPEC or break on SPEC, e.g. break add grad_norm>100 (the Breaks "
+             "panel, 7, lists them)",
     "rewind": "rewind [STEP]: back to the newest snapshot before this step, or before step STEP (a number); the job runs on",
     "w": "w: the paused stack (nothing after it); u [N] selects the frame N out, d [N] N in",
     "p": "p EXPR: a tensor's summary, e.g. p loss or p model.0.weight.grad",
