@@ -140,6 +140,19 @@ class OptimizerPanel(Loads, Vertical):
     def on_mount(self) -> None:
         self.query_one(DataTable).add_columns("group", "lr", "pinned", "params")
         self.says_its_end()
+        self.watch(self.app, "status", self.lr_set)  # type: ignore[attr-defined]
+
+    lr_seen: Any = None  # the LR change of the pause, as last seen in the job's status
+
+    def lr_set(self, status: dict[str, Any]) -> None:
+        """An LR set at the pause, here or by another client (its change event puts it in the
+        status, job_events): the table shown asks again (it kept the LR of when it was opened
+        beside another client's `lr 0.002`, the twelfth walk's 3)."""
+        now = (status.get("paused") or {}).get("lr_now")
+        if now is not self.lr_seen:
+            self.lr_seen = now
+            if now and self.app.active_panel() == "optimizer":  # type: ignore[attr-defined]
+                self.app.load_panel("optimizer")  # type: ignore[attr-defined]
 
     def show(self, infos: list[dict[str, Any]]) -> None:
         t = self.query_one(DataTable)
