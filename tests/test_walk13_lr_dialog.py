@@ -27,7 +27,7 @@ async def test_enter_on_the_pin_box_sets_the_lr_and_space_turns_the_pin(keys, pi
         await pilot.press(*keys)
         box = app.screen.query_one(PinBox)
         words = str(box.label)
-        assert words.startswith("pin it: yes" if pinned else "pin it: no"), words
+        assert words == ("pinned: kept before every step" if pinned else "not pinned: a scheduler may change it"), words
         await pilot.press("enter")
         await wait_for(pilot, lambda: any(c[0] == "set_lr" for c in src.calls), "the LR set")
         assert ("set_lr", (0.1, None, pinned)) in src.calls, src.calls

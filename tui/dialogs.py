@@ -70,8 +70,7 @@ class FieldDialog:
         return {**super().active_bindings, **own}  # type: ignore[misc]
 
 
-PIN_WORDS = {True: "pin it: yes (re-applied before every step; schedulers scaled)",
-             False: "pin it: no (a scheduler or the loop may change it)"}
+PIN_WORDS = {True: "pinned: kept before every step", False: "not pinned: a scheduler may change it"}  # (fits 80 columns)
 
 
 class PinBox(Checkbox):
