@@ -59,13 +59,13 @@ class Views:
         self.replays: list[dict[str, Any]] = []
         self.bundle_dir: str | None = None  # --bundle-dir (None: the job's working directory)
         self._pause_began: tuple[Any, int] = (None, 0)  # the pause and how many changes the job had made before it
+        self.bundles = 0  # written by this process (bundle.MAX_BUNDLES at most)
+        self._census: tuple[Any, dict[str, Any], dict[str, Any]] | None = None  # (pause, census, refs)
         bus.listeners.append(self._on_event)
 
     def _on_event(self, event: str, data: Any) -> None:
         if event == "paused":
             self._pause_began = (data, len(self.bus.changes))
-        self.bundles = 0  # written by this process (bundle.MAX_BUNDLES at most)
-        self._census: tuple[Any, dict[str, Any], dict[str, Any]] | None = None  # (pause, census, refs)
 
     def counted(self, name: str) -> Any:
         """The tensor of one of this pause's memory census rows by its name ('head.0.weight',
