@@ -73,7 +73,7 @@ async def test_a_line_that_begins_with_a_command_and_is_not_it_says_what_the_com
         topics = said["info nothing"].partition("info what? ")[2].removesuffix(" (not 'nothing')").split(", ")
         assert {*INFO, "breaks", "ranks", "locals"} <= set(topics), said  # (the console's topics, and the line's)
         assert "until N: run to step N" in said["until x"] and "until N: run to step N" in said["until"], said
-        assert "break add SPEC or break rm SPEC" in said["break foo"], said
+        assert "break add SPEC, break rm SPEC, break off SPEC or break on SPEC" in said["break foo"], said
         assert "rewind [STEP]" in said["rewind abc"] and app.status.get("step") == 0, said
         assert "u [N]" in said["u abc"] and "key c" in said["c 3"], said
         await pilot.press(*"until 3", "enter")

@@ -22,10 +22,10 @@ def test_ctrl_r_after_the_end_keeps_the_exit_code_in_the_header(tmp_path, privat
         term.keys("c")
         term.wait_screen("job ended, exit code 0")
         term.keys("C-r")
-        # (the toast folds its words where the pid's digits put them: its first words, then all of them joined)
+        # (said under the REPL line since 9980f98, and in a toast: its words fold where the pid's digits put them)
         shown = term.wait_screen("reconnect failed")
-        toast = " ".join(ln.rsplit("▌", 1)[1].strip() for ln in shown.splitlines() if "▌" in ln)
-        assert "nothing to reconnect to" in toast, shown
+        said = " ".join(ln.rsplit("▌", 1)[-1].strip() for ln in shown.splitlines())
+        assert "nothing to reconnect to" in said, shown
         header = shown.splitlines()[0]
         assert "job ended, exit code 0" in header and "gone" not in header, shown
     finally:
