@@ -45,8 +45,12 @@ def test_a_ranks_lines_before_a_break_come_before_its_break(tmp_path, private_ru
         # Rank 0's break (said in the Log's words, naming its rank) after rank 0's earlier lines: the Log
         # puts each rank's event at that rank's line of it (it paired it with the first rank's line, so
         # rank 1's line let rank 0's break out before rank 0's `step 15 loss`: issue 45, the ninth walk's 6)
-        assert first(rows, "[default0]:step 15 loss") < first(rows, "break at step 16 [step==16] on rank 0:"), (
-            "\n".join(rows))
+        # (a break every rank hits, step==16, is said once, naming the rank whose event came first, a8a9269:
+        # rank 1 prints no step lines, so only rank 0's naming has an order to hold; the terminal's check
+        # below holds rank 0's own break line after its lines whichever the Log names)
+        at = first(rows, "break at step 16 [step==16] on rank ")
+        if rows[at].startswith("break at step 16 [step==16] on rank 0:"):
+            assert first(rows, "[default0]:step 15 loss") < at, "\n".join(rows)
         term.keys("q")
         term.wait_screen("What happens to the job?")
         term.keys("e")
