@@ -71,10 +71,21 @@ class Handlers:
         self.s.controls.pause()
 
     def op_next_phase(self) -> None:
+        self._not_at_exception("n")
         self.s.controls.next_phase()
 
     def op_next_step(self) -> None:
+        self._not_at_exception("s")
         self.s.controls.next_step(self.s.step)
+
+    def _not_at_exception(self, key: str) -> None:
+        """At an uncaught exception's pause no pause point comes next: n, s and skip let the
+        exception end the job, with no word (a walk: `n` at shape_error's break ended it, exit 1)."""
+        brk = self.s.controls.paused
+        if brk is not None and brk.phase == "exception":
+            raise protocol.ProtocolError("bad_args", f"{key}: at an uncaught exception no step or pause point "
+                                         "comes next; c lets the exception go on (it ends the job as it would "
+                                         "plainly), q ends the job (exit code 3)")
 
     def op_pause_at(self, n: int) -> None:
         _refused_as_bad_args(lambda: self.s.controls.pause_at(n, self.s.step))  # (a step passed: words)
@@ -173,6 +184,7 @@ class Handlers:
         return _refused_as_bad_args(lambda: self.s.changer.set_param_group(key, value, group))
 
     def op_skip(self) -> dict[str, Any]:
+        self._not_at_exception("skip")
         return self.s.changer.skip_step()
 
     def op_rewind(self, step: int | None = None) -> dict[str, Any]:
