@@ -214,8 +214,7 @@ def run_one(label: str, line: str, cmd: list[str], env: dict[str, str], record: 
     enough(label, rec, n, ran=True)
     capped = sum(int(s.get("capped") or 0) for s in rec.step_lines.values())
     more = f"; {capped} module calls past --max-calls left out" if capped else ""
-    print(f"{label}: {n} step{'s' if n != 1 else ''} recorded ({rec.entries()} fingerprints{more})",
-          file=sys.stderr, flush=True)
+    say(f"{label}: {n} step{'s' if n != 1 else ''} recorded ({rec.entries()} fingerprints{more})")
     return rec
 
 
@@ -288,8 +287,8 @@ def main(argv: list[str]) -> int:
         for sig, handler in old.items():
             signal.signal(sig, handler)
     if stop.signum is not None:
-        print(f"stepdbg diff: stopped by {signal.Signals(stop.signum).name}: the running job was ended with its "
-              "process group (its workers), and the temporary folder removed", file=sys.stderr, flush=True)
+        say(f"stepdbg diff: stopped by {signal.Signals(stop.signum).name}: the running job was ended with its "
+            "process group (its workers), and the temporary folder removed")
         return 128 + stop.signum
     return code
 
@@ -357,5 +356,5 @@ def _diff(ns: Any, stop: StopOnSignal) -> int:
     if ns.json:
         print(json.dumps(result, indent=2))
     else:
-        print(words(result))
+        say(words(result), sys.stdout)  # (folded at a terminal: the answer was cut mid-word)
     return EXIT_AGREE if result["first_divergence"] is None else EXIT_DIFFER
