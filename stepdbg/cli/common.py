@@ -56,9 +56,11 @@ class Parser(argparse.ArgumentParser):
             raise UsageError(f"unknown option {first!r} (stepdbg options come before the script; see --help)")
         if message.startswith("the following arguments are required: "):
             missing = message.removeprefix("the following arguments are required: ")
-            if "SCRIPT" not in missing:  # (replay's BUNDLE, attach's TARGET)
-                raise UsageError(f"{missing} is needed; e.g. {self.prog} {missing} (see {self.prog} --help)")
-            raise UsageError("no script to run; e.g. 'stepdbg python train.py' (see --help)")
+            if "SCRIPT" not in missing:  # (replay's BUNDLE, attach's TARGET; diff's A and B, one example each)
+                example = " ".join(w for w in missing.replace(",", " ").split())
+                raise UsageError(f"{missing.replace(', ', ' and ')} {'are' if ',' in missing else 'is'} needed; "
+                                 f"e.g. {self.prog} {example} (see {self.prog} --help)")
+            raise UsageError(f"no script to run; e.g. '{self.prog} python train.py' (see {self.prog} --help)")
         raise UsageError(message)
 
 
