@@ -107,6 +107,8 @@ def on_change(app: Any, data: Any) -> None:
     elif data.get("what") == "skip" and brk:  # and the skip asked (the job's status says it at an attach)
         app.status = {**app.status, "paused": {**brk, "skip_step": data.get("target_step")}}
         app.refresh_break()
+    elif str(data.get("what")).startswith("break_") and app.active_panel() == "breakpoints":
+        app.load_panel("breakpoints")  # (another client's `break off nan`: the table shown kept the old rows)
 
 
 def on_break(app: Any, data: Any) -> None:
