@@ -36,3 +36,26 @@ def test_u_in_one_client_leaves_anothers_frame_where_it_was(start_job):
         assert selected(tui.frames()) == "main" and selected(repl.frames()) == "main"
         tui.close(then="end")
     job.proc.wait(WAIT)
+
+
+def test_an_eval_sees_the_jobs_own_context_variables(start_job, tmp_path):
+    """A request run on the training thread runs in the job's own context (only the frame
+    selection is the client's): an eval read a ContextVar's default, not the job's value,
+    when it ran in a copy of the client's thread's context."""
+    script = tmp_path / "ctx.py"
+    script.write_text("import contextvars, torch\n"
+                      "cv = contextvars.ContextVar('cv', default='default')\n"
+                      "cv.set('the job')\n"
+                      "model = torch.nn.Linear(2, 1)\n"
+                      "opt = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+                      "for step in range(3):\n"
+                      "    opt.zero_grad()\n"
+                      "    model(torch.ones(1, 2)).sum().backward()\n"
+                      "    opt.step()\n")
+    job = start_job("--break", "step==1", script=script)
+    job.info()
+    with client.connect() as c:
+        c.wait_paused(WAIT)
+        assert c.evaluate("cv.get()")["value"] == "'the job'"
+        c.close(then="end")
+    job.proc.wait(WAIT)

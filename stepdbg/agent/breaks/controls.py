@@ -10,7 +10,6 @@ pause waits for.
 
 from __future__ import annotations
 
-import contextvars
 import functools
 import os
 import queue
@@ -22,6 +21,7 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any
 
+from stepdbg.agent.measure.frames import SELECTOR
 from stepdbg.wire import conditions as cond_mod
 from stepdbg.wire.protocol import NotPaused
 
@@ -157,7 +157,7 @@ class Controls:
         if self.paused is None:
             raise NotPaused("the job is running; pause it first")
         fut: Future[Any] = Future()
-        self._calls.put((functools.partial(contextvars.copy_context().run, fn), fut))  # (the asking client's frame)
+        self._calls.put((functools.partial(_as_selector, SELECTOR.get(), fn), fut))  # (the asking client's frame)
         return fut.result(timeout=timeout)
 
     def wait_paused(self, timeout: float | None = None, previous: Break | None = None) -> Break | None:
@@ -229,3 +229,13 @@ class Controls:
             self.alone_since = time.monotonic()
             return True
         return False
+
+
+def _as_selector(who: object, fn: Callable[[], Any]) -> Any:
+    """`fn` on the training thread, in its own context (what the job's code sees is the job's),
+    with the asking client's frame selection (frames.SELECTOR) for its length alone."""
+    token = SELECTOR.set(who)
+    try:
+        return fn()
+    finally:
+        SELECTOR.reset(token)
