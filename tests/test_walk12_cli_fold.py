@@ -22,19 +22,24 @@ RUNS = ("python; "
         "echo ALL-DONE")
 
 
-def test_the_command_lines_errors_fold_between_words(tmp_path, private_runtime_dir):
+def folded(tmp_path, runtime_dir, runs: str) -> tuple[str, str]:
+    """`stepdbg RUNS` (ending `echo ALL-DONE`) in tmux at WIDTH columns: the screen, checked that
+    no line of more than one word was broken by the terminal, and its words joined."""
     if shutil.which("tmux") is None:
         pytest.skip("needs tmux")
-    import sys
-
-    term = Tmux(tmp_path, private_runtime_dir, RUNS.replace("$PY", sys.executable), size=(WIDTH, 40))
+    term = Tmux(tmp_path, runtime_dir, runs, size=(WIDTH, 40))
     try:
         screen = term.wait_screen("ALL-DONE")
     finally:
         term.close()
-    lines = screen.splitlines()
-    assert not broken(lines), screen
-    said = " ".join(ln.strip() for ln in lines)
+    assert not broken(screen.splitlines()), screen
+    return screen, " ".join(ln.strip() for ln in screen.splitlines())
+
+
+def test_the_command_lines_errors_fold_between_words(tmp_path, private_runtime_dir):
+    import sys
+
+    screen, said = folded(tmp_path, private_runtime_dir, RUNS.replace("$PY", sys.executable))
     for words in ("stepdbg: no script after python", "unknown condition 'gradnorm' (did you mean grad_norm?)",
                   "is not an evidence bundle (a directory with meta.json and tensors.pt",
                   "cannot listen on a socket in STEPDBG_RUNTIME_DIR=/nonexistent/runtime: No such file or directory",

@@ -5,27 +5,16 @@ wrapped, so a line over 80 columns is one the terminal broke)."""
 
 from __future__ import annotations
 
-import shutil
 import sys
 
 import pytest
-from conftest import Tmux
-from test_walk11_fold_relay import WIDTH, broken
+from test_walk12_cli_fold import folded
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 
 
 def test_the_diffs_answer_folds_between_words(tmp_path, private_runtime_dir):
-    if shutil.which("tmux") is None:
-        pytest.skip("needs tmux")
     py = sys.executable
     runs = (f"diff --steps 3 '{py} demos/nan_log.py' '{py} demos/nan_log.py --bad-step 1'; echo ALL-DONE")
-    term = Tmux(tmp_path, private_runtime_dir, runs, size=(WIDTH, 40))
-    try:
-        screen = term.wait_screen("ALL-DONE")
-    finally:
-        term.close()
-    lines = screen.splitlines()
-    assert not broken(lines), screen
-    said = " ".join(ln.strip() for ln in lines)
+    screen, said = folded(tmp_path, private_runtime_dir, runs)
     assert "first divergence: step 1, input: batch[0] is the first to differ" in said, screen
