@@ -7,7 +7,9 @@ joins what the terminal wrapped, so a line over 80 columns is one the terminal b
 
 from __future__ import annotations
 
+import os
 import shutil
+from pathlib import Path
 
 import pytest
 from conftest import Tmux
@@ -45,3 +47,28 @@ def test_the_command_lines_errors_fold_between_words(tmp_path, private_runtime_d
                   "cannot listen on a socket in STEPDBG_RUNTIME_DIR=/nonexistent/runtime: No such file or directory",
                   "the job runs without attach"):
         assert words in said, screen
+
+
+def test_a_long_interpreter_path_goes_whole_to_its_own_line(tmp_path, private_runtime_dir):
+    """`stepdbg python` where the PATH's python has no torch names stepdbg's own interpreter;
+    CI's checkout is deeper than ours and the terminal broke that line before the path (a
+    print, not say). stepdbg here runs from a venv at a 60-character path, the PATH's
+    `python` the base interpreter (no torch)."""
+    import sys
+
+    base = os.path.realpath(sys._base_executable)
+    deep = tmp_path / ("a-venv-folder-at-a-depth-a-ci-checkout-has-" + "x" * 20)
+    (deep / "bin").mkdir(parents=True)
+    os.symlink(base, deep / "bin" / "python")
+    shutil.copy(Path(sys.prefix) / "pyvenv.cfg", deep / "pyvenv.cfg")
+    site = Path(sys.prefix) / "lib" / f"python{sys.version_info[0]}.{sys.version_info[1]}"
+    (deep / "lib").mkdir()
+    os.symlink(site, deep / "lib" / site.name)
+    bare = tmp_path / "bare"
+    bare.mkdir()
+    os.symlink(base, bare / "python")
+    screen, said = folded(tmp_path, private_runtime_dir,
+                          f"--help > /dev/null; PATH={bare}:$PATH {deep}/bin/python -m stepdbg --no-tui python "
+                          "demos/nan_log.py --steps 1; echo ALL-DONE")
+    assert f"the script runs under stepdbg's own interpreter: {deep}/bin/python" in said, screen
+    assert "step 0 loss" in said, screen

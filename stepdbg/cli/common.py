@@ -18,6 +18,7 @@ from typing import Any, NoReturn
 from ..wire import address, files
 from ..wire.agent_config import DEFAULT_BREAKS, AgentConfig
 from ..wire.conditions import ACTIONS, ConditionError, parse
+from ..wire.fold import say
 from ..wire.numbers import ascii_int
 from . import help_text
 
@@ -323,8 +324,8 @@ def interpreter(word: str, quiet: bool = False) -> str:
     if has_torch:
         return found
     if not quiet:
-        print(f"stepdbg: `{word}` on the PATH has no torch ({found});\n"
-              f"  the script runs under stepdbg's own interpreter: {sys.executable}", file=sys.stderr)
+        say(f"stepdbg: `{word}` on the PATH has no torch ({found});\n"
+            f"  the script runs under stepdbg's own interpreter: {sys.executable}")
     return sys.executable
 
 
