@@ -83,6 +83,7 @@ class PinBox(Checkbox):
 
     def watch_value(self) -> None:
         super().watch_value()
+        self.BUTTON_INNER = "X" if self.value else " "  # (the glyph says it too, not its colour alone)
         self.label = PIN_WORDS[self.value]
 
 
