@@ -12,8 +12,20 @@ if [ ! -x .venv/bin/python ]; then
   "$PY" -m venv .venv
 fi
 # torch first, pinned: a bare 'torch' requirement with no torch installed pulls the CUDA build.
+# On Linux PyPI's torch IS the CUDA build (GBs of nvidia packages): with no NVIDIA GPU here
+# the CPU build comes from PyTorch's own index (its 2.13.0+cpu sorts above PyPI's 2.13.0),
+# where that index answers (offline, pip's pip.conf may name a local wheel instead).
+# TORCH_INDEX names another index (a CUDA one: https://download.pytorch.org/whl/cu128).
+CPU_INDEX=https://download.pytorch.org/whl/cpu
 if ! .venv/bin/python -c "import torch" 2>/dev/null; then
-  .venv/bin/pip install --quiet "torch==${TORCH_VERSION:-2.13.0}"
+  index=()
+  if [ -n "${TORCH_INDEX:-}" ]; then
+    index=(--extra-index-url "$TORCH_INDEX")
+  elif [ "$(uname -s)" = Linux ] && ! command -v nvidia-smi >/dev/null && .venv/bin/python -c \
+      "import urllib.request as u; u.urlopen('$CPU_INDEX/torch/', timeout=15)" 2>/dev/null; then
+    index=(--extra-index-url "$CPU_INDEX")
+  fi
+  .venv/bin/pip install --quiet "torch==${TORCH_VERSION:-2.13.0}" ${index[@]+"${index[@]}"}
 fi
 .venv/bin/pip install --quiet -e ".[test]"
 
