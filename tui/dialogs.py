@@ -16,46 +16,7 @@ from stepdbg.client.info_text import num
 from stepdbg.wire.ops import lr_typed
 
 from .fields import Field
-from .panel_table import help_lines
-
-# Each line fits 72 columns: the dialog's inside at an 80-column terminal (a longer line
-# wrapped to the left edge, out of its column).
-HELP = f"""\
-[b]keys[/b]   (escape, ? or q closes this; ↑↓ PgUp PgDn scroll it)
-  c       continue                 p   pause at the next pause point
-  n       next phase               s   same pause point, next step
-  r       replay the step under anomaly detection: the op, module, line
-  D       diff: the step twice from the same state; where the runs part
-          (module, op, line) and the randomness that moved (the Log)
-  l       set the learning rate (once or pinned)
-  k       skip this step's update
-  R       rewind to the newest snapshot before this step, where
-          this step ends; then the job runs on, as after c
-          (--keep-every N; the Memory panel lists them)
-  b       breakpoints: the add box takes what is typed, Enter adds it
-  e       the REPL line: Python at the pause (↑↓ history, Tab completes)
-  3       Tensor: keys act on the job; Tab types in its name field
-          (number keys too; Tab again: the slice; escape: keys again)
-  Tab     the next field or table (shift+Tab: back); in a field, a field
-  Enter   in a field: runs it; on a row: Model, its first parameter
-          in Tensor; Mem, that tensor; Ranks, that rank in view
-{help_lines()}
-  u d     select the frame out (toward main) / in: the source, the
-          locals and the REPL line follow
-  q       quit: continue the job, leave it paused (to attach again)
-          or end it
-  ctrl+c  interrupt the job (its own Ctrl-C handling runs) or quit;
-          in the REPL line: its code
-  ctrl+r  reconnect after the connection was lost
-  t       the next rank (a distributed job)
-  0       Ranks: every rank's state (running, paused, in a collective
-          with the time its timeout leaves, dead with its exit code)
-  o       which ranks get stepping, LR, skip, breakpoints (0,2-3, all)
-          `diff ranks` in the REPL line (e): the first parameter or
-          gradient whose replicas differ across the ranks, and the ranks
-  ?       this help
-  escape  close a dialog, leave a field (keys are keys again; in
-          Breaks its table: space turns one on/off, delete removes)"""
+from .help import HELP
 
 
 class FieldDialog:
