@@ -16,7 +16,7 @@ from textual.screen import Screen
 from textual.widget import Widget
 from textual.widgets import DataTable, Input, Static, Tab, TabbedContent
 
-from stepdbg.wire.change_text import SKIP_KEEPS, rewind_answer
+from stepdbg.wire.change_text import SKIP_KEEPS, change_said, rewind_answer
 from stepdbg.wire.rank_words import ranks_words, targets_words
 
 from . import job_events, toasts
@@ -264,8 +264,8 @@ class ControlActions(GoneWatch):
             return
         r = await self.ask("skip", self.source.skip_step())
         if r is not None:
-            # What the Break panel does not say (it says "step N's update will be skipped": toasts.py's rule)
-            self.notify(f"skip: {'asked already' if r.get('already') else SKIP_KEEPS}")
+            # At a pause, what the Break panel does not say (it names the step: toasts.py's rule); running, the step too
+            self.notify(f"skip: {'asked already' if r.get('already') else SKIP_KEEPS if self.status.get('state') == 'paused' else change_said(r)}")
             if r.get("already"):  # no change event comes: the Log says it here (a toast goes away)
                 self.log_line(f"{job_events.change_words(r)} (asked already)", "cyan")
 

@@ -54,6 +54,11 @@ class LineHistory:
         return self.lines[self.pos] if self.pos < len(self.lines) else ""
 
 
+# The line's words while the job is paused (app.py's at the start) and while it runs.
+PLACEHOLDERS = {"paused": "e: Python in the paused frame (p EXPR, lr X pin, break add SPEC, ...)",
+                "running": "e: the job runs; Python needs a pause (p); lr X, break add SPEC work now"}
+
+
 class ReplActions(_AppBase):
     """The REPL line of StepdbgApp (app.py): e focuses it, Enter runs it, up and down recall."""
 
@@ -66,13 +71,16 @@ class ReplActions(_AppBase):
         self.watch(self, "status", self._line_after_the_end)
 
     def _line_after_the_end(self, status: dict[str, Any]) -> None:
-        """Once the job has ended the line no longer invites Python in its frame (walk 4's
-        item 15): it says the end and what still works, within 80 columns."""
+        """The line's words follow the job: once it has ended they no longer invite Python in
+        its frame (walk 4's item 15), and while it runs there is no paused frame (the closing
+        walk's 20: they said `Python in the paused frame` of a running job); within 80 columns."""
         state = str(status.get("state", ""))
         # On the main screen, while there is one (the end may come as the window closes).
         for line in self.screen_stack[0].query("#repl").results(Input) if self.screen_stack else []:
             if state.startswith("exited"):
                 line.placeholder = f"the job {ended_words(state)}: the panels keep its last state; q closes"
+            elif state in PLACEHOLDERS:
+                line.placeholder = PLACEHOLDERS[state]
 
     def on_key(self, event: Key) -> None:  # (Textual runs each class's on_key: the app's own too)
         """A letter that reached the app while a field has the focus: typed with the key that
