@@ -39,7 +39,7 @@ SCRIPT_ARGS = {"slow_loader.py": ("--slow", "2")}
         ("vanishing_sigmoid.py", (), "vanishing_gradients", "through Sigmoid activations"),  # row 4
         ("lr_explode.py", ("--steps", "20"), "exploding_updates", "of their norm"),  # row 2
         ("slow_loader.py", ("--steps", "19"), "slow_dataloader", "num_workers=2"),  # row 5
-        ("slow_get_batch.py", ("--steps", "4"), "slow_dataloader", "a get_batch() loop"),  # row 5, nanoGPT's way
+        ("slow_get_batch.py", ("--steps", "4"), "slow_dataloader", "no DataLoader: the host time between steps"),  # row 5, nanoGPT's way
         ("mse_on_classes.py", (), "loss_target_mismatch", "look like class indices"),  # row 6
         ("unscaled_features.py", (), "input_scale", "input feature 3 reaches"),  # row 7
         ("memory_leak.py", ("--steps", "16"), "memory_growth", "keeps tensors alive"),  # row 9 (found at step 13)

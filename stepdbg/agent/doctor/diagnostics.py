@@ -383,7 +383,7 @@ class Doctor:
         if it is None:
             self.add(m, "slow_dataloader", "warning",
                      f"the loop spends {share:.0%} of its time getting data outside forward, backward and the "
-                     f"optimizer (mean {wait * 1e3:.0f} ms per step; a get_batch() loop)",
+                     f"optimizer (mean {wait * 1e3:.0f} ms per step; no DataLoader: the host time between steps)",
                      "fetch the next batch on a background thread or with a DataLoader (workers, pin_memory), "
                      "or make the batch cheaper to build")
             return
