@@ -54,3 +54,8 @@ def test_two_clients_threads_say_which_client_they_serve(start_job):
     names = [line[4:].split(" (")[0] for line in run.stderr.splitlines() if line.startswith("--- stepdbg-client")]
     assert sorted(names) == ["stepdbg-client-1", "stepdbg-client-1-requests", "stepdbg-client-1-sender",
                              "stepdbg-client-2", "stepdbg-client-2-requests", "stepdbg-client-2-sender"], run.stderr
+    # ... and whose: the console's own threads say they serve it (the closing walk's 24)
+    said = {line[4:].split(" (")[0]: line for line in run.stderr.splitlines() if line.startswith("--- stepdbg-client")}
+    assert all(said[f"stepdbg-client-2{s}"].endswith("(stepdbg's own thread: it serves you)")
+               and said[f"stepdbg-client-1{s}"].endswith("(stepdbg's own thread: it serves another client)")
+               for s in ("", "-requests", "-sender")), run.stderr

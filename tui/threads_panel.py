@@ -13,6 +13,8 @@ from textual.app import ComposeResult
 from textual.containers import VerticalScroll
 from textual.widgets import Static
 
+from stepdbg.client.info_text import own_thread
+
 from .asking import Loads, ask
 from .header import last_reached
 
@@ -43,7 +45,7 @@ def render_stacks(stacks: list[dict[str, Any]], width: int = 10_000, title: str 
         t.append(title + "\n\n", style="bold")
     for th in stacks:
         if th.get("own"):
-            t.append(f"{th['name']} (stepdbg's own thread)\n", style="dim")
+            t.append(own_thread(th) + "\n", style="dim")
             continue
         t.append(f"{th['name']}{' (main)' if th.get('main') else ''}\n", style="bold")
         for fr in th["stack"][-10:]:  # (the person's frames and their libraries', never stepdbg's)

@@ -191,11 +191,18 @@ def model_lines(rows: list[dict[str, Any]], width: int | None = None) -> list[st
     return [*lines, f"(left out at {width} columns: {', '.join(left)})"] if left else lines
 
 
+def own_thread(t: dict[str, Any]) -> str:
+    """`stepdbg-client-2 (stepdbg's own thread: it serves you)`: one of stepdbg's threads,
+    a client's saying whose."""
+    serves = t.get("serves")
+    return f"{t['name']} (stepdbg's own thread{f': it serves {serves}' if serves else ''})"
+
+
 def thread_lines(stacks: list[dict[str, Any]], frames: int = 8) -> list[str]:
     """Each thread and its innermost frames (the person's and their libraries', never stepdbg's)."""
     out = []
     for t in stacks:
-        out.append(f"--- {t['name']}" + (" (stepdbg's own thread)" if t.get("own") else ""))
+        out.append(f"--- {own_thread(t) if t.get('own') else t['name']}")
         out += [f"  {fr['file']}:{fr['line']} {fr['function']}: {fr['code']}" for fr in t["stack"][-frames:]]
     return out
 

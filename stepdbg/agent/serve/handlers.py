@@ -7,6 +7,8 @@ bad input is refused with ``bad_args`` and a message that says what is allowed.
 
 from __future__ import annotations
 
+import re
+import threading
 from typing import TYPE_CHECKING, Any
 
 from stepdbg.agent.breaks.rewind import NoSnapshot
@@ -17,6 +19,7 @@ if TYPE_CHECKING:
     from stepdbg.agent.session import Session
 
 EVAL_OUTPUT_LIMIT = 1_000_000  # characters of what evaluated code printed or raised
+CLIENT_THREAD = re.compile(r"stepdbg-client-(\d+)")  # a client's threads: stepdbg-client-N(-requests, -sender)
 
 
 class Handlers:
@@ -141,7 +144,15 @@ class Handlers:
             raise protocol.ProtocolError("bad_args", str(e)) from None
 
     def op_stacks(self) -> list[dict[str, Any]]:
-        return self.s.views.stacks()
+        """Every thread's stack; a client's threads say whether they serve the one asking
+        (`info threads` listed stepdbg-client-1 and -2 with nothing to tell which was whose)."""
+        asking = CLIENT_THREAD.match(threading.current_thread().name)
+        out = self.s.views.stacks()
+        for t in out:
+            m = CLIENT_THREAD.match(str(t.get("name")))
+            if m is not None and t.get("own"):
+                t["serves"] = "you" if asking is not None and m.group(1) == asking.group(1) else "another client"
+        return out
 
     def op_replay(self) -> dict[str, Any]:
         return self.s.views.replay()
