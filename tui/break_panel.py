@@ -4,6 +4,7 @@ Pure ``render_*`` functions, so the words on screen are testable without a termi
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from rich.console import Group
@@ -73,7 +74,7 @@ def render_break(brk: dict[str, Any] | None, replay: dict[str, Any] | None,
         if said or findings:
             return Group(*said, *render_findings(findings or []))
         return Text("running — no break yet. p pauses at the next pause point.", style="dim")
-    lines: list[Any] = [_break_head(brk), _break_scalars(brk)]
+    lines: list[Any] = [_break_head(brk, replay), _break_scalars(brk)]
     if brk.get("lr_now"):  # set at this pause (here, at another client): the LR the next update uses
         lines.append(Text(change_words({**brk["lr_now"], "what": "lr"}), style="bold cyan"))
     if brk.get("skip_step") is not None:  # the job's own state (k here, at another client, --on-break skip)
@@ -97,12 +98,24 @@ def paused_at_words(at: dict[str, Any]) -> str:
     return f"paused with every rank at step {at.get('step')} ({at.get('phase')}){line}: the source and locals below"
 
 
-def _break_head(brk: dict[str, Any]) -> Text:
+def _break_head(brk: dict[str, Any], replay: dict[str, Any] | None = None) -> Text:
     head = Text()
     head.append(f"step {brk['step']} · {brk['phase']} · ", style="bold")
     head.append(f"[{brk['condition']}] ", style="bold magenta")
-    head.append(brk["reason"], style="bold red" if "nan" in brk["reason"] or "inf" in brk["reason"] else "bold")
+    reason = replayed(brk["reason"]) if replay else brk["reason"]
+    head.append(reason, style="bold red" if "nan" in reason or "inf" in reason else "bold")
     return head
+
+
+# The break's reason asks for a replay where only one can name the op ("... it came with
+# the data (replay the step to name it)"); once replayed, it points at the replay's lines
+# (the closing walk's 22: after r it still said `(replay the step to name it)`).
+ASKS_REPLAY = re.compile(r"(\(|; )replay the step to [^)]*\)")
+
+
+def replayed(reason: str) -> str:
+    return ASKS_REPLAY.sub(lambda m: "(the replay below names it)" if m.group(1) == "(" else
+                           "; the replay below says which)", reason)
 
 
 # A pause point before the phase that measures a scalar (conditions.SCALAR_PHASE): it is not
