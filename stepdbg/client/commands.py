@@ -102,6 +102,7 @@ def execute(target: Any, cmd: str) -> str | None:
     """Run one console command on a Session or Client. Returns "resumed" when the job
     was told to go on, "detach" when the user leaves, "interrupt" for the job's Ctrl-C in
     process (run_console delivers it), else None."""
+    repeated = not cmd.strip()  # Enter: the last stepping command again
     cmd = cmd.strip() or last_stepping[0]
     if is_python(target, cmd):
         _show_evaluation(_evaluate(target, cmd.removeprefix("!")))
@@ -123,7 +124,13 @@ def execute(target: Any, cmd: str) -> str | None:
         else:
             _show_evaluation(r)
         return None
-    return handler(target, word, rest.strip())
+    try:
+        return handler(target, word, rest.strip())
+    except Exception as e:  # (Enter after `until 10` reached step 10 said only 'step 10 is not ahead')
+        if repeated and word == "until":
+            raise ValueError(f"Enter repeats the last stepping command, `{cmd}`, which cannot run now: {e}; "
+                             "c, n, s or until N go on") from None
+        raise
 
 
 def not_a_command(word: str) -> str:
