@@ -71,7 +71,7 @@ class MemoryPanel(Loads, VerticalScroll):
         self.query_one("#mem-largest-label", Label).update(LARGEST if counted else "largest tensors: listed at a pause (p pauses the job)")
         self.fill_largest()
         self.show_plot(mem, history)
-        self.call_after_refresh(self.focus_in_view)
+        self.call_after_refresh(self.cursor_shown)
 
     largest: list[dict[str, Any]] = []  # the rows of the last answer
 
@@ -92,6 +92,16 @@ class MemoryPanel(Loads, VerticalScroll):
         t = self.query_one(DataTable)
         t._clear_caches()
         t.refresh()
+
+    def cursor_shown(self) -> None:
+        """The panel shown again (or its rows again): the table's cursor row in view where the
+        table has the focus. Back on the panel, it was scrolled to its top with the cursor on a
+        row below the view, and Enter opened a row never shown (the closing walk's 5). Its
+        first row as at the first show: the focus_in_view rule (the lines above come first)."""
+        t = self.query_one(TableInScroll)
+        if self.screen.focused is t and t.cursor_row > 0:
+            t.cursor_in_view()
+        self.focus_in_view()
 
     def focus_in_view(self) -> None:
         """The focus where the person sees it: on the table where some of it shows, else on
