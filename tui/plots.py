@@ -108,14 +108,18 @@ def num(v: float) -> str:
 
 
 def caption(title: str, steps: list[int], values: list[float], log: bool, break_step: int | None,
-            nonfinite: list[int] | None = None, missing: str = "") -> str:
-    """The words above a plot: the range of steps and values, the scale, where the break is,
-    the steps whose value is not finite (after a NaN at step 30 the plot said steps 0–29
-    of a job that ran to 59), and why steps have no value (`missing`: unmeasured_words)."""
+            nonfinite: list[int] | None = None, missing: str = "", at_break: Any = None) -> str:
+    """The words above a plot: the range of steps and values, the scale, where the break is
+    and its value there (`at_break`, of a step not finished: not in the steps), the steps whose
+    value is not finite (after a NaN at step 30 the plot said steps 0–29 of a job that ran to
+    59), and why steps have no value (`missing`: unmeasured_words)."""
     bad = "; ".join(w for w in (f"not finite at {steps_words(nonfinite)} (not drawn)" if nonfinite else "", missing)
                     if w)
+    there = "" if at_break is None else (
+        f"at the break: {num(at_break) if isinstance(at_break, (int, float)) else at_break}")
     if not values:
-        return f"{title}: {bad or 'no data yet'}"
+        told = f"{title}: {bad or 'no data yet'}"
+        return f"{told} · step {break_step}, {there}" if there and break_step is not None else told
     if len(values) == 1:
         text = f"{title}: step {steps[0]}, {num(values[0])}"
     else:
@@ -125,6 +129,7 @@ def caption(title: str, steps: list[int], values: list[float], log: bool, break_
         text += " · log scale"
     if break_step is not None:
         text += f" · break at step {break_step} (red line)"
+        text += f", {there}" if there else ""
     return text + (f" · {bad}" if bad else "")
 
 
@@ -208,6 +213,7 @@ class PlotsPanel(Loads, VerticalScroll):
             yield StepPlot(id=f"plot-{key}")
 
     break_step: int | None = None  # the last break the job paused at: marked until the next, its end included
+    break_scalars: dict[str, Any] = {}  # that break's values (its step not finished: not in the history)
 
     def on_mount(self) -> None:  # (a break while another panel is shown counts: the plots mark it when shown)
         self.watch(self.app, "status", self._status_changed)
@@ -236,7 +242,7 @@ class PlotsPanel(Loads, VerticalScroll):
         not a break, and was drawn as one."""
         brk = status.get("paused")
         if isinstance(brk, dict) and isinstance(brk.get("step"), int) and brk.get("condition") != "pause":
-            self.break_step = brk["step"]
+            self.break_step, self.break_scalars = brk["step"], brk.get("scalars") or {}
         self.unfinished(status, getattr(self.app, "history", []))
 
     async def load(self, source: Any, status: dict[str, Any], history: list[dict[str, Any]]) -> None:
@@ -252,10 +258,24 @@ class PlotsPanel(Loads, VerticalScroll):
         self.unfinished(getattr(self.app, "status", {}), history)
         for key, title in PLOTS:
             steps, values = points(history, key)
-            log = log_scale(values)
+            at_break = self.at_break(history, key)
+            drawn = (steps, values)  # (with the break's value, where it is a number: a point at the red line)
+            if isinstance(at_break, (int, float)) and math.isfinite(at_break) and break_step is not None:
+                drawn = ([*steps, break_step], [*values, float(at_break)])
+            log = log_scale(drawn[1])
             self.query_one(f"#plot-{key}-label", Label).update(
                 caption(title, steps, values, log, break_step, not_finite(history, key),
-                        unmeasured_words(key, unmeasured(history, key), steps)))
+                        unmeasured_words(key, unmeasured(history, key), steps), at_break))
             widget = self.query_one(f"#plot-{key}", StepPlot)
-            widget.draw = drawing(steps, values, log, break_step, held=key in HELD)
+            widget.draw = drawing(*drawn, log, break_step, held=key in HELD)
             widget.refresh()
+
+    def at_break(self, history: list[dict[str, Any]], key: str) -> Any:
+        """The break's value of `key` while its step is not in the history (not finished): the
+        plots ended at the step before, and the grad-norm hint sent the person to them for a
+        value they did not draw (the closing walk's 14). None once the step is there."""
+        v = self.break_scalars.get(key)
+        v = (v[0] if v else None) if isinstance(v, list) else v
+        if v is None or self.break_step is None or any(h.get("step") == self.break_step for h in history):
+            return None
+        return v
