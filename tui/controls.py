@@ -169,7 +169,7 @@ class ControlActions(GoneWatch):
             self.not_paused(what)
             coro.close()
             return
-        self.run_worker(self.ask(what, coro), group="control")
+        self.run_worker(self.ask(what, job_events.LogOrder.resuming(self, coro)), group="control")  # (log_order)
 
     def action_cont(self) -> None:
         self._resume("continue", self.source.cont())

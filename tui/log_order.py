@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from .panels import LogPanel
 from .rank_order import said_by
@@ -32,6 +32,7 @@ HELD_AT_MOST = 2.0  # seconds the Log waits for the other half (an event, or the
 SAID = {"change", "break", "finding", "replay"}  # the events the job says on its stderr too
 
 Line = tuple[str, str]  # (text, style) of a line the Log writes
+T = TypeVar("T")
 
 
 @dataclass(eq=False)
@@ -101,6 +102,20 @@ class LogOrder:
             said.after.append((line, style))
         else:
             app.query_one(LogPanel).write(line, style)
+
+    @staticmethod
+    def resuming(app: Any, request: T) -> T:
+        """`request` resumes the paused job from this window (c, n, s, until N): the job sends
+        `resumed` before any line it prints after it (the traceback of an uncaught exception
+        c let go on), but a launched job's lines come by its pipes and its events by the
+        socket: from now, its lines wait for that event (HELD_AT_MOST at most). The Log said
+        shape_error's traceback before `resumed` (the closing walk's 21)."""
+        order = app.__dict__.get("_log_order")
+        if order is not None and LogOrder.launched(app):
+            place = Slot("", "", getattr(app.source, "current", None), expects="resumed")
+            order.queue.append(place)
+            app.set_timer(HELD_AT_MOST, lambda: order._late_line(app, place))
+        return request
 
     def expect_next(self, name: str) -> None:
         """The event whose handler runs is followed, in the job, by event `name` before any

@@ -23,6 +23,7 @@ from stepdbg.wire.rank_diff import tolerances
 
 from .asking import ask
 from .break_panel import ended_words
+from .log_order import LogOrder
 from .panel_table import BY_ID, keys_land, one_process_words
 from .panel_table import shown as panels_shown
 from .panels import BreakpointsPanel, check_spec, render_summary
@@ -344,7 +345,7 @@ async def _until(app: Any, out: Static, line: str, word: str, rest: str) -> bool
         out.update(f"» {line}\nthe job is not paused: until N runs on from a pause (p pauses it)")
         return True
     out.update(f"» {line}\nrunning to step {rest}")  # (a refusal, 'not ahead', takes its place)
-    await ask(UnderTheLine(out, line), "until", app.source.run_to_step(int(rest)))
+    await ask(UnderTheLine(out, line), "until", LogOrder.resuming(app, app.source.run_to_step(int(rest))))
     return True
 
 
