@@ -106,7 +106,7 @@ class ControlActions(GoneWatch):
     def notify(self, message: str, *, title: str = "", severity: Any = "information", timeout: float | None = None,
                markup: bool = True) -> None:
         """A toast, as tui/toasts.py's rule has it: a few seconds, no blank rows, room kept."""
-        toasts.make_room(self)
+        toasts.make_room(self, message)
         super().notify(message, title=title, severity=severity, timeout=toasts.standing(timeout), markup=markup)
 
     def set_focus(self, widget: Widget | None, scroll_visible: bool = True) -> None:
@@ -354,8 +354,10 @@ class ControlActions(GoneWatch):
             return
         frames = await self.ask("stack", self.source.frames(move))
         if frames:
-            sel = next(f for f in frames if f["selected"])
-            self.notify(f"frame {sel['function']}() at {sel['file'].rsplit('/', 1)[-1]}:{sel['line']}", timeout=3)
+            sel = next(f for f in frames if f["selected"])  # (at the stack's end: said, as the console does)
+            end = f": the {'outer' if move > 0 else 'inner'}most, {'u' if move > 0 else 'd'} goes no further"
+            self.notify(f"frame {sel['function']}() at {sel['file'].rsplit('/', 1)[-1]}:{sel['line']}"
+                        f"{end if frames[0 if move > 0 else -1]['selected'] else ''}", timeout=3)
             self.action_panel("break")
             await self._refresh_break()
 

@@ -11,10 +11,12 @@ from textual.binding import ActiveBinding, Binding
 from textual.containers import Grid, Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Button, Checkbox, Footer, Input, Label, Static
+from textual.widgets._toast import ToastRack
 
 from stepdbg.client.info_text import num
 from stepdbg.wire.ops import lr_typed
 
+from . import toasts
 from .fields import Field
 from .help import HELP
 
@@ -130,7 +132,19 @@ class AskScreen(FieldDialog, ModalScreen[str | None]):
 
 
 class ChoiceScreen(ModalScreen[str | None]):
-    """A question answered by a button or its key: the button's id, or None for cancel."""
+    """A question answered by a button or its key: the button's id, or None for cancel. It
+    opens with the focus on the button that harms nothing (AUTO_FOCUS: the job left as it
+    is), which Enter presses and its words name (the quit and Ctrl-C dialogs opened with no
+    button focused, and Enter did nothing: the closing walk's 8). Opening, it takes the
+    toasts down: they stood over its buttons (u pressed four times: four toasts, the
+    closing walk's 6); toasts.DIALOG_CSS keeps those that come while it is open under its buttons."""
+
+    DEFAULT_CSS = toasts.DIALOG_CSS
+
+    def on_mount(self) -> None:
+        self.app.clear_notifications()  # (the screen under it, seen through it, keeps its own till told)
+        for rack in self.app.screen_stack[0].query(ToastRack).results(ToastRack):
+            rack.show(self.app._notifications)
 
     def action_pick(self, choice: str) -> None:
         self.dismiss(choice)
@@ -147,7 +161,9 @@ class ChoiceScreen(ModalScreen[str | None]):
 
 
 class QuitScreen(ChoiceScreen):
-    """What happens to the job when the UI goes: continue, stay paused, or end."""
+    """What happens to the job when the UI goes: continue it (paused), leave it as it is, or
+    end it. Running, `continue` and `leave it running` did the same (two buttons, one choice:
+    the closing walk's 17): a job running is offered leave it running, end, cancel."""
 
     DEFAULT_CSS = """
     QuitScreen { align: center middle; }
@@ -158,6 +174,7 @@ class QuitScreen(ChoiceScreen):
     """
     BINDINGS = [Binding("c", "pick('continue')", "continue"), Binding("l", "pick('stay')", "leave it"),
                 Binding("e", "pick('end')", "end"), Binding("escape", "dismiss(None)", "cancel")]
+    AUTO_FOCUS = "#stay"  # (the job as it is)
 
     def __init__(self, state: str) -> None:
         super().__init__()
@@ -165,26 +182,47 @@ class QuitScreen(ChoiceScreen):
 
     def compose(self) -> ComposeResult:
         with Grid():
-            yield Label("Quit stepdbg. What happens to the job?")
+            yield Label(self.question(), id="question")
             yield Button("c: continue it", id="continue", variant="primary")
             yield Button(self.leave_words(), id="stay")
             yield Button("e: end it (exit code 3)", id="end", variant="error")
             yield Button("cancel", id="cancel")
         yield Footer()
 
+    def on_mount(self) -> None:
+        self.show_state()
+
+    def paused(self) -> bool:
+        return self.state == "paused"
+
+    def question(self) -> str:
+        return f"Quit stepdbg. What happens to the job?\nEnter: l, it stays {'paused' if self.paused() else 'running'}"
+
     def leave_words(self) -> str:
         """l leaves the job as it is: paused, or running (it said `leave it paused` of a job
         running, which went on running: the sixth walk's 2)."""
-        return f"l: leave it {'paused' if self.state == 'paused' else 'running'} (re-attach later)"
+        return f"l: leave it {'paused' if self.paused() else 'running'} (re-attach later)"
+
+    def show_state(self) -> None:
+        """The words and buttons for the job's state: `continue` only where it is paused."""
+        self.query_one("#question", Label).update(self.question())
+        self.query_one("#stay", Button).label = self.leave_words()
+        self.query_one("#continue", Button).display = self.paused()
+        self.refresh_bindings()
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        return self.paused() or parameters != ("continue",)
 
     def job_is(self, state: str) -> None:
         self.state = state
-        self.query_one("#stay", Button).label = self.leave_words()
+        self.show_state()
         super().job_is(state)
 
 
 class CtrlCScreen(ChoiceScreen):
-    """Ctrl-C in the TUI: interrupt the job as Ctrl-C at its terminal would, or quit the UI."""
+    """Ctrl-C in the TUI: interrupt the job as Ctrl-C at its terminal would, or quit the UI.
+    A second Ctrl-C interrupts the job, as a second Ctrl-C does at a terminal (it did nothing:
+    the closing walk's 18); Enter cancels."""
 
     DEFAULT_CSS = """
     CtrlCScreen { align: center middle; }
@@ -192,15 +230,16 @@ class CtrlCScreen(ChoiceScreen):
                          padding: 1 2; background: $surface; }
     CtrlCScreen Button { width: 1fr; }
     """
-    BINDINGS = [Binding("i", "pick('interrupt')", "interrupt the job"), Binding("q", "pick('quit')", "quit"),
+    BINDINGS = [Binding("i,ctrl+c", "pick('interrupt')", "interrupt the job"), Binding("q", "pick('quit')", "quit"),
                 Binding("escape", "dismiss(None)", "cancel")]
+    AUTO_FOCUS = "#cancel"  # (the job as it is)
 
     def compose(self) -> ComposeResult:
         with Grid():
-            yield Label("Ctrl-C. Which do you mean?")
+            yield Label("Ctrl-C. Which do you mean?\nEnter: cancel; Ctrl-C again: interrupt the job")
             yield Button("i: interrupt the job (its own Ctrl-C handling runs)", id="interrupt", variant="error")
             yield Button("q: quit the UI (then: continue, leave paused or end)", id="quit", variant="primary")
-            yield Button("cancel (escape)", id="cancel")
+            yield Button("cancel (escape, Enter)", id="cancel")
         yield Footer()
 
 

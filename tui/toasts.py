@@ -33,6 +33,10 @@ CSS = "ToastRack Toast { padding: 0 1; max-width: 75%; }"
 # The rows a toast may take at 80 columns (its margin and up to 5 lines of words) and the rows
 # the toasts leave free: the header, the tabs and a panel's fields above, the REPL line under.
 TOAST_ROWS, TOAST_FREE = 6, 12
+# A dialog's toasts (one that came while it is open) stand on the screen's last rows, over its
+# footer, under its buttons, not over them (the closing walk's 6: Textual's padding and margins
+# took 3 rows and more); a dialog opening takes down those there were (dialogs.ChoiceScreen).
+DIALOG_CSS = "ToastRack { margin-bottom: 0; } ToastRack Toast { padding: 0 1; margin-top: 0; }"
 
 
 def standing(timeout: float | None) -> float:
@@ -41,8 +45,12 @@ def standing(timeout: float | None) -> float:
     return TOAST_SECONDS if timeout is None else min(timeout, TOAST_SECONDS)
 
 
-def make_room(app: Any) -> None:
-    """Takes down the oldest toasts of `app` so that one more fits beside the panel's fields."""
+def make_room(app: Any, message: str = "") -> None:
+    """Takes down a toast that says `message` already (it is said once: `u` pressed four times at
+    the outermost frame stacked four, the closing walk's 6) and the oldest toasts of `app` so that
+    one more fits beside the panel's fields."""
+    for same in [n for n in app._notifications if n.message == message]:
+        app._unnotify(same, refresh=False)
     room = max(1, (app.size.height - TOAST_FREE) // TOAST_ROWS)
     for old in list(app._notifications)[:max(0, len(app._notifications) - room + 1)]:
         app._unnotify(old, refresh=False)
