@@ -72,7 +72,8 @@ def test_a_job_killed_under_attach_leaves_the_footer_and_ctrl_r_says_nothing_to_
         # Under the REPL line, where it stays (its toast, 5 lines at 80 columns under two others, was cut
         # at `nothing to`), as after an end: nothing to reconnect to.
         shown = term.wait_screen("nothing to reconnect to")
-        assert f" reconnect failed: the job (pid {pid}) is gone" in shown, shown
+        # (not tried: no `reconnecting…`, no `reconnect failed`; the closing walk's 11)
+        assert f" the job (pid {pid}) is gone" in shown and "reconnect" not in shown.split("nothing to")[0], shown
         term.keys("c")
         assert "ctrl+r" not in term.wait_screen("nothing to continue")
     finally:

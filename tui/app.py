@@ -31,7 +31,8 @@ from .controls import AFTER_THE_END, OUTPUT_ENDS_WITHIN, ControlActions, MainScr
 from .dialogs import HelpScreen
 from .fitted import focus_mark
 from .header import JobHeader
-from .job_gone import gone_header
+from .job_gone import gone_header, same_job
+from .keys import EscapeThenKey
 from .messages import HISTORY_KEPT, ConnectionLost, JobEvent, StepSummary, with_records
 from .panel_table import BY_ID, PANELS, keys_land, one_process_words, shown
 from .panels import LogPanel, ModelPanel, TensorPanel, first_parameter_words, module_expression
@@ -44,7 +45,7 @@ RANKS_EVERY = 1.0  # seconds between Ranks (and a running job's Threads) panel r
 # ---------------------------------------------------------------------- the app
 
 
-class StepdbgApp(ControlActions, ReplActions, App[str | None]):
+class StepdbgApp(ControlActions, ReplActions, EscapeThenKey, App[str | None]):
     """The debugger UI over one job. Returns the quit choice: continue, stay, end, or None."""
 
     TITLE = "stepdbg"
@@ -208,6 +209,9 @@ class StepdbgApp(ControlActions, ReplActions, App[str | None]):
     @work(exclusive=True, group="reconnect")
     async def action_reconnect(self) -> None:
         if self.reconnect is None or self.connection == "connected":
+            return
+        self.see_if_gone()  # a job ended, or gone, is said so, and nothing tried (it said `reconnecting…`)
+        if (self.gone or str(self.status.get("state", "")).startswith("exited")) and self.job_ended("reconnect to"):
             return
         self.notify("reconnecting…")
         gone = gone_header(self.source.session)  # (an end's words, its exit
@@ -384,9 +388,3 @@ class StepdbgApp(ControlActions, ReplActions, App[str | None]):
         if not isinstance(focused, Input) and name in AFTER_THE_END and not self.check_action(name, ()):
             self.job_ended(AFTER_THE_END[name])  # its binding is off after the end: says why, not nothing
             event.stop()
-
-
-def same_job(before: dict[str, Any], after: dict[str, Any]) -> bool:
-    """Whether a reconnect found the job it had lost (its session id and pid), not another."""
-    return (before.get("id"), before.get("pid"), before.get("host")) == (
-        after.get("id"), after.get("pid"), after.get("host"))

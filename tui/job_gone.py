@@ -8,7 +8,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from textual.widgets import Input
+
 from stepdbg.client.connection import gone_words
+
+from .job_events import ended_words
 
 if TYPE_CHECKING:
     from textual.app import App
@@ -41,12 +45,32 @@ class GoneWatch(_AppBase):
         a distributed job's: one rank's process is not the job)."""
         if self.gone is None and self.connection != "connected" and not self.is_job and \
                 not str(self.status.get("state", "")).startswith("exited"):
-            self.gone = gone_words(self.source.session)
+            self.gone = self.gone_words()
             if self.gone is not None:
                 self.connection = gone_header(self.source.session)  # (the header says it)
                 self.refresh_bindings()  # (controls.ControlActions.check_action)
+                # The REPL line no longer invites Python in the paused frame (it did: the closing walk's 11)
+                for line in self.screen_stack[0].query("#repl").results(Input) if self.screen_stack else []:
+                    line.placeholder = f"the job (pid {self.source.session.get('pid')}) is gone: the panels keep " \
+                                       "its last state; q closes"
+
+    def gone_words(self) -> str | None:
+        """How the job is gone: a job launched here, as its parent knows it (killed by SIGKILL,
+        exit code 137; a toast said `exit code unknown` under a header's 137: the closing walk's
+        11); else that its process has ended; None while it runs."""
+        child = getattr(self, "child", None)
+        if child is not None:
+            code = child.poll()
+            return None if code is None else f"the job (pid {child.pid}) {ended_words(code)}"
+        return gone_words(self.source.session)
 
     def lost_words(self) -> str:
         """What now, the connection lost: q, and ctrl+r where the job may still be there."""
         self.see_if_gone()
         return f"{self.gone}; q quits" if self.gone else "ctrl+r reconnects; q quits" if self.reconnect else "q quits"
+
+
+def same_job(before: dict[str, Any], after: dict[str, Any]) -> bool:
+    """Whether a reconnect found the job it had lost (its session id and pid), not another."""
+    return (before.get("id"), before.get("pid"), before.get("host")) == (
+        after.get("id"), after.get("pid"), after.get("host"))

@@ -30,6 +30,7 @@ from stepdbg.launch import keeper
 from stepdbg.wire import sessions
 from stepdbg.wire.fold import OwnLines, for_terminal
 
+from .launch_ctrl_c import CtrlC
 from .rank_order import SAID, RankOrder, source_of
 from .stream_order import StdoutFirst
 
@@ -105,6 +106,9 @@ async def _run(target: str | None, token: str | None, output: list[tuple[str, st
             while source.exited is None and time.monotonic() < deadline:
                 await asyncio.sleep(0.05)
     ended = source.exited  # (closing makes it "lost")
+    if choice == "stay" and ended is None:  # left as it is: paused or not, as the job says (a resume it
+        with contextlib.suppress(Exception):  # refused, n at an exception, made the client forget its pause,
+            source.paused = (await source.status()).get("paused")  # and `goes on` was said of it: walk 10)
     await source.close(then=choice or "stay")
     return choice, source, ended
 
@@ -167,40 +171,6 @@ def launch_tui(cmd: list[str], env: dict[str, str], ranks: int | None = None) ->
             raise
     finally:
         signal.signal(signal.SIGINT, previous)
-
-
-class CtrlC:
-    """The terminal's Ctrl-C while stepdbg launches a job, as a SIGINT handler. The job has
-    a session of its own, so the terminal's Ctrl-C reaches only this process: it is passed
-    on to the job's process group, where its own handling runs as under plain python (which
-    ends it, 130), and stepdbg waits for the job. Pressed before the TUI has the terminal
-    (raw, where Ctrl-C is a key), it also closes the TUI that was coming: it went up over an
-    interrupted job, or stepdbg stopped in its start with a traceback and the job ran on."""
-
-    def __init__(self) -> None:
-        self.child: subprocess.Popen[Any] | None = None
-        self.pressed = threading.Event()
-        self.app: Any = None  # the TUI once made, and the loop it runs in
-        self.loop: asyncio.AbstractEventLoop | None = None
-
-    def __call__(self, n: int, frame: Any) -> None:
-        if self.child is None:
-            raise KeyboardInterrupt  # no job yet: stepdbg ends, as plain python would
-        with contextlib.suppress(OSError):
-            os.killpg(self.child.pid, signal.SIGINT)
-        self.pressed.set()
-        self.close_app()
-
-    def showing(self, app: Any) -> None:
-        """`app` is made (in the running loop): a Ctrl-C already pressed closes it at once."""
-        self.app, self.loop = app, asyncio.get_running_loop()
-        if self.pressed.is_set():
-            self.close_app()
-
-    def close_app(self) -> None:
-        if self.app is not None and self.loop is not None:
-            with contextlib.suppress(RuntimeError):  # (the loop closed: the TUI is gone already)
-                self.loop.call_soon_threadsafe(self.app.exit, "ctrl-c")
 
 
 def _launched(child: subprocess.Popen[Any], kept: subprocess.Popen[str] | None,  # noqa: C901, PLR0912, PLR0915 - relay the job's output, and end the job as the user chose: one sequence
