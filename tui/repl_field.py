@@ -13,13 +13,14 @@ from textual.suggester import Suggester
 from textual.widgets import Static
 
 from .fields import Field
+from .repl_complete import AFTER_DOT, attribute_names
 from .repl_line import USAGE
 
 LINE_WORDS = [w for w in USAGE if len(w) > 1]  # the line's commands, for Tab (not its one-letter words)
 
 
 LAST_NAME = re.compile(r"(?<![\w.])[A-Za-z_]\w*$")  # the name being typed (not an attribute after a dot)
-NONE = "Tab completes a name of the paused frame or a command of this line (not an attribute after a dot)"
+NONE = "Tab completes a name of the paused frame, a command of this line or an attribute after a dot"
 
 
 class LastName(Suggester):
@@ -54,19 +55,31 @@ class ReplLine(Field):
         self.names = sorted(set(names) | set(LINE_WORDS))
         self.suggester = LastName(self.names)
 
-    def action_complete(self) -> None:
-        """The name before the cursor completed: whole where one name begins so, else as far
-        as the names that begin so agree, and those names said under the line."""
+    async def action_complete(self) -> None:
+        """The name before the cursor completed (after a dot: an attribute of the object
+        before it, read in the job: repl_complete): whole where one name begins so, else as
+        far as the names that begin so agree, and those names said under the line."""
+        dot = AFTER_DOT.search(self.value[:self.cursor_position])
+        if dot is not None:
+            at = self.cursor_position
+            found = await attribute_names(self.app.source, dot.group(1), dot.group(2))
+            if isinstance(found, str):
+                self.answer(f"Tab: {found}")
+            elif self.cursor_position == at:  # (not typed on meanwhile)
+                self.completed(dot.group(2), found, f"no attribute of {dot.group(1)} begins with {dot.group(2)!r}")
+            return
         m = LAST_NAME.search(self.value[:self.cursor_position])
         found = [w for w in self.names if m and w.startswith(m.group())]
+        self.completed(m.group() if m else "", found if m else [], NONE + (f": none begins with {m.group()!r}" if m else ""))
+
+    def completed(self, typed: str, found: list[str], none: str) -> None:
         common = os.path.commonprefix(found)
-        if m and len(common) > len(m.group()):
-            self.insert_text_at_cursor(common[len(m.group()):])
+        if len(common) > len(typed):
+            self.insert_text_at_cursor(common[len(typed):])
         if len(found) > 1:
             self.answer("Tab: " + ", ".join(found[:12]) + (", …" if len(found) > 12 else ""))
         elif not found:
-            self.answer(NONE + (f": none begins with {m.group()!r}" if m else "")
-                        + "; escape leaves the line (keys act on the job again)")
+            self.answer(none + "; escape leaves the line (keys act on the job again)")
 
     async def action_submit(self) -> None:
         """The line goes to the app and the field empties now: what is typed after Enter in
