@@ -112,8 +112,13 @@ class Ops(OpCalls):
     remote = True  # the job runs in another process (the console treats Ctrl-C so)
     many_ranks = False  # one process (a RankView is the source of many)
 
-    def _forget_pause(self) -> None:
-        self.paused = None
+    def _forget_pause(self) -> dict[str, Any] | None:
+        kept, self.paused = self.paused, None
+        return kept
+
+    def _pause_stands(self, kept: Any, error: BaseException) -> None:
+        if isinstance(error, ClientError) and kept is not None and self.paused is None:
+            self.paused = kept  # (refused: the job did not go on)
 
     def _track(self, name: str | None, data: Any) -> None:
         """Keep `paused` and `exited` in step with the job's events."""
@@ -212,9 +217,13 @@ class Client(Ops):
             self._cv.wait_for(lambda: self.exited is not None, timeout=timeout)
             return self.exited
 
-    def _forget_pause(self) -> None:
+    def _forget_pause(self) -> dict[str, Any] | None:
         with self._cv:
-            self.paused = None
+            return super()._forget_pause()
+
+    def _pause_stands(self, kept: Any, error: BaseException) -> None:
+        with self._cv:
+            super()._pause_stands(kept, error)
 
     eval = Ops.evaluate
 

@@ -272,7 +272,8 @@ class RankView:
         return self._to() if OPS[op].broadcast else [self.current]
 
     def _forget_pause(self) -> None:
-        """(Each rank's client forgets its own pause when a resuming op goes to it: call.)"""
+        """(Each rank's client forgets its own pause when a resuming op goes to it, and keeps
+        it where that rank refused: call.)"""
 
     def _live(self) -> list[int]:
         return [r for r, c in enumerate(self.clients) if c.exited is None]
@@ -332,9 +333,12 @@ class Job(RankView, Ops):
     def call(self, op: str, timeout: float | None = 300, **args: Any) -> Any:
         results = []
         for r in self._routed(op):
-            if OPS[op].resumes:
-                self.clients[r]._forget_pause()
-            results.append(self.clients[r].call(op, timeout, **args))
+            kept = self.clients[r]._forget_pause() if OPS[op].resumes else None
+            try:
+                results.append(self.clients[r].call(op, timeout, **args))
+            except Exception as e:
+                self.clients[r]._pause_stands(kept, e)
+                raise
         return results[0] if results else None
 
     def __getattr__(self, name: str) -> Any:  # what is not an op (wait_exited, again, eval): the rank in view's

@@ -135,8 +135,14 @@ class OpCalls:
     def call(self, op: str, timeout: float | None = 300, **args: Any) -> Any:
         raise NotImplementedError
 
-    def _forget_pause(self) -> None:
-        """A resuming op is on its way: forget the pause this caller knew."""
+    def _forget_pause(self) -> Any:
+        """A resuming op is on its way: forget the pause this caller knew (and return it)."""
+        return None
+
+    def _pause_stands(self, kept: Any, error: BaseException) -> None:
+        """The resuming op failed with `error`: where the job refused it, the pause `kept`
+        stands (a refused `n` at an uncaught exception had the console say 'detached; the
+        job goes on' of a job still paused)."""
 
     @property
     def history(self) -> Any:
@@ -154,14 +160,30 @@ def _method(op: Op) -> Any:
     def call_op(self: OpCalls, *args: Any, **kwargs: Any) -> Any:
         bound = sig.bind(self, *args, **kwargs)
         bound.apply_defaults()
-        if op.resumes:
-            self._forget_pause()
-        return self.call(op.name, op.timeout, **{wire[k]: v for k, v in bound.arguments.items() if k != "self"})
+        wired = {wire[k]: v for k, v in bound.arguments.items() if k != "self"}
+        if not op.resumes:
+            return self.call(op.name, op.timeout, **wired)
+        kept = self._forget_pause()
+        try:
+            answer = self.call(op.name, op.timeout, **wired)
+        except Exception as e:
+            self._pause_stands(kept, e)
+            raise
+        return _standing(self, answer, kept) if inspect.isawaitable(answer) else answer
 
     call_op.__name__ = call_op.__qualname__ = op.method or op.name
     call_op.__doc__ = f"{op.doc}. Returns {op.returns}. (op {op.name!r})"
     call_op.__signature__ = sig  # type: ignore[attr-defined]
     return call_op
+
+
+async def _standing(caller: OpCalls, answer: Any, kept: Any) -> Any:
+    """An async caller's resuming op: the pause stands where the job refused it."""
+    try:
+        return await answer
+    except Exception as e:
+        caller._pause_stands(kept, e)
+        raise
 
 
 for _o in OPS.values():
