@@ -22,24 +22,27 @@ BREAK = re.compile(r"stepdbg\[rank \d+\]: break at step \d+ \([^)]*\) \[[^\]]*\]
 AGAIN = re.compile(r"(?:paused|replayed) for rank \d+'s break at step \d+: |this rank broke: |"
                    r"(?:paused|replayed) at step \d+ for this rank's break at step \d+: ")
 NOTE = re.compile(r"stepdbg\[rank \d+\]: (.*: report is the default action; .*)$")  # (breaker's newcomer note)
+AT = re.compile(r"  at \S.*:\d+(  |$)")  # a break's own second line (breaker.take: `  at FILE:LINE  code`)
 
 
 class SaidOnce:
     def __init__(self) -> None:
         self.notes: set[str] = set()
-        self.dropping: set[str] = set()  # writers (a rank's prefix) whose message is being left out
+        self.dropping: set[str] = set()  # writers (a rank's prefix) whose left-out pause's `  at` may come next
 
     def shown(self, line: str) -> bool:
         """Whether the launcher prints this line of the job's stderr."""
         m = PREFIX.match(line)
         writer, text = (m.group(1) or "", m.group(2)) if m else ("", line)
-        if writer in self.dropping:
-            if text.startswith("  "):  # (the message's `  at FILE:LINE`)
+        if writer in self.dropping:  # the pause's own `  at FILE:LINE`, its one line: any other (a new
+            self.dropping.discard(writer)  # break's `  at`, a replay's `  domain:`, the job's own) is shown
+            if AT.match(text):
                 return False
-            self.dropping.discard(writer)
         brk, note = BREAK.match(text), NOTE.match(text)
-        if (brk is not None and AGAIN.match(brk.group(1))) or (note is not None and note.group(1) in self.notes):
+        if brk is not None and AGAIN.match(brk.group(1)):
             self.dropping.add(writer)
+            return False
+        if note is not None and note.group(1) in self.notes:  # (one line)
             return False
         if note is not None:
             self.notes.add(note.group(1))
