@@ -273,7 +273,7 @@ class ControlActions(GoneWatch):
     async def action_rewind(self) -> None:  # R: back to the newest snapshot before this step; the job runs on
         if self.job_ended("rewind"):
             return
-        r = await self.ask("rewind", self.source.rewind())
+        r = await self.ask("rewind", job_events.LogOrder.resuming(self, self.source.rewind(), after="change"))
         if r is not None:
             self.notify(rewind_answer(r))
 

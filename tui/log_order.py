@@ -78,6 +78,7 @@ class LogOrder:
         self.unsaid: list[Said] = []
         self.filling: Said | None = None
         self.showing = False  # a line of the job's output is being shown: it never waits behind an event
+        self.resume_after: str | None = None  # the event this window's resume (R) makes before `resumed`
 
     @staticmethod
     def of(app: Any, show: Callable[[Any, str, str], None]) -> LogOrder:
@@ -104,14 +105,19 @@ class LogOrder:
             app.query_one(LogPanel).write(line, style)
 
     @staticmethod
-    def resuming(app: Any, request: T) -> T:
-        """`request` resumes the paused job from this window (c, n, s, until N): the job sends
+    def resuming(app: Any, request: T, after: str | None = None) -> T:
+        """`request` resumes the paused job from this window (c, n, s, until N, R): the job sends
         `resumed` before any line it prints after it (the traceback of an uncaught exception
         c let go on), but a launched job's lines come by its pipes and its events by the
         socket: from now, its lines wait for that event (HELD_AT_MOST at most). The Log said
-        shape_error's traceback before `resumed` (the closing walk's 21)."""
+        shape_error's traceback before `resumed` (the closing walk's 21). `after`: the job
+        says that event of its own first (a rewind's `change`, at its stderr line), then
+        `resumed`: the place is that event's next (expect_next), not the lines before it."""
         order = app.__dict__.get("_log_order")
-        if order is not None and LogOrder.launched(app):
+        if order is not None and LogOrder.launched(app) and after is not None:
+            order.resume_after = after
+            app.set_timer(HELD_AT_MOST, lambda: setattr(order, "resume_after", None))  # (refused: none came)
+        elif order is not None and LogOrder.launched(app):
             place = Slot("", "", getattr(app.source, "current", None), expects="resumed")
             order.queue.append(place)
             app.set_timer(HELD_AT_MOST, lambda: order._late_line(app, place))
@@ -153,6 +159,9 @@ class LogOrder:
         self.filling = said
         try:
             handler()  # (its lines go into `said`)
+            if name == self.resume_after:
+                self.resume_after = None
+                self.expect_next("resumed")
         finally:
             self.filling = None
         if key is not None and not said.lines:  # (a rank's pause for a break said by another event)

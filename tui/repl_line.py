@@ -208,7 +208,8 @@ async def _break(app: Any, out: Static, line: str, word: str, rest: str) -> bool
 async def _rewind(app: Any, out: Static, line: str, word: str, rest: str) -> bool:
     if rest and not rest.isdigit():  # (`rewind abc` rewound to the newest snapshot)
         return False
-    r = await ask(UnderTheLine(out, line), "rewind", app.source.rewind(int(rest) if rest.isdigit() else None))
+    r = await ask(UnderTheLine(out, line), "rewind",
+                  LogOrder.resuming(app, app.source.rewind(int(rest) if rest.isdigit() else None), after="change"))
     if r is not None:
         out.update(f"» {line}\n{rewind_answer(r)}")
     return True
