@@ -50,40 +50,39 @@ def keep_output_grad(cap: dict[str, Any], output: Any) -> None:
     cap["grad_output"] = cap["output_node"] = cap["grad_output_at"] = None
     cap["outputs_reached"], cap["outputs_direct"] = {}, []
     token, handles = object(), []
-    for i, out in enumerate(tensors.tensors_in(output)):
+    outs = (output,) if isinstance(output, torch.Tensor) else tensors.tensors_in(output)  # (one: no generator)
+    for i, out in enumerate(outs):
         if i >= tensors.MAX_OUTPUTS or len(handles) >= GRAD_OUTPUTS:
             break
         if out.requires_grad:
-            handles.append(_watch(cap, token, i, out))
+            handles.append(own_id(_watch(cap, token, i, out)))
     cap["outputs_watched"] = len(handles)
     if handles:
         cap["grad_hook"] = (token, handles)
 
 
 def _watch(cap: dict[str, Any], token: object, i: int, out: torch.Tensor) -> Any:
+    """The hook that keeps output `i`'s gradient: one Python call in the backward (the
+    prehook's body inline), where every call costs a microsecond or more."""
     node, nr = out.grad_fn, out.output_nr
-    if node is None:  # (a leaf: the model returned a parameter)
-        def keep_grad(g: torch.Tensor) -> None:
-            _keep(cap, token, i, g, None, 0)
-
-        return own_id(out.register_hook(keep_grad))
 
     def keep_grads(grads: tuple[torch.Tensor | None, ...]) -> None:
-        _keep(cap, token, i, grads[nr] if nr < len(grads) else None, node, nr)
+        g = grads[nr] if nr < len(grads) else None
+        held, reached = cap.get("grad_hook"), cap["outputs_reached"]
+        if g is None or held is None or held[0] is not token or i in reached:  # (another forward's; a backward run twice: once)
+            return
+        reached[i] = (g.detach(), node, nr)
+        if len(reached) == 1:  # (the first output's, a returned parameter's too: settle chooses among several)
+            cap["grad_output"], cap["grad_output_at"], cap["output_node"] = g.detach(), i, node
 
+    if node is None:  # (a leaf: the model returned a parameter; its gradient as a node's first)
+        return out.register_hook(lambda g: keep_grads((g,)))
     # On the node that made the output (the same gradient, after the program's own tensor
-    # hooks), removed when the next forward is captured. Measured on a quiet CPU (0.32 ms
-    # toy step): this hook is 20-30 us of the 50 us that arming costs a step, no cheaper
-    # than a tensor hook; the same hook outside a session costs 4 us.
-    return own_id(node.register_prehook(keep_grads))
-
-
-def _keep(cap: dict[str, Any], token: object, i: int, g: torch.Tensor | None, node: Any, nr: int) -> None:
-    if g is None or not _mine(cap, token) or i in cap["outputs_reached"]:  # (a backward run twice: once)
-        return
-    cap["outputs_reached"][i] = (g.detach(), node, nr)
-    if len(cap["outputs_reached"]) == 1:  # (the first output's, a returned parameter's too: settle chooses among several)
-        cap["grad_output"], cap["grad_output_at"], cap["output_node"] = g.detach(), i, node
+    # hooks), removed when the next forward is captured. Measured (toy step of 0.35 ms,
+    # per-step CPU time, p10): of the 34 us arming costs, registering on the step's new node
+    # and removing it is 15-20 us with any body (a C callable's too, a tensor hook's too: torch's
+    # per-node hook dict and the backward's taking the GIL for it), the same outside a session.
+    return node.register_prehook(keep_grads)
 
 
 def settle(cap: dict[str, Any]) -> None:
@@ -128,11 +127,6 @@ def _walk(root: Any, stop: set[int]) -> list[Any]:
         if id(n) not in stop:
             todo.extend(fn for fn, _ in n.next_functions)
     return out
-
-
-def _mine(cap: dict[str, Any], token: object) -> bool:
-    held = cap.get("grad_hook")
-    return held is not None and held[0] is token
 
 
 class BackwardWatch:

@@ -19,6 +19,7 @@ class Handle(Protocol):
 
 
 _OWN_IDS = itertools.count(-1, -1)
+_HANDLE: Any = None  # torch.utils.hooks.RemovableHandle, once own_id imported it (this module imports no torch)
 
 
 def own_id(handle: Any) -> Any:
@@ -26,13 +27,20 @@ def own_id(handle: Any) -> Any:
 
     torch numbers every hook from one counter (``RemovableHandle.next_id``) and the ids
     are pickled with a module's hooks: without this, a user's hook registered after
-    stepdbg's would get another id, and ``torch.save(model)`` another file."""
-    from torch.utils.hooks import RemovableHandle
+    stepdbg's would get another id, and ``torch.save(model)`` another file. An armed step
+    renumbers one handle (backward_capture): torch's class is looked up once, and the
+    extra dicts (a module hook's always_call, with_kwargs) only when the handle has any."""
+    global _HANDLE
+    cls = _HANDLE
+    if cls is None:
+        from torch.utils.hooks import RemovableHandle
 
-    if not isinstance(handle, RemovableHandle) or handle.id < 0:
+        cls = _HANDLE = RemovableHandle
+    if not isinstance(handle, cls) or handle.id < 0:
         return handle
     old, new = handle.id, next(_OWN_IDS)
-    for ref in (handle.hooks_dict_ref, *handle.extra_dict_ref):
+    extra = handle.extra_dict_ref
+    for ref in (handle.hooks_dict_ref, *extra) if extra else (handle.hooks_dict_ref,):
         d = ref()
         if d is not None and old in d:
             if next(reversed(d)) == old:  # (the last: as registered, not prepended) same order
@@ -42,8 +50,8 @@ def own_id(handle: Any) -> Any:
             d.clear()
             d.update(items)
     handle.id = new
-    if RemovableHandle.next_id == old + 1:  # nobody registered since: give the number back
-        RemovableHandle.next_id = old
+    if cls.next_id == old + 1:  # nobody registered since: give the number back
+        cls.next_id = old
     return handle
 
 

@@ -268,7 +268,7 @@ class StepModel(ProgramObjects, Gate):
 
     def on_backward_pre(self, targets: Any) -> None:
         st = self.current or self.ensure_step()
-        if self.armed:
+        if self.armed and st.unread is not None:  # (a step of one backward: no call)
             self.backward_watch.before_backward(self)
         st.backward_calls += 1
         self.data.backward_started()
