@@ -25,6 +25,14 @@ def words(app: StepdbgApp) -> str:
     return " ".join(screen_text(app, skip=()).split())
 
 
+async def quit_dialog(pilot, app: StepdbgApp) -> str:
+    """q, the quit dialog open and settled: its words."""
+    await pilot.press("q")
+    await wait_for(pilot, lambda: isinstance(app.screen, QuitScreen), "the quit dialog")
+    await settled(pilot, app)
+    return words(app)
+
+
 async def test_u_at_the_outermost_frame_says_so_once_and_the_quit_dialog_opens_clear_of_toasts():
     app = StepdbgApp(FakeSource(paused=True), clock=lambda: 1754.0)
     async with app.run_test(size=(80, 24), notifications=True) as pilot:
@@ -34,10 +42,7 @@ async def test_u_at_the_outermost_frame_says_so_once_and_the_quit_dialog_opens_c
             await settled(pilot, app)
         shown = words(app)
         assert shown.count("frame <module>() at nan_log.py:67: the outermost") == 1, shown  # (one toast, not four)
-        await pilot.press("q")
-        await wait_for(pilot, lambda: isinstance(app.screen, QuitScreen), "the quit dialog")
-        await settled(pilot, app)
-        shown = words(app)
+        shown = await quit_dialog(pilot, app)
         assert "outermost" not in shown and "c: continue it" in shown, shown  # (no toast over its buttons)
 
 
@@ -45,10 +50,7 @@ async def test_the_quit_dialog_of_a_paused_job_opens_on_leave_it_paused_and_ente
     app = StepdbgApp(FakeSource(paused=True), clock=lambda: 1754.0)
     async with app.run_test(size=(80, 24)) as pilot:
         await settled(pilot, app)
-        await pilot.press("q")
-        await wait_for(pilot, lambda: isinstance(app.screen, QuitScreen), "the quit dialog")
-        await settled(pilot, app)
-        shown = words(app)
+        shown = await quit_dialog(pilot, app)
         assert "Enter: l, it stays paused" in shown and "l: leave it paused" in shown, shown
         assert isinstance(app.focused, Button) and app.focused.id == "stay", app.focused
         await pilot.press("enter")
@@ -60,10 +62,7 @@ async def test_the_quit_dialog_of_a_running_job_offers_distinct_choices():
     app = StepdbgApp(FakeSource(paused=False), clock=lambda: 1754.0)
     async with app.run_test(size=(80, 24)) as pilot:
         await settled(pilot, app)
-        await pilot.press("q")
-        await wait_for(pilot, lambda: isinstance(app.screen, QuitScreen), "the quit dialog")
-        await settled(pilot, app)
-        shown = words(app)
+        shown = await quit_dialog(pilot, app)
         assert "continue" not in shown and "l: leave it running" in shown and "e: end it" in shown, shown
         assert "Enter: l, it stays running" in shown, shown
         await pilot.press("c")  # (nothing: c is not offered)
