@@ -51,7 +51,9 @@ def on_paused(app: Any, data: Any) -> None:
 
 def at_attach(app: Any) -> None:
     """Attached to a job paused already: the Log says the break it is paused at, as it would
-    have had it seen the pause (it was empty), unless the job's output shown says it."""
+    have had it seen the pause (it was empty), unless the job's output shown says it; a job's
+    Break panel has each rank's pause (rank_breaks: the numbers of the rank that broke)."""
+    RankBreaks.of(app).attached(getattr(app.source, "clients", None) or [])
     brk = app.status.get("paused")
     if app.status.get("state") != "paused" or not isinstance(brk, dict) or "step" not in brk:
         return

@@ -53,6 +53,15 @@ class RankBreaks:
             if (brk.get("details") or {}).get("for_rank") is None:
                 self.broke.setdefault(whose(brk), brk)
 
+    def attached(self, clients: list[Any]) -> None:
+        """Each rank's pause at the attach (its status's record): a TUI attached after the break
+        had no rank's break event, and rank 0's panel said `rank 1's have not come` for good
+        (the closing walk's 2); rank 1's pause for its own break holds its numbers."""
+        for rank, c in enumerate(clients):
+            paused = getattr(c, "paused", None)
+            if isinstance(paused, dict):
+                self.came({**paused, FROM_RANK: rank})
+
     def first_time(self, brk: dict[str, Any]) -> bool:
         """The Log has not said this break of the job yet (and now counts it said)."""
         key = whose(brk)
