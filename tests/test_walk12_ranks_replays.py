@@ -20,7 +20,7 @@ def test_the_log_says_every_ranks_replay_naming_it(tmp_path, private_runtime_dir
     try:
         term.wait_screen("step 6 · before_optimizer_step · PAUSED")
         term.keys("r")
-        term.wait_screen("replay: ")  # (the Break panel's answer)
+        term.wait_screen("replay on rank 0: ")  # (the Break panel's answer: the rank in view's own)
         term.keys("9")
         screen = term.wait_screen("replay of step 6 on rank 1: ")
         rows = [r.strip() for r in screen.splitlines()]

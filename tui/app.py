@@ -24,7 +24,7 @@ from textual.widgets import DataTable, Footer, Input, RichLog, Static, TabbedCon
 
 from stepdbg.client.connection import gone_words
 
-from . import job_events
+from . import job_events, rank_replays
 from .asking import ask
 from .break_panel import BreakPanel
 from .controls import AFTER_THE_END, OUTPUT_ENDS_WITHIN, ControlActions, MainScreen
@@ -277,7 +277,7 @@ class StepdbgApp(ControlActions, ReplActions, EscapeThenKey, App[str | None]):
         # while the answers were on their way ended the app with NoMatches).
         main = self.screen_stack[0] if self.screen_stack else None
         for panel in main.query(BreakPanel).results(BreakPanel) if main else []:
-            panel.show(brk, self.replay_result, src, self.findings, ended=ended if ended.startswith("exited") else None,
+            panel.show(brk, rank_replays.shown(self), src, self.findings, ended=ended if ended.startswith("exited") else None,
                        frames=frames, locals_=locals_, output_shown=self.output_shown, interrupted=self.interrupted)
         if brk:
             names = await self.ask("names", self.source.evaluate("sorted(vars())"))

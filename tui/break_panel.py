@@ -24,6 +24,7 @@ from stepdbg.wire.conditions import PHASES, SCALAR_PHASE
 from .asking import Loads
 from .fitted import focus_mark
 from .panels import bad, num
+from .rank_replays import named
 
 
 def hints(brk: dict[str, Any], replay: dict[str, Any] | None) -> list[str]:
@@ -184,7 +185,7 @@ def render_replay(replay: dict[str, Any]) -> list[Any]:
     lines: list[Any] = []
     lines.append(Text(""))
     first = replay.get("first_nonfinite") or replay.get("failing_op")
-    title = Text("replay: ", style="bold cyan")
+    title = Text(named(replay), style="bold cyan")  # (a rank's names it: rank_replays)
     title.append(replay.get("summary", ""))
     lines.append(title)
     if replay.get("verdict"):

@@ -19,7 +19,7 @@ from textual.widgets import DataTable, Input, Static, Tab, TabbedContent
 from stepdbg.wire.change_text import SKIP_KEEPS, change_said, rewind_answer
 from stepdbg.wire.rank_words import ranks_words, targets_words
 
-from . import job_events, toasts
+from . import job_events, rank_replays, toasts
 from .break_panel import ELSEWHERE, BreakPanel
 from .dialogs import AskScreen, CtrlCScreen, LrScreen, QuitScreen
 from .job_gone import GoneWatch
@@ -196,6 +196,8 @@ class ControlActions(GoneWatch):
             return
         if self.status.get("state") != "paused":
             self.refuse("replay needs a paused step")
+            return
+        if rank_replays.replayed_already(self):  # (a job's: it said so; r again replays)
             return
         self.do_replay()
 

@@ -28,6 +28,7 @@ class JobSource(RankView, Ops):
         self.clients = clients
         self.current = 0
         self.torchrun = torchrun
+        self.replays: dict[int, dict[str, Any]] = {}  # each rank's replay at its pause (rank_replays)
         self._queue: asyncio.Queue[tuple[int, dict[str, Any]]] = asyncio.Queue()
         self._tasks = [asyncio.get_running_loop().create_task(self._pump(r, c)) for r, c in enumerate(clients)]
 
@@ -57,6 +58,10 @@ class JobSource(RankView, Ops):
         while True:
             rank, ev = await self._queue.get()
             name = ev.get("event")
+            if name in ("paused", "resumed"):  # (a rank's replay is of its pause: gone with it)
+                self.replays.pop(rank, None)
+            elif name == "replay" and isinstance(ev.get("data"), dict):  # whoever asked for it
+                self.replays[rank] = {**ev["data"], FROM_RANK: rank}
             if name in ("paused", "resumed", "step") and rank != self.current:
                 continue  # the view follows one rank; the Ranks panel shows the others
             if name in ("exited", "lost"):
@@ -90,6 +95,7 @@ class JobSource(RankView, Ops):
     async def replay(self) -> dict[str, Any]:
         live = self._live()
         answers = await asyncio.gather(*(self.clients[r].replay() for r in live), return_exceptions=True)
+        self.replays.update({r: {**a, FROM_RANK: r} for r, a in zip(live, answers, strict=True) if isinstance(a, dict)})
         return self._one_replay(dict(zip(live, answers, strict=True)))
 
     async def pause(self) -> None:
