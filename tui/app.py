@@ -30,7 +30,7 @@ from .break_panel import BreakPanel
 from .controls import AFTER_THE_END, OUTPUT_ENDS_WITHIN, ControlActions, MainScreen
 from .dialogs import HelpScreen
 from .fitted import focus_mark
-from .header import JobHeader
+from .header import JobHeader, rank_views
 from .job_gone import gone_header, same_job
 from .keys import EscapeThenKey
 from .messages import HISTORY_KEPT, ConnectionLost, JobEvent, StepSummary, with_records
@@ -147,7 +147,7 @@ class StepdbgApp(ControlActions, ReplActions, EscapeThenKey, App[str | None]):
         elapsed = max(0.0, self.clock() - (self.source.session.get("started") or self.clock()))
         # On the main screen (App.query_one would search a dialog on top); none while starting or closing.
         for header in self.screen_stack[0].query("#header").results(JobHeader) if self.screen_stack else []:
-            header.show(self.source.session, self.status, elapsed, self.connection)
+            header.show(self.source.session, self.status, elapsed, self.connection, rank_views(self.source, self.status))
 
     def watch_status(self) -> None:
         if self._mounted:

@@ -4,7 +4,7 @@ changes."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from rich.text import Text
@@ -152,24 +152,37 @@ def _fit(levels: dict[str, list[list[Any]]], fits: Callable[[dict[str, Any]], bo
     return parts
 
 
+def rank_views(source: Any, status: dict[str, Any]) -> list[dict[str, Any]]:
+    """In a job of many ranks paused, the status of each other rank paused, as its header would
+    say it (its own pause: `PAUSED [rank 1]` on rank 0, `PAUSED [nan]` on rank 1)."""
+    if not getattr(source, "many_ranks", False) or status.get("state") != "paused":
+        return []
+    pauses = [getattr(c, "paused", None) for r, c in enumerate(getattr(source, "clients", None) or [])
+              if r != getattr(source, "current", None) and getattr(c, "exited", None) is None]
+    return [{**status, "paused": p, "step": p.get("step"), "phase": p.get("phase")}
+            for p in pauses if isinstance(p, dict)]
+
+
 def render_header(session: dict[str, Any], status: dict[str, Any], elapsed: float, connection: str,
-                  width: int | None = None) -> Text:
+                  width: int | None = None, others: Sequence[dict[str, Any]] = ()) -> Text:
     """The header in `width` columns (None: not laid out yet, everything shown). The script's
     name and the state stay whole: the other parts are put in, in their turns, each as fully
-    as it still fits (_fit)."""
+    as it still fits (_fit) the header of the rank in view and of every rank in `others`
+    (rank_views): one spelling whichever rank is in view (the pid on rank 1's, whose `[nan]`
+    left it room, and the clock in its place on rank 0's `[rank 1]`: the closing walk's 12)."""
     name, arguments = _script(session.get("argv") or [])
     rank = f" rank {session['rank']}/{session['world_size']}" if session.get("rank") is not None else ""
 
-    def drawn(parts: dict[str, Any]) -> tuple[str, Text]:
+    def drawn(parts: dict[str, Any], st: dict[str, Any] = status) -> tuple[str, Text]:
         # The pid first: it is what `stepdbg attach` and `kill` need.
         words = f"{parts['pid']}{rank}".strip()
         script = f"{name}{parts['argument']}{parts['host']}"
-        return f"{words}  {script}" if words else script, Text(parts["clock"]) + _state(status, parts["connection"],
+        return f"{words}  {script}" if words else script, Text(parts["clock"]) + _state(st, parts["connection"],
                                                                                          parts["condition"])
 
     def fits(parts: dict[str, Any]) -> bool:
-        left_words, right = drawn(parts)
-        return width is None or len(left_words) + GAP + right.cell_len <= width
+        return width is None or all(len(left) + GAP + right.cell_len <= width
+                                    for left, right in (drawn(parts, st) for st in (status, *others)))
 
     left_words, right = drawn(_fit(_levels(session, status, elapsed, arguments, connection), fits))
     left = Text(left_words, style="bold")
@@ -186,11 +199,12 @@ class JobHeader(Static):
     """The header line; drawn again at its own width whenever that changes (the first
     drawing comes before the layout knows the width)."""
 
-    shown: tuple[dict[str, Any], dict[str, Any], float, str] | None = None  # what it shows, last set
+    shown: tuple[dict[str, Any], dict[str, Any], float, str, Sequence[dict[str, Any]]] | None = None  # (last set)
 
-    def show(self, session: dict[str, Any], status: dict[str, Any], elapsed: float, connection: str) -> None:
-        self.shown = (session, status, elapsed, connection)
-        self.update(render_header(session, status, elapsed, connection, self.content_region.width or None))
+    def show(self, session: dict[str, Any], status: dict[str, Any], elapsed: float, connection: str,
+             others: Sequence[dict[str, Any]] = ()) -> None:
+        self.shown = (session, status, elapsed, connection, others)
+        self.update(render_header(session, status, elapsed, connection, self.content_region.width or None, others))
 
     def on_resize(self) -> None:
         if self.shown is not None:
