@@ -1,5 +1,6 @@
 """`stepdbg attach --repl` at a terminal: the console's commands with prompt-toolkit
-line editing, a history file and completion of commands and of the paused frame's names.
+line editing, a history file and completion of commands and of the paused frame's names
+(after a dot, of an object's attributes: repl_complete, as the TUI's REPL line asks).
 
 Events (a pause, the end of the job) are printed above the prompt as they arrive.
 """
@@ -11,10 +12,12 @@ import os
 import shutil
 import sys
 import threading
+from collections.abc import Iterator
 from typing import Any, TextIO
 
 from prompt_toolkit import PromptSession
-from prompt_toolkit.completion import WordCompleter
+from prompt_toolkit.completion import CompleteEvent, Completer, Completion, WordCompleter
+from prompt_toolkit.document import Document
 from prompt_toolkit.history import FileHistory
 from prompt_toolkit.patch_stdout import patch_stdout
 
@@ -22,6 +25,8 @@ from stepdbg.client import ClientError
 from stepdbg.client.console import IDLE_CTRL_C, detach, end_words, error_line, execute, show_source
 from stepdbg.wire.conditions import ConditionError
 from stepdbg.wire.fold import fold
+
+from .repl_complete import AFTER_DOT, attribute_names_now
 
 COMMANDS = ["c", "n", "s", "r", "p", "lr", "skip", "info", "model", "opt", "mem", "threads", "breaks", "source",
             "history", "timings", "status", "break", "add", "rm", "until", "pause", "q", "detach", "help"]
@@ -38,14 +43,31 @@ def history_path() -> str:
     return path
 
 
-class _Names(WordCompleter):
-    """Commands plus the names in the paused frame, refreshed at each pause."""
+class _Names(Completer):
+    """Commands plus the names in the paused frame, refreshed at each pause; after a dot
+    (`model.tra<Tab>`) the attributes of the object before it, read in the job (it completed
+    names only); why there are none (not paused, no such name) is said above the prompt."""
 
-    def __init__(self) -> None:
-        super().__init__(list(COMMANDS), sentence=False, match_middle=False)
+    def __init__(self, client: Any = None) -> None:
+        self.client = client
+        self.names = WordCompleter(list(COMMANDS), sentence=False, match_middle=False)
 
     def set_names(self, names: list[str]) -> None:
-        self.words = sorted(set(COMMANDS) | set(names))
+        self.names.words = sorted(set(COMMANDS) | set(names))
+
+    def get_completions(self, document: Document, complete_event: CompleteEvent) -> Iterator[Completion]:
+        dot = AFTER_DOT.search(document.text_before_cursor)
+        if dot is None:
+            yield from self.names.get_completions(document, complete_event)
+            return
+        found = attribute_names_now(self.client, dot.group(1), dot.group(2))
+        if isinstance(found, str):
+            print(f"Tab: {found}")
+            return
+        if not found:
+            print(f"Tab: no attribute of {dot.group(1)} begins with {dot.group(2)!r}")
+        for name in found:
+            yield Completion(name, start_position=-len(dot.group(2)))
 
 
 class _Watch:
@@ -122,7 +144,7 @@ class Folded:
 
 
 def run_repl(client: Any) -> int:
-    completer = _Names()
+    completer = _Names(client)
     session: PromptSession[str] = PromptSession(history=FileHistory(history_path()), completer=completer,
                                                 complete_while_typing=False)
     watch = _Watch(client, session, completer)
