@@ -30,7 +30,7 @@ from stepdbg.launch import keeper
 from stepdbg.wire import sessions
 from stepdbg.wire.fold import OwnLines, for_terminal
 
-from .launch_ctrl_c import CtrlC
+from .launch_ctrl_c import CtrlC, drop_typed, wait_through_ctrl_c
 from .rank_order import SAID, RankOrder, source_of
 from .stream_order import StdoutFirst
 
@@ -93,6 +93,7 @@ async def _run(target: str | None, token: str | None, output: list[tuple[str, st
     app.output_ended = hold.get("output_ended")  # (its end: the job's last lines come before the end's)
     app.child = hold.get("child")  # (its end when the connection goes: a kill -9 lets its agent say nothing)
     try:
+        drop_typed()  # (keys typed before it, at the start or at the relay: not its)
         choice = await app.run_async()
     finally:
         hold["app"] = None
@@ -268,7 +269,7 @@ def _launched(child: subprocess.Popen[Any], kept: subprocess.Popen[str] | None, 
         now = "stays paused" if left == "stay" and paused else "goes on"  # (l of a job running: it ran on)
         print(for_terminal(f"stepdbg: the job {now} without the TUI (pid {child.pid}): `{again}` attaches again; "
                            "Ctrl-C interrupts it (its own Ctrl-C handling runs)", sys.stderr), file=sys.stderr, flush=True)
-    code = _wait_through_ctrl_c(child)
+    code = wait_through_ctrl_c(child)
     sessions.sweep()  # a job killed -9, or a rank torchrun killed, left its session files
     _drain(readers, kept)
     if log_dir is not None:
@@ -295,13 +296,6 @@ def _drain(readers: list[threading.Thread], kept: subprocess.Popen[str] | None) 
     if kept is not None:
         with contextlib.suppress(subprocess.TimeoutExpired):
             kept.wait(timeout=1)
-
-
-def _wait_through_ctrl_c(child: subprocess.Popen[Any]) -> int:
-    """Wait for the job. Ctrl-C at the terminal goes on to the job (CtrlC): stepdbg waits
-    while it runs its own handling and writes its report's end, and keeps relaying its
-    output, instead of dying first with a traceback."""
-    return child.wait()
 
 
 Started = tuple[subprocess.Popen[Any], subprocess.Popen[str] | None, tuple[IO[str], IO[str]]]
