@@ -97,8 +97,9 @@ class RankBreaks:
 
     def _where_it_broke(self, brk: dict[str, Any]) -> dict[str, Any]:
         """The pause of the rank that broke, for its own break: the break where it broke (its
-        step, phase, line and reason), the pause's place beside (`paused_at`), its numbers now."""
-        own = self.broke.get(whose(brk))
+        step, phase, line and reason; from its event, else from the record the pause keeps),
+        the pause's place beside (`paused_at`), its numbers now."""
+        own = self.broke.get(whose(brk)) or (brk.get("details") or {}).get("broke")  # (kept by the job: a late attach)
         if own is None or (own.get("step"), own.get("phase")) == (brk.get("step"), brk.get("phase")):
             return brk
         return {**brk, "step": own.get("step"), "phase": own.get("phase"), "where": own.get("where"),
