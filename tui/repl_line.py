@@ -27,6 +27,7 @@ from .log_order import LogOrder
 from .panel_table import BY_ID, keys_land, one_process_words
 from .panel_table import shown as panels_shown
 from .panels import BreakpointsPanel, check_spec, render_summary
+from .repl_answer import RUNNING, fitted, width_of
 
 if TYPE_CHECKING:
     from textual.app import App
@@ -285,13 +286,14 @@ USAGE["where"] = USAGE["u"] = USAGE["d"] = USAGE["up"] = USAGE["down"] = USAGE["
 
 
 async def _evaluate(app: Any, out: Static, line: str) -> None:
+    out.update(f"» {line}\n{RUNNING}")  # (until the answer: the echo alone said nothing of a line running 30 s)
     r = await ask(UnderTheLine(out, line), "eval", app.source.evaluate(line))
     if r is not None:
         text = (r.get("output") or "") + (r.get("error") or "") + (r.get("value") or "")
         word = line.strip()
         if word in USAGE and ("NameError" in (r.get("error") or "") or "SyntaxError" in (r.get("error") or "")):
             text = usage(word, "")  # (`c`, `until`: a command's word where the frame has no such name)
-        out.update(f"» {line}\n{last_lines(text)}")
+        out.update(fitted(line, text, width_of(out)))
 
 
 def usage(word: str, rest: str) -> str:
@@ -352,9 +354,3 @@ async def _until(app: Any, out: Static, line: str, word: str, rest: str) -> bool
 
 LINE_COMMANDS = {"lr": _lr, "break": _break, "rewind": _rewind, "w": _frames, "where": _frames, "u": _frames,
                  "d": _frames, "p": _print, "info": _panel, "locals": _panel, "diff": _diff, "until": _until}
-
-
-def last_lines(text: str, n: int = 4) -> str:
-    """What fits under the REPL line: the last `n` lines (a traceback's error is its last)."""
-    lines = text.rstrip().splitlines()
-    return "\n".join((["…"] if len(lines) > n else []) + [ln[:2000] for ln in lines[-n:]])

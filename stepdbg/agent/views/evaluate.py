@@ -4,6 +4,7 @@ current device are per thread) through ``Controls.on_training_thread``."""
 
 from __future__ import annotations
 
+import ast
 import contextlib
 import ctypes
 import io
@@ -277,11 +278,7 @@ class Evaluator:
             busy, self.model.busy = self.model.busy, True
             try:
                 with stdout_of_this_thread(buf), self._interruptible(), _exit_ends(self.end):
-                    try:
-                        code = compile(source, "<stepdbg>", "eval")
-                        result = eval(code, g, loc)
-                    except SyntaxError:
-                        exec(compile(source, "<stepdbg>", "exec"), g, loc)
+                    result = _run(source, g, loc)
             except BaseException as e:  # noqa: B036 - user code: SystemExit, Ctrl-C and the time limit too
                 # Our Ctrl-C (a front end's, the time limit's) in words: its traceback ran through our
                 # own SIGINT handler (the TUI showed a KeyboardInterrupt in views/evaluate.py).
@@ -297,6 +294,19 @@ class Evaluator:
                     "error": error}
 
         return self.controls.on_training_thread(run)
+
+
+def _run(source: str, g: dict[str, Any], loc: dict[str, Any]) -> Any:
+    """`source` run in `g` and `loc`: an expression's value; statements', the value of the last
+    where it is an expression (`import os; os.getpid()` said nothing: pdb and IPython echo it)."""
+    try:
+        code = compile(source, "<stepdbg>", "eval")
+    except SyntaxError:
+        tree = ast.parse(source, "<stepdbg>", "exec")
+        last = tree.body.pop() if tree.body and isinstance(tree.body[-1], ast.Expr) else None
+        exec(compile(tree, "<stepdbg>", "exec"), g, loc)
+        return None if last is None else eval(compile(ast.Expression(last.value), "<stepdbg>", "eval"), g, loc)
+    return eval(code, g, loc)
 
 
 _CO_OPTIMIZED = 0x1  # inspect.CO_OPTIMIZED: a function's frame, its locals in fast slots
