@@ -19,9 +19,16 @@ that key with alt (`\x1bl`: alt+l; tmux sends it so for an Escape typed within i
 escape put the focus (alt+l typed `l` into the line; Escape 5 typed `∞` into the Tensor
 panel's name, and the Tab after it went round the fields, never to the Mem table: the twelfth
 walk's 3). (A `∞` typed as itself on a Mac's Option+5 is read so too.) In a dialog, escape
-and a Tab with no other field are the dialog's (it closes; its next widget)."""
+and a Tab with no other field are the dialog's (it closes; its next widget).
+
+A field made with `empties=True` (the Breaks panel's add box) is emptied at Enter, as the key
+is run, so what is typed next is a spec of its own: emptied once the job had answered the add,
+the keys typed meanwhile (`loss>8` Enter `stale_grad` Enter) were glued to the spec still in
+it, and the second Enter sent `loss>8stale_grad` (the closing walk of 05:50's 2)."""
 
 from __future__ import annotations
+
+from typing import Any
 
 from textual._ansi_sequences import ANSI_SEQUENCES_KEYS
 from textual.actions import SkipAction
@@ -46,6 +53,15 @@ class Field(Input):
                 Binding("shift+tab", "next_field(-1)", "previous field", show=False),
                 Binding("escape", "app.leave_field", "keys again", show=False)]  # (repl_line.ReplActions)
     left = False  # its own key took the focus away: the keys typed after it go where the focus is
+
+    def __init__(self, *args: Any, empties: bool = False, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.empties = empties  # emptied at Enter (its Submitted holds what was typed)
+
+    async def action_submit(self) -> None:
+        await super().action_submit()  # (posts Submitted with the value typed up to Enter)
+        if self.empties:
+            self.value = ""
 
     def on_focus(self) -> None:
         self.left = False  # (the keys that come now are typed here; a break's tab change leaves them here)

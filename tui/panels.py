@@ -193,7 +193,7 @@ class BreakpointsPanel(Loads, Vertical):
         if rows is not None:
             self.show(rows)
 
-    said = ""  # what the add box's next change says under it (emptied after an add: why)
+    said = ""  # what an add said under the box, until the next spec is typed there
     note = ""  # a pause that came while the box had the focus, said under it until the job goes on
     quiet = ""  # the breakpoints that stay true after their break, so are not reported again
     words: str | None = None  # what say() was last told
@@ -218,7 +218,7 @@ class BreakpointsPanel(Loads, Vertical):
         yield Label("b: type a spec below, Enter adds it · escape: the table · space: on/off · delete: remove",
                     classes="hint")
         yield Field(placeholder="add: nan, grad_norm>100, loss_spike>3, expr:loss > 4 and step > 100",
-                    id="break-input")
+                    id="break-input", empties=True)  # (each spec its own: fields.Field)
         yield Label("", id="break-error", markup=False)
 
     def on_mount(self) -> None:
@@ -240,7 +240,8 @@ class BreakpointsPanel(Loads, Vertical):
     def on_input_changed(self, event: Input.Changed) -> None:
         if event.input.id == "break-input":
             self.say(check_spec(event.value) or self.said)
-            self.said = ""
+            if event.value:  # (the box emptied at Enter keeps it; the next spec typed replaces it)
+                self.said = ""
 
     @on(Input.Submitted, "#break-input")
     def submitted(self, event: Input.Submitted) -> None:
@@ -255,11 +256,15 @@ class BreakpointsPanel(Loads, Vertical):
         try:
             await source.add_break(spec)
         except Exception as e:
-            self.say(error := getattr(e, "message", None) or str(e))
+            self.said = error = getattr(e, "message", None) or str(e)
+            self.say(error)
+            box = self.query_one("#break-input", Input)
+            if not box.value:  # (emptied at Enter: the refused spec is back to be mended; its change says the error)
+                box.value = spec
             return error
         if (same := parse(spec).spec) in had:  # (it said nothing: the fifth walk's 14)
             self.said = f"{same} is there already: not added again (escape: the table; space turns it on or off)"
-        self.query_one("#break-input", Input).value = ""  # (its change says self.said)
+            self.say(self.said)
         await self.load(source, {}, [])
         # The focus stays in the box: what is typed next is the next spec, never a key that
         # steps the job (escape goes to the table: space toggles, delete removes).
