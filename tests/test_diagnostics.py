@@ -79,6 +79,10 @@ def test_overfit_on_a_loop_without_a_dataloader_says_it_has_no_batch_to_repeat()
     result = json.loads(out.stdout)
     assert result["overfit"]["reached_near_zero"] is None and result["steps"] == 1
     assert "took no batch from a DataLoader in its first step" in result["overfit"]["verdict"]
+    said = subprocess.run([sys.executable, "-m", "stepdbg", "overfit", sys.executable, str(DEMOS / "nan_log.py")],
+                          capture_output=True, text=True, cwd=ROOT, timeout=300)
+    words = " ".join((said.stdout + said.stderr).replace("│", " ").split())
+    assert said.returncode == 2 and words.count("there is no batch to repeat") == 1, said.stdout + said.stderr
 
 
 def test_overfit_one_batch_says_whether_it_fits():

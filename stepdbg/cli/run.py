@@ -48,7 +48,8 @@ commands (each has its own --help):
   stepdbg hook install|remove|status                       STEPDBG_AUTOSTART=1 starts an agent"""
 
 RUN_EPILOG = """\
-actions (--on-break, in order; default: report, or pause for serve):
+actions (--on-break, in order; default: pause while a front end is attached:
+  the TUI at a terminal, a `stepdbg attach`; else report):
   report  write the break to the report and go on
   replay  re-run the step under anomaly detection; name the op
   save    write the step's evidence bundle (stepdbg-stepN/ under --bundle-dir) for

@@ -18,6 +18,7 @@ from typing import Any
 from ..wire.conditions import ConditionError
 from .commands import RESUMES, execute, last_stepping, out, show_source
 from .connection import lost_words
+from .replays_heard import replays_heard
 
 LINE_LIMIT = 1 << 20  # characters of one typed or piped line: a command, or code to evaluate
 CLEAR = "\x1b[H\x1b[2J"  # what Ctrl-L does at a shell's prompt: the screen cleared
@@ -132,15 +133,30 @@ def _errors() -> tuple[type[BaseException], ...]:
     return (ConditionError, ValueError, KeyError, LookupError, RuntimeError, ClientError, IndexError)
 
 
+def enter_offer(session: Any) -> str:
+    """'Enter: n, ' where Enter can repeat the last stepping command; '' where it cannot: an
+    `until 4` paused at step 4 (the prompt offered 'Enter: until 4', which then failed)."""
+    word, _, rest = last_stepping[0].partition(" ")
+    try:
+        step = session.status().get("step") if word == "until" else None
+    except _errors():
+        step = None
+    if word == "until" and rest.strip().isdigit() and isinstance(step, int) and int(rest) <= step:
+        return ""
+    return f"Enter: {last_stepping[0]}, "
+
+
 def run_console(session: Any) -> None:
     """In process, on the paused training thread: read commands until one resumes."""
     show_source(session)
-    out(f"stepdbg paused; Enter: {last_stepping[0]}, h for help")
+    out(f"stepdbg paused; {enter_offer(session)}h for help")
     while True:
         try:  # Ctrl-C anywhere here (the prompt being written, too) is the console's, not the job's
             print("(stepdbg) ", end="", file=sys.stderr, flush=True)
             line = read_line(sys.stdin)
             if line is None:  # EOF: nobody is there to answer, so go on
+                if sys.stdin is not None and sys.stdin.isatty():  # (Ctrl-D went on in silence: say so)
+                    out("\nCtrl-D: the job goes on, as c (q ends it)")
                 session.cont()
                 return
             done = execute(session, line)
@@ -157,6 +173,13 @@ def run_console(session: Any) -> None:
             return
         if done == "resumed":
             return
+
+
+def _say_heard(client: Any) -> None:
+    """A replay another client ran (r in the TUI), said once, the prompt again after it."""
+    for words in replays_heard(client):
+        out(words)
+        print("(stepdbg) ", end="", file=sys.stderr, flush=True)
 
 
 def attach_console(client: Any) -> int:  # noqa: C901, PLR0912 - the console's loop: input, events and the job's end interleave in one place
@@ -192,6 +215,7 @@ def attach_console(client: Any) -> int:  # noqa: C901, PLR0912 - the console's l
             except (*_errors(), ConnectionError):  # the job gone meanwhile: said at the loop's next turn
                 pass
             print("(stepdbg) ", end="", file=sys.stderr, flush=True)
+        _say_heard(client)
         try:
             line = lines.get(timeout=0.2)
         except queue.Empty:

@@ -26,6 +26,5 @@ def cannot_overfit_here(bus: Bus) -> None:
     words = ("stepdbg overfit repeats the first batch a DataLoader yields, and this loop took no batch from "
              "a DataLoader in its first step (its data comes from elsewhere): there is no batch to repeat. "
              "Draw the batches from a DataLoader, or take one batch before the loop and train on it.")
-    bus.write("overfit", losses=[], reached_near_zero=None, verdict=words)
-    bus.say(words)
+    bus.write("overfit", losses=[], reached_near_zero=None, verdict=words)  # (the summary says it: once)
     raise SystemExit(EXIT_CANNOT_OVERFIT)
