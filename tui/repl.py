@@ -23,6 +23,7 @@ from prompt_toolkit.patch_stdout import patch_stdout
 
 from stepdbg.client import ClientError
 from stepdbg.client.console import IDLE_CTRL_C, detach, end_words, error_line, execute, show_source
+from stepdbg.client.replays_heard import replays_heard
 from stepdbg.wire.conditions import ConditionError
 from stepdbg.wire.fold import fold
 
@@ -116,6 +117,8 @@ class _Watch:
                 with contextlib.suppress(Exception):
                     show_source(client)
                 self.refresh_names()
+            for words in replays_heard(client):  # (r at another client: said here once)
+                print(words)
 
 
 class Folded:

@@ -25,6 +25,7 @@ from ..wire.rank_diff import USAGE as RANKS_USAGE
 from ..wire.rank_diff import tolerances
 from ..wire.rank_words import targets_words
 from .info_text import info_lines, source_lines
+from .replays_heard import own_replay
 from .tensor_text import format_summary
 
 HELP = """\
@@ -172,7 +173,7 @@ def _pause(target: Any, word: str, rest: str) -> str | None:
 
 
 def _replay(target: Any, word: str, rest: str) -> str | None:
-    result = target.replay()  # (in process the job says it: stepdbg: replay of step N: ...)
+    result = own_replay(target)  # (in process the job says it: stepdbg: replay of step N: ...)
     _confirm(target, result["summary"] + (f"\n{result['verdict']}" if result.get("verdict") else ""))
     return None
 

@@ -10,6 +10,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..wire.conditions import format_size
+from ..wire.replay_text import pause_reason
 from .memory_text import memory_lines
 
 
@@ -136,7 +137,7 @@ def _value(v: Any) -> str:
 
 
 def _break_words(brk: dict[str, Any]) -> str:
-    return f"at step {brk.get('step')} ({brk.get('phase')}) [{brk.get('condition')}]: {brk.get('reason')}"
+    return f"at step {brk.get('step')} ({brk.get('phase')}) [{brk.get('condition')}]: {pause_reason(brk)}"
 
 
 def _short(v: dict[str, Any] | list[Any]) -> str:

@@ -20,6 +20,7 @@ from ..wire import stall_text
 from ..wire.last_step import last_of_end, last_reached
 from ..wire.numbers import ascii_int
 from ..wire.ops import OPS
+from ..wire.replay_text import pause_reason
 from .connection import OUTPUT_TAIL, Client, Ops
 from .said_once import SaidOnce
 
@@ -236,7 +237,7 @@ def rank_row(rank: int, c: Any, status: dict[str, Any] | None, last: dict[str, A
         step = last_of_end(exited)  # (its own record of its end: the ranks' table kept their last pause's)
         return {**row, "state": "dead" if "lost" in exited or exited.get("exit_code") else "exited", "step": step,
                 "phase": "ended" if step is not None else None, "note": gone_note(exited, tail)}
-    state, note = status["state"], (status.get("paused") or {}).get("reason") or ""
+    state, note = status["state"], pause_reason(status.get("paused") or {})
     if status.get("waiting"):
         note = wait_note(status["waiting"])
         if status["waiting"].get("collective"):

@@ -57,6 +57,7 @@ class Views:
         self.evaluator = Evaluator(model, controls, lambda: breaker.paused_stack.selected(),
                                    end=lambda code, why: breaker.hooks.stop(code, why) if breaker.hooks else None)
         self.replays: list[dict[str, Any]] = []
+        self._replayed: tuple[Any, dict[str, Any]] | None = None  # (the pause, its step's last replay there)
         self.bundle_dir: str | None = None  # --bundle-dir (None: the job's working directory)
         self._pause_began: tuple[Any, int] = (None, 0)  # the pause and how many changes the job had made before it
         self.bundles = 0  # written by this process (bundle.MAX_BUNDLES at most)
@@ -165,7 +166,8 @@ class Views:
             "phase": st.phase if st else "between steps",
             "state": "paused" if self.controls.paused else "running",
             "frontends": self.controls.frontends,
-            "paused": {**asdict(self.controls.paused), "skip_step": self._skip_pending(), "lr_now": self._lr_now()}
+            "paused": {**asdict(self.controls.paused), "skip_step": self._skip_pending(), "lr_now": self._lr_now(),
+                       "replayed": self._replayed_here()}
             if self.controls.paused else None,
             "waiting": self.guard("waiting", self.waiting),
             "loader": self.guard("loader", self.loader),
@@ -178,6 +180,14 @@ class Views:
         reads it from the job (the Break panel said nothing: a toast of one window alone)."""
         cur = self.model.current
         return cur.index if cur is not None and cur.skip and not cur.optimizer_stepped else None
+
+    def _replayed_here(self) -> dict[str, Any] | None:
+        """The replay run at this pause (whichever client asked), its step and answer in
+        short: every client's words follow it (`info status` and the Ranks panel still asked
+        for a replay another client had run; the closing walk of 05:50's 4 and 7)."""
+        if self._replayed is None or self._replayed[0] is not self.controls.paused:
+            return None
+        return {k: self._replayed[1].get(k) for k in ("step", "summary")}
 
     def _lr_now(self) -> dict[str, Any] | None:
         """The LR set at this pause (l, lr, at any client): the last such change record, which
@@ -229,6 +239,7 @@ class Views:
             result = replay_step(self.model, breaks[-1] if breaks else None,
                                  self.breaker.paused_stack.innermost(), together, agree)
             self.replays.append(result)
+            self._replayed = (self.controls.paused, result)
             self.bus.write("replay", **result)
             self.bus.emit("replay", result)
             self.bus.say(replay_words(result))

@@ -1,0 +1,58 @@
+"""A replay another client ran, said at the console once (issue 45, the closing walk of
+05:50's 7): `r` in the TUI replayed the step and `stepdbg attach --repl` beside it never said
+so. The job sends every replay's answer to every client (the `replay` event); the console
+says those it did not ask for itself (its own `r` says its answer: commands._replay)."""
+
+from __future__ import annotations
+
+import queue
+from collections import deque
+from typing import Any
+
+
+class Heard:
+    """The replays this console asked for: one in flight (`asking`), the answers come."""
+
+    def __init__(self) -> None:
+        self.asking = 0
+        self.answers: deque[dict[str, Any]] = deque(maxlen=8)
+
+    @staticmethod
+    def of(client: Any) -> Heard:
+        heard = client.__dict__.get("_replays_heard")
+        if heard is None:
+            heard = client.__dict__["_replays_heard"] = Heard()
+        return heard
+
+
+def own_replay(target: Any) -> dict[str, Any]:
+    """`r` at this console: the replay's answer, its event not said again."""
+    heard = Heard.of(target)
+    heard.asking += 1
+    try:
+        result: dict[str, Any] = target.replay()
+    finally:
+        heard.asking -= 1
+    heard.answers.append(result)
+    return result
+
+
+def replays_heard(client: Any) -> list[str]:
+    """The replays another client ran since the last look, in words (the client's events,
+    which nothing else reads at the console, are taken here); a job's many ranks: none."""
+    events = client.__dict__.get("events")
+    if not isinstance(events, queue.Queue):
+        return []
+    heard, said = Heard.of(client), []
+    while True:
+        try:
+            msg = events.get_nowait()
+        except queue.Empty:
+            return said
+        data = msg.get("data")
+        if msg.get("event") != "replay" or not isinstance(data, dict):
+            continue
+        if heard.asking or data in heard.answers:  # (this console's own: its answer says it)
+            continue
+        said.append(f"replay of step {data.get('step')} (another client asked): {data.get('summary')}"
+                    + (f"\n{data['verdict']}" if data.get("verdict") else ""))
