@@ -106,8 +106,7 @@ class ControlActions(GoneWatch):
     def notify(self, message: str, *, title: str = "", severity: Any = "information", timeout: float | None = None,
                markup: bool = True) -> None:
         """A toast, as tui/toasts.py's rule has it: a few seconds, no blank rows, room kept."""
-        toasts.make_room(self, message)
-        super().notify(message, title=title, severity=severity, timeout=toasts.standing(timeout), markup=markup)
+        super().notify(toasts.make_room(self, message), title=title, severity=severity, timeout=toasts.standing(timeout), markup=markup)
 
     def set_focus(self, widget: Widget | None, scroll_visible: bool = True) -> None:
         """The focus on `widget` on its own screen: under a dialog it waits there for the dialog
@@ -187,7 +186,7 @@ class ControlActions(GoneWatch):
             self.status = {**self.status, "pausing": True}
         self.run_worker(self.ask("pause", self.source.pause()), group="control")  # (at a pause: it stays there)
         if self.status.get("state") == "paused":  # ("pausing…" was said of a job paused already)
-            self.refuse("the job is paused already: c continues, n and s step")
+            self.notify("the job is paused already: c continues, n and s step")  # (short: a toast alone, once)
         else:
             self.notify(PAUSING)  # (it goes when the pause comes, or the end: it stayed, stale)
 

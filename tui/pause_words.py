@@ -5,7 +5,8 @@ A break that came while a field had the focus (the Tensor panel's name or slice,
 REPL line, the Breaks panel's add box) was said in a toast alone, which went: the focus
 stays in the field (the rest of the typing is not run as keys: issue 45's (a)), and the
 pause and its reason are said under the field (over the REPL line for it) until the job
-goes on. A resume (c, n, s, R, another client) is said in the Log as the pause is."""
+goes on (and not in a toast too: the same words twice). A resume (c, n, s, R, another
+client) is said in the Log as the pause is."""
 
 from __future__ import annotations
 
@@ -40,7 +41,8 @@ def _notes(app: Any) -> tuple[list[Any], list[Static]]:
 
 
 def say_in_field(app: Any, brk: dict[str, Any]) -> None:
-    """The pause, under the field that has the focus (and in a toast that repeats it)."""
+    """The pause, under the field that has the focus, once (a toast that repeated it took 4 or 5
+    of 24 rows beside the same words: the closing walk's 12)."""
     words = paused_words(brk)
     panels, outs = _notes(app)
     focused = app.focused
@@ -51,7 +53,6 @@ def say_in_field(app: Any, brk: dict[str, Any]) -> None:
         taken = taken or mine
     for out in outs if not taken else []:  # the REPL line, or a field of no panel: over the REPL line
         out.update(words)
-    app.notify(words, markup=False)  # ([nan] is no markup)
 
 
 def clear(app: Any) -> None:

@@ -22,6 +22,7 @@ the REPL line (ControlActions.say: the diff's answer, a refusal), in the Log, in
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 TOAST_SECONDS = 4.0
@@ -29,14 +30,17 @@ TOAST_SECONDS = 4.0
 # (at 80 columns 36 columns of words: the LR's toast took 3 rows, and it was measured at 60,
 # one row short, its last row under the screen's); scoped to the app's screen (a dialog's own
 # toasts keep theirs: nothing is under them but the dialog's own frame).
-CSS = "ToastRack Toast { padding: 0 1; max-width: 75%; }"
+# The rack keeps no scrollbar's columns: it measured its height 60 columns wide and drew its
+# toasts 58 wide, so a toast of 3 rows at 60 took 4, its last row under the screen's bottom
+# (the closing walk's 6: `(exit code 3)` cut); the oldest go anyway (make_room).
+CSS = "ToastRack { scrollbar-size-vertical: 0; } ToastRack Toast { padding: 0 1; max-width: 75%; }"
 # The rows a toast may take at 80 columns (its margin and up to 5 lines of words) and the rows
 # the toasts leave free: the header, the tabs and a panel's fields above, the REPL line under.
 TOAST_ROWS, TOAST_FREE = 6, 12
 # A dialog's toasts (one that came while it is open) stand on the screen's last rows, over its
 # footer, under its buttons, not over them (the closing walk's 6: Textual's padding and margins
 # took 3 rows and more); a dialog opening takes down those there were (dialogs.ChoiceScreen).
-DIALOG_CSS = "ToastRack { margin-bottom: 0; } ToastRack Toast { padding: 0 1; margin-top: 0; }"
+DIALOG_CSS = "ToastRack { margin-bottom: 0; scrollbar-size-vertical: 0; } ToastRack Toast { padding: 0 1; margin-top: 0; }"
 
 
 def standing(timeout: float | None) -> float:
@@ -45,12 +49,24 @@ def standing(timeout: float | None) -> float:
     return TOAST_SECONDS if timeout is None else min(timeout, TOAST_SECONDS)
 
 
-def make_room(app: Any, message: str = "") -> None:
+def make_room(app: Any, message: str = "") -> str:
     """Takes down a toast that says `message` already (it is said once: `u` pressed four times at
     the outermost frame stacked four, the closing walk's 6) and the oldest toasts of `app` so that
-    one more fits beside the panel's fields."""
+    one more fits beside the panel's fields; `message` as the toast says it (one_label)."""
+    message = one_label(message)
     for same in [n for n in app._notifications if n.message == message]:
         app._unnotify(same, refresh=False)
     room = max(1, (app.size.height - TOAST_FREE) // TOAST_ROWS)
     for old in list(app._notifications)[:max(0, len(app._notifications) - room + 1)]:
         app._unnotify(old, refresh=False)
+    return message
+
+
+# A request's name, then the job's own label of its refusal: `next phase: n: at an uncaught
+# exception ...` said the key twice (the closing walk's 6); the job's label alone is kept.
+_TWO_LABELS = re.compile(r"[A-Za-z][\w ]{0,24}: (?=[\w+-]{1,12}: )")
+
+
+def one_label(message: str) -> str:
+    """`message` with one label: the job's (`n: at an uncaught ...`), not the request's before it too."""
+    return _TWO_LABELS.sub("", message, count=1) if _TWO_LABELS.match(message) else message
