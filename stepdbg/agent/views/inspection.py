@@ -186,7 +186,8 @@ def source_around(frame: FrameType | None, context: int = 5, line: int | None = 
 
 def frame_locals(frame: FrameType | None, limit: int = 200, everything: bool = False) -> list[dict[str, str]]:
     """The paused frame's locals as a locals view shows them: name, type, and for a tensor
-    its dtype, shape and device, else a short repr (one line, at most 80 chars).
+    its dtype, shape and device (and its values where it has at most FEW_VALUES), else a short
+    repr (one line, at most 80 chars).
 
     Your variables come first, tensors by size (largest first), then the rest in the
     frame's order; dunders, modules, functions and classes (a script's top level is full
@@ -215,11 +216,28 @@ def _nbytes(t: torch.Tensor) -> int:
         return 0
 
 
+# A tensor of at most this many values shows them in its locals row: a 0-d loss said only
+# `float32 [] on cpu`, never that it was nan (the closing walk of 05:50's 13).
+FEW_VALUES = 4
+
+
 def _local_row(name: str, v: Any) -> dict[str, str]:
     if isinstance(v, torch.Tensor):
-        value = f"{str(v.dtype).removeprefix('torch.')} {list(v.shape)} on {v.device}"
+        value = f"{str(v.dtype).removeprefix('torch.')} {list(v.shape)} on {v.device}{_few_values(v)}"
     elif isinstance(v, torch.nn.Module):
         value = f"{sum(p.numel() for p in v.parameters()):,} parameters"
     else:
         value = tensors.short_repr(v, 80).replace("\n", " ")  # one line, long enough to read by
     return {"name": name, "type": type(v).__name__, "value": value[:80]}
+
+
+def _few_values(t: torch.Tensor) -> str:
+    """` = nan` (a 0-d tensor's value) or ` = [0.5, nan]` (a tensor of at most FEW_VALUES),
+    read as the Tensor panel's slice reads them; "" for a larger one or one this rank cannot read."""
+    if t.numel() > FEW_VALUES or not tensors.readable(t):
+        return ""
+    try:
+        values = [f"{x:.6g}" if isinstance(x, float) else str(x) for x in tensors.slice_of(t, "", FEW_VALUES)]
+    except Exception:  # (a tensor that will not be read: its row says what it is, as before)
+        return ""
+    return f" = {values[0]}" if t.dim() == 0 else f" = [{', '.join(values)}]"
