@@ -182,6 +182,8 @@ class StepdbgApp(ControlActions, ReplActions, EscapeThenKey, App[str | None]):
 
     def on_job_event(self, msg: JobEvent) -> None:
         job_events.apply(self, msg.event, msg.data)
+        if msg.event == "exited" and isinstance(msg.data, dict) and msg.data.get("breakpoints") is not None:
+            self.query_one(BY_ID["breakpoints"].cls).show(msg.data["breakpoints"])  # (the job's last word on them)
 
     def on_step_summary(self, msg: StepSummary) -> None:
         records = msg.records()
@@ -301,10 +303,10 @@ class StepdbgApp(ControlActions, ReplActions, EscapeThenKey, App[str | None]):
 
     def tick_panels(self) -> None:
         """The Ranks panel follows the job while it is shown (waits and countdowns move), and
-        the Threads panel a running job (it showed the stacks of when it was opened, or of the
-        pause the job had left)."""
+        the Threads and Breaks panels a running job (it showed the stacks of when it was opened,
+        or of the pause the job had left; a quiet breakpoint's last step stayed at the pause's)."""
         active = self.active_panel()
-        if active == "ranks" or active == "threads" and self.status.get("state") == "running" and (
+        if active == "ranks" or active in ("threads", "breakpoints") and self.status.get("state") == "running" and (
                 self.connection == "connected"):
             self.load_panel(active)
 

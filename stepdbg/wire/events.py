@@ -41,7 +41,8 @@ EVENTS: dict[str, Event] = {e.name: e for e in (
     Event("output", "list of objects", ("stream", "lines"),
           "the job's stdout/stderr lines, batched (--forward-output)"),
     Event("exited", "object", ("exit_code",),
-          "the job ended: also `steps` (how many ran to their end), `in_step` (it ended inside step `steps`) and `error`"),
+          "the job ended: also `steps` (how many ran to their end), `in_step` (it ended inside step `steps`), `error` "
+          "and `breakpoints` (the breakpoints op's list as the job ended)"),
     Event("lost", "string", (), "the connection ended without `exited`", local=True),
 )}
 
