@@ -142,6 +142,9 @@ class ChoiceScreen(ModalScreen[str | None]):
     DEFAULT_CSS = toasts.DIALOG_CSS
 
     def on_mount(self) -> None:
+        # The button Enter presses looks the default (primary), the others do not: `c: continue it`
+        # was painted primary while Enter was on `l: leave it paused` (the closing walk of 05:50's 14).
+        self.query_one(self.AUTO_FOCUS or "Button", Button).variant = "primary"
         self.app.clear_notifications()  # (the screen under it, seen through it, keeps its own till told)
         for rack in self.app.screen_stack[0].query(ToastRack).results(ToastRack):
             rack.show(self.app._notifications)
@@ -183,7 +186,7 @@ class QuitScreen(ChoiceScreen):
     def compose(self) -> ComposeResult:
         with Grid():
             yield Label(self.question(), id="question")
-            yield Button("c: continue it", id="continue", variant="primary")
+            yield Button("c: continue it", id="continue")
             yield Button(self.leave_words(), id="stay")
             yield Button("e: end it (exit code 3)", id="end", variant="error")
             yield Button("cancel", id="cancel")
@@ -238,7 +241,7 @@ class CtrlCScreen(ChoiceScreen):
         with Grid():
             yield Label("Ctrl-C. Which do you mean?\nEnter: cancel; Ctrl-C again: interrupt the job")
             yield Button("i: interrupt the job (its own Ctrl-C handling runs)", id="interrupt", variant="error")
-            yield Button("q: quit the UI (then: continue, leave paused or end)", id="quit", variant="primary")
+            yield Button("q: quit the UI (then: continue, leave paused or end)", id="quit")
             yield Button("cancel (escape, Enter)", id="cancel")
         yield Footer()
 
