@@ -4,7 +4,6 @@ Pure ``render_*`` functions, so the words on screen are testable without a termi
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 from rich.console import Group
@@ -20,10 +19,12 @@ from textual.widgets import Static
 from stepdbg.client.info_text import seconds
 from stepdbg.wire.change_text import change_words
 from stepdbg.wire.conditions import PHASES, SCALAR_PHASE
+from stepdbg.wire.replay_text import replayed
 
 from .asking import Loads
 from .fitted import focus_mark
 from .panels import bad, num
+from .rank_breaks import FROM_RANK
 from .rank_replays import named
 
 
@@ -99,24 +100,23 @@ def paused_at_words(at: dict[str, Any]) -> str:
     return f"paused with every rank at step {at.get('step')} ({at.get('phase')}){line}: the source and locals below"
 
 
+def _whose_replay(brk: dict[str, Any], replay: dict[str, Any]) -> tuple[str, str]:
+    """The replay that names a break's producer: the one below, or, on a rank paused for
+    another's break, that rank's (this rank's own replay says its step made none: the closing
+    walk of 05:50's 3), and how to see it."""
+    broke = (brk.get("details") or {}).get("for_rank")
+    if broke is None or replay.get(FROM_RANK) in (None, broke):
+        return "the replay below", ""
+    return f"rank {broke}'s replay", ": t"
+
+
 def _break_head(brk: dict[str, Any], replay: dict[str, Any] | None = None) -> Text:
     head = Text()
     head.append(f"step {brk['step']} · {brk['phase']} · ", style="bold")
     head.append(f"[{brk['condition']}] ", style="bold magenta")
-    reason = replayed(brk["reason"]) if replay else brk["reason"]
+    reason = replayed(brk["reason"], *_whose_replay(brk, replay)) if replay else brk["reason"]
     head.append(reason, style="bold red" if "nan" in reason or "inf" in reason else "bold")
     return head
-
-
-# The break's reason asks for a replay where only one can name the op ("... it came with
-# the data (replay the step to name it)"); once replayed, it points at the replay's lines
-# (the closing walk's 22: after r it still said `(replay the step to name it)`).
-ASKS_REPLAY = re.compile(r"(\(|; )replay the step to [^)]*\)")
-
-
-def replayed(reason: str) -> str:
-    return ASKS_REPLAY.sub(lambda m: "(the replay below names it)" if m.group(1) == "(" else
-                           "; the replay below says which)", reason)
 
 
 # A pause point before the phase that measures a scalar (conditions.SCALAR_PHASE): it is not

@@ -23,6 +23,11 @@ def replayed(reason: str, whose: str = "the replay below", then: str = "") -> st
 
 def pause_reason(paused: dict[str, Any]) -> str:
     """A pause's reason as status says it: after a replay at this pause (its `replayed`), the
-    replay's words in place of the ask."""
+    replay's words in place of the ask; a rank paused for another rank's break (the agent's
+    `for_rank`, not the rank that broke, whose pause keeps its break: `broke`), that rank's."""
     reason = str(paused.get("reason") or "")
-    return replayed(reason, AT_THIS_PAUSE) if paused.get("replayed") else reason
+    if not paused.get("replayed"):
+        return reason
+    details = paused.get("details") or {}
+    other = details.get("for_rank") is not None and "broke" not in details
+    return replayed(reason, f"rank {details['for_rank']}'s replay" if other else AT_THIS_PAUSE)
