@@ -8,8 +8,17 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
+VENV_HINT="on Debian or Ubuntu: apt-get install python3-venv"
 if [ ! -x .venv/bin/python ]; then
-  "$PY" -m venv .venv
+  if ! "$PY" -m venv .venv; then
+    rm -rf .venv  # (half made: Debian's python3 without python3-venv leaves a venv with no pip)
+    echo "dev.sh: '$PY -m venv .venv' failed ($VENV_HINT), then run this again" >&2
+    exit 1
+  fi
+fi
+if ! .venv/bin/python -m pip --version >/dev/null 2>&1 && ! .venv/bin/python -m ensurepip --upgrade >/dev/null 2>&1; then
+  echo "dev.sh: .venv has no pip and ensurepip cannot add it ($VENV_HINT; or rm -r .venv)" >&2
+  exit 1
 fi
 # torch first, pinned: a bare 'torch' requirement with no torch installed pulls the CUDA build.
 # On Linux PyPI's torch IS the CUDA build (GBs of nvidia packages): with no NVIDIA GPU here
@@ -25,9 +34,15 @@ if ! .venv/bin/python -c "import torch" 2>/dev/null; then
       "import urllib.request as u; u.urlopen('$CPU_INDEX/torch/', timeout=15)" 2>/dev/null; then
     index=(--extra-index-url "$CPU_INDEX")
   fi
-  .venv/bin/pip install --quiet "torch==${TORCH_VERSION:-2.13.0}" ${index[@]+"${index[@]}"}
+  .venv/bin/python -m pip install --quiet "torch==${TORCH_VERSION:-2.13.0}" ${index[@]+"${index[@]}"}
 fi
-.venv/bin/pip install --quiet -e ".[test]"
+# The demo needs stepdbg alone; the tests also the ecosystem they run against (transformers,
+# lightning, accelerate: the [test] extra).
+if [ "${1:-}" = test ]; then
+  .venv/bin/python -m pip install --quiet -e ".[test]"
+else
+  .venv/bin/python -m pip install --quiet -e .
+fi
 
 case "${1:-}" in
   demo)
