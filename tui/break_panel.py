@@ -23,6 +23,7 @@ from stepdbg.wire.replay_text import replayed
 
 from .asking import Loads
 from .fitted import focus_mark
+from .job_last_break import LastBreak
 from .panels import bad, num
 from .rank_breaks import FROM_RANK
 from .rank_replays import named
@@ -294,8 +295,9 @@ class BreakPanel(Loads, VerticalScroll):
             return  # (it drew the old break over the end's words)
         self.last = brk or self.last
         record = render_break(brk, replay, findings, self.last)
-        if brk is None and ended:
-            record = Text(end_words(ended, output_shown, interrupted), style="bold")
+        if brk is None and ended:  # (and the job's last break, what was done after it)
+            record = Group(Text(end_words(ended, output_shown, interrupted), style="bold"),
+                           *(Text(w) for w in LastBreak.of(self.app).words()))
         try:
             self.query_one("#break-record", Static).update(record)
             self.query_one("#break-source", Static).update(render_source(src) if brk else "")

@@ -15,6 +15,7 @@ from stepdbg.wire.last_step import last_of_end
 from . import pause_words
 from .dialogs import ChoiceScreen
 from .header import last_reached
+from .job_last_break import LastBreak
 from .log_order import LogOrder
 from .rank_breaks import FROM_RANK, RankBreaks, whose
 from .rank_order import said_as_event, source_of
@@ -100,6 +101,7 @@ def _show_line(app: Any, stream: str, line: str) -> None:
 
 def on_change(app: Any, data: Any) -> None:
     app.log_line(change_words(data), "cyan")
+    LastBreak.of(app).changed(data)  # (a rewind, a skip: what was done, said at the end)
     if data.get("what") == "interrupt" and app.status.get("state") == "paused":  # the pause ends first:
         LogOrder.of(app, _show_line).expect_next("resumed")  # its `resumed` before the traceback
     brk = app.status.get("paused")
@@ -118,6 +120,7 @@ def on_break(app: Any, data: Any) -> None:
     a break of the job, which rank broke named (rank_breaks: every rank says its pause for it)."""
     if not RankBreaks.of(app).first_time(data):
         return
+    LastBreak.of(app).broke(data)
     where = data.get("where") or {}
     at = [f"  at {where.get('file')}:{where.get('line')}  {where.get('code') or ''}".rstrip()] if where else []
     rank = whose(data)[1]

@@ -1,0 +1,46 @@
+"""The job's last break and what was done after it, for the Break panel at the end (issue 45,
+the closing walk of 05:50's 28): after a run that broke and rewound (corrupt_shard with
+--on-break rewind) the panel said only `the job ended (exit code 0)`; the break and the
+rewind were in the Log alone. Kept from the job's own records as they come: its break event
+and the change events (a rewind, a skip) that followed it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from stepdbg.wire.change_text import change_line
+
+DONE = ("rewind", "skip")  # the changes that are what was done about a break
+
+
+class LastBreak:
+    brk: dict[str, Any] | None = None
+    done: list[str]
+
+    def __init__(self) -> None:
+        self.done = []
+
+    @staticmethod
+    def of(app: Any) -> LastBreak:
+        last = app.__dict__.get("_last_break")
+        if last is None:
+            last = app.__dict__["_last_break"] = LastBreak()
+        return last
+
+    def broke(self, brk: dict[str, Any]) -> None:
+        self.brk, self.done = brk, []
+
+    def changed(self, change: dict[str, Any]) -> None:
+        if self.brk is not None and change.get("what") in DONE:
+            self.done.append(change_line(change))
+
+    def words(self) -> list[str]:
+        """`the last break: step 41 (before_backward) [nan]: ... at FILE:LINE` and what was
+        done (`then: change at step 41: rewind to ...`); none before a break."""
+        b = self.brk
+        if b is None:
+            return []
+        w = b.get("where") or {}
+        at = f" at {str(w.get('file', '')).rsplit('/', 1)[-1]}:{w.get('line')}" if w else ""
+        return [f"the last break: step {b.get('step')} ({b.get('phase')}) [{b.get('condition')}]: {b.get('reason')}{at}",
+                *(f"then: {d}" for d in self.done)]
