@@ -151,8 +151,8 @@ class ControlActions(GoneWatch):
         """Says why there is nothing to `what`: the job runs, or it is ending (resumed from an
         uncaught exception's break: it said `not paused` of a job that ended)."""
         ending = self.status.get("ending")
-        self.refuse(f"the job is ending (its {ending} was not caught): nothing to {what}" if ending
-                    else "the job is not paused")
+        self.refuse(f"the job is ending (its {ending} was not caught): nothing to {what}" if ending else
+                    "the job is running already" if what == "continue" else f"the job is running: {what} needs a pause (p)")
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         """After the job's end (or once it is gone) the keys that drive it leave the footer (they
@@ -254,9 +254,9 @@ class ControlActions(GoneWatch):
     async def apply_lr(self, lr: float, group: int | None, pin: bool) -> None:
         r = await self.ask("set LR", self.source.set_lr(lr, group=group, pin=pin))
         if r is not None:
-            # What the Break panel's 'LR set to ...' line does not say (toasts.py's rule): how long it holds
-            self.notify("lr: every update from now uses it (pinned: re-applied before each step)" if pin else
-                        "lr: the next update uses it; a scheduler or the loop may change it later")
+            said = job_events.change_words({"what": "lr", "lr": lr, "pinned": pin, "groups": r.get("groups")})
+            self.notify(f"{said}: every update from now uses it (re-applied before each step)" if pin else  # (old, new:
+                        f"{said}: the next update uses it; a scheduler or the loop may change it later")  # the Log's)
             await self._refresh_panel(self.query_one(TabbedContent).active)
 
     @work(group="control")

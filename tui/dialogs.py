@@ -89,7 +89,7 @@ class LrScreen(FieldDialog, ModalScreen[tuple[float, bool] | None]):
         try:
             lr = lr_typed(raw)
         except ValueError as e:
-            self.query_one("#lr-error", Label).update(str(e))
+            self.query_one("#lr-error", Label).update(str(e) if raw else "type a learning rate, e.g. 1e-4")
             return
         self.dismiss((lr, self.query_one("#lr-pin", Checkbox).value))
 

@@ -58,7 +58,7 @@ class LineHistory:
 
 # The line's words while the job is paused (app.py's at the start) and while it runs.
 PLACEHOLDERS = {"paused": "e: Python in the paused frame (p EXPR, lr X pin, break add SPEC, ...)",
-                "running": "e: the job runs; Python needs a pause (p); lr X, break add SPEC work now"}
+                "running": "e: the job runs; type pause for Python; lr X, break add SPEC work now"}
 
 
 class ReplActions(_AppBase):
@@ -352,5 +352,15 @@ async def _until(app: Any, out: Static, line: str, word: str, rest: str) -> bool
     return True
 
 
-LINE_COMMANDS = {"lr": _lr, "break": _break, "rewind": _rewind, "w": _frames, "where": _frames, "u": _frames,
+async def _pause(app: Any, out: Static, line: str, word: str, rest: str) -> bool:
+    """`pause` while the job runs: p's, as the console's (the placeholder said to pause, and
+    `pause` answered `eval: the job is running; pause it first`); at a pause, the key's words."""
+    if rest or app.status.get("state") != "running":
+        return False
+    out.update(f"» {line}")  # (p says the rest: the header's PAUSING, its toast, then the pause)
+    app.action_pause()
+    return True
+
+
+LINE_COMMANDS = {"pause": _pause, "lr": _lr, "break": _break, "rewind": _rewind, "w": _frames, "where": _frames, "u": _frames,
                  "d": _frames, "p": _print, "info": _panel, "locals": _panel, "diff": _diff, "until": _until}

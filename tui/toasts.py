@@ -68,5 +68,9 @@ _TWO_LABELS = re.compile(r"[A-Za-z][\w ]{0,24}: (?=[\w+-]{1,12}: )")
 
 
 def one_label(message: str) -> str:
-    """`message` with one label: the job's (`n: at an uncaught ...`), not the request's before it too."""
+    """`message` with one label: the job's (`n: at an uncaught ...`), not the request's before it
+    too; none where the words begin with the label (`rewind: rewind needs a paused job`)."""
+    label, _, words = message.partition(": ")
+    if words.startswith(f"{label} "):
+        return words
     return _TWO_LABELS.sub("", message, count=1) if _TWO_LABELS.match(message) else message
