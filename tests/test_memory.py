@@ -73,15 +73,16 @@ def test_categories_match_the_true_sizes_at_a_pause(session_factory, record_memo
         "parameters": params,
         "gradients": params,  # zeroed, not freed
         "optimizer_state": 2 * params,  # exp_avg, exp_avg_sq (and four step counters)
-        "batch": 256 * 64 * F32,
-        # tanh's output (saved by tanh and by head), the output and target mse_loss saves
-        "activations": 256 * 512 * F32 + 2 * 256 * 16 * F32,
+        "batch": (256 * 64 + 256 * 16) * F32,  # x and y: what the model and the loss took
+        # tanh's output (saved by tanh and by head), the output mse_loss saves (its target is y)
+        "activations": 256 * 512 * F32 + 256 * 16 * F32,
     }
     for cat, size in true.items():
         assert mem["by_category"][cat] == pytest.approx(size, rel=0.05), (cat, mem["by_category"])
     names = {r["name"]: r for r in mem["largest"]}
     assert "opt.state[encoder.weight].exp_avg" in names and "encoder.weight.grad" in names
     assert names["x"]["category"] == "batch" and names["x"]["shape"] == [256, 64]
+    assert names["y"]["category"] == "batch" and names["y"]["shape"] == [256, 16]
     if record_memory:  # the module whose forward saved it
         assert names["saved by act"]["bytes"] == 256 * 512 * F32
     else:  # the variable whose graph keeps it

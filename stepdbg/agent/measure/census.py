@@ -155,9 +155,15 @@ def take(roots: Iterable[torch.nn.Module], optimizers: Iterable[Any], batch: Any
     for module, t in saved or ():
         c.add(t, "activations", f"saved by {module}", holder=module)
     walked: dict[int, Any] = {}  # every node once, across the frames' graphs
-    for var, t in frame_vars:
-        for node, s in _graph_saved(t, walked):
-            c.add(s, "activations", f"{node} in {var}'s graph", holder=f"{var} (its autograd graph)")
+    graphs = [(var, node, s) for var, t in frame_vars for node, s in _graph_saved(t, walked)]
+    # The batch is what the model and the loss took: a frame's data tensor (no graph, no grad)
+    # that a graph saved went into the step (mse_loss's target y beside the model's x; y was
+    # filed under other tensors, x under batch: the closing walk of 05:50's 29).
+    taken = {found[0] for _, _, s in graphs if _is_data(s) and (found := storage_of(s))}
+    c.add_all(((var, t) for var, t in frame_vars if _is_data(t) and (found := storage_of(t)) and found[0] in taken),
+              "batch")
+    for var, node, s in graphs:
+        c.add(s, "activations", f"{node} in {var}'s graph", holder=f"{var} (its autograd graph)")
     if len(walked) >= _GRAPH_NODES:
         c.partial["autograd_nodes"] = {"walked": len(walked), "limit": _GRAPH_NODES}
     for var, t in frame_vars:
@@ -167,6 +173,11 @@ def take(roots: Iterable[torch.nn.Module], optimizers: Iterable[Any], batch: Any
         for t in (live or walk_all)():
             c.add(t, "other_tensors", "(no variable)" if t.grad_fn is None else f"(no variable; {t.grad_fn.name()})")
     return c.result(largest)
+
+
+def _is_data(t: torch.Tensor) -> bool:
+    """A tensor of data: no autograd graph behind it and no gradient asked for."""
+    return t.grad_fn is None and not t.requires_grad
 
 
 def _params(roots: Iterable[torch.nn.Module], optimizers: list[Any]) -> Iterator[torch.Tensor]:
