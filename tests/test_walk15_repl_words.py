@@ -4,6 +4,8 @@ the drawn screen and the toasts read."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from conftest import wait_for
 from test_tui_fixes import real
 from textual.widgets import Input, Label
@@ -60,3 +62,12 @@ async def test_c_and_r_while_running_and_the_lr_dialog_say_plain_words(tui_at_br
         await wait_for(pilot, lambda: [t for t in toasts(app) if "rewind" in t], "R's answer")
         assert "rewind needs a paused job" in toasts(app) and not [t for t in toasts(app) if "rewind: rewind" in t], \
             toasts(app)
+
+
+def test_the_tui_doc_says_what_the_repl_line_s_tab_completes():
+    """The closing walk's 25: docs/tui.md said Tab completes commands and frame names only; it
+    completes an attribute after a dot too (bd1c890, a29875a), on the line and at the prompt."""
+    docs = " ".join((Path(__file__).resolve().parent.parent / "docs" / "tui.md").read_text().split())
+    assert "after a dot, the attributes of the object before it" in docs  # stepdbg attach --repl
+    assert "and after a dot (`opt.param_g`) an attribute of the object before it" in docs  # the REPL line
+    assert "`pause` while the job runs" in docs
