@@ -29,11 +29,26 @@ class TableInScroll(RowTable):
     def _panel(self) -> ScrollableContainer | None:
         return self.parent if isinstance(self.parent, ScrollableContainer) else None
 
+    def whole_rows(self) -> None:
+        """The table's own scroll starts at a row: a row of two lines (a name wrapped) was left
+        half under the header, its second line (`loss's graph`) orphaned at the top (the closing
+        walk of 05:50's 15). Past half a row, it goes to the next row's start, never past the
+        cursor's row."""
+        top = int(self.scroll_y) + self.header_height  # (the header stays: rows scroll under it)
+        for i in range(self.row_count):
+            row = self._get_row_region(i)
+            if row.y + row.height > top:
+                if row.y < top:
+                    start = row.y + row.height if i < self.cursor_row else row.y
+                    self.scroll_to(y=start - self.header_height, animate=False, immediate=True)
+                return
+
     def cursor_in_view(self) -> None:
         """Scroll the panel so that the cursor's row (the header with the first) shows."""
         panel = self._panel()
         if panel is None or not self.row_count:
             return
+        self.whole_rows()
         row = self._get_row_region(self.cursor_row)
         top = 0 if self.cursor_row == 0 else row.y - int(self.scroll_y)
         at = self.virtual_region.offset  # the table's place in the panel's scrolled content
