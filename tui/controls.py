@@ -14,7 +14,7 @@ from textual.events import Resize
 from textual.notifications import SeverityLevel
 from textual.screen import Screen
 from textual.widget import Widget
-from textual.widgets import DataTable, Input, Static, Tab, TabbedContent
+from textual.widgets import DataTable, Input, Static, Tab, TabbedContent, Tabs
 
 from stepdbg.wire.change_text import SKIP_KEEPS, change_said, rewind_answer
 from stepdbg.wire.rank_words import ranks_words, targets_words
@@ -68,6 +68,13 @@ class MainScreen(Screen[None]):
         for tabs in self.query("#panels"):
             wide = sum(len(tab.label.plain) + 2 for tab in tabs.query(Tab))
             tabs.set_class(event.size.width < wide, "-narrow")
+
+    def on_screen_resume(self) -> None:
+        """Back from a dialog, the tab underline lies under the active tab as it is now drawn: a
+        resize under the dialog changed the tabs' widths (-narrow), and the underline stayed one
+        column off until the next panel change (the closing walk of 05:50's 17)."""
+        for tabs in self.query(Tabs).results(Tabs):
+            tabs.call_after_refresh(tabs._highlight_active, False)
 
     @property
     def active_bindings(self) -> dict[str, ActiveBinding]:
