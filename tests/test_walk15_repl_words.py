@@ -51,7 +51,7 @@ async def test_c_and_r_while_running_and_the_lr_dialog_say_plain_words(tui_at_br
         await pilot.press("enter")
         await wait_for(pilot, lambda: [t for t in toasts(app) if "uses it" in t], "the LR's toast")
         said = next(t for t in toasts(app) if "uses it" in t)
-        assert "0.002" in said and "was " in said, said
+        assert " -> 0.002: " in said and said.startswith("lr "), said
         await pilot.press("c")
         await wait_for(pilot, lambda: app.status.get("state") == "running", "the job running")
         app.raised.clear()

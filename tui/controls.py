@@ -261,9 +261,9 @@ class ControlActions(GoneWatch):
     async def apply_lr(self, lr: float, group: int | None, pin: bool) -> None:
         r = await self.ask("set LR", self.source.set_lr(lr, group=group, pin=pin))
         if r is not None:
-            said = job_events.change_words({"what": "lr", "lr": lr, "pinned": pin, "groups": r.get("groups")})
-            self.notify(f"{said}: every update from now uses it (re-applied before each step)" if pin else  # (old, new:
-                        f"{said}: the next update uses it; a scheduler or the loop may change it later")  # the Log's)
+            said = toasts.lr_words(lr, r.get("groups"))  # (not the Break panel's 'LR set to ...' line again)
+            self.notify(f"{said}: every update from now uses it (pinned: re-applied before each step)" if pin else
+                        f"{said}: the next update uses it; a scheduler or the loop may change it later")
             await self._refresh_panel(self.query_one(TabbedContent).active)
 
     @work(group="control")

@@ -353,9 +353,9 @@ async def _until(app: Any, out: Static, line: str, word: str, rest: str) -> bool
 
 
 async def _pause(app: Any, out: Static, line: str, word: str, rest: str) -> bool:
-    """`pause` while the job runs: p's, as the console's (the placeholder said to pause, and
-    `pause` answered `eval: the job is running; pause it first`); at a pause, the key's words."""
-    if rest or app.status.get("state") != "running":
+    """`pause`: p's, as the console's (the placeholder said to pause, and `pause` answered
+    `eval: the job is running; pause it first`); at a pause p says it is paused already."""
+    if rest:
         return False
     out.update(f"» {line}")  # (p says the rest: the header's PAUSING, its toast, then the pause)
     app.action_pause()

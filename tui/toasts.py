@@ -74,3 +74,10 @@ def one_label(message: str) -> str:
     if words.startswith(f"{label} "):
         return words
     return _TWO_LABELS.sub("", message, count=1) if _TWO_LABELS.match(message) else message
+
+
+def lr_words(lr: float, groups: Any) -> str:
+    """'lr 0.01 -> 0.002', the LR toast's label, from the groups the job's answer names (the
+    toast said `lr: every update from now uses it`, neither LR: the closing walk's 20)."""
+    was = sorted({f"{g['old']:g}" for g in groups or [] if isinstance(g, dict) and isinstance(g.get("old"), (int, float))})
+    return f"lr {', '.join(was) + ' -> ' if was else ''}{lr:g}"
