@@ -69,11 +69,8 @@ class MainScreen(Screen[None]):
             wide = sum(len(tab.label.plain) + 2 for tab in tabs.query(Tab))
             tabs.set_class(event.size.width < wide, "-narrow")
 
-    def on_screen_resume(self) -> None:
-        """Back from a dialog, the tab underline lies under the active tab as it is now drawn: a
-        resize under the dialog changed the tabs' widths (-narrow), and the underline stayed one
-        column off until the next panel change (the closing walk of 05:50's 17)."""
-        for tabs in self.query(Tabs).results(Tabs):
+    def on_screen_resume(self) -> None:  # (a resize under a dialog made the tabs -narrow: the closing walk of 05:50's 17)
+        for tabs in self.query(Tabs).results(Tabs):  # the underline goes under the active tab as drawn now
             tabs.call_after_refresh(tabs._highlight_active, False)
 
     @property
