@@ -132,8 +132,7 @@ class Server:
         # `in_step`: it ended inside step `steps`, begun and never ended (a Ctrl-C in its forward): the front
         # ends' last step is that one, as a change made in it said (`change at step 36`); a zero_grad after it is none
         in_step = begun(getattr(getattr(self.session, "model", None), "current", None)) is not None
-        breaker = getattr(self.session, "breaker", None)  # (the breakpoints as they end: a quiet one's last step)
-        breaks = {"breakpoints": breaker.break_set.listing()} if breaker is not None else {}
+        breaks = {"breakpoints": b.break_set.listing()} if (b := getattr(self.session, "breaker", None)) is not None else {}
         self.broadcast(protocol.event("exited", {"exit_code": exit_code, "steps": self.session.step, "error": error,
                                                  **({"in_step": True} if in_step else {}), **breaks}))
         with self._lock:
