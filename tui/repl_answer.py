@@ -27,11 +27,21 @@ def width_of(out: Any) -> int:
 
 
 def fitted(line: str, text: str, width: int, rows: int = ROWS) -> str:
-    """`» line` and the last rows of `text` that fit in `rows` rows of `width` columns, an
-    ellipsis first where some went (the bottom is kept: a traceback's error is its last line)."""
-    echo = wrapped(f"» {line}", width)[:rows - 1]
-    answer = wrapped(text.rstrip(), width) if text.strip() else []
-    room = rows - len(echo)
-    if len(answer) > room:
-        answer = ["…", *answer[len(answer) - (room - 1):]] if room > 1 else answer[-room:]
-    return "\n".join(echo + answer)
+    """`» line` and the last lines of `text` whose rows at `width` columns fit in `rows`, an
+    ellipsis first where some went (the bottom is kept: a traceback's error is its last line).
+    Lines are kept whole (the area wraps them); a last line taller than the room alone is cut
+    to its last rows."""
+    echo = f"» {line}"
+    room = max(2, rows - len(wrapped(echo, width)))
+    lines = text.rstrip().split("\n") if text.strip() else []
+    tall = [len(wrapped(ln, width)) for ln in lines]
+    if sum(tall) <= room:
+        return "\n".join([echo, *lines])
+    kept: list[str] = []
+    left = room - 1  # (the ellipsis' row)
+    for ln, n in zip(reversed(lines), reversed(tall), strict=True):
+        if n > left:
+            break
+        kept.insert(0, ln)
+        left -= n
+    return "\n".join([echo, "…", *(kept or wrapped(lines[-1], width)[-left:])])
