@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -18,6 +19,12 @@ import pytest
 from hypothesis import HealthCheck, settings
 
 from stepdbg.wire import sessions
+
+# A suite started in the background of a non-interactive shell (`pytest ... &` in a script)
+# inherits SIGINT ignored (POSIX), and so would every job a test starts: the Ctrl-C tests
+# then wait for an end that never comes (a run of this session's: 18 such failures).
+if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 # Hypothesis's 200 ms deadline and its too-slow health check measure the machine, not the
 # code: on a busy one they fail a test that holds. Every property test runs without them.
