@@ -67,8 +67,20 @@ def screen_text(app: StepdbgApp, skip: tuple[str, ...] = ("#repl-out",)) -> str:
         for w in base.query(selector):
             r = w.region
             for y in range(r.y, min(r.y + r.height, len(lines))):
-                lines[y] = ""
+                if not under_dialog(app, y):  # (a dialog's row over the REPL line's answer stays)
+                    lines[y] = ""
     return "\n".join(lines)
+
+
+def under_dialog(app: StepdbgApp, y: int) -> bool:
+    """Row `y`'s middle is a dialog's, drawn over the screen under it."""
+    if len(app.screen_stack) < 2:
+        return False
+    try:
+        widget, _ = app.screen.get_widget_at(app.size.width // 2, y)
+    except Exception:  # (no widget there)
+        return False
+    return widget is not app.screen
 
 
 def header_text(app: StepdbgApp) -> str:
