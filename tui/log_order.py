@@ -114,6 +114,8 @@ class LogOrder:
         says that event of its own first (a rewind's `change`, at its stderr line), then
         `resumed`: the place is that event's next (expect_next), not the lines before it."""
         order = app.__dict__.get("_log_order")
+        if getattr(app.source, "many_ranks", False):  # (each rank resumes and prints on its own: a
+            return request  # place for one `resumed` held rank 0's lines past its next break)
         if order is not None and LogOrder.launched(app) and after is not None:
             order.resume_after = after
             app.set_timer(HELD_AT_MOST, lambda: setattr(order, "resume_after", None))  # (refused: none came)
