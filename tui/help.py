@@ -49,8 +49,9 @@ HELP = f"""\
   break add SPEC      a breakpoint, e.g. break add grad_norm>100;
                       break rm SPEC, break off SPEC, break on SPEC
   until N             run to step N (a step ahead of this one)
+  pause               pause the running job at its next pause point
   rewind \\[STEP]       back to the newest snapshot (before step STEP)
-  w   u \\[N]   d \\[N]   the stack; select the frame N out / N in
+  w (where)  u \\[N]  d \\[N]   the stack; select the frame N out / N in
   info WHAT, locals   open the panel that shows it (info model, ...)
   diff ranks          the first parameter or gradient whose replicas
                       differ across the ranks (a distributed job)
