@@ -65,7 +65,7 @@ def test_a_job_killed_under_attach_leaves_the_footer_and_ctrl_r_says_nothing_to_
         while "c cont" in footer(term.screen()):
             assert time.monotonic() < deadline, term.screen()
             time.sleep(0.2)
-        shown = term.screen()
+        shown = term.wait_screen(f"(pid {pid}) gone")  # (the header says it: the rest follows the same event)
         assert "q quit" in footer(shown) and not any(w in footer(shown).split() for w in DRIVE), shown
         assert "ctrl+r" not in shown, shown
         term.keys("C-r")
