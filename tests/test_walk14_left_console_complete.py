@@ -18,8 +18,8 @@ def test_tab_after_a_dot_completes_an_attribute_at_the_console(tmp_path, private
     start_job("--break", "step==3", script_args=("--steps", "6")).info()
     term = Tmux(tmp_path, private_runtime_dir, "attach --repl", size=(80, 24), env=f"XDG_STATE_HOME={tmp_path}")
     try:
-        term.wait_screen("paused at step 3")
-        term.keys("opt.param_g", "Tab")
+        term.wait_screen("# @forward")  # (the pause's source, said after its line: typed before it, the
+        term.keys("opt.param_g", "Tab")  # listing came between the line typed and its answer)
         term.wait_screen("(stepdbg) opt.param_groups")
         term.keys(" and 1", "Enter")  # (the line completed is the line run)
         term.wait_screen("opt.param_groups and 1\n1\n")
