@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from stepdbg.client.kept import kept
 from stepdbg.wire.change_text import change_line
 
 DONE = ("rewind", "skip")  # the changes that are what was done about a break
@@ -22,10 +23,7 @@ class LastBreak:
 
     @staticmethod
     def of(app: Any) -> LastBreak:
-        last = app.__dict__.get("_last_break")
-        if last is None:
-            last = app.__dict__["_last_break"] = LastBreak()
-        return last
+        return kept(app, "_last_break", LastBreak)
 
     def broke(self, brk: dict[str, Any]) -> None:
         self.brk, self.done = brk, []

@@ -15,6 +15,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from stepdbg.client.kept import kept
+
 FROM_RANK = "from_rank"  # the key JobSource adds to a rank's event: the rank that sent it
 
 Whose = tuple[Any, Any]  # (the step it broke at, the rank that broke: None in a job of one process)
@@ -41,10 +43,7 @@ class RankBreaks:
 
     @staticmethod
     def of(app: Any) -> RankBreaks:
-        breaks = app.__dict__.get("_rank_breaks")
-        if breaks is None:
-            breaks = app.__dict__["_rank_breaks"] = RankBreaks()
-        return breaks
+        return kept(app, "_rank_breaks", RankBreaks)
 
     def came(self, brk: dict[str, Any]) -> None:
         """A rank's break event (as it comes, before the Log's order)."""

@@ -9,6 +9,8 @@ import queue
 from collections import deque
 from typing import Any
 
+from .kept import kept
+
 
 class Heard:
     """The replays this console asked for: one in flight (`asking`), the answers come."""
@@ -19,10 +21,7 @@ class Heard:
 
     @staticmethod
     def of(client: Any) -> Heard:
-        heard = client.__dict__.get("_replays_heard")
-        if heard is None:
-            heard = client.__dict__["_replays_heard"] = Heard()
-        return heard
+        return kept(client, "_replays_heard", Heard)
 
 
 def own_replay(target: Any) -> dict[str, Any]:
