@@ -82,7 +82,10 @@ def test_categories_match_the_true_sizes_at_a_pause(session_factory, record_memo
     names = {r["name"]: r for r in mem["largest"]}
     assert "opt.state[encoder.weight].exp_avg" in names and "encoder.weight.grad" in names
     assert names["x"]["category"] == "batch" and names["x"]["shape"] == [256, 64]
-    assert names["y"]["category"] == "batch" and names["y"]["shape"] == [256, 16]
+    # y (16 KB) is among the 20 largest unless tensors this worker's earlier tests left are larger
+    # (CI: KeyError 'y'); the batch's total above counts it either way
+    if "y" in names or len(mem["largest"]) < 20 or min(r["bytes"] for r in mem["largest"]) < 256 * 16 * F32:
+        assert names["y"]["category"] == "batch" and names["y"]["shape"] == [256, 16]
     if record_memory:  # the module whose forward saved it
         assert names["saved by act"]["bytes"] == 256 * 512 * F32
     else:  # the variable whose graph keeps it

@@ -37,6 +37,20 @@ async def test_pause_typed_on_the_repl_line_pauses_a_running_job(tui_at_break):
 
 
 @real
+async def test_the_break_s_answers_coming_after_c_say_no_refusal(tui_at_break):
+    """CI's run of the test above: `c` went while the break's answers were on their way, and the
+    last of them (the frame's names, for Tab) came back `names: the job is running; pause it
+    first` under the REPL line. The break's answers are asked here once the job runs again."""
+    async with tui_at_break("--break", "step==1", script_args=RUNS_ON, notifications=True) as (app, pilot):
+        await app.source.cont()
+        await wait_for(pilot, lambda: app.status.get("state") == "running", "the job running")
+        await app._refresh_break()
+        await settled(pilot, app)
+        drawn = one_line(screen_text(app, skip=()))
+        assert "pause it first" not in drawn and not any("names" in t for t in toasts(app)), (drawn, toasts(app))
+
+
+@real
 async def test_c_and_r_while_running_and_the_lr_dialog_say_plain_words(tui_at_break):
     """The closing walk's 20: c while running said `the job is not paused`; R said `rewind:
     rewind needs a paused job`; an empty LR field `'' is not a learning rate`; the LR's toast

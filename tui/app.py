@@ -281,8 +281,11 @@ class StepdbgApp(ControlActions, ReplActions, EscapeThenKey, App[str | None]):
         for panel in main.query(BreakPanel).results(BreakPanel) if main else []:
             panel.show(brk, rank_replays.shown(self), src, self.findings, ended=ended if ended.startswith("exited") else None,
                        frames=frames, locals_=locals_, output_shown=self.output_shown, interrupted=self.interrupted)
-        if brk:
-            names = await self.ask("names", self.source.evaluate("sorted(vars())"))
+        if brk and self.status.get("state") == "paused":  # (Tab's names, asked unbidden: a refusal is said
+            try:  # nowhere; `c` pressed while the break's answers came said `names: ...pause it first`, CI)
+                names = await self.source.evaluate("sorted(vars())")
+            except Exception:
+                names = None
             main = self.screen_stack[0] if self.screen_stack else None
             if names and names.get("value") and main:
                 words = [w.strip(" '[]") for w in names["value"].split(",")]

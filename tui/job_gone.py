@@ -22,6 +22,9 @@ else:
     _AppBase = object
 
 
+RECONNECTS = "ctrl+r reconnects"  # (the toast of a lost connection, while the job may be there)
+
+
 def gone_header(session: dict[str, Any]) -> str:
     """The header's words for a job whose process is gone (its end unknown)."""
     return f"connection lost: job (pid {session.get('pid')}) gone"
@@ -53,6 +56,13 @@ class GoneWatch(_AppBase):
                 for line in self.screen_stack[0].query("#repl").results(Input) if self.screen_stack else []:
                     line.placeholder = f"the job (pid {self.source.session.get('pid')}) is gone: the panels keep " \
                                        "its last state; q closes"
+                # The loss's toast offered ctrl+r while the process was not yet reaped (CI, a parent
+                # slow to wait): it now says the job is gone, and offers nothing
+                offered = [n for n in getattr(self, "_notifications", ()) if n.message.startswith(RECONNECTS)]
+                for toast in offered:
+                    self._unnotify(toast)  # type: ignore[attr-defined]
+                if offered:
+                    self.notify(f"{self.gone}; q quits", severity="error")
 
     def gone_words(self) -> str | None:
         """How the job is gone: a job launched here, as its parent knows it (killed by SIGKILL,
@@ -67,7 +77,7 @@ class GoneWatch(_AppBase):
     def lost_words(self) -> str:
         """What now, the connection lost: q, and ctrl+r where the job may still be there."""
         self.see_if_gone()
-        return f"{self.gone}; q quits" if self.gone else "ctrl+r reconnects; q quits" if self.reconnect else "q quits"
+        return f"{self.gone}; q quits" if self.gone else f"{RECONNECTS}; q quits" if self.reconnect else "q quits"
 
 
 def same_job(before: dict[str, Any], after: dict[str, Any]) -> bool:
