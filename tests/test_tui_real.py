@@ -98,6 +98,8 @@ def test_real_terminal_nan_demo_replay_lr_continue_quit(tmp_path, private_runtim
         assert term.exit_code() == "0"
         after = term.screen()
         assert "done" in after and "step 20 loss" in after  # the job's output, on the terminal after the TUI
+        # and no `listening; attach with: stepdbg attach N` of the job, relayed after its end (the closing walk's 27)
+        assert "listening" not in after and "attach with" not in after, after
     finally:
         term.close()
 

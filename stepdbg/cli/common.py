@@ -234,6 +234,7 @@ class Launch:
     def serve_for_tui(self) -> None:
         """The TUI attaches as soon as it can: a break waits for it (and pauses by default)."""
         self.agent.serve = True
+        self.agent.announce = False  # (the TUI attaches; leaving the job, its launcher says how to attach again)
         if not self.agent.actions_given:
             self.agent.actions = ["pause"]
 

@@ -168,7 +168,7 @@ def main() -> int:  # noqa: C901, PLR0912, PLR0915 - the launcher's steps in ord
     from stepdbg.agent.serve.server import serve
 
     try:
-        serve(session, config.listen, announce=bool(config.serve or config.listen))
+        serve(session, config.listen, announce=bool(config.serve and config.announce or config.listen))
     except OSError as e:
         why = cannot_listen(e, config.listen)
         if config.serve or config.listen:  # attaching was the point: say why and stop now

@@ -26,6 +26,8 @@ class AgentConfig:
     report: str | None = None  # the JSON-lines report's path
     quiet: bool = False  # no stderr lines
     serve: bool = False  # a pause waits for a client (stepdbg run/serve, watch(serve=True))
+    announce: bool = True  # with serve, `listening; attach with` on stderr (not under the TUI's launcher: it is
+    # the front end, and says how to attach again when it leaves the job; relayed at the end, the line named a gone job)
     listen: str | None = None  # HOST:PORT to listen on besides the Unix socket
     detach_timeout: float | None = None  # a pause with no client resumes after this many seconds
     forward_output: bool = False  # the job's stdout/stderr go to the clients too
