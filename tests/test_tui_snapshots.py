@@ -144,7 +144,7 @@ def test_break_panel_after_u(snap_compare, size):
 
 
 @pytest.mark.parametrize("size", SIZES)
-def test_ranks_panel_of_a_job_that_hangs(snap_compare, size):
+def test_ranks_panel_of_a_job_that_hangs(snap_compare, size, monkeypatch):
     """Ranks panel (0) of a 4-rank job: ranks 0 and 1 'in collective' (yellow), 5m 50s left
     of their 10m timeout, waiting 4m 10s in the backward; rank 2 running with no progress
     for 4m 12s at train.py:61 in _poll; rank 3 dead (red), killed by SIGKILL (from
@@ -152,6 +152,12 @@ def test_ranks_panel_of_a_job_that_hangs(snap_compare, size):
     80x24 the grad norm and loss columns are left out and the line under the table says so
     (the table was 172 columns wide there, its notes cut)."""
     from fake_source import FakeJobSource
+
+    import stepdbg_tui.app
+
+    # The panel reloads itself each second while shown: a reload just before the picture (its rows
+    # laid again, their wrapped heights measured on the next idle) failed it once on CI, at 80x24
+    monkeypatch.setattr(stepdbg_tui.app, "RANKS_EVERY", 3600.0)
 
     async def run_before(pilot) -> None:
         await settle(pilot)
