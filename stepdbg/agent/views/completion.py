@@ -2,66 +2,130 @@
 (`model.he<Tab>`), read through the `eval` request (the line sends
 `__import__("stepdbg.agent.views.completion", ...).attribute_names(model, ("head",), "we", 60)`).
 
-Read without running the user's code: no property, no `__getattr__`, no `__dir__` of theirs.
-The path after the name is followed through what an object holds itself (its `__dict__`, a
-module's submodules, parameters and buffers) and plain class attributes, never through a
-descriptor; the names are the object's own and its type's (`type.__dir__`, the bases' too).
-Bounded: at most `cap` names, of at most LIMIT characters in all."""
+Read without running the user's code: no property, no `__getattr__`, no `__dir__` of theirs, no
+`__getattribute__`, `__class__`, `__eq__` or `__hash__` of theirs or of their metaclass. Only
+what Python keeps is read, by C code alone: a type (`type(x)`), a class's MRO and namespace
+(type's own descriptors), an object's `__dict__` (where Python's own descriptor holds it), a
+dict's own storage (`dict.items`, not a subclass's methods), and names that are plain `str`
+(a `str` subclass key could hash, compare and sort by code of its own; inspect.getattr_static,
+isinstance and type.__dir__ each ran some). The path after the name is followed through what
+an object holds itself (its `__dict__`, a slot, a module's submodules, parameters and buffers)
+and plain class attributes, never through another descriptor.
+Bounded: at most `cap` names, of at most LIMIT characters in all, from at most MRO_CAP classes."""
 
 from __future__ import annotations
 
-import inspect
+import heapq
 import types
+from collections.abc import Iterator
 from typing import Any
 
 import torch
 
 LIMIT = 1500  # characters of the names returned (the eval's value is cut at 2000)
+MRO_CAP = 256  # classes of an MRO whose names are read (a real one has a few dozen)
 _MISSING = object()
 _REGISTRIES = ("_parameters", "_buffers", "_modules")  # what an nn.Module's __getattr__ reads
+_MRO = type.__dict__["__mro__"].__get__  # a class's MRO as Python keeps it (no metaclass's mro())
+_NAMESPACE = type.__dict__["__dict__"].__get__  # a class's own namespace (no metaclass's __getattribute__)
+
+
+def _is_class(obj: Any) -> bool:
+    return issubclass(type(obj), type)  # (isinstance(obj, type) reads obj.__class__: a property's code)
+
+
+def _classes(cls: type) -> tuple[type, ...]:
+    return (_MRO(cls) or (cls,))[:MRO_CAP]
+
+
+def _entries(d: Any) -> Iterator[tuple[str, Any]]:
+    """The entries of a dict, or a class's namespace, whose key is a plain str."""
+    if issubclass(type(d), dict):
+        items = dict.items(d)  # (a dict subclass's own items(), __iter__ or __getitem__ never run)
+    elif type(d) is types.MappingProxyType:
+        items = d.items()  # (a class's namespace: its dict's own items)
+    else:
+        return
+    for k, v in items:
+        if type(k) is str:
+            yield k, v
+
+
+def _get(d: Any, name: str) -> Any:
+    """`d[name]` found by comparing plain strs (a lookup compares the key with any other of the
+    same hash, by its own __eq__), else _MISSING."""
+    return next((v for k, v in _entries(d) if k == name), _MISSING)
+
+
+def _in_classes(cls: type, name: str) -> Any:
+    """`name` in the namespaces of `cls`'s MRO, as Python finds it on the class, else _MISSING."""
+    for c in _classes(cls):
+        value = _get(_NAMESPACE(c), name)
+        if value is not _MISSING:
+            return value
+    return _MISSING
 
 
 def _own(obj: Any) -> dict[str, Any]:
     """The object's own `__dict__`, where Python's own descriptor holds it (not a property)."""
-    if isinstance(obj, type):
+    if _is_class(obj):
         return {}
-    held = inspect.getattr_static(obj, "__dict__", None)
-    if not isinstance(held, (types.GetSetDescriptorType, types.MemberDescriptorType)):
+    held = _in_classes(type(obj), "__dict__")
+    kind = type(held)  # (compared by identity: `in` a tuple would call a metaclass's __eq__)
+    if not (kind is types.GetSetDescriptorType or kind is types.MemberDescriptorType) or held.__name__ != "__dict__":
         return {}
     try:
-        d = object.__getattribute__(obj, "__dict__")
+        d = held.__get__(obj, type(obj))
     except Exception:
         return {}
-    return d if isinstance(d, dict) else {}
+    return d if issubclass(type(d), dict) else {}
+
+
+def _descriptor(value: Any) -> bool:
+    return _in_classes(type(value), "__get__") is not _MISSING
+
+
+def _on_class(obj: Any, name: str) -> tuple[Any, bool]:
+    """`name` on obj's class as `obj.name` would use it, without code: its value (else _MISSING),
+    and whether it decides `obj.name` (a slot, read by Python's own descriptor, or a property,
+    which are code and win over the instance's dict; a method gives way to the instance's own)."""
+    value = _in_classes(type(obj), name)
+    if value is _MISSING or not _descriptor(value):
+        return value, False
+    if type(value) is types.MemberDescriptorType:
+        try:
+            return value.__get__(obj, type(obj)), True
+        except Exception:  # (an empty slot)
+            return _MISSING, True
+    return _MISSING, any(_in_classes(type(value), m) is not _MISSING for m in ("__set__", "__delete__"))
 
 
 def _attribute(obj: Any, name: str) -> Any:
     """`obj.name` where reading it runs no code of the user's, else _MISSING."""
+    if _is_class(obj):
+        value = _in_classes(obj, name)
+        return _MISSING if _descriptor(value) else value
+    on_class, decides = _on_class(obj, name)
+    if decides:
+        return on_class
     own = _own(obj)
-    if name in own:
-        return own[name]
-    if isinstance(obj, torch.nn.Module):
-        for registry in _REGISTRIES:
-            held = own.get(registry)
-            if isinstance(held, dict) and name in held:
-                return held[name]
-    try:
-        value = inspect.getattr_static(obj, name)
-    except AttributeError:
-        return _MISSING
-    if hasattr(type(value), "__get__"):  # a property, a method, a slot: its value is code's
-        return _MISSING
-    return value
+    value = _get(own, name)
+    if value is not _MISSING or on_class is not _MISSING:
+        return on_class if value is _MISSING else value
+    if issubclass(type(obj), torch.nn.Module):
+        return next((v for r in _REGISTRIES if (v := _get(_get(own, r), name)) is not _MISSING), _MISSING)
+    return _MISSING
 
 
-def _names(obj: Any) -> set[str]:
+def _names(obj: Any) -> Iterator[str]:
+    """Every name of `obj` that is a plain str (some twice)."""
     own = _own(obj)
-    names = set(own) | set(type.__dir__(obj if isinstance(obj, type) else type(obj)))
-    if isinstance(obj, torch.nn.Module):
+    yield from (k for k, _ in _entries(own))
+    for c in _classes(obj if _is_class(obj) else type(obj)):
+        yield from (k for k, _ in _entries(_NAMESPACE(c)))
+    if issubclass(type(obj), torch.nn.Module):
         for registry in _REGISTRIES:
-            held = own.get(registry)
-            names |= {k for k in held if k.isidentifier()} if isinstance(held, dict) else set()
-    return {n for n in names if isinstance(n, str)}
+            yield from (k for k, _ in _entries(_get(own, registry)))
 
 
 def attribute_names(root: Any, path: tuple[str, ...], prefix: str, cap: int = 60) -> str:
@@ -73,9 +137,10 @@ def attribute_names(root: Any, path: tuple[str, ...], prefix: str, cap: int = 60
         obj = _attribute(obj, name)
         if obj is _MISSING:
             return ""
-    found = sorted(n for n in _names(obj) if n.startswith(prefix) and (prefix.startswith("_") or not n.startswith("_")))
+    hidden = not prefix.startswith("_")
+    found = {n for n in _names(obj) if n.startswith(prefix) and n.isidentifier() and not (hidden and n[0] == "_")}
     out: list[str] = []
-    for n in found[:cap]:
+    for n in heapq.nsmallest(cap, found):
         if sum(len(x) + 1 for x in out) + len(n) > LIMIT:
             break
         out.append(n)
