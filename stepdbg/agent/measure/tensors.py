@@ -280,8 +280,18 @@ def short_repr(x: Any, n: int = 200) -> str:
     try:
         r = bounded.repr(x)
     except Exception as e:  # a user object whose repr fails
-        r = f"<repr failed: {type(e).__name__}: {e}>"
+        r = f"<repr failed: {type(e).__name__}: {_message(e)}>"
+    if type(r) is not str:  # a str subclass's own __len__ and slicing could say any length
+        r = "".join([r]) if issubclass(type(r), str) else "<repr failed: not a str>"
     return r if len(r) <= n else r[: n - 3] + "..."
+
+
+def _message(e: Exception) -> str:
+    """str(e), or why not (an exception's own __str__ can raise too)."""
+    try:
+        return str(e)
+    except Exception:
+        return "its message could not be read"
 
 
 def first_tensor(x: Any) -> torch.Tensor | None:

@@ -273,16 +273,23 @@ class Evaluator:
             loc = self.namespace()
             before = dict(loc)  # holds every value, so `is` below compares the objects themselves
             buf = io.StringIO()
-            result: Any = None
+            value: str | None = None
             error = None
+            ran = False
             busy, self.model.busy = self.model.busy, True
             try:
+                # The value's repr is user code too: timed, interruptible and printing into the answer
+                # as the line (a repr that slept held the training thread past any limit, and a
+                # KeyboardInterrupt raised in one ended the pause and the job).
                 with stdout_of_this_thread(buf), self._interruptible(), _exit_ends(self.end):
                     result = _run(source, g, loc)
+                    ran = True
+                    value = None if result is None else tensors.short_repr(result, 2000)
             except BaseException as e:  # noqa: B036 - user code: SystemExit, Ctrl-C and the time limit too
                 # Our Ctrl-C (a front end's, the time limit's) in words: its traceback ran through our
                 # own SIGINT handler (the TUI showed a KeyboardInterrupt in views/evaluate.py).
-                error = (f"{self._why}: the line did not finish; the job is still paused, unharmed"
+                what = "the line ran; showing its value" if ran else "the line"
+                error = (f"{self._why}: {what} did not finish; the job is still paused, unharmed"
                          if isinstance(e, KeyboardInterrupt) and self._sent else _user_traceback(e))
             finally:
                 self.model.busy = busy
@@ -290,8 +297,7 @@ class Evaluator:
                 refused = _write_back(f, before, loc)
                 if refused:
                     error = f"{error}{refused}" if error else refused
-            return {"output": buf.getvalue(), "value": None if result is None else tensors.short_repr(result, 2000),
-                    "error": error}
+            return {"output": buf.getvalue(), "value": value, "error": error}
 
         return self.controls.on_training_thread(run)
 
