@@ -146,6 +146,7 @@ def on_finding(app: Any, data: Any) -> None:
 
 def on_exited(app: Any, data: Any) -> None:
     LogOrder.of(app, _show_line).release(app)  # (the job's lines before its end: none held past it)
+    LastBreak.of(app).at_the_end(data)  # (a window attached after the last break: the job's record of it)
     code = data.get("exit_code")
     last = last_of_end(data, last_reached(app.status))  # (the header's number: the last reached)
     app.status = {**app.status, "state": f"exited ({code})", "paused": None, "phase": "ended", "step": last,

@@ -28,6 +28,16 @@ class LastBreak:
     def broke(self, brk: dict[str, Any]) -> None:
         self.brk, self.done = brk, []
 
+    def at_the_end(self, end: dict[str, Any]) -> None:
+        """The job's own record of its last break, as its end carries it, where this window
+        attached after that break's event (it said only `the job ended`)."""
+        brk = end.get("last_break")
+        if self.brk is None and isinstance(brk, dict):
+            self.broke(brk)
+            for change in end.get("changes_after") or []:
+                if isinstance(change, dict):
+                    self.changed(change)
+
     def changed(self, change: dict[str, Any]) -> None:
         if self.brk is not None and change.get("what") in DONE:
             self.done.append(change_line(change))

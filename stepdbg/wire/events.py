@@ -42,7 +42,8 @@ EVENTS: dict[str, Event] = {e.name: e for e in (
           "the job's stdout/stderr lines, batched (--forward-output)"),
     Event("exited", "object", ("exit_code",),
           "the job ended: also `steps` (how many ran to their end), `in_step` (it ended inside step `steps`), `error` "
-          "and `breakpoints` (the breakpoints op's list as the job ended)"),
+          "and `breakpoints` (the breakpoints op's list as the job ended); after a break, `last_break` (the last "
+          "break event's object) and `changes_after` (the change events from its step on, the last 20)"),
     Event("lost", "string", (), "the connection ended without `exited`", local=True),
 )}
 

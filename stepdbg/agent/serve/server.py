@@ -30,10 +30,10 @@ from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
 from stepdbg.agent.measure.frames import SELECTOR
+from stepdbg.agent.serve.exited import exited_data
 from stepdbg.agent.serve.handlers import Handlers
 from stepdbg.agent.serve.outbox import Outbox
 from stepdbg.agent.serve.pace import Bucket, Pace
-from stepdbg.agent.step.step_state import begun
 from stepdbg.wire import protocol, sessions, settings
 from stepdbg.wire.address import parse as address_of
 from stepdbg.wire.address import unix_name
@@ -129,12 +129,7 @@ class Server:
         self._stopped.set()
         self._flush_output()
         self._flush_steps()  # every step's record, then the end (the plots reach the last step)
-        # `in_step`: it ended inside step `steps`, begun and never ended (a Ctrl-C in its forward): the front
-        # ends' last step is that one, as a change made in it said (`change at step 36`); a zero_grad after it is none
-        in_step = begun(getattr(getattr(self.session, "model", None), "current", None)) is not None
-        breaks = {"breakpoints": b.break_set.listing()} if (b := getattr(self.session, "breaker", None)) is not None else {}
-        self.broadcast(protocol.event("exited", {"exit_code": exit_code, "steps": self.session.step, "error": error,
-                                                 **({"in_step": True} if in_step else {}), **breaks}))
+        self.broadcast(protocol.event("exited", exited_data(self.session, exit_code, error)))
         with self._lock:
             peers = list(self._peers)
         deadline = time.monotonic() + WORKERS_GRACE
