@@ -9,12 +9,16 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
 VENV_HINT="on Debian or Ubuntu: apt-get install python3-venv"
-if [ ! -x .venv/bin/python ]; then
-  if ! "$PY" -m venv .venv; then
-    rm -rf .venv  # (half made: Debian's python3 without python3-venv leaves a venv with no pip)
-    echo "dev.sh: '$PY -m venv .venv' failed ($VENV_HINT), then run this again" >&2
+if [ -e .venv/bin/python ] || [ -L .venv/bin/python ]; then
+  # (a venv whose Python was upgraded or removed: 'python -m venv' keeps its dangling links)
+  if ! .venv/bin/python -c "" 2>/dev/null; then
+    echo "dev.sh: .venv/bin/python does not run (the Python it was made from moved or is gone?): rm -r .venv, then run this again" >&2
     exit 1
   fi
+elif ! "$PY" -m venv .venv; then
+  rm -rf .venv  # (half made: Debian's python3 without python3-venv leaves a venv with no pip)
+  echo "dev.sh: '$PY -m venv .venv' failed ($VENV_HINT), then run this again" >&2
+  exit 1
 fi
 if ! .venv/bin/python -m pip --version >/dev/null 2>&1 && ! .venv/bin/python -m ensurepip --upgrade >/dev/null 2>&1; then
   echo "dev.sh: .venv has no pip and ensurepip cannot add it ($VENV_HINT; or rm -r .venv)" >&2
@@ -29,7 +33,11 @@ CPU_INDEX=https://download.pytorch.org/whl/cpu
 if ! .venv/bin/python -c "import torch" 2>/dev/null; then
   index=()
   if [ -n "${TORCH_INDEX:-}" ]; then
-    index=(--extra-index-url "$TORCH_INDEX")
+    case "$TORCH_INDEX" in  # (pip ignores a URL with no scheme with a warning, and takes PyPI's: the CUDA build)
+      *://*) index=(--extra-index-url "$TORCH_INDEX") ;;
+      *) echo "dev.sh: TORCH_INDEX='$TORCH_INDEX' is not an index's URL (as https://download.pytorch.org/whl/cu128)" >&2
+         exit 1 ;;
+    esac
   elif [ "$(uname -s)" = Linux ] && ! command -v nvidia-smi >/dev/null && .venv/bin/python -c \
       "import urllib.request as u; u.urlopen('$CPU_INDEX/torch/', timeout=15)" 2>/dev/null; then
     index=(--extra-index-url "$CPU_INDEX")
