@@ -150,3 +150,29 @@ def test_tab_after_a_dot_runs_none_of_the_users_code_in_a_job(start_job, tmp_pat
 def test_the_text_before_the_dot_is_only_ever_a_name(typed):
     """A call, an index, a literal before the dot: nothing is asked of the job."""
     assert AFTER_DOT.search(typed) is None
+
+
+def test_a_proxy_whose_dict_descriptor_reads_the_wrapped_object_runs_nothing():
+    """wrapt's ObjectProxy (a C type) has a `__dict__` descriptor of its own that reads the
+    wrapped object's `__dict__` attribute: its __getattribute__ ran. Only Python's own
+    `__dict__` descriptors are read (a class's, a function's, a module's); wrapt is not among
+    the test extra's packages: this test runs where it is installed."""
+    from stepdbg.agent.views import completion
+
+    wrapt = pytest.importorskip("wrapt")
+    ran: list[str] = []
+
+    class Target:
+        def __getattribute__(self, name: str) -> object:
+            ran.append(name)
+            return object.__getattribute__(self, name)
+
+    proxy = wrapt.ObjectProxy(Target())
+    ran.clear()
+    assert completion.attribute_names(proxy, (), "") == ""
+    assert ran == []
+
+    def f() -> None: ...
+
+    f.tag = 1  # type: ignore[attr-defined]
+    assert completion.attribute_names(f, (), "ta") == "tag"  # (a function's own __dict__: Python's)

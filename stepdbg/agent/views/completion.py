@@ -66,13 +66,26 @@ def _in_classes(cls: type, name: str) -> Any:
     return _MISSING
 
 
+class _Plain:
+    pass
+
+
+# Python's own `__dict__` descriptors: a class's (it says this doc), a function's, a module's (a
+# slot). Another C type's may run code: wrapt's ObjectProxy reads the wrapped object's __dict__
+# attribute, through its __getattribute__.
+_PYTHONS_DICT_DOC = _Plain.__dict__["__dict__"].__doc__
+_FUNCTIONS_DICT = types.FunctionType.__dict__["__dict__"]
+
+
 def _own(obj: Any) -> dict[str, Any]:
     """The object's own `__dict__`, where Python's own descriptor holds it (not a property)."""
     if _is_class(obj):
         return {}
     held = _in_classes(type(obj), "__dict__")
     kind = type(held)  # (compared by identity: `in` a tuple would call a metaclass's __eq__)
-    if not (kind is types.GetSetDescriptorType or kind is types.MemberDescriptorType) or held.__name__ != "__dict__":
+    pythons = kind is types.MemberDescriptorType or (
+        kind is types.GetSetDescriptorType and (held is _FUNCTIONS_DICT or held.__doc__ == _PYTHONS_DICT_DOC))
+    if not pythons or held.__name__ != "__dict__":
         return {}
     try:
         d = held.__get__(obj, type(obj))
