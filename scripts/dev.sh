@@ -75,7 +75,7 @@ case "${1:-}" in
       shift
       tier=(-m "not slow and not cuda")
     fi
-    exec .venv/bin/python -m pytest -q -n "${STEPDBG_TEST_WORKERS:-4}" --durations=25 "${tier[@]}" "$@" ;;
+    exec .venv/bin/python -m pytest -q -n "${STEPDBG_TEST_WORKERS:-4}" --durations=25 ${tier[@]+"${tier[@]}"} "$@" ;;
   *)
     echo "usage: bash scripts/dev.sh demo | test [--quick] [pytest args]" >&2
     exit 2 ;;
