@@ -128,3 +128,43 @@ def test_the_echo_is_bounded_in_process() -> None:
 
     r = short_repr(Lies(), 2000)
     assert type(r) is str and len(r) == 2000
+
+
+LOCALS = """\
+import torch
+from torch import nn
+
+class Interrupts:
+    def __repr__(self):
+        raise KeyboardInterrupt("raised in a repr")
+
+class Exits:
+    def __repr__(self):
+        raise SystemExit(3)
+
+ki, se = Interrupts(), Exits()
+model = nn.Linear(4, 1)
+for step in range(3):
+    model(torch.randn(8, 4)).sum().backward()
+print("end", flush=True)
+"""
+
+
+def test_a_locals_view_says_a_repr_that_raises_keyboard_interrupt(start_job, tmp_path):
+    """The locals view runs reprs on the client's own thread: a repr's KeyboardInterrupt (or
+    SystemExit) failed the whole listing (`KeyboardInterrupt: raised in a repr`); each row
+    says its own failure, the others stand, the job goes on."""
+    script = tmp_path / "train.py"
+    script.write_text(LOCALS)
+    job = start_job("--break", "step==1", script=script)
+    job.info()
+    with client.connect() as c:
+        c.wait_paused(WAIT)
+        rows = {r["name"]: r["value"] for r in c.frame_locals()}
+        assert rows["ki"].startswith("<repr failed: KeyboardInterrupt"), rows
+        assert rows["se"].startswith("<repr failed: SystemExit"), rows
+        assert "parameters" in rows["model"], rows
+        c.cont()
+        assert c.wait_exited(WAIT)["exit_code"] == 0
+    code, out, err = job.finish()
+    assert code == 0 and out.strip() == "end", (out, err)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import linecache
 import math
+import threading
 import types
 from types import FrameType
 from typing import Any
@@ -227,8 +228,20 @@ def _local_row(name: str, v: Any) -> dict[str, str]:
     elif isinstance(v, torch.nn.Module):
         value = f"{sum(p.numel() for p in v.parameters()):,} parameters"
     else:
-        value = tensors.short_repr(v, 80).replace("\n", " ")  # one line, long enough to read by
+        value = _repr_off_main(v)
     return {"name": name, "type": type(v).__name__, "value": value[:80]}
+
+
+def _repr_off_main(v: Any) -> str:
+    """A short repr, one line, long enough to read by. A locals view runs on a client's own
+    thread, where a Ctrl-C never lands: a KeyboardInterrupt or SystemExit there is a repr's
+    own (it failed the whole listing), said in its row as any repr's failure is."""
+    try:
+        return tensors.short_repr(v, 80).replace("\n", " ")
+    except (KeyboardInterrupt, SystemExit) as e:
+        if threading.current_thread() is threading.main_thread():
+            raise
+        return f"<repr failed: {type(e).__name__}>"
 
 
 def _few_values(t: torch.Tensor) -> str:
