@@ -32,7 +32,7 @@ async def test_the_mem_tables_cursor_row_shows_when_the_panel_is_shown_again():
         await pilot.press("5")
         await wait_for(pilot, lambda: app.focused is table, "the table's focus")
         await wait_for(pilot, lambda: [c[0] for c in src.calls].count("memory") == 2, "the panel's second answer")
-        await pilot.pause()  # (laid out: its rows, then the scroll after that refresh)
-        await pilot.pause()
+        # laid out: its rows, then the scroll after that refresh (two pauses were not always enough: the full
+        # suite's run beside a walk and a helper read the screen before the scroll)
+        await wait_for(pilot, lambda: last in screen_text(app), "the cursor's row in view again")
         assert table.cursor_row == 8
-        assert last in screen_text(app), screen_text(app)
