@@ -31,12 +31,21 @@ def whose(brk: dict[str, Any]) -> Whose:
     return brk.get("step"), brk.get(FROM_RANK)
 
 
+def _one_break(brk: dict[str, Any]) -> tuple[Any, ...]:
+    """A break of the job's own (no rank's pause for another): one break per step, rank,
+    phase, condition and line (two in a step: `nan` before the backward, then before the update)."""
+    where = brk.get("where") or {}
+    return (*whose(brk), brk.get("phase"), brk.get("condition"), where.get("file"), where.get("line"))
+
+
 class RankBreaks:
-    """`said`: the job's breaks the Log said; `last`: each rank's last break event; `broke`:
+    """`said` (with `own`, `paused_first`): the job's breaks the Log said; `last`: each rank's last break event; `broke`:
     each break of the job as the rank that broke said it, where it broke."""
 
     def __init__(self) -> None:
-        self.said: set[Whose] = set()
+        self.said: set[Whose] = set()  # the (step, rank) of the breaks said by their own event
+        self.own: set[tuple[Any, ...]] = set()  # those breaks, each as _one_break says it
+        self.paused_first: set[Whose] = set()  # said by a rank's pause for it, its own event not come
         self.last: dict[int, dict[str, Any]] = {}
         self.broke: dict[Whose, dict[str, Any]] = {}
         self.findings: set[tuple[Any, Any]] = set()  # (rule, message) of the findings the Log said
@@ -50,7 +59,7 @@ class RankBreaks:
         if brk.get(FROM_RANK) is not None:
             self.last[brk[FROM_RANK]] = brk
             if (brk.get("details") or {}).get("for_rank") is None:
-                self.broke.setdefault(whose(brk), brk)
+                self.broke[whose(brk)] = brk  # (its latest: a second break in that step is the one paused for)
 
     def attached(self, clients: list[Any]) -> None:
         """Each rank's pause at the attach (its status's record): a TUI attached after the break
@@ -62,11 +71,28 @@ class RankBreaks:
                 self.came({**paused, FROM_RANK: rank})
 
     def first_time(self, brk: dict[str, Any]) -> bool:
-        """The Log has not said this break of the job yet (and now counts it said)."""
+        """The Log has not said this break of the job yet (and now counts it said). A rank's
+        pause for a break (`for_rank`) is a break of that rank at that step said already, by
+        its own event or another rank's pause (which comes first is chance: a pause said first
+        stands for the break, whose own event is then not said again); a break of its own is
+        said unless that same break was (its step, rank, phase, condition and line): a second
+        break in one step (`nan` again before the update) was left out, and at the end the
+        panel's `the last break` was the first (the walk of 08:30's 1)."""
         key = whose(brk)
-        if key in self.said:
+        if (brk.get("details") or {}).get("for_rank") is not None:
+            if key in self.said or key in self.paused_first:
+                return False
+            self.paused_first.add(key)
+            return True
+        if key in self.paused_first:  # (said by a rank's pause for it, come first)
+            self.paused_first.discard(key)
+            self.said.add(key)
+            self.own.add(_one_break(brk))
+            return False
+        if _one_break(brk) in self.own:
             return False
         self.said.add(key)
+        self.own.add(_one_break(brk))
         return True
 
     def first_finding(self, finding: dict[str, Any]) -> bool:
