@@ -4,6 +4,7 @@ changes."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -102,6 +103,19 @@ def _state(status: dict[str, Any], connection: str, words: int | None = None) ->
     return right
 
 
+def connection_levels(connection: str) -> list[list[str]]:
+    """A lost connection's spellings, most first: its words, else those before its reason,
+    `connection lost` (cut at 80 columns it said `the connection to the jo…`, the ninth walk's
+    3). A job gone (job_gone.gone_header, `connection lost: job (pid N) gone`) keeps `gone`:
+    `job gone` (`connection lost` alone was the header's at 80 columns, at
+    `before_optimizer_step`, while the toast and the REPL line said the job was gone: the
+    walk of 08:30's 3)."""
+    head, _, reason = connection.partition(": ")
+    if reason.endswith(" gone"):
+        return [[connection], [re.sub(r" \(pid [^)]*\)", "", reason)]]  # (the pid: the header's left says it)
+    return [[connection], [head]]
+
+
 def clock_words(elapsed: float) -> str:
     """The clock, one spelling whatever the width: `20s · `, `12m34s · `, `1h02m03s · `."""
     h, m, s = int(elapsed // 3600), int(elapsed % 3600 // 60), int(elapsed % 60)
@@ -118,8 +132,8 @@ def _levels(session: dict[str, Any], status: dict[str, Any], elapsed: float, arg
     asked = (status.get("paused") or {}).get("condition")
     condition = [] if asked == ASKED else str(asked or "").split()
     host = session.get("host")
-    return {  # (a lost connection: its words, else those before its reason, `connection lost`: cut at 80 columns,
-        "connection": [[connection], [connection.split(": ", 1)[0]]],  # `the connection to the jo…`, the ninth walk's 3)
+    return {
+        "connection": connection_levels(connection),
         "pid": [[f"pid {session.get('pid')}"], [""]],
         "clock": [[""]] if _ended(status) else [[clock_words(elapsed)], [""]],
         "condition": [[None], *([n] for n in range(len(condition) - 1, 0, -1)), [0]] if condition else [[None]],
