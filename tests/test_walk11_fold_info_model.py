@@ -48,3 +48,24 @@ def test_model_lines_as_they_were_where_they_fit_and_with_no_terminal():
     assert model_lines(rows, 62) == ["(root)     Linear out=[64, 32] params=288 |w|=4.3 |g|=- train",
                                      "    head.0 Linear out=[64, 32] params=288 |w|=4.3 |g|=- train"]
     assert model_lines(rows, 40)[-1] == "(left out at 40 columns: mode, out, params)"
+
+
+def test_info_model_after_n_with_a_nan_gradient_shows_the_table(tmp_path, private_runtime_dir):
+    """The sixteenth walk's 1: the README's demo, `n` (the backward ran: its gradients are
+    NaN), then `info model` said `error: Unknown format code 'g' for object of type 'str'`:
+    a non-finite norm comes as its word. The console's real output, in tmux."""
+    if shutil.which("tmux") is None:
+        pytest.skip("needs tmux")
+    term = Tmux(tmp_path, private_runtime_dir,
+                f"--no-tui --on-break pause {sys.executable} demos/nan_log.py", size=(120, 40))
+    try:
+        term.wait_screen("(stepdbg) ")
+        term.keys("n", "Enter")
+        term.wait_screen("(after_backward) [pause]")
+        term.keys("info model", "Enter")
+        shown = term.wait_screen("  head.2")
+        assert "Unknown format code" not in shown and "error:" not in shown, shown
+        assert "|g|=nan" in shown, shown
+        term.keys("q", "Enter")
+    finally:
+        term.close()

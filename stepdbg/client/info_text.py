@@ -171,8 +171,8 @@ def model_lines(rows: list[dict[str, Any]], width: int | None = None) -> list[st
     """One line per module. At a terminal of `width` columns where a line would be wider
     (a terminal broke it, `|w|=4.3` / `|g|=- train`), the columns as narrow as what they
     hold, then mode, out and params left out until each line fits."""
-    def norm(v: float | None) -> str:
-        return "-" if v is None else f"{v:.3g}"
+    def norm(v: float | str | None) -> str:  # (a non-finite norm comes as its word: 'nan', 'inf')
+        return num(v, 3)
 
     cells = [[f"{'  ' * r['depth']}{r['name']}", r["type"], f"out={r['output_shape']}", f"params={r['params']}",
               f"|w|={norm(r['weight_norm'])}", f"|g|={norm(r['grad_norm'])}", "train" if r["training"] else "eval"]
