@@ -118,6 +118,23 @@ def test_summaries_and_slices_of_odd_tensors_answer():
     assert slice_of(torch.tensor([True, False]), "") == [True, False]
 
 
+def test_a_summary_whose_mean_overflows_is_said_as_it_comes_over_the_wire():
+    """Finite values whose mean, std and norm overflow float32 (`inf`): on the wire a non-finite
+    float is its word, and the client's text said `Unknown format code 'g' for object of type
+    'str'` (the walk's `info model` NaN norm, met again here in the Tensor summary)."""
+    import json
+
+    import torch
+
+    from stepdbg.agent.measure.tensors import summarize
+    from stepdbg.client.tensor_text import format_summary
+    from stepdbg.wire import protocol
+
+    s = json.loads(json.dumps(protocol.plain(summarize(torch.tensor([1e38, 1e38, 3e38, 3e38]), "big"))))
+    assert s["mean"] == "inf", s
+    assert "min 1e+38 max 3e+38 mean inf std inf norm inf" in format_summary(s)
+
+
 def test_the_jobs_other_threads_print_where_they_always_did_during_an_eval(session_factory, capsys):
     s = session_factory("nan")
     answer = s.views.evaluator.evaluate(

@@ -27,7 +27,9 @@ def format_summary(s: dict[str, Any]) -> str:
         return f"{head}\n  value {value}"
     if "min" not in s:
         return f"{head}\n  no finite value: {counts}"
-    g = "{:.4g}".format
+    def g(v: Any) -> str:  # (a mean, std or norm that overflowed comes as its word: 'inf')
+        return v if isinstance(v, str) else f"{v:.4g}"
+
     return (f"{head}\n  {finite_text(s)}min {g(s['min'])} max {g(s['max'])} mean {g(s['mean'])} std {g(s['std'])} "
             f"norm {g(s['norm'])}; {counts}, zeros: {s['zeros']} of {counted(s)}")
 
