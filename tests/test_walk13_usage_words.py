@@ -23,3 +23,12 @@ def test_a_missing_arguments_example_names_the_command_typed(argv, said):
     r = subprocess.run([sys.executable, "-m", "stepdbg", *argv], capture_output=True, text=True, cwd=ROOT,
                        timeout=120)
     assert r.returncode == 2 and r.stderr.strip().splitlines()[-1] == said, (r.returncode, r.stderr)
+
+
+def test_doctor_says_how_many_steps_it_ran_without_naming_an_option_not_given():
+    """The sixteenth walk's 17: `stepdbg overfit python demos/cannot_overfit.py` said `stopping
+    after 100 steps (--steps 100)`, an option nobody gave (its default)."""
+    r = subprocess.run([sys.executable, "-m", "stepdbg", "doctor", sys.executable, "tests/fixtures/train_loop.py",
+                        "--steps", "50"], capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert "stepdbg: stopping after 20 steps (--steps N sets how many)" in r.stderr, r.stderr
+    assert "(--steps 20)" not in r.stderr, r.stderr

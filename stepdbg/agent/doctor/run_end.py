@@ -15,7 +15,7 @@ def finish_early(model: StepModel, doctor: Any, bus: Bus) -> None:
     """End a doctor/overfit run after its steps: exit code 0 from the script's point of view."""
     if model.overfit and doctor is not None:  # (its verdict: said by the summary that follows, once)
         doctor.overfit_result(model)
-    bus.say(f"stopping after {model.step} steps (--steps {model.step})")  # (said so when it is the default too)
+    bus.say(f"stopping after {model.step} steps (--steps N sets how many)")  # (`--steps 100` read as given when not)
     raise SystemExit(0)
 
 
