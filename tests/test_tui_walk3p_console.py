@@ -32,3 +32,22 @@ def test_the_repl_never_breaks_a_number_across_lines_at_80_columns(tmp_path, pri
         assert term.exit_code() == "0", term.screen()
     finally:
         term.close()
+
+
+def test_the_banner_says_that_q_ends_the_job_folded_at_80_columns(tmp_path, private_runtime_dir, start_job):
+    """The sixteenth walk's 7: `q` at `attach --repl` ended the job at once, and the banner said only
+    `h for help, detach or Ctrl-D to leave`. It says what q does, folded between words (as drawn)."""
+    start_job("--break", "step==3", script_args=("--steps", "6")).info()
+    term = Tmux(tmp_path, private_runtime_dir, "attach --repl", size=(80, 24), env=f"XDG_STATE_HOME={tmp_path}")
+    try:
+        term.wait_screen("paused at step 3")
+        rows = term._tmux("capture-pane", "-p", "-t", term.name).splitlines()  # (not joined: as drawn)
+        banner = " ".join(r.strip() for r in rows[:4] if r.strip())
+        assert "detach or Ctrl-D to leave (the job stays as it is), q ends the job" in banner, "\n".join(rows)
+        drawn = {w for r in rows for w in r.split()}  # every word of it whole on a row (none broken by the wrap)
+        assert set("h for help, detach or Ctrl-D to leave (the job stays as it is), q ends the job".split()) <= drawn, \
+            "\n".join(rows)
+        term.keys("detach", "Enter")
+        assert term.exit_code() == "0", term.screen()
+    finally:
+        term.close()

@@ -25,7 +25,7 @@ from stepdbg.client import ClientError
 from stepdbg.client.console import IDLE_CTRL_C, detach, end_words, error_line, execute, show_source
 from stepdbg.client.replays_heard import replays_heard
 from stepdbg.wire.conditions import ConditionError
-from stepdbg.wire.fold import fold
+from stepdbg.wire.fold import fold, for_terminal
 
 from .repl_complete import AFTER_DOT, attribute_names_now
 
@@ -154,8 +154,8 @@ def run_repl(client: Any) -> int:
     stop = watch.stop
 
     st = client.status_at_attach or {}
-    print(f"attached to pid {client.session.get('pid')}, step {st.get('step')}, {st.get('state')}; "
-          "h for help, detach or Ctrl-D to leave")
+    print(for_terminal(f"attached to pid {client.session.get('pid')}, step {st.get('step')}, {st.get('state')}; "
+                       "h for help, detach or Ctrl-D to leave (the job stays as it is), q ends the job", sys.stdout))
     with patch_stdout(), contextlib.redirect_stdout(folded := Folded(sys.stdout)), contextlib.redirect_stderr(folded):
         watcher = threading.Thread(target=watch.run, daemon=True)
         watcher.start()

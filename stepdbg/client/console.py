@@ -199,7 +199,7 @@ def attach_console(client: Any) -> int:  # noqa: C901, PLR0912 - the console's l
         out(f"attached to job {client.session.get('job_id')}: {len(client.clients)} ranks, rank {client.current} "
              "in view (ranks, rank N, on SET, compare EXPR); stepping and LR go to every rank")
     out(f"attached to pid {client.session.get('pid')} ({' '.join(client.session.get('argv', [])[1:])}), "
-         f"step {st.get('step')}, {st.get('state')}; h for help, detach to leave")
+         f"step {st.get('step')}, {st.get('state')}; h for help, detach to leave (the job stays as it is), q ends the job")
     shown, ending = None, False
     while True:
         if client.exited is not None:

@@ -75,7 +75,7 @@ class Controls:
         self._training_thread = training_thread
         self.paused: Break | None = None
         self.end_requested = False
-        self.end_asked_by = "a front end (end, or q then e)"  # who asked, as the job says it ends
+        self.end_asked_by = "a front end (the TUI's q then e, or end or q at a console)"  # who asked, as the job says it ends
         self.frontends = 0
         self.wait_for_frontend = False  # serve mode: a pause waits for a client to attach
         self.detach_timeout: float | None = None
