@@ -20,12 +20,13 @@ class JobEvent(Message):
 HISTORY_KEPT = 500  # step records the app keeps (the plots' width; the agent's step event carries as many)
 
 
-def with_records(history: list[dict[str, Any]], records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def with_records(history: list[dict[str, Any]], records: list[dict[str, Any]],
+                 kept: int = HISTORY_KEPT) -> list[dict[str, Any]]:
     """`history` with `records` (oldest first) in place of the ones from their first step on
-    (a rewind runs steps again: they replace theirs)."""
+    (a rewind runs steps again: they replace theirs), the last `kept` of them."""
     if not records:
         return history
-    return ([h for h in history if h.get("step", -1) < records[0]["step"]] + records)[-HISTORY_KEPT:]
+    return ([h for h in history if h.get("step", -1) < records[0]["step"]] + records)[-kept:]
 
 
 class StepSummary(Message, bubble=False):
