@@ -132,10 +132,10 @@ async def test_breakpoints_add_validates_as_you_type_toggle_and_remove():
         table.move_cursor(row=0)
         await pilot.press("space")
         await wait_for(pilot, lambda: ("break_enable", ("nan", False)) in src.calls, "nan turned off")
-        await wait_for(pilot, lambda: table.get_row_at(0)[0] == "○", "nan drawn off")
+        await wait_for(pilot, lambda: str(table.get_row_at(0)[0]) == "○", "nan drawn off")
         table.move_cursor(row=1)
         await pilot.press("space")
-        await wait_for(pilot, lambda: table.get_row_at(1)[0] == "○", "grad_norm>100 drawn off")
+        await wait_for(pilot, lambda: str(table.get_row_at(1)[0]) == "○", "grad_norm>100 drawn off")
         assert table.cursor_row == 1  # the cursor stays on the row toggled
         await pilot.press("space", "delete")
         await wait_for(pilot, lambda: ("break_enable", ("grad_norm>100", True)) in src.calls, "grad_norm>100 on")

@@ -215,21 +215,27 @@ class BreakpointsPanel(Loads, Vertical):
 
     def compose(self) -> ComposeResult:
         yield RowTable(id="breaks-table", cursor_type="row")
-        yield Label("b: type a spec below, Enter adds it · escape: the table · space: on/off · delete: remove",
-                    classes="hint")
+        yield Label(self.HINT, id="breaks-hint", classes="hint")
         yield Field(placeholder="add: nan, grad_norm>100, loss_spike>3, expr:loss > 4 and step > 100",
                     id="break-input", empties=True)  # (each spec its own: fields.Field)
         yield Label("", id="break-error", markup=False)
 
-    def on_mount(self) -> None:
-        self.query_one(DataTable).add_columns("on", "spec", "kind", "checked at")
+    HINT = "b: type a spec below, Enter adds it · escape: the table · space: on/off · delete: remove"
+    rows: list[dict[str, Any]] | None = None  # the last shown (filled again at a resize)
+
+    def on_resize(self) -> None:  # (its columns come with its first rows: fitted.fill_fitted)
+        if self.rows is not None:
+            self.show(self.rows)
 
     def show(self, rows: list[dict[str, Any]]) -> None:
-        t = self.query_one(DataTable)
+        """The specs wrap in their column, and kind then checked at are left out where the width is
+        short (at 80x24 a long spec cut `before_backwa`, the sixteenth walk's 8)."""
+        t, self.rows = self.query_one(DataTable), rows
         row = t.cursor_row  # the cursor stays where it was (a space toggles the row under it)
-        t.clear()
-        for r in rows:
-            t.add_row("●" if r["enabled"] else "○", r["spec"], r["kind"], r["phase"], key=r["spec"])
+        cells = [[Text(c) for c in ("●" if r["enabled"] else "○", r["spec"], r["kind"], r["phase"])] for r in rows]
+        gone = fill_fitted(t, self, ("on", "spec", "kind", "checked at"), cells, [r["spec"] for r in rows],
+                           flexible=1, drop=(2, 3), narrowest=24)
+        self.query_one("#breaks-hint", Label).update(self.HINT + left_out(gone))
         if rows:
             t.move_cursor(row=min(row, len(rows) - 1))
         quiet = "\n".join(f"{r['spec']}: {quiet_words(r['quiet'])}" for r in rows if r.get("quiet"))
