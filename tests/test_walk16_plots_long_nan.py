@@ -91,3 +91,21 @@ async def test_the_plots_of_a_long_run_after_a_nan_are_whole_and_bounded(monkeyp
         await wait_for(pilot, lambda: app.active_panel() == "break", "the Break panel")
     assert seen, "no plot was drawn"
     work_is_bounded(seen)
+
+
+async def test_attached_after_3000_steps_the_plots_ask_the_job_for_its_whole_record(monkeypatch):
+    """Attached to a job paused at step 3000 (the app asks for its last 500 steps): Plots (6)
+    asks the job for all it keeps, once, and draws the 30 finite steps before the NaN."""
+    import fake_source
+
+    monkeypatch.setattr(fake_source, "HISTORY", [*HISTORY, *LATER])
+    src, app, ctx = await started(size=(160, 48))
+    async with ctx as pilot:
+        await wait_for(pilot, lambda: len(app.history) == 500, "the app's history")
+        await pilot.press("6")
+        await wait_for(pilot, lambda: "loss: steps 0–29" in " ".join(screen_text(app).split()), "the loss plot")
+        assert "not finite at steps 30–2999 (not drawn)" in " ".join(screen_text(app).split())
+        assert braille_rows(app, "#plot-loss") >= 3, screen_text(app)
+        await pilot.press("1", "6")
+        await wait_for(pilot, lambda: app.active_panel() == "plots", "the Plots again")
+        assert [c for c in src.calls if c[0] == "history"] == [("history", (500,)), ("history", (10_000,))]

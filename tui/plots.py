@@ -15,6 +15,8 @@ from textual.widgets import Label
 from textual_plotext import PlotextPlot
 from textual_plotext.plot import Plot
 
+from stepdbg.wire.ops import HISTORY_LIMIT
+
 from .asking import Loads, ask
 from .messages import with_records
 
@@ -22,7 +24,7 @@ PLOTS = (("loss", "loss"), ("grad_norm", "grad norm"), ("lr", "lr"), ("data_wait
          ("step_time", "step time s"))
 LOG_SPAN = 100.0  # a series whose largest value is this many times its smallest is drawn on a log scale
 DRAWN_MOST = 400  # points of a series handed to plotext at most (a 160-column plot is 312 dots wide)
-RECORD_KEPT = 10_000  # the steps the Plots keep: the job's own record (the agent's HISTORY_LEN)
+RECORD_KEPT = HISTORY_LIMIT  # the steps the Plots keep: all the job keeps and answers (10,000)
 
 
 def value_of(record: dict[str, Any], key: str) -> Any:
