@@ -20,7 +20,7 @@ async def test_tab_after_a_dot_completes_the_attributes_of_the_paused_frames_obj
         await pilot.press("e", *"opt.param_g", "tab")
         await wait_for(pilot, lambda: line.value == "opt.param_groups", f"opt.param_groups (the line: {line.value!r})")
         await pilot.press("ctrl+u", *"model.tra", "tab")
-        await wait_for(pilot, lambda: "Tab: train, training" in text_of(app, "#repl-out"), "the two names said")
+        await wait_for(pilot, lambda: "Tab: training, train" in text_of(app, "#repl-out"), "the two names said")  # (its own first)
         assert line.value == "model.train"
         await pilot.press("ctrl+u", *"model[0].we", "tab")  # (an index before the dot: not followed)
         await pilot.press("ctrl+u", *"loss.grad_f", "tab")
@@ -55,3 +55,20 @@ def test_the_attributes_are_read_without_running_a_property_and_bounded():
     many.__dict__.update({f"name{i:04d}": i for i in range(5000)})
     names = completion.attribute_names(many, (), "name", cap=60).split()
     assert names == [f"name{i:04d}" for i in range(60)]
+
+
+def test_an_objects_own_names_come_before_its_classes():
+    """The sixteenth walk's 12: `model.<Tab>` listed `T_destination, add_module, apply, ...`, twelve
+    of nn.Module's methods, and `features` and `head` only after `model.h`. Its own first."""
+    from torch import nn
+
+    from stepdbg.agent.views import completion
+
+    model = nn.Sequential()
+    model.add_module("features", nn.Linear(2, 2))
+    model.add_module("head", nn.Linear(2, 1))
+    model.register_buffer("scale", None)
+    names = completion.attribute_names(model, (), "").split()
+    assert names[:4] == ["features", "head", "scale", "training"], names
+    assert "add_module" in names and names.index("add_module") > names.index("training"), names
+    assert completion.attribute_names(model, (), "h").split() == ["head", "half"], names

@@ -130,20 +130,24 @@ def _attribute(obj: Any, name: str) -> Any:
     return _MISSING
 
 
-def _names(obj: Any) -> Iterator[str]:
-    """Every name of `obj` that is a plain str (some twice)."""
+def _names(obj: Any) -> tuple[Iterator[str], Iterator[str]]:
+    """Every name of `obj` that is a plain str (some twice): its own (its `__dict__`, a module's
+    submodules, parameters and buffers), then its class's."""
     own = _own(obj)
-    yield from (k for k, _ in _entries(own))
-    for c in _classes(obj if _is_class(obj) else type(obj)):
-        yield from (k for k, _ in _entries(_NAMESPACE(c)))
-    if issubclass(type(obj), torch.nn.Module):
-        for registry in _REGISTRIES:
-            yield from (k for k, _ in _entries(_get(own, registry)))
+
+    def owned() -> Iterator[str]:
+        yield from (k for k, _ in _entries(own))
+        if issubclass(type(obj), torch.nn.Module):
+            for registry in _REGISTRIES:
+                yield from (k for k, _ in _entries(_get(own, registry)))
+
+    classes = (k for c in _classes(obj if _is_class(obj) else type(obj)) for k, _ in _entries(_NAMESPACE(c)))
+    return owned(), classes
 
 
 def attribute_names(root: Any, path: tuple[str, ...], prefix: str, cap: int = 60) -> str:
-    """The attribute names of `root.path...` that begin with `prefix`, space-separated and
-    sorted ("_" names only where the prefix begins with one); "" where the path cannot be
+    """The attribute names of `root.path...` that begin with `prefix`, space-separated, its
+    own sorted, then its class's ("_" names only where the prefix begins with one); "" where the path cannot be
     followed without running code."""
     obj = root
     for name in path:
@@ -151,9 +155,11 @@ def attribute_names(root: Any, path: tuple[str, ...], prefix: str, cap: int = 60
         if obj is _MISSING:
             return ""
     hidden = not prefix.startswith("_")
-    found = {n for n in _names(obj) if n.startswith(prefix) and n.isidentifier() and not (hidden and n[0] == "_")}
-    out: list[str] = []
-    for n in heapq.nsmallest(cap, found):
+    owned, classes = _names(obj)
+    mine, its = ({n for n in names if n.startswith(prefix) and n.isidentifier() and not (hidden and n[0] == "_")}
+                 for names in (owned, classes))
+    out: list[str] = []  # (its own first: `model.` listed 12 of nn.Module's methods before `head`)
+    for n in [*heapq.nsmallest(cap, mine), *heapq.nsmallest(cap, its - mine)][:cap]:
         if sum(len(x) + 1 for x in out) + len(n) > LIMIT:
             break
         out.append(n)
