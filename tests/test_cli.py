@@ -264,3 +264,20 @@ def test_stepdbg_python_without_a_script_says_what_is_missing():
     assert "stepdbg: no script after python: stepdbg python train.py [ARGS], or stepdbg python -m MODULE [ARGS]" \
         in out.stderr, out.stderr
     assert "nothing" not in out.stderr
+
+
+def test_stepdbg_python_without_a_script_names_the_word_typed(tmp_path):
+    """The sixteenth walk's 18: with a `python` on the PATH that has no torch, stepdbg runs the
+    script under its own interpreter, and `stepdbg python` alone said `no script after python3`."""
+    import os
+
+    bare = tmp_path / "bin"
+    bare.mkdir()
+    (bare / "python").symlink_to(os.path.realpath(sys._base_executable))  # (no venv: no torch)
+    env = {**os.environ, "PATH": f"{bare}{os.pathsep}{os.environ['PATH']}"}
+    script = Path(sys.executable).parent / "stepdbg"  # (as installed: its interpreter is the venv's python3)
+    if not script.exists():
+        pytest.skip("stepdbg is not installed beside this Python")
+    out = subprocess.run([str(script), "python"], capture_output=True, text=True, cwd=ROOT,
+                         timeout=WAIT, stdin=subprocess.DEVNULL, env=env)
+    assert out.returncode == 2 and "stepdbg: no script after python: " in out.stderr, out.stderr

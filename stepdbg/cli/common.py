@@ -257,8 +257,9 @@ def run_config(ns: argparse.Namespace, serve: bool = False) -> Launch:
         cfg.python = _interpreter_of(rest[0]) or cfg.python  # a venv's torchrun: that venv's python
         cfg.torchrun = rest[1:script_at]
         rest = rest[script_at:]
+    typed = "python"  # (the word typed: `no script after python3` answered `stepdbg python`, the walk's 18)
     if _looks_like_python(rest[0]) and not rest[0].endswith(".py"):
-        cfg.python = interpreter(rest[0], quiet=ns.quiet)
+        cfg.python, typed = interpreter(rest[0], quiet=ns.quiet), rest[0]
         rest = rest[1:]
     if rest and rest[0] == "-m":
         if len(rest) < 2:
@@ -270,7 +271,7 @@ def run_config(ns: argparse.Namespace, serve: bool = False) -> Launch:
             raise UsageError(f"script {cfg.script!r} not found")
     else:
         raise UsageError(f"expected a script or -m MODULE, got {' '.join(rest)!r}" if rest else
-                         f"no script after {os.path.basename(cfg.python)}: stepdbg python train.py [ARGS], "
+                         f"no script after {typed}: stepdbg python train.py [ARGS], "
                          "or stepdbg python -m MODULE [ARGS]")
     if agent.report:
         check_report_path(agent.report)
