@@ -293,7 +293,10 @@ class BreakPanel(Loads, VerticalScroll):
         True), or another client did (ELSEWHERE)."""
         if brk is not None and self.job_ended():  # a refresh begun at the pause, answered after the end
             return  # (it drew the old break over the end's words)
-        self.last = brk or self.last
+        if brk is not None and self.app.status.get("state") != "paused":  # a refresh begun at the pause,
+            self.last, brk = brk, None  # answered after the job went on (attached as another client continued)
+        told = LastBreak.of(self.app)  # (attached while the job ran after a break: its status's last break)
+        self.last = brk or self.last or (told.brk if told.late else None)
         record = render_break(brk, replay, findings, self.last)
         if brk is None and ended:  # (and the job's last break, what was done after it)
             record = Group(Text(end_words(ended, output_shown, interrupted), style="bold"),

@@ -53,14 +53,24 @@ def on_paused(app: Any, data: Any) -> None:
 def at_attach(app: Any) -> None:
     """Attached to a job paused already: the Log says the break it is paused at, as it would
     have had it seen the pause (it was empty), unless the job's output shown says it; a job's
-    Break panel has each rank's pause (rank_breaks: the numbers of the rank that broke)."""
+    Break panel has each rank's pause (rank_breaks: the numbers of the rank that broke).
+    Attached while it runs after a break, the Log says that break (the job's status: its
+    `last_break`), and the Break panel says it as the last; and either way the replay of its
+    step another client ran (`last_break`'s `replay`; paused, the pause's `replayed`): a late
+    window said `no break yet`, and nothing of the replay (the walk of 08:30's 2)."""
     RankBreaks.of(app).attached(getattr(app.source, "clients", None) or [])
-    brk = app.status.get("paused")
-    if app.status.get("state") != "paused" or not isinstance(brk, dict) or "step" not in brk:
-        return
-    if not any(said_as_event(line) for _, line in app.log_buffer):
-        on_break(app, brk)
-    app.log_line(f"paused at step {brk['step']} ({brk.get('phase')})", "yellow")
+    brk, last = app.status.get("paused"), app.status.get("last_break")
+    paused = app.status.get("state") == "paused" and isinstance(brk, dict) and "step" in brk
+    told = any(said_as_event(line) for _, line in app.log_buffer)  # (the job's output shown says it)
+    told_here = brk if paused else last if isinstance(last, dict) and "step" in last else None
+    if told_here is not None and not told:
+        on_break(app, told_here)
+        LastBreak.of(app).late = True  # (what was done about it before this window came: the end's record says)
+    if paused:
+        app.log_line(f"paused at step {brk['step']} ({brk.get('phase')})", "yellow")
+    replay = told_here.get("replayed" if paused else "replay") if told_here is not None else None
+    if isinstance(replay, dict) and not told:  # (paused: the one at this pause)
+        on_replay(app, replay)
 
 
 def on_resumed(app: Any, data: Any) -> None:

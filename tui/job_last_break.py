@@ -17,6 +17,7 @@ DONE = ("rewind", "skip")  # the changes that are what was done about a break
 class LastBreak:
     brk: dict[str, Any] | None = None
     done: list[str]
+    late: bool = False  # `brk` is the job's status's at the attach: what was done before it, the end says
 
     def __init__(self) -> None:
         self.done = []
@@ -26,13 +27,14 @@ class LastBreak:
         return kept(app, "_last_break", LastBreak)
 
     def broke(self, brk: dict[str, Any]) -> None:
-        self.brk, self.done = brk, []
+        self.brk, self.done, self.late = brk, [], False
 
     def at_the_end(self, end: dict[str, Any]) -> None:
         """The job's own record of its last break, as its end carries it, where this window
-        attached after that break's event (it said only `the job ended`)."""
+        attached after that break's event (it said only `the job ended`), or the status told
+        it at the attach (the changes made about it before then are the end's to say)."""
         brk = end.get("last_break")
-        if self.brk is None and isinstance(brk, dict):
+        if (self.brk is None or self.late) and isinstance(brk, dict):
             self.broke(brk)
             for change in end.get("changes_after") or []:
                 if isinstance(change, dict):

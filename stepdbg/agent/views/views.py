@@ -46,6 +46,11 @@ def _is_expression(name: str) -> bool:
     return True
 
 
+# What status says of the last break's replay: what a front end shows of it (its summary and
+# verdict, where the value is born, the advice), not all it found (ops_seen, notes).
+REPLAY_SAID = ("step", "summary", "verdict", "reproduced", "first_nonfinite", "failing_op", "advice")
+
+
 class Views:
     """Inspection of the paused step; status of the running one."""
 
@@ -62,6 +67,7 @@ class Views:
         self._pause_began: tuple[Any, int] = (None, 0)  # the pause and how many changes the job had made before it
         self.bundles = 0  # written by this process (bundle.MAX_BUNDLES at most)
         self._census: tuple[Any, dict[str, Any], dict[str, Any]] | None = None  # (pause, census, refs)
+        self._last_said: tuple[tuple[Any, int], dict[str, Any]] | None = None  # ((break, replays), _last_break's)
         bus.listeners.append(self._on_event)
 
     def _on_event(self, event: str, data: Any) -> None:
@@ -173,7 +179,26 @@ class Views:
             "loader": self.guard("loader", self.loader),
             "stall": self.breaker.stall_report(),
             "breaks": self.breaker.break_set.specs(), "actions": self.breaker.actions,
+            **({"last_break": last} if not self.controls.paused and (last := self._last_break()) else {}),
         }
+
+    def _last_break(self) -> dict[str, Any] | None:
+        """The job's last break in short, and the replay of its step (the last, where one ran
+        after it): a client attached while the job ran on after a break said `running — no
+        break yet` and its Log nothing of it (the walk of 08:30's 2; the end says it too:
+        serve/exited.py). Said while it runs (paused, `paused` says the break, and `replayed`
+        the replay at it); made once per break and replay (status is polled)."""
+        breaks, replays = self.breaker.breaks, self.replays
+        if not breaks:
+            return None
+        if self._last_said is None or self._last_said[0][0] is not breaks[-1] or self._last_said[0][1] != len(replays):
+            b = breaks[-1]
+            replay = replays[-1] if replays and replays[-1].get("step") == b.step else None
+            self._last_said = ((b, len(replays)), {
+                "step": b.step, "phase": b.phase, "condition": b.condition, "reason": b.reason, "where": b.where,
+                "details": {k: v for k, v in b.details.items() if k in ("for_rank", "broke_at", "broke")},
+                "replay": {k: replay[k] for k in REPLAY_SAID if k in replay} if replay else None})
+        return self._last_said[1]
 
     def _skip_pending(self) -> int | None:
         """The step whose update will be skipped (k, skip, --on-break skip), as every client
@@ -187,7 +212,7 @@ class Views:
         for a replay another client had run; the closing walk of 05:50's 4 and 7)."""
         if self._replayed is None or self._replayed[0] is not self.controls.paused:
             return None
-        return {k: self._replayed[1].get(k) for k in ("step", "summary")}
+        return {k: self._replayed[1][k] for k in REPLAY_SAID if k in self._replayed[1]}
 
     def _lr_now(self) -> dict[str, Any] | None:
         """The LR set at this pause (l, lr, at any client): the last such change record, which
