@@ -1,12 +1,13 @@
 """After `kill -9`, the header says the job is gone at 80 columns (issue 45, the walk of
 08:30's 3): paused at `before_optimizer_step`, its words `connection lost: job (pid N) gone`
 did not fit, and the header said `connection lost` (their part before the reason) on, after
-Ctrl+R too, while the REPL line and the toast said the job was gone. A real served job
+Ctrl+R too, while the REPL line and the toast said the job was gone; and its clock counted on. A real served job
 (conftest's tui_at_break), Pilot at 80x24."""
 
 from __future__ import annotations
 
 import os
+import re
 import signal
 
 from conftest import wait_for
@@ -28,3 +29,4 @@ async def test_the_header_says_gone_after_kill_9_at_a_long_phase(tui_at_break):
         await settled(pilot, app)
         top = screen_text(app, skip=()).splitlines()[0]
         assert "step 0 · before_optimizer_step · " in top and top.rstrip().endswith("gone"), top
+        assert not re.search(r"\ds · step", top), top  # (no clock counting on from a job that is gone)

@@ -103,6 +103,11 @@ def _state(status: dict[str, Any], connection: str, words: int | None = None) ->
     return right
 
 
+def _gone(connection: str) -> bool:
+    """The connection's words say the job is gone (job_gone.gone_header)."""
+    return connection.partition(": ")[2].endswith(" gone")
+
+
 def connection_levels(connection: str) -> list[list[str]]:
     """A lost connection's spellings, most first: its words, else those before its reason,
     `connection lost` (cut at 80 columns it said `the connection to the jo…`, the ninth walk's
@@ -111,7 +116,7 @@ def connection_levels(connection: str) -> list[list[str]]:
     `before_optimizer_step`, while the toast and the REPL line said the job was gone: the
     walk of 08:30's 3)."""
     head, _, reason = connection.partition(": ")
-    if reason.endswith(" gone"):
+    if _gone(connection):
         return [[connection], [re.sub(r" \(pid [^)]*\)", "", reason)]]  # (the pid: the header's left says it)
     return [[connection], [head]]
 
@@ -126,7 +131,7 @@ def _levels(session: dict[str, Any], status: dict[str, Any], elapsed: float, arg
             connection: str) -> dict[str, list[list[Any]]]:
     """Each part's levels, most first, each level its spellings, widest first; the last level
     is the part left out. After the end no clock: it would count on from a job that is gone
-    (and it took the host's room). The condition: whole (None), its first words then `…`, or
+    (and it took the host's room); nor once the job is gone (kill -9: it counted on). The condition: whole (None), its first words then `…`, or
     none (0: `PAUSED` alone; `PAUSED […]` said nothing, the seventh walk's 2; the Break
     panel says it whole). The host as ` @vm` where ` @ vm` does not fit (the sixth walk's 6)."""
     asked = (status.get("paused") or {}).get("condition")
@@ -135,7 +140,7 @@ def _levels(session: dict[str, Any], status: dict[str, Any], elapsed: float, arg
     return {
         "connection": connection_levels(connection),
         "pid": [[f"pid {session.get('pid')}"], [""]],
-        "clock": [[""]] if _ended(status) else [[clock_words(elapsed)], [""]],
+        "clock": [[""]] if _ended(status) or _gone(connection) else [[clock_words(elapsed)], [""]],
         "condition": [[None], *([n] for n in range(len(condition) - 1, 0, -1)), [0]] if condition else [[None]],
         "argument": [*([("".join(f" {a}" for a in arguments[:n]) + (f" {MORE}" if n < len(arguments) else ""))]
                        for n in range(len(arguments), -1, -1)), *([[""]] if arguments else [])],
