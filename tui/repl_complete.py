@@ -12,6 +12,8 @@ from typing import Any
 
 from stepdbg.client import ClientError
 
+NONE = "Tab completes a name of the paused frame, a command of this line or an attribute after a dot"
+
 # The dotted name before the cursor and the attribute being typed after its last dot.
 AFTER_DOT = re.compile(r"(?<![\w.\])}'\"])([A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*)\.(\w*)$")
 CAP = 60  # names asked for at most

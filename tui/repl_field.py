@@ -13,14 +13,13 @@ from textual.suggester import Suggester
 from textual.widgets import Static
 
 from .fields import Field
-from .repl_complete import AFTER_DOT, attribute_names
+from .repl_complete import AFTER_DOT, NONE, attribute_names
 from .repl_line import USAGE
 
 LINE_WORDS = [w for w in USAGE if len(w) > 1]  # the line's commands, for Tab (not its one-letter words)
 
 
 LAST_NAME = re.compile(r"(?<![\w.])[A-Za-z_]\w*$")  # the name being typed (not an attribute after a dot)
-NONE = "Tab completes a name of the paused frame, a command of this line or an attribute after a dot"
 
 
 class LastName(Suggester):

@@ -28,6 +28,7 @@ from .panel_table import BY_ID, keys_land, one_process_words
 from .panel_table import shown as panels_shown
 from .panels import BreakpointsPanel, check_spec, render_summary
 from .repl_answer import RUNNING, fitted, width_of
+from .repl_complete import NONE
 
 if TYPE_CHECKING:
     from textual.app import App
@@ -102,6 +103,10 @@ class ReplActions(_AppBase):
         a dialog its escape is the dialog's."""
         if self.screen is not self.screen_stack[0]:
             raise SkipAction()
+        if getattr(self.focused, "id", None) == "repl":  # Tab's words under the line were the line's: they go
+            out = self.query_one("#repl-out", Static)  # with it (`...; escape leaves the line` stayed, the walk's 13)
+            if isinstance(out.content, str) and out.content.startswith(("Tab: ", NONE)):
+                out.update("")
         self.set_focus(keys_land(self.query_one(BY_ID[self.active_panel()].cls)))
 
     def action_recall_line(self, delta: int) -> None:  # up (-1) and down on the line (repl_field.ReplLine)
