@@ -44,3 +44,24 @@ async def test_a_window_attached_after_the_last_break_says_it_at_the_end(start_j
             app.exit(None)
     finally:
         await late.close()
+
+
+@real
+def test_info_status_says_the_last_break_in_words_while_the_job_runs(start_job):
+    """The status's `last_break` (a window attached late reads it) was a dump at the console's
+    `info status`: `last_break  step=2, phase=..., details=…, replay=…`. It is the break in the
+    console's words, as `paused` is."""
+    from stepdbg.client.info_text import info_lines
+
+    start_job("--break", "nan", script_args=("--nan-at", "2", "--sleep", "0.1", "--steps", "60")).info()
+    with client.connect() as c:
+        assert c.wait_paused(WAIT) is not None
+        c.cont()
+        deadline = time.monotonic() + WAIT
+        while c.status()["step"] < 4:
+            assert time.monotonic() < deadline, "the job never went on past its break"
+            time.sleep(0.05)
+        lines = info_lines(c, "status")
+        said = next((ln for ln in lines if ln.startswith("last_break")), "")
+        assert "at step 2 (before_backward) [nan]: loss is nan" in said and "details=" not in said, lines
+        c.close(then="end")

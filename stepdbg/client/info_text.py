@@ -128,8 +128,11 @@ def status_lines(status: dict[str, Any]) -> list[str]:
     """The status, a line a field; the break in the console's words, other nested answers
     (the loader, the stall) in one line each."""
     width = max((len(k) for k in status), default=0)
-    return [f"{k:<{width}}  {_break_words(v) if k == 'paused' and isinstance(v, dict) else _value(v)}"
+    return [f"{k:<{width}}  {_break_words(v) if k in BREAKS and isinstance(v, dict) else _value(v)}"
             for k, v in status.items()]
+
+
+BREAKS = ("paused", "last_break")  # the status's breaks: said in the console's words (not `details=…`)
 
 
 def _value(v: Any) -> str:
@@ -137,7 +140,9 @@ def _value(v: Any) -> str:
 
 
 def _break_words(brk: dict[str, Any]) -> str:
-    return f"at step {brk.get('step')} ({brk.get('phase')}) [{brk.get('condition')}]: {pause_reason(brk)}"
+    replay = brk.get("replay") or brk.get("replayed") or {}
+    said = f"; its replay: {replay['summary']}" if isinstance(replay, dict) and replay.get("summary") else ""
+    return f"at step {brk.get('step')} ({brk.get('phase')}) [{brk.get('condition')}]: {pause_reason(brk)}{said}"
 
 
 def _short(v: dict[str, Any] | list[Any]) -> str:
