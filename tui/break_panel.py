@@ -250,9 +250,14 @@ def render_frames(frames: list[dict[str, Any]] | None) -> Text:
 
 
 def render_locals(rows: list[dict[str, str]] | None) -> Table | Text:
-    """The selected frame's locals: name, type, and dtype/shape/device or a short repr."""
-    if not rows:
+    """The selected frame's locals: name, type, and dtype/shape/device or a short repr; a frame
+    with none of the user's (a script's `<module>` of imports and functions) says so (the panel
+    showed nothing there, the sixteenth walk's 14)."""
+    if rows is None:
         return Text("")
+    if not rows:
+        return Text("locals: none of yours in this frame (its modules, functions and classes are left out: "
+                    "p vars() lists every name)", style="dim")
     table = Table(title="locals", title_justify="left", title_style="bold", box=None, padding=(0, 1))
     table.add_column("name", style="bold")
     table.add_column("type", style="dim")
