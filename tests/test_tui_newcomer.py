@@ -111,7 +111,7 @@ async def test_after_i_the_break_panel_says_the_interrupt_and_the_header_keeps_t
         said = words(app)
         assert "--forward-output" not in said, said
         assert (
-            "the job ended (exit code 130) after the Ctrl-C sent from this window (i): its own Ctrl-C "
+            "the job ended (exit code 130) after the Ctrl-C sent from this window (its Ctrl-C dialog): its own Ctrl-C "
             "handling ran, and what it printed then (a traceback) is where it runs"
         ) in said, said
         header, host = header_text(app), app.source.session["host"]

@@ -65,7 +65,7 @@ async def test_the_ctrl_c_toast_leaves_the_break_panels_end_words_whole(tui_at_b
         await settled(pilot, app)
         await pilot.press("i")
         await wait_for(pilot, lambda: str(app.status.get("state", "")).startswith("exited"), "the job's end")
-        end = "after the Ctrl-C sent from this window (i): its own Ctrl-C handling ran"
+        end = "after the Ctrl-C sent from this window (its Ctrl-C dialog): its own Ctrl-C handling ran"
         await wait_for(pilot, lambda: end in " ".join(" ".join(rows(app)).split()) or not toasts(app),
                        "the end words")
         assert toasts(app), "the toast went before the screen was read"

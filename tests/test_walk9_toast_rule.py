@@ -92,7 +92,7 @@ async def test_ctrl_c_then_i_leaves_the_break_panels_end_words_whole_within_seco
         await settled(pilot, app)
         await wait_for(pilot, lambda: toasts(app), "the toast of the Ctrl-C")
         await rule_kept(app, pilot)
-        assert "after the Ctrl-C sent from this window (i): its own Ctrl-C handling ran" in words(app), words(app)
+        assert "after the Ctrl-C sent from this window (its Ctrl-C dialog): its own Ctrl-C handling ran" in words(app), words(app)
 
 
 @real

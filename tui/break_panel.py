@@ -170,7 +170,7 @@ def end_words(state: str, output_shown: bool, interrupted: bool | str) -> str:
     interrupt) its Ctrl-C handling printed where it runs (a served job's said
     `--forward-output`, an option that changes nothing there, and not the Ctrl-C)."""
     if interrupted:
-        sent = ("by another client (stepdbg attach)" if interrupted == ELSEWHERE else "from this window (i)")
+        sent = ("by another client (stepdbg attach)" if interrupted == ELSEWHERE else "from this window (its Ctrl-C dialog)")
         how = f"the job {ended_words(state)} after the Ctrl-C sent {sent}: its own Ctrl-C handling ran"
         log = ("; the Log (9) has what it printed" if output_shown else
                ", and what it printed then (a traceback) is where it runs (its terminal or log), not here")
