@@ -26,9 +26,10 @@ import sys
 import threading
 import time
 from collections import deque
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from stepdbg.agent.breaks.told import told
 from stepdbg.agent.measure.frames import SELECTOR
 from stepdbg.agent.serve.exited import exited_data
 from stepdbg.agent.serve.handlers import Handlers
@@ -172,8 +173,7 @@ class Server:
         self._flush_output()  # the job's lines before this event come first
         if name in ("break", "paused"):
             self._flush_steps()  # the steps before the break come first
-        if name == "paused":
-            data = asdict(data)
+            data = told(data)  # (its strings cut: an error's message of megabytes was over the frame, dropped)
         self.broadcast(protocol.event(name, data))
 
     def _step_flusher(self) -> None:
