@@ -33,9 +33,12 @@ def whose(brk: dict[str, Any]) -> Whose:
 
 def _one_break(brk: dict[str, Any]) -> tuple[Any, ...]:
     """A break of the job's own (no rank's pause for another): one break per step, rank,
-    phase, condition and line (two in a step: `nan` before the backward, then before the update)."""
+    phase, condition, line (two in a step: `nan` before the backward, then before the update)
+    and the time it was made (`at`, the job's Break's: its event and its record at an attach
+    are one break; two pauses at one line in a step, stepdbg.breakpoint() in a block's forward
+    that runs twice, are two, and the second was not said)."""
     where = brk.get("where") or {}
-    return (*whose(brk), brk.get("phase"), brk.get("condition"), where.get("file"), where.get("line"))
+    return (*whose(brk), brk.get("phase"), brk.get("condition"), where.get("file"), where.get("line"), brk.get("at"))
 
 
 class RankBreaks:
