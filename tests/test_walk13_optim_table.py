@@ -48,7 +48,7 @@ async def test_the_optim_panel_shows_another_clients_lr_set_its_header_over_its_
         table = app.query_one("#opt-table", DataTable)
         await wait_for(pilot, lambda: table.row_count > 0, "the param groups")
         await settled(pilot, app)
-        assert aligned(app, table), lines(app)
+        await wait_for(pilot, lambda: aligned(app, table), f"the heads over their columns: {lines(app)}")  # (laid out)
         other = await AsyncClient.connect()  # the console of `stepdbg attach`
         try:
             await other.set_lr(0.000123, pin=False)
@@ -56,7 +56,7 @@ async def test_the_optim_panel_shows_another_clients_lr_set_its_header_over_its_
         finally:
             await other.close()
         await settled(pilot, app)
-        assert aligned(app, table), lines(app)
+        await wait_for(pilot, lambda: aligned(app, table), f"the heads over their columns: {lines(app)}")  # (laid out)
         for size in ((160, 48), (80, 24)):
             await pilot.resize_terminal(*size)
             await settled(pilot, app)

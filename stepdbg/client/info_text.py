@@ -140,7 +140,7 @@ def _value(v: Any) -> str:
 
 
 def _break_words(brk: dict[str, Any]) -> str:
-    replay = brk.get("replay") or brk.get("replayed") or {}
+    replay = brk.get("replay") or {}  # (last_break's; a pause's replay is said by `r` and its reason)
     said = f"; its replay: {replay['summary']}" if isinstance(replay, dict) and replay.get("summary") else ""
     return f"at step {brk.get('step')} ({brk.get('phase')}) [{brk.get('condition')}]: {pause_reason(brk)}{said}"
 
