@@ -231,6 +231,15 @@ async def wait_for(pilot: Any, predicate: Any, what: str) -> None:
         await pilot.pause(0.1)
 
 
+def run_past(client: Any, step: int) -> None:
+    """Wait until the job's own step (its status, asked of `client`) reaches `step`: a job that
+    went on past its break (a guard against a hang, never a measure)."""
+    deadline = time.monotonic() + WAIT
+    while client.status()["step"] < step:
+        assert time.monotonic() < deadline, f"the job never reached step {step}"
+        time.sleep(0.05)
+
+
 @pytest.fixture
 def tui_at_break(start_job, private_runtime_dir):
     """The TUI (Pilot) attached to a real served job of its own, from its first pause:

@@ -7,9 +7,7 @@ while it runs on, and the job ends."""
 
 from __future__ import annotations
 
-import time
-
-from conftest import WAIT, wait_for
+from conftest import WAIT, run_past, wait_for
 from test_tui_fixes import real
 from tui_walk import screen_text
 
@@ -26,10 +24,7 @@ async def test_a_window_attached_after_the_last_break_says_it_at_the_end(start_j
         assert brk is not None and brk["condition"] == "nan", brk
         first.set_lr(0.005)  # (a change made at the break: not what was done about it, not said as such)
         first.cont()
-        deadline = time.monotonic() + WAIT
-        while first.status()["step"] < 5:  # the job's own step: the break is over when the late window comes
-            assert time.monotonic() < deadline, "the job never went on past its break"
-            time.sleep(0.05)
+        run_past(first, 5)  # (the break is over when the late window comes)
         first.close(then="stay")
     late = await AsyncClient.connect()
     app = StepdbgApp(late)
@@ -57,10 +52,7 @@ def test_info_status_says_the_last_break_in_words_while_the_job_runs(start_job):
     with client.connect() as c:
         assert c.wait_paused(WAIT) is not None
         c.cont()
-        deadline = time.monotonic() + WAIT
-        while c.status()["step"] < 4:
-            assert time.monotonic() < deadline, "the job never went on past its break"
-            time.sleep(0.05)
+        run_past(c, 4)  # (the break is over when the late window comes)
         lines = info_lines(c, "status")
         said = next((ln for ln in lines if ln.startswith("last_break")), "")
         assert "at step 2 (before_backward) [nan]: loss is nan" in said and "details=" not in said, lines

@@ -6,10 +6,9 @@ alone. A real served job (conftest's tui_at_break), 80x24."""
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
-from conftest import WAIT, text_of, wait_for
+from conftest import WAIT, run_past, text_of, wait_for
 from test_tui_fixes import real
 from textual.widgets import RichLog
 from tui_walk import screen_text, settled
@@ -68,10 +67,7 @@ async def test_a_window_attached_after_a_break_and_its_replay_says_both_while_th
         assert first.wait_paused(WAIT)["condition"] == "nan"
         first.replay()
         first.cont()
-        deadline = time.monotonic() + WAIT
-        while first.status()["step"] < 5:  # the job's own step: the break is over when the late window comes
-            assert time.monotonic() < deadline, "the job never went on past its break"
-            time.sleep(0.05)
+        run_past(first, 5)  # (the break is over when the late window comes)
         first.close(then="stay")
     late, app = await _late_window()
     try:
