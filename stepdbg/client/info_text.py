@@ -176,12 +176,9 @@ def model_lines(rows: list[dict[str, Any]], width: int | None = None) -> list[st
     """One line per module. At a terminal of `width` columns where a line would be wider
     (a terminal broke it, `|w|=4.3` / `|g|=- train`), the columns as narrow as what they
     hold, then mode, out and params left out until each line fits."""
-    def norm(v: float | str | None) -> str:  # (a non-finite norm comes as its word: 'nan', 'inf')
-        return num(v, 3)
-
     cells = [[f"{'  ' * r['depth']}{r['name']}", r["type"], f"out={r['output_shape']}", f"params={r['params']}",
-              f"|w|={norm(r['weight_norm'])}", f"|g|={norm(r['grad_norm'])}", "train" if r["training"] else "eval"]
-             for r in rows]
+              f"|w|={num(r['weight_norm'], 3)}", f"|g|={num(r['grad_norm'], 3)}",
+              "train" if r["training"] else "eval"] for r in rows]  # (num: a non-finite norm comes as its word)
     lines = [f"{'  ' * r['depth']}{r['name']:<24} {c[1]:<16} {' '.join(c[2:])}" for r, c in zip(rows, cells, strict=True)]
     if width is None or all(len(ln) <= width for ln in lines):
         return lines

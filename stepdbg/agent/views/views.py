@@ -20,7 +20,7 @@ from stepdbg.agent.breaks.changes import Changes
 from stepdbg.agent.breaks.controls import Controls
 from stepdbg.agent.breaks.ranks import Ranks
 from stepdbg.agent.breaks.rewind import Rewinder
-from stepdbg.agent.breaks.told import cut_all, told
+from stepdbg.agent.breaks.told import told
 from stepdbg.agent.bus import Bus
 from stepdbg.agent.measure import census, oom, tensors, threads
 from stepdbg.agent.measure.memory import memory, memory_in_use
@@ -28,7 +28,6 @@ from stepdbg.agent.step.step_model import StepModel
 from stepdbg.agent.step.step_state import begun
 from stepdbg.agent.views import inspection
 from stepdbg.agent.views.evaluate import Evaluator, slice_of
-from stepdbg.wire.protocol import plain
 
 JOIN_S = 20.0  # seconds a rank waits for the others to join a replay of a sharded model
 WAIT_SHOWN_AFTER = 1.0  # seconds without progress before status() says where the loop waits
@@ -196,10 +195,10 @@ class Views:
         if self._last_said is None or self._last_said[0][0] is not breaks[-1] or self._last_said[0][1] != len(replays):
             b = breaks[-1]
             replay = replays[-1] if replays and replays[-1].get("step") == b.step else None
-            self._last_said = ((b, len(replays)), cut_all(plain({  # (an error's message can be megabytes: told.py)
+            self._last_said = ((b, len(replays)), told({  # (an error's message can be megabytes: told.py)
                 "step": b.step, "phase": b.phase, "condition": b.condition, "reason": b.reason, "where": b.where,
                 "at": b.at, "details": {k: v for k, v in b.details.items() if k in ("for_rank", "broke_at", "broke")},
-                "replay": {k: replay[k] for k in REPLAY_SAID if k in replay} if replay else None})))
+                "replay": {k: replay[k] for k in REPLAY_SAID if k in replay} if replay else None}))
         return self._last_said[1]
 
     def _skip_pending(self) -> int | None:
@@ -214,7 +213,7 @@ class Views:
         for a replay another client had run; the closing walk of 05:50's 4 and 7)."""
         if self._replayed is None or self._replayed[0] is not self.controls.paused:
             return None
-        return cut_all(plain({k: self._replayed[1][k] for k in REPLAY_SAID if k in self._replayed[1]}))
+        return told({k: self._replayed[1][k] for k in REPLAY_SAID if k in self._replayed[1]})
 
     def _lr_now(self) -> dict[str, Any] | None:
         """The LR set at this pause (l, lr, at any client): the last such change record, which
