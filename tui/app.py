@@ -206,7 +206,7 @@ class StepdbgApp(ControlActions, ReplActions, EscapeThenKey, App[str | None]):
     def connection_lost(self, reason: str) -> None:
         self.connection = f"connection lost: {reason}"  # (the header says it: the toast says what now, and the Log
         self.log_line(self.connection, "red")  # keeps it whole; it said the header's words again, and its own twice)
-        self.notify(self.lost_words(), severity="error")  # (ctrl+r only where the job may be there)
+        self.tell_lost(self.lost_words())  # (ctrl+r only where the job may be there)
 
     @work(exclusive=True, group="reconnect")
     async def action_reconnect(self) -> None:

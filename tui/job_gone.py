@@ -23,6 +23,7 @@ else:
 
 
 RECONNECTS = "ctrl+r reconnects"  # (the toast of a lost connection, while the job may be there)
+LOST_TOASTS = (f"{RECONNECTS}; q quits", "q quits")  # what lost_words says before the job is known gone
 
 
 def gone_header(session: dict[str, Any]) -> str:
@@ -43,9 +44,11 @@ class GoneWatch(_AppBase):
     def on_mount(self) -> None:  # (Textual runs each class's on_mount: the app's own too)
         self.set_interval(1.0, self.see_if_gone)  # (a killed job's process may end just after its socket)
 
-    def see_if_gone(self) -> None:
+    def see_if_gone(self, tell: bool = True) -> None:
         """Whether the connection is lost and the job's process of this machine has ended (not
-        a distributed job's: one rank's process is not the job)."""
+        a distributed job's: one rank's process is not the job). `tell`: a loss's toast says it
+        (not where the caller's own toast will: a toast is added when its message is handled,
+        so two told at once were both shown)."""
         if self.gone is None and self.connection != "connected" and not self.is_job and \
                 not str(self.status.get("state", "")).startswith("exited"):
             self.gone = self.gone_words()
@@ -56,13 +59,18 @@ class GoneWatch(_AppBase):
                 for line in self.screen_stack[0].query("#repl").results(Input) if self.screen_stack else []:
                     line.placeholder = f"the job (pid {self.source.session.get('pid')}) is gone: the panels keep " \
                                        "its last state; q closes"
-                # The loss's toast offered ctrl+r while the process was not yet reaped (CI, a parent
-                # slow to wait): it now says the job is gone, and offers nothing
-                offered = [n for n in getattr(self, "_notifications", ()) if n.message.startswith(RECONNECTS)]
-                for toast in offered:
-                    self._unnotify(toast)  # type: ignore[attr-defined]
-                if offered:
-                    self.notify(f"{self.gone}; q quits", severity="error")
+                # The loss's toast offered ctrl+r (or, with nothing to reconnect to, said only `q
+                # quits`) while the process was not yet reaped (CI, a parent slow to wait): it now
+                # says the job is gone, and offers nothing
+                if tell and any(n.message in LOST_TOASTS for n in getattr(self, "_notifications", ())):
+                    self.tell_lost(f"{self.gone}; q quits")
+
+    def tell_lost(self, words: str) -> None:
+        """One toast says what now, the connection lost: an earlier loss's toast goes (a loss
+        may be told twice: the job was said gone twice, CI's red of 2026-11-27)."""
+        for toast in [n for n in getattr(self, "_notifications", ()) if n.message in (*LOST_TOASTS, words)]:
+            self._unnotify(toast)  # type: ignore[attr-defined]
+        self.notify(words, severity="error")
 
     def gone_words(self) -> str | None:
         """How the job is gone: a job launched here, as its parent knows it (killed by SIGKILL,
@@ -76,7 +84,7 @@ class GoneWatch(_AppBase):
 
     def lost_words(self) -> str:
         """What now, the connection lost: q, and ctrl+r where the job may still be there."""
-        self.see_if_gone()
+        self.see_if_gone(tell=False)
         return f"{self.gone}; q quits" if self.gone else f"{RECONNECTS}; q quits" if self.reconnect else "q quits"
 
 

@@ -7,6 +7,7 @@ lines above the table were out of reach: Up, PageUp and Home stopped at its firs
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 from textual.containers import ScrollableContainer
 from textual.geometry import Region
@@ -17,6 +18,24 @@ class RowTable(DataTable):
     """A table of rows whose Home and End move the cursor to its first and last row (a
     DataTable's scroll it sideways only: End in the Breaks table left the cursor on the
     first row, so Delete removed that one, not the last)."""
+
+    def _update_dimensions(self, new_rows: Any) -> None:
+        """Textual fits the columns to new rows (and to cells updated) when idle, after
+        `add_row` has moved the count its render caches are keyed by; a repaint in between (a
+        busy machine's timing) kept the header at the widths of before the rows (`group  lr`
+        over `AdamW[0]  0.01`, CI's red of 2026-11-27) until a resize. Widths changed: the
+        count moves and all is drawn again."""
+        self._redrawn_if_wider(super()._update_dimensions, new_rows)
+
+    def _update_column_widths(self, updated_cells: Any) -> None:
+        self._redrawn_if_wider(super()._update_column_widths, updated_cells)
+
+    def _redrawn_if_wider(self, fit: Callable[[Any], None], what: Any) -> None:
+        before = [c.get_render_width(self) for c in self.columns.values()]
+        fit(what)
+        if before != [c.get_render_width(self) for c in self.columns.values()]:
+            self._update_count += 1
+            self.refresh()
 
     def action_scroll_home(self) -> None:
         super().action_scroll_top()
