@@ -10,7 +10,7 @@ import tracemalloc
 import pytest
 
 from stepdbg.agent.measure.tensors import short_repr
-from stepdbg.agent.views.inspection import frame_locals
+from stepdbg.agent.views.locals_view import frame_locals
 
 BIG = 100_000_000
 

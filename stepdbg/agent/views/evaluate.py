@@ -148,11 +148,17 @@ class Evaluator:
         if self._running is not None:  # a late signal after the code ended is dropped
             raise KeyboardInterrupt(self._why)
 
+    def stopped(self) -> bool:
+        """Whether the code running now was sent our interrupt (a front end's, the time limit's)."""
+        return self._sent
+
     @contextlib.contextmanager
-    def _interruptible(self) -> Iterator[None]:
+    def interruptible(self, limit: float | None = None) -> Iterator[None]:
+        """User code runs inside: `interrupt()` stops it, and so does the time limit (`limit`
+        seconds, else the evaluator's)."""
         main = threading.current_thread() is threading.main_thread()
         old = signal.signal(signal.SIGINT, self._on_sigint) if main else None
-        limit = self.time_limit
+        limit = limit or self.time_limit
         timer = threading.Timer(limit, self.interrupt, kwargs={"why": f"stopped at the {limit:g} s time limit "
                                                                       "(STEPDBG_EVAL_TIMEOUT)"}) if limit else None
         with self._lock:
@@ -256,7 +262,7 @@ class Evaluator:
     def _eval_expr(self, expr: str) -> Any:
         ns = self.namespace()
         try:
-            with self._interruptible():
+            with self.interruptible():
                 return eval(compile(expr, "<stepdbg>", "eval"), ns, ns)
         except BaseException as e:  # noqa: B036 - user code: SystemExit and Ctrl-C become an answer too
             raise Unevaluable(unevaluable_words(expr, e)) from None
@@ -281,7 +287,7 @@ class Evaluator:
                 # The value's repr is user code too: timed, interruptible and printing into the answer
                 # as the line (a repr that slept held the training thread past any limit, and a
                 # KeyboardInterrupt raised in one ended the pause and the job).
-                with stdout_of_this_thread(buf), self._interruptible(), _exit_ends(self.end):
+                with stdout_of_this_thread(buf), self.interruptible(), _exit_ends(self.end):
                     result = _run(source, g, loc)
                     ran = True
                     value = None if result is None else tensors.short_repr(result, 2000)

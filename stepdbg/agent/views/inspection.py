@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import linecache
 import math
-import threading
-import types
 from types import FrameType
 from typing import Any
 
@@ -183,74 +181,3 @@ def source_around(frame: FrameType | None, context: int = 5, line: int | None = 
             break
         lines.append({"line": n, "text": raw.rstrip("\n")})
     return {"file": fn, "line": line, "function": frame.f_code.co_name, "lines": lines}
-
-
-def frame_locals(frame: FrameType | None, limit: int = 200, everything: bool = False) -> list[dict[str, str]]:
-    """The paused frame's locals as a locals view shows them: name, type, and for a tensor
-    its dtype, shape and device (and its values where it has at most FEW_VALUES), else a short
-    repr (one line, at most 80 chars).
-
-    Your variables come first, tensors by size (largest first), then the rest in the
-    frame's order; dunders, modules, functions and classes (a script's top level is full
-    of them) only with `everything`, after yours."""
-    if frame is None:
-        return []
-    items = list(frame.f_locals.items())
-    mine = [(n, v) for n, v in items if not _plumbing(n, v)]
-    tensors_first = sorted((kv for kv in mine if isinstance(kv[1], torch.Tensor)), key=lambda kv: -_nbytes(kv[1]))
-    ordered = tensors_first + [kv for kv in mine if not isinstance(kv[1], torch.Tensor)]
-    if everything:
-        ordered += [(n, v) for n, v in items if _plumbing(n, v)]
-    return [_local_row(n, v) for n, v in ordered[:limit]]
-
-
-def _plumbing(name: str, value: Any) -> bool:
-    """What a locals view hides unless asked: dunders, modules, functions and classes."""
-    return (name.startswith("__") and name.endswith("__")) or isinstance(
-        value, (types.ModuleType, types.FunctionType, types.BuiltinFunctionType, type))
-
-
-def _nbytes(t: torch.Tensor) -> int:
-    try:
-        return t.numel() * t.element_size()
-    except Exception:  # a tensor subclass that will not say
-        return 0
-
-
-# A tensor of at most this many values shows them in its locals row: a 0-d loss said only
-# `float32 [] on cpu`, never that it was nan (the closing walk of 05:50's 13).
-FEW_VALUES = 4
-
-
-def _local_row(name: str, v: Any) -> dict[str, str]:
-    if isinstance(v, torch.Tensor):
-        value = f"{str(v.dtype).removeprefix('torch.')} {list(v.shape)} on {v.device}{_few_values(v)}"
-    elif isinstance(v, torch.nn.Module):
-        value = f"{sum(p.numel() for p in v.parameters()):,} parameters"
-    else:
-        value = _repr_off_main(v)
-    return {"name": name, "type": type(v).__name__, "value": value[:80]}
-
-
-def _repr_off_main(v: Any) -> str:
-    """A short repr, one line, long enough to read by. A locals view runs on a client's own
-    thread, where a Ctrl-C never lands: a KeyboardInterrupt or SystemExit there is a repr's
-    own (it failed the whole listing), said in its row as any repr's failure is."""
-    try:
-        return tensors.short_repr(v, 80).replace("\n", " ")
-    except (KeyboardInterrupt, SystemExit) as e:
-        if threading.current_thread() is threading.main_thread():
-            raise
-        return f"<repr failed: {type(e).__name__}>"
-
-
-def _few_values(t: torch.Tensor) -> str:
-    """` = nan` (a 0-d tensor's value) or ` = [0.5, nan]` (a tensor of at most FEW_VALUES),
-    read as the Tensor panel's slice reads them; "" for a larger one or one this rank cannot read."""
-    if t.numel() > FEW_VALUES or not tensors.readable(t):
-        return ""
-    try:
-        values = [f"{x:.6g}" if isinstance(x, float) else str(x) for x in tensors.slice_of(t, "", FEW_VALUES)]
-    except Exception:  # (a tensor that will not be read: its row says what it is, as before)
-        return ""
-    return f" = {values[0]}" if t.dim() == 0 else f" = [{', '.join(values)}]"

@@ -26,8 +26,9 @@ from stepdbg.agent.measure import census, oom, tensors, threads
 from stepdbg.agent.measure.memory import memory, memory_in_use
 from stepdbg.agent.step.step_model import StepModel
 from stepdbg.agent.step.step_state import begun
-from stepdbg.agent.views import inspection
+from stepdbg.agent.views import inspection, locals_view
 from stepdbg.agent.views.evaluate import Evaluator, slice_of
+from stepdbg.wire.protocol import NotPaused
 
 JOIN_S = 20.0  # seconds a rank waits for the others to join a replay of a sharded model
 WAIT_SHOWN_AFTER = 1.0  # seconds without progress before status() says where the loop waits
@@ -153,8 +154,16 @@ class Views:
 
     def frame_locals(self, everything: bool = False) -> list[dict[str, str]]:
         """The selected frame's locals: yours first (tensors by size), then, with
-        `everything`, dunders, modules, functions and classes."""
-        return inspection.frame_locals(self.breaker.paused_stack.selected(), everything=everything)
+        `everything`, dunders, modules, functions and classes. Their reprs run on the
+        training thread under the evaluator's guards (locals_view); running, there are none."""
+        def run() -> list[dict[str, str]]:
+            return locals_view.frame_locals(self.breaker.paused_stack.selected(), everything=everything,
+                                            guard=self.evaluator)
+
+        try:
+            return self.controls.on_training_thread(run)
+        except NotPaused:
+            return []
 
     def frames(self, move: int = 0) -> list[dict[str, Any]]:
         """The user's frames at the pause, outermost first, after selecting the frame
