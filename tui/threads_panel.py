@@ -13,7 +13,7 @@ from textual.app import ComposeResult
 from textual.containers import VerticalScroll
 from textual.widgets import Static
 
-from stepdbg.client.info_text import own_thread
+from stepdbg.client.info_text import left_out, own_thread
 
 from .asking import Loads, ask
 from .header import last_reached
@@ -48,6 +48,8 @@ def render_stacks(stacks: list[dict[str, Any]], width: int = 10_000, title: str 
             t.append(own_thread(th) + "\n", style="dim")
             continue
         t.append(f"{th['name']}{' (main)' if th.get('main') else ''}\n", style="bold")
+        if left := left_out(th, 10):
+            t.append(" " * INDENT + left + "\n", style="dim")
         for fr in th["stack"][-10:]:  # (the person's frames and their libraries', never stepdbg's)
             t.append(" " * INDENT + frame_place(fr["file"], fr["line"], fr["function"], width) + "\n", style="dim")
             if fr.get("code"):

@@ -206,8 +206,19 @@ def thread_lines(stacks: list[dict[str, Any]], frames: int = 8) -> list[str]:
     out = []
     for t in stacks:
         out.append(f"--- {own_thread(t) if t.get('own') else t['name']}")
+        if left := left_out(t, frames):
+            out.append(f"  {left}")
         out += [f"  {fr['file']}:{fr['line']} {fr['function']}: {fr['code']}" for fr in t["stack"][-frames:]]
     return out
+
+
+def left_out(thread: dict[str, Any], frames: int) -> str:
+    """What a thread's stack shown leaves out: its outer frames, or (past the job's bound on a
+    view, measure.threads.THREADS_MOST) the whole stack; "" for none."""
+    if thread.get("stack_not_read"):
+        return "(its stack not read: the job tells the stacks of its first threads only)"
+    n = max(0, len(thread.get("stack") or ()) - frames) + int(thread.get("frames_not_shown") or 0)
+    return f"(… {n:,} outer frame{'s' * (n != 1)} not shown)" if n else ""
 
 
 def source_lines(src: dict[str, Any] | None) -> list[str]:
