@@ -183,7 +183,8 @@ class StepdbgApp(ControlActions, ReplActions, EscapeThenKey, App[str | None]):
     def on_job_event(self, msg: JobEvent) -> None:
         job_events.apply(self, msg.event, msg.data)
         if msg.event == "exited" and isinstance(msg.data, dict) and msg.data.get("breakpoints") is not None:
-            self.query_one(BY_ID["breakpoints"].cls).show(msg.data["breakpoints"])  # (the job's last word on them)
+            for panel in self.screen_stack[0].query(BY_ID["breakpoints"].cls).results() if self.screen_stack else ():
+                panel.show(msg.data["breakpoints"])  # (the job's last word on them)
 
     def on_step_summary(self, msg: StepSummary) -> None:
         records = msg.records()
@@ -194,8 +195,9 @@ class StepdbgApp(ControlActions, ReplActions, EscapeThenKey, App[str | None]):
         if self.status.get("state") != "paused" and not str(self.status.get("state", "")).startswith("exited"):
             # (a late summary must not hide the pause, nor the end)
             self.status = {**self.status, "step": d["step"] + 1, "phase": "between steps"}
-        if self.query_one(TabbedContent).active == "plots":
-            self.query_one(PlotsPanel).show(self.history, None)
+        if self.active_panel() == "plots":  # ("" once the app closes: a late step's query ended it with NoMatches)
+            for plots in self.screen_stack[0].query(PlotsPanel).results(PlotsPanel):
+                plots.show(self.history, None)
 
     def on_connection_lost(self, msg: ConnectionLost) -> None:
         if self.child is not None:  # launched here: its parent knows its end (a kill -9 let its agent say nothing)
