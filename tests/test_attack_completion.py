@@ -1,11 +1,12 @@
-"""Tab after a dot (stepdbg/agent/views/completion.py, asked through the eval request) runs none
+"""Tab after a dot (stepdbg/agent/views/completion.py, asked by the `complete` op) runs none
 of the user's code, attacked in a real job: an object whose `__class__` is a property, one with
 its own `__getattribute__`, a metaclass's `__getattribute__` and `__dir__`, a `__dict__` that is a
 dict subclass, names that are str subclasses, a key whose hash collides with a name's, a value
 whose metaclass has `__getattr__`. Each of these ran the user's code before (isinstance read
 `__class__`, type.__dir__ read a class's `__dict__` and `__bases__` through its metaclass, `in`
 and `[]` called the dict subclass's methods, a set hashed the keys). The frame is unchanged, and
-the text before the dot is never evaluated beyond a name."""
+the text before the dot is never evaluated beyond a name. It was asked by an evaluated line,
+`__import__(...)`: a script's own global `__import__` ran."""
 
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ from tui.repl_complete import AFTER_DOT, attribute_names_now
 pytestmark = [pytest.mark.usefixtures("private_runtime_dir"), pytest.mark.timeout(300)]
 
 SCRIPT = """\
+import builtins
 import torch
 from torch import nn
 
@@ -107,6 +109,10 @@ holder.__dict__[Collides()] = 1
 holder.head = Plain()
 holder.head.weight = 3
 hv = HasValue()
+def __import__(*args, **kwargs):  # (a script's own: the line `__import__(...)` of the eval called it)
+    ran.append("the frame's __import__")
+    return builtins.__import__(*args, **kwargs)
+
 ran.clear()
 
 torch.manual_seed(0)
@@ -138,6 +144,11 @@ def test_tab_after_a_dot_runs_none_of_the_users_code_in_a_job(start_job, tmp_pat
         assert c.evaluate("ran")["value"] == "[]"
         assert said == {(dotted, prefix): want.split() for dotted, prefix, want in ASKED}, said
         assert c.evaluate(ids)["value"] == frame
+        for dotted, prefix, why in (("nosuch", "", "no nosuch in the paused frame"),
+                                    ("a[0]", "", "complete takes a dotted name"), ("model", "x y", "complete takes")):
+            with pytest.raises(client.ClientError) as e:
+                c.attribute_names(dotted, prefix)
+            assert e.value.code == "bad_args" and why in str(e.value), e.value
         c.cont()
         assert c.wait_exited(WAIT)["exit_code"] == 0
     code, out, err = job.finish()

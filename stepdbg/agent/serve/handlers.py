@@ -169,6 +169,9 @@ class Handlers:
     def op_save(self) -> dict[str, Any]:
         return self.s.views.save()
 
+    def op_complete(self, name: str, prefix: str = "") -> list[str]:
+        return self.s.views.attribute_names(name, prefix)
+
     def op_eval(self, source: str) -> dict[str, Any]:
         r = self.s.views.evaluator.evaluate(source)
         for key in ("output", "error"):  # what user code prints or raises can be any size

@@ -11,11 +11,16 @@ dict's own storage (`dict.items`, not a subclass's methods), and names that are 
 isinstance and type.__dir__ each ran some). The path after the name is followed through what
 an object holds itself (its `__dict__`, a slot, a module's submodules, parameters and buffers)
 and plain class attributes, never through another descriptor.
-Bounded: at most `cap` names, of at most LIMIT characters in all, from at most MRO_CAP classes."""
+Bounded: at most `cap` names, of at most LIMIT characters in all, from at most MRO_CAP classes.
+
+Asked by its own op (`complete`: frame_names), not by an evaluated line: the line's
+`__import__(...)` was looked up in the paused frame first (a script's own `__import__` ran),
+and each Tab went through the eval's machinery (its stdout, its write-back) for a read."""
 
 from __future__ import annotations
 
 import heapq
+import re
 import types
 from collections.abc import Iterator
 from typing import Any
@@ -164,3 +169,27 @@ def attribute_names(root: Any, path: tuple[str, ...], prefix: str, cap: int = 60
             break
         out.append(n)
     return " ".join(out)
+
+
+_DOTTED = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*")
+_PREFIX = re.compile(r"\w*")
+
+
+class NotHere(LookupError):
+    """The name is not in the paused frame, or what was asked is not a dotted name."""
+
+
+def frame_names(frame: Any, dotted: str, prefix: str, cap: int = 60) -> list[str]:
+    """The attributes of `dotted` (`model.head`: a name of the paused frame, its locals, its
+    globals or builtins, then attributes) that begin with `prefix`, as attribute_names reads
+    them; NotHere where there is no such name."""
+    if not _DOTTED.fullmatch(dotted) or not _PREFIX.fullmatch(prefix):
+        raise NotHere(f"complete takes a dotted name and the start of an attribute, not {dotted!r} and {prefix!r}")
+    root, *path = dotted.split(".")
+    if frame is None:
+        raise NotHere("no paused frame of yours to complete in")
+    for scope in (frame.f_locals, frame.f_globals, frame.f_builtins):
+        value = _get(scope, root)
+        if value is not _MISSING:
+            return attribute_names(value, tuple(path), prefix, cap).split()
+    raise NotHere(f"no {root} in the paused frame")

@@ -26,9 +26,9 @@ from stepdbg.agent.measure import census, oom, tensors, threads
 from stepdbg.agent.measure.memory import memory, memory_in_use
 from stepdbg.agent.step.step_model import StepModel
 from stepdbg.agent.step.step_state import begun
-from stepdbg.agent.views import inspection, locals_view
+from stepdbg.agent.views import completion, inspection, locals_view
 from stepdbg.agent.views.evaluate import Evaluator, slice_of
-from stepdbg.wire.protocol import NotPaused
+from stepdbg.wire.protocol import NotPaused, ProtocolError
 
 JOIN_S = 20.0  # seconds a rank waits for the others to join a replay of a sharded model
 WAIT_SHOWN_AFTER = 1.0  # seconds without progress before status() says where the loop waits
@@ -164,6 +164,17 @@ class Views:
             return self.controls.on_training_thread(run)
         except NotPaused:
             return []
+
+    def attribute_names(self, name: str, prefix: str = "") -> list[str]:
+        """The attributes of `name` (dotted) of the selected frame that begin with `prefix`,
+        read by completion.py without running the user's code (Tab after a dot)."""
+        def run() -> list[str]:
+            try:
+                return completion.frame_names(self.breaker.paused_stack.selected(), name, prefix)
+            except completion.NotHere as e:
+                raise ProtocolError("bad_args", str(e)) from None
+
+        return self.controls.on_training_thread(run)
 
     def frames(self, move: int = 0) -> list[dict[str, Any]]:
         """The user's frames at the pause, outermost first, after selecting the frame
