@@ -148,10 +148,6 @@ class Evaluator:
         if self._running is not None:  # a late signal after the code ended is dropped
             raise KeyboardInterrupt(self._why)
 
-    def stopped(self) -> bool:
-        """Whether the code running now was sent our interrupt (a front end's, the time limit's)."""
-        return self._sent
-
     @contextlib.contextmanager
     def interruptible(self, limit: float | None = None) -> Iterator[None]:
         """User code runs inside: `interrupt()` stops it, and so does the time limit (`limit`

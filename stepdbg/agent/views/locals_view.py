@@ -1,24 +1,26 @@
 """A locals view: the paused frame's variables, a row each (name, type, and a tensor's dtype,
 shape and device, else a short repr).
 
-Every value's repr is the user's code, and so is a tensor subclass's shape and a module's
-`parameters()`. They ran on a client's thread with no limit: one sleeping repr held the view,
-and that thread, for good. The view now runs them on the training thread inside the
-evaluator's guards (Evaluator.interruptible: a time limit, Ctrl-C), REPR_SECONDS a value and
-LOCALS_SECONDS in all: a repr that sleeps or spins is stopped and its row says so; past the
-view's time, the rows left say what they are and that they were not read. The order is found
-without running the user's code (`type(v)`, never `isinstance`, which reads a `__class__`
-property)."""
+Every value's repr is the user's code, and so is a tensor subclass's shape (its
+`__torch_function__`) and a module's `parameters()`. Such a value is read on a thread of its
+own while the paused training thread waits for it, REPR_SECONDS a value and LOCALS_SECONDS in
+all: past its time a KeyboardInterrupt is raised in it, and a read that still does not end
+(it sleeps in C, or catches the interrupt and waits on) is left running there, its row saying
+it was stopped. The training thread is never held by it: under its guards (38a2e7f) a repr that
+caught the interrupt and waited on held the pause, so the job, for good. A value whose read was
+left running is not read again while it runs. Past the view's time, the rows left say what they
+are and that they were not read. The order is found without running the user's code
+(`type(v)`, never `isinstance`, which reads a `__class__` property; a tensor subclass's size
+with its `__torch_function__` off)."""
 
 from __future__ import annotations
 
+import ctypes
 import threading
 import time
 import types
-from collections.abc import Callable
-from contextlib import AbstractContextManager
 from types import FrameType
-from typing import Any, Protocol
+from typing import Any
 
 import torch
 
@@ -26,54 +28,69 @@ from stepdbg.agent.measure import tensors
 
 LOCALS_SECONDS = 5.0  # what a whole view's reprs may take; the rows after say they were not read
 REPR_SECONDS = 1.0  # what one value's repr may take
+STOP_SECONDS = 0.25  # how long a stopped read is waited for before it is left running
+LEFT_MOST = 64  # reads left running that are remembered (not started again while they run)
 FEW_VALUES = 4  # a tensor of at most this many values shows them (a 0-d loss said only `float32 []`,
 # never that it was nan: the closing walk of 05:50's 13)
 _TYPE_NAME = type.__dict__["__name__"].__get__  # a class's name as Python keeps it (no metaclass's property)
-_PLAIN = {int, float, bool, complex, str, bytes, type(None), torch.Tensor, torch.nn.Parameter}  # read by C code alone
+_PLAIN = (int, float, bool, complex, str, bytes, type(None), torch.Tensor, torch.nn.Parameter)  # read by C code alone
 _PLUMBING = (types.ModuleType, types.FunctionType, types.BuiltinFunctionType, type)
+_left: dict[int, tuple[Any, threading.Thread]] = {}  # id(value): the value and its read left running
 
 
-class Guard(Protocol):
-    """What runs a view's user code (views.evaluate.Evaluator)."""
-
-    def interruptible(self, limit: float | None = None) -> AbstractContextManager[Any]: ...
-
-    def stopped(self) -> bool: ...
+class _Stopped(BaseException):
+    """Raised in a read past its time (a KeyboardInterrupt the user's code could take for its own)."""
 
 
-def frame_locals(frame: FrameType | None, limit: int = 200, everything: bool = False,
-                 guard: Guard | None = None) -> list[dict[str, str]]:
+def frame_locals(frame: FrameType | None, limit: int = 200, everything: bool = False) -> list[dict[str, str]]:
     """The paused frame's locals as a locals view shows them. Your variables come first,
     tensors by size (largest first), then the rest in the frame's order; dunders, modules,
     functions and classes (a script's top level is full of them) only with `everything`,
-    after yours. `guard`: what the reprs run under; where it stops them (the time limit, a
-    Ctrl-C), the rows not read say so."""
+    after yours. A plain value (no code of the user's) is read here; any other on a thread of
+    its own, within its time (the module's docstring)."""
     if frame is None:
         return []
-    items = list(frame.f_locals.items())
-    ordered = _ordered(items, everything)[:limit]
-    if guard is None:  # (a Ctrl-C on the main thread is the person's: it goes on)
-        return [_local_row(n, v, lambda: threading.current_thread() is threading.main_thread()) for n, v in ordered]
+    ordered = _ordered(list(frame.f_locals.items()), everything)[:limit]
     rows: list[dict[str, str]] = []
     end = time.monotonic() + LOCALS_SECONDS
-    try:
-        for n, v in ordered:
-            left = end - time.monotonic()
-            if left <= 0:
-                break
-            if type(v) in _PLAIN:  # (no code of the user's: no guard, whose timer is a thread)
-                rows.append(_local_row(n, v, guard.stopped))
-                continue
-            try:
-                with guard.interruptible(min(REPR_SECONDS, left)):
-                    row = _local_row(n, v, guard.stopped)
-            except KeyboardInterrupt:  # the guard's (a Ctrl-C's or the time limit's): this row only
-                row = _unread(n, v, f"(its repr ran past {min(REPR_SECONDS, left):.3g} s: stopped)")
-            rows.append(row)
-    except KeyboardInterrupt:  # (the guard's, landed between rows)
-        pass
+    for n, v in ordered:
+        left = end - time.monotonic()
+        if left <= 0:
+            break
+        rows.append(_row(n, v, _value(v)) if _plain(v) else _bounded_row(n, v, min(REPR_SECONDS, left)))
     return rows + [_unread(n, v, f"(not read: the view's {LOCALS_SECONDS:g} s were spent)")
                    for n, v in ordered[len(rows):]]
+
+
+def _plain(v: Any) -> bool:
+    return any(type(v) is p for p in _PLAIN)  # (`in` a set hashes the class: a metaclass's __hash__)
+
+
+def _bounded_row(name: str, v: Any, limit: float) -> dict[str, str]:
+    """`v`'s row read on a thread of its own within `limit` seconds, else a row that says it was stopped."""
+    earlier = _left.get(id(v))
+    if earlier is not None and earlier[1].is_alive():
+        return _unread(name, v, "(its repr from an earlier view is still running: not run again)")
+    _left.pop(id(v), None)
+    out: list[dict[str, str]] = []
+
+    def read() -> None:
+        try:
+            out.append(_row(name, v, _read(v)))
+        except BaseException:  # noqa: B036 - our stop, landed after the row was read
+            pass
+
+    t = threading.Thread(target=read, name="stepdbg-locals-read", daemon=True)
+    t.start()
+    t.join(limit)
+    if t.is_alive():
+        ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(t.ident or 0), ctypes.py_object(_Stopped))
+        t.join(STOP_SECONDS)
+    if out:
+        return out[0]
+    if t.is_alive() and len(_left) < LEFT_MOST:
+        _left[id(v)] = (v, t)  # (the value held: its id names it alone while its read runs)
+    return _unread(name, v, f"(its repr ran past {limit:.3g} s: stopped)")
 
 
 def _unread(name: str, v: Any, why: str) -> dict[str, str]:
@@ -100,31 +117,33 @@ def _plumbing(name: Any, value: Any) -> bool:
 
 def _nbytes(t: torch.Tensor) -> int:
     try:
-        return torch.Tensor.numel(t) * torch.Tensor.element_size(t)
+        with torch._C.DisableTorchFunctionSubclass():  # (a subclass's __torch_function__ is the user's code)
+            return torch.Tensor.numel(t) * torch.Tensor.element_size(t)
     except Exception:  # a tensor subclass that will not say
         return 0
 
 
-def _local_row(name: str, v: Any, stopped: Callable[[], bool]) -> dict[str, str]:
-    if _is(v, torch.Tensor):
-        value = f"{str(v.dtype).removeprefix('torch.')} {list(v.shape)} on {v.device}{_few_values(v)}"
-    elif _is(v, torch.nn.Module):
-        value = f"{sum(p.numel() for p in v.parameters()):,} parameters"
-    else:
-        value = _repr(v, stopped)
+def _row(name: str, v: Any, value: str) -> dict[str, str]:
     return {"name": name, "type": _TYPE_NAME(type(v)), "value": value[:80]}
 
 
-def _repr(v: Any, stopped: Callable[[], bool]) -> str:
-    """A short repr, one line, long enough to read by. A KeyboardInterrupt or SystemExit
-    raised by the repr itself is its failure, said in its row (it failed the whole listing);
-    one that `stopped` says is the guard's (or the person's Ctrl-C) ends the view."""
+def _read(v: Any) -> str:
+    """`v`'s value as its row says it; what the user's code raised in reading it (any
+    exception, SystemExit and KeyboardInterrupt too: it failed the whole view) in its place."""
     try:
-        return tensors.short_repr(v, 80).replace("\n", " ")
-    except (KeyboardInterrupt, SystemExit) as e:
-        if isinstance(e, KeyboardInterrupt) and stopped():
-            raise
-        return f"<repr failed: {type(e).__name__}>"
+        return _value(v)
+    except _Stopped:
+        raise
+    except BaseException as e:  # noqa: B036 - the user's code: its failure is this row's
+        return f"<repr failed: {_TYPE_NAME(type(e))}>"
+
+
+def _value(v: Any) -> str:
+    if _is(v, torch.Tensor):
+        return f"{str(v.dtype).removeprefix('torch.')} {list(v.shape)} on {v.device}{_few_values(v)}"
+    if _is(v, torch.nn.Module):
+        return f"{sum(p.numel() for p in v.parameters()):,} parameters"
+    return tensors.short_repr(v, 80).replace("\n", " ")
 
 
 def _few_values(t: torch.Tensor) -> str:

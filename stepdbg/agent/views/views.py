@@ -154,11 +154,10 @@ class Views:
 
     def frame_locals(self, everything: bool = False) -> list[dict[str, str]]:
         """The selected frame's locals: yours first (tensors by size), then, with
-        `everything`, dunders, modules, functions and classes. Their reprs run on the
-        training thread under the evaluator's guards (locals_view); running, there are none."""
+        `everything`, dunders, modules, functions and classes, read while the training thread
+        waits, each value's user code within its time (locals_view); running, there are none."""
         def run() -> list[dict[str, str]]:
-            return locals_view.frame_locals(self.breaker.paused_stack.selected(), everything=everything,
-                                            guard=self.evaluator)
+            return locals_view.frame_locals(self.breaker.paused_stack.selected(), everything=everything)
 
         try:
             return self.controls.on_training_thread(run)
