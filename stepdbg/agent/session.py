@@ -252,6 +252,9 @@ class Session:
             and not self.model.device_skip.on)
 
     def on_batch(self, module: torch.nn.Module, args: tuple[Any, ...]) -> None:
+        if self.changer.pins:  # as the step begins too: what a view reads in it is the LR the update uses
+            for opt in self.model.optimizers:  # (a break before the update said the scheduler's)
+                self.changer.apply_pins(opt)
         if self.doctor is not None:
             self.guard("doctor", self.doctor.on_batch, self.model, module, args)
 

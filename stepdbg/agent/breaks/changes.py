@@ -58,7 +58,7 @@ class Changes:
         return self.log("lr", lr=lr, pinned=pin, groups=changed)
 
     def apply_pins(self, opt: torch.optim.Optimizer) -> None:
-        """Before an update: a pinned LR wins over a scheduler or the loop's own setting."""
+        """As a step begins and before its update: a pinned LR wins over a scheduler or the loop's own setting."""
         if not self.pins:
             return
         for i, g in enumerate(opt.param_groups):
