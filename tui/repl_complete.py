@@ -15,7 +15,7 @@ from stepdbg.client import ClientError
 NONE = "Tab completes a name of the paused frame, a command of this line or an attribute after a dot"
 
 # The dotted name before the cursor and the attribute being typed after its last dot.
-AFTER_DOT = re.compile(r"(?<![\w.\])}'\"])([A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*)\.(\w*)$")
+AFTER_DOT = re.compile(r"(?<![\w.\])}'\"])([^\W\d]\w*(?:\.[^\W\d]\w*)*)\.(\w*)$")  # (`été.w` too)
 
 
 async def attribute_names(source: Any, dotted: str, prefix: str) -> list[str] | str:

@@ -171,7 +171,7 @@ def attribute_names(root: Any, path: tuple[str, ...], prefix: str, cap: int = 60
     return " ".join(out)
 
 
-_DOTTED = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*")
+_DOTTED = re.compile(r"[^\W\d]\w*(?:\.[^\W\d]\w*)*")  # (Python's names: `été` too, as \w is)
 _PREFIX = re.compile(r"\w*")
 
 
