@@ -125,11 +125,13 @@ class RankBreaks:
 
     def _where_it_broke(self, brk: dict[str, Any]) -> dict[str, Any]:
         """The pause of the rank that broke, for its own break: the break where it broke (its
-        step, phase, line and reason; from its event, else from the record the pause keeps),
-        the pause's place beside (`paused_at`), its numbers now."""
+        step, phase, line, reason and numbers; from its event, else from the record the pause
+        keeps), the pause's place beside (`paused_at`). The numbers are the break's: the
+        pause's, read at the update, put `grad_norm nan` beside `before_backward`, where the
+        step had measured none (the seventeenth walk's 3)."""
         own = self.broke.get(whose(brk)) or (brk.get("details") or {}).get("broke")  # (kept by the job: a late attach)
         if own is None or (own.get("step"), own.get("phase")) == (brk.get("step"), brk.get("phase")):
             return brk
         return {**brk, "step": own.get("step"), "phase": own.get("phase"), "where": own.get("where"),
-                "reason": own.get("reason", brk.get("reason")),
+                "reason": own.get("reason", brk.get("reason")), "scalars": own.get("scalars", brk.get("scalars")),
                 "paused_at": {k: brk.get(k) for k in ("step", "phase", "where")}}

@@ -70,10 +70,11 @@ def for_rank(breaker: Any, req: dict[str, Any]) -> None:
 
 def own_break(breaks: list[Break], req: dict[str, Any]) -> dict[str, Any] | None:
     """The rank that broke, pausing for its own break: that break's record (its step, phase,
-    file:line, condition and reason), kept in its pause, which a client's status reads (a TUI
+    file:line, condition, reason and numbers), kept in its pause, which a client's status reads (a TUI
     attached after the break knew only the pause at the update's line; the closing walk's 5)."""
     brk = next((b for b in reversed(breaks) if b.step == req["broke_at"] and "for_rank" not in b.details
                 and b.condition == req["condition"]), None)
     if brk is None:
         return None
-    return {"step": brk.step, "phase": brk.phase, "where": brk.where, "condition": brk.condition, "reason": brk.reason}
+    return {"step": brk.step, "phase": brk.phase, "where": brk.where, "condition": brk.condition, "reason": brk.reason,
+            "scalars": brk.scalars}
