@@ -29,8 +29,10 @@ from .rank_breaks import FROM_RANK
 from .rank_replays import named
 
 
-def hints(brk: dict[str, Any], replay: dict[str, Any] | None) -> list[str]:
-    """Rule-based hints from the break record and the replay (no guessing beyond them)."""
+def hints(brk: dict[str, Any], replay: dict[str, Any] | None, live: bool = True) -> list[str]:
+    """Rule-based hints from the break record and the replay (no guessing beyond them); once
+    the job has ended or is gone (not `live`) none invites a key that drove it (`press r to
+    replay` stayed on a job killed: the seventeenth walk's 2)."""
     out = []
     d = brk.get("details") or {}
     if d.get("explanation"):
@@ -40,10 +42,11 @@ def hints(brk: dict[str, Any], replay: dict[str, Any] | None) -> list[str]:
             out.append("the model output was finite: look at the loss computation (log of 0, division by 0)")
         if d.get("nonfinite_params"):
             out.append("parameters are already non-finite: the previous update broke them; lower the LR or clip")
-        if not replay:
+        if not replay and live:
             out.append("press r to replay the step and find the op that made the first non-finite value")
     if brk.get("condition", "").startswith("grad_norm"):
-        out.append("a large gradient norm: lower the LR (l, pinned), add clipping or warmup; see Plots (6)")
+        out.append(f"a large gradient norm: lower the LR{' (l, pinned)' if live else ''}, add clipping or warmup; "
+                   "see Plots (6)")
     if brk.get("condition", "").startswith("data_wait") or brk.get("condition", "").startswith("stall"):
         out.append("the step waited for data: check num_workers against the cores, and heavy transforms "
                    "(Threads (8) shows the DataLoader's settings and its workers)")
@@ -67,10 +70,12 @@ def render_findings(findings: list[dict[str, Any]]) -> list[Text]:
 
 
 def render_break(brk: dict[str, Any] | None, replay: dict[str, Any] | None,
-                 findings: list[dict[str, Any]] | None = None, last: dict[str, Any] | None = None) -> Group | Text:
+                 findings: list[dict[str, Any]] | None = None, last: dict[str, Any] | None = None,
+                 live: bool = True) -> Group | Text:
     """The Break panel's record, in screen order: the break, its scalars, where, the replay,
     the hints and the findings. Running, the last break the panel showed (`last`): after c
-    or R it said `no break yet` of a job that had broken (the seventh walk's 4)."""
+    or R it said `no break yet` of a job that had broken (the seventh walk's 4). `live`: the
+    job is there (not gone), so the hints may name its keys."""
     if brk is None:
         said = [Text("running — p pauses at the next pause point. The last break:", style="dim"),
                 _break_head(last)] if last else [Text("running", style="dim")] if findings else []
@@ -89,9 +94,19 @@ def render_break(brk: dict[str, Any] | None, replay: dict[str, Any] | None,
         lines.append(Text(paused_at_words(brk["paused_at"]), style="bold"))
     if replay:
         lines += render_replay(replay)
-    lines += [Text(f"• {h}", style="italic") for h in hints(brk, replay)]
+    lines += [bullet(h) for h in hints(brk, replay, live)]
     lines += render_findings(findings or [])
     return Group(*lines)
+
+
+def bullet(words: str) -> Table:
+    """`• words`, its wrapped lines under its words, not under the bullet (a hanging indent: the
+    replay's `• domain: ...` went on at the panel's edge, the seventeenth walk's 4)."""
+    row = Table.grid()
+    row.add_column(width=2, no_wrap=True)
+    row.add_column()
+    row.add_row("•", Text(words, style="italic"))
+    return row
 
 
 def paused_at_words(at: dict[str, Any]) -> str:
@@ -282,6 +297,7 @@ class BreakPanel(Loads, VerticalScroll):
     """
 
     last: dict[str, Any] | None = None  # the last break shown (said, running, under `running`)
+    drawn: tuple[dict[str, Any] | None, dict[str, Any] | None, list[dict[str, Any]] | None] = (None, None, None)
 
     def compose(self) -> ComposeResult:
         yield Static(id="break-record")
@@ -302,14 +318,31 @@ class BreakPanel(Loads, VerticalScroll):
             self.last, brk = brk, None  # answered after the job went on (attached as another client continued)
         told = LastBreak.of(self.app)  # (attached while the job ran after a break: its status's last break)
         self.last = brk or self.last or (told.brk if told.late else None)
-        record = render_break(brk, replay, findings, self.last)
-        if brk is None and ended:  # (and the job's last break, what was done after it)
-            record = Group(Text(end_words(ended, output_shown, interrupted), style="bold"),
-                           *(Text(w) for w in LastBreak.of(self.app).words()))
+        self.drawn = (brk, replay, findings)
         try:
-            self.query_one("#break-record", Static).update(record)
+            self.query_one("#break-record", Static).update(
+                self.record(end_words(ended, output_shown, interrupted) if ended else None))
             self.query_one("#break-source", Static).update(render_source(src) if brk else "")
             self.query_one("#break-frames", Static).update(render_frames(frames) if brk else "")
             self.query_one("#break-locals", Static).update(render_locals(locals_) if brk else "")
         except NoMatches:  # the window closed while the answer was on its way (a worker's late show)
             return
+
+    def record(self, end: str | None = None) -> Group | Text:
+        """The break shown (`drawn`); with none, how the job ended (`end`) or that it is gone, and
+        its last break, the replay of its step, what was done after it."""
+        brk, replay, findings = self.drawn
+        gone = getattr(self.app, "gone", None)
+        if brk is None and (end or gone):
+            told = LastBreak.of(self.app)
+            said = told.words()[:1]
+            return Group(Text(end or f"{gone}; q closes this window.", style="bold"), *(Text(w) for w in said),
+                         *(render_replay(told.replay) if said and told.replay else []),
+                         *(Text(w) for w in told.words()[1:]))
+        return render_break(brk, replay, findings, self.last, live=gone is None)
+
+    def job_gone(self) -> None:
+        """The job is gone (job_gone.GoneWatch): its keys are no longer invited; the panel keeps
+        what it shows of its last state."""
+        for shown in self.query("#break-record").results(Static):
+            shown.update(self.record())

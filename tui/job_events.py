@@ -205,6 +205,7 @@ def on_replay(app: Any, data: Any) -> None:
     for line in [f"replay of step {data.get('step')}{f' on rank {rank}' if rank is not None else ''}: "
                  f"{data.get('summary')}", *([f"  {data['verdict']}"] if data.get("verdict") else [])]:
         app.log_line(line, "magenta")
+    LastBreak.of(app).replayed(data)  # (the end says the last break with it)
     brk = app.status.get("paused")
     if rank is not None and rank != getattr(app.source, "current", None):
         return
