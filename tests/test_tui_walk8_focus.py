@@ -36,7 +36,7 @@ async def test_a_number_key_always_switches_panel_and_never_gives_a_field_the_fo
             "", "loss"), screen_text(app, skip=())
         await pilot.press("7")
         await settled(pilot, app)
-        assert "b: type a spec below" in screen_text(app, skip=())
+        assert "b or Tab: type a spec below" in screen_text(app, skip=())
         await pilot.press("b", "1")
         await settled(pilot, app)
         box = app.query_one("#break-input", Input)

@@ -1,0 +1,165 @@
+"""The Breakpoints panel (7): the breakpoints in a table, a spec typed below is added, space
+turns the selected one on or off, delete removes it; the hint says where the keys go."""
+
+from __future__ import annotations
+
+from contextlib import suppress
+from typing import Any
+
+from rich.text import Text
+from textual import on
+from textual.app import ComposeResult
+from textual.containers import Vertical
+from textual.coordinate import Coordinate
+from textual.css.query import NoMatches
+from textual.events import Key
+from textual.widgets import DataTable, Input, Label
+
+from stepdbg.client.info_text import quiet_words
+from stepdbg.wire.conditions import ConditionError, parse
+
+from .asking import Loads, ask
+from .fields import Field
+from .fitted import fill_fitted, focus_mark, left_out
+from .table_in_scroll import RowTable
+
+
+def check_spec(spec: str) -> str | None:
+    """The agent's own grammar, checked as you type; None when the spec is good."""
+    if not spec.strip():
+        return None
+    try:
+        parse(spec)
+    except ConditionError as e:
+        return str(e)
+    return None
+
+
+class BreakpointsPanel(Loads, Vertical):
+    """The breakpoints: a spec typed below is added, space turns the selected one on or off,
+    delete removes it. The requests go to the app's source (a reconnect replaces it)."""
+
+    # The error wraps: at 80x24 it was cut at 'known: nan, inf, no'.
+    DEFAULT_CSS = "BreakpointsPanel #break-error { width: 100%; color: $error; }" + focus_mark("#breaks-table")
+
+    async def load(self, source: Any, status: dict[str, Any], history: list[dict[str, Any]]) -> None:
+        rows = await ask(self, "breakpoints", source.breakpoints())
+        if rows is not None:
+            self.show(rows)
+
+    said = ""  # what an add said under the box, until the next spec is typed there
+    note = ""  # a pause that came while the box had the focus, said under it until the job goes on
+    quiet = ""  # the breakpoints that stay true after their break, so are not reported again
+    words: str | None = None  # what say() was last told
+
+    def say(self, words: str | None) -> None:
+        """Under the add box: `words` (the spec's error, an answer), the pause's note and which
+        breakpoints are quiet. Text, not markup: a spec with [ in it (model[0]) raised
+        MarkupError and ended the TUI."""
+        self.words = words
+        with suppress(NoMatches):  # (the window closing)
+            self.query_one("#break-error", Label).update(Text("\n".join(w for w in (words, self.note, self.quiet) if w)))
+
+    def job_paused(self, note: str) -> None:
+        """A pause came while the add box had the focus (note), or the job went on (""): the
+        typing stays in the box (issue 45's (a)), and what `c` typed there would have done is
+        said where the person looks (the header alone said it: the sixth walk's 5)."""
+        self.note = note
+        self.say(check_spec(self.query_one("#break-input", Input).value))
+
+    def compose(self) -> ComposeResult:
+        yield RowTable(id="breaks-table", cursor_type="row")
+        yield Label(self.HINT, id="breaks-hint", classes="hint")
+        yield Field(placeholder="add: nan, grad_norm>100, loss_spike>3, expr:loss > 4 and step > 100",
+                    id="break-input", empties=True)  # (each spec its own: fields.Field)
+        yield Label("", id="break-error", markup=False)
+
+    # Where the keys go, said where the person looks (the seventeenth walk's 1: the hint invited
+    # typing, the table had the focus, and `nan` typed stepped the job).
+    HINT = "keys act on the job here (n steps it) · b or Tab: type a spec below\nspace: on/off · delete: remove"
+    BOX_HINT = "Enter adds the spec typed · escape: the table (space turns one on or off, delete removes it)"
+    rows: list[dict[str, Any]] | None = None  # the last shown (filled again at a resize)
+    gone: list[str] = []  # the columns the width left out
+
+    def on_mount(self) -> None:
+        self.watch(self.screen, "focused", self._says_where_keys_go)
+
+    def _says_where_keys_go(self, focused: Any) -> None:
+        with suppress(NoMatches):
+            hint = self.BOX_HINT if getattr(focused, "id", None) == "break-input" else self.HINT
+            self.query_one("#breaks-hint", Label).update(hint + left_out(self.gone))
+
+    def on_resize(self) -> None:  # (its columns come with its first rows: fitted.fill_fitted)
+        if self.rows is not None:
+            self.show(self.rows)
+
+    def show(self, rows: list[dict[str, Any]]) -> None:
+        """The specs wrap in their column, and kind then checked at are left out where the width is
+        short (at 80x24 a long spec cut `before_backwa`, the sixteenth walk's 8)."""
+        t, self.rows = self.query_one(DataTable), rows
+        row = t.cursor_row  # the cursor stays where it was (a space toggles the row under it)
+        cells = [[Text(c) for c in ("●" if r["enabled"] else "○", r["spec"], r["kind"], r["phase"])] for r in rows]
+        gone = fill_fitted(t, self, ("on", "spec", "kind", "checked at"), cells, [r["spec"] for r in rows],
+                           flexible=1, drop=(2, 3), narrowest=24)
+        self.gone = gone
+        self._says_where_keys_go(self.screen.focused)
+        if rows:
+            t.move_cursor(row=min(row, len(rows) - 1))
+        quiet = "\n".join(f"{r['spec']}: {quiet_words(r['quiet'])}" for r in rows if r.get("quiet"))
+        if quiet != self.quiet:  # (the console's `break` says the same, from the same record)
+            self.quiet = quiet
+            self.say(self.words)
+
+    def on_input_changed(self, event: Input.Changed) -> None:
+        if event.input.id == "break-input":
+            self.say(check_spec(event.value) or self.said)
+            if event.value:  # (the box emptied at Enter keeps it; the next spec typed replaces it)
+                self.said = ""
+
+    @on(Input.Submitted, "#break-input")
+    def submitted(self, event: Input.Submitted) -> None:
+        spec = event.value.strip()
+        if spec:
+            self.run_worker(self.add(self.app.source, spec), group="breaks")  # type: ignore[attr-defined]
+
+    async def add(self, source: Any, spec: str) -> str | None:
+        """Add a breakpoint: None, or the agent's refusal (shown where it was typed too)."""
+        t = self.query_one(DataTable)
+        had = {str(t.coordinate_to_cell_key(Coordinate(r, 0)).row_key.value) for r in range(t.row_count)}
+        try:
+            await source.add_break(spec)
+        except Exception as e:
+            self.said = error = getattr(e, "message", None) or str(e)
+            self.say(error)
+            box = self.query_one("#break-input", Input)
+            if not box.value:  # (emptied at Enter: the refused spec is back to be mended; its change says the error)
+                box.value = spec
+            return error
+        if (same := parse(spec).spec) in had:  # (it said nothing: the fifth walk's 14)
+            self.said = f"{same} is there already: not added again (escape: the table; space turns it on or off)"
+            self.say(self.said)
+        await self.load(source, {}, [])
+        # The focus stays in the box: what is typed next is the next spec, never a key that
+        # steps the job (escape goes to the table: space toggles, delete removes).
+        return None
+
+    def on_key(self, event: Key) -> None:
+        t = self.query_one(DataTable)
+        if self.screen.focused is not t or not t.row_count or event.key not in ("space", "delete"):
+            return
+        spec = str(t.coordinate_to_cell_key(t.cursor_coordinate).row_key.value)
+        enabled = str(t.get_cell_at((t.cursor_row, 0))) == "●"
+        self.run_worker(self._change(self.app.source, spec, None if event.key == "delete" else not enabled),  # type: ignore[attr-defined]
+                        group="breaks")
+        event.stop()
+
+    async def _change(self, source: Any, spec: str, enabled: bool | None) -> None:
+        """Turn a breakpoint on or off, or remove it (enabled None)."""
+        request = source.remove_break(spec) if enabled is None else source.enable_break(spec, enabled)
+        await ask(self, "breakpoint", request)
+        await self.load(source, {}, [])
+        self.say(check_spec(self.query_one("#break-input", Input).value))  # the list changed: a note
+        # of the one before goes (`nan is there already` stayed after nan was deleted: the eighth walk's 4)
+        if enabled is None:  # the next keys are keys, not a spec typed: an empty table gives focus to the add box
+            table = self.query_one(DataTable)
+            self.screen.set_focus(table if table.row_count else None)
