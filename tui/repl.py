@@ -27,7 +27,7 @@ from stepdbg.client.replays_heard import replays_heard
 from stepdbg.wire.conditions import ConditionError
 from stepdbg.wire.fold import fold, for_terminal
 
-from .repl_complete import AFTER_DOT, attribute_names_now
+from .repl_complete import AFTER_DOT, AFTER_INDEX, NOT_AFTER_INDEX, attribute_names_now
 
 COMMANDS = ["c", "n", "s", "r", "p", "lr", "skip", "info", "model", "opt", "mem", "threads", "breaks", "source",
             "history", "timings", "status", "break", "add", "rm", "until", "pause", "q", "detach", "help"]
@@ -58,6 +58,9 @@ class _Names(Completer):
 
     def get_completions(self, document: Document, complete_event: CompleteEvent) -> Iterator[Completion]:
         dot = AFTER_DOT.search(document.text_before_cursor)
+        if dot is None and AFTER_INDEX.search(document.text_before_cursor):
+            print(f"Tab: {NOT_AFTER_INDEX}")
+            return
         if dot is None:
             yield from self.names.get_completions(document, complete_event)
             return

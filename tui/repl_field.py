@@ -13,7 +13,7 @@ from textual.suggester import Suggester
 from textual.widgets import Static
 
 from .fields import Field
-from .repl_complete import AFTER_DOT, NONE, attribute_names
+from .repl_complete import AFTER_DOT, AFTER_INDEX, NONE, NOT_AFTER_INDEX, attribute_names
 from .repl_line import USAGE
 
 LINE_WORDS = [w for w in USAGE if len(w) > 1]  # the line's commands, for Tab (not its one-letter words)
@@ -67,6 +67,9 @@ class ReplLine(Field):
             elif self.cursor_position == at:  # (not typed on meanwhile)
                 self.completed(dot.group(2), found, f"no attribute of {dot.group(1)} begins with {dot.group(2)!r}")
             return
+        if AFTER_INDEX.search(self.value[:self.cursor_position]):
+            self.answer(f"Tab: {NOT_AFTER_INDEX}")
+            return
         m = LAST_NAME.search(self.value[:self.cursor_position])
         found = [w for w in self.names if m and w.startswith(m.group())]
         self.completed(m.group() if m else "", found if m else [], NONE + (f": none begins with {m.group()!r}" if m else ""))
@@ -77,6 +80,8 @@ class ReplLine(Field):
             self.insert_text_at_cursor(common[len(typed):])
         if len(found) > 1:
             self.answer("Tab: " + ", ".join(found[:12]) + (", …" if len(found) > 12 else ""))
+        elif found:  # one: completed, and the list of an earlier Tab goes (`model.`'s stayed under `opt.param_groups`)
+            self.answer("")
         elif not found:
             self.answer(none + "; escape leaves the line (keys act on the job again)")
 
