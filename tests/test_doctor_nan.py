@@ -54,4 +54,4 @@ def test_an_exception_a_nan_caused_is_a_finding_naming_the_nan():
     assert code == 1 and nan["data"]["replay"]["first_nonfinite"]["sample"] == 37, out
     assert nan["message"].endswith("then RuntimeError: all elements of input should be between 0 and 1 "
                                    f"at vae_shape.py:{marked_line(script, 'raises')}"), nan
-    assert "find that record" in nan["advice"], nan
+    assert "find the record" in nan["advice"] and "(dataset index 37)" in nan["advice"], nan

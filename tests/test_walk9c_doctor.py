@@ -26,5 +26,10 @@ def test_a_nan_breaks_finding_is_said_once_on_stderr_and_once_in_the_summary():
     assert got.returncode == 1, got
     assert got.stderr.count(FOUND) == 1 and f"stepdbg: replay of step 3: {FOUND}" in got.stderr, got.stderr
     assert "finding [nonfinite]" not in got.stderr, got.stderr
+    # (the advice under it said it again: `data: x holds 1 non-finite value, the first at [0, 0]; find
+    # that record ...`, the seventeenth walk's 11)
+    assert got.stderr.count("holds 1 non-finite value") == 1 and "data: find the record x came from" in got.stderr, \
+        got.stderr
     summary = got.stdout[got.stdout.index("stepdbg doctor: 1 finding in 6 steps"):]
     assert summary.count("error nonfinite (step 3)") == 1 and summary.count("the replay of step 3") == 1, summary
+    assert " ".join(summary.split()).count("holds 1 non-finite value") == 1, summary

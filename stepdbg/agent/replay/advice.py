@@ -115,11 +115,11 @@ def advise(first: dict[str, Any] | None, history: Iterable[dict[str, Any]],
                         "the ops between: look at each"}
     if first.get("where") == "input":
         sample = f" (dataset index {first['sample']})" if first.get("sample") is not None else ""
+        # (what it holds, and where, the replay's summary says above it: the advice said it again,
+        # the seventeenth walk's 11)
         return {"cause": "data",
-                "text": f"{first.get('tensor')} holds {first.get('count', 'some')} non-finite "
-                        f"value{'' if first.get('count') == 1 else 's'}, the "
-                        f"first at {first.get('index')}{sample}; find that record and clean or filter it (check "
-                        "for NaN/inf in the dataset or the collate_fn)"}
+                "text": f"find the record {first.get('tensor')} came from{sample} and clean or filter it "
+                        "(check for NaN/inf in the dataset or the collate_fn)"}
     if first.get("where") == "parameter" and first.get("written"):  # (param_writes: no update made it)
         return {"cause": "written",
                 "text": f"the op and the learning rate are not the cause: {first.get('tensor')} became non-finite "
