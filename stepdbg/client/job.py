@@ -22,6 +22,7 @@ from ..wire.numbers import ascii_int
 from ..wire.ops import OPS
 from ..wire.replay_text import pause_reason
 from .connection import OUTPUT_TAIL, Client, Ops
+from .replays_heard import own_replay
 from .said_once import SaidOnce
 
 
@@ -327,8 +328,8 @@ class Job(RankView, Ops):
         from concurrent.futures import ThreadPoolExecutor
 
         live = self._live()
-        with ThreadPoolExecutor(max(1, len(live))) as pool:
-            futures = {r: pool.submit(self.clients[r].replay) for r in live}
+        with ThreadPoolExecutor(max(1, len(live))) as pool:  # (each rank's answer kept: its event is not said again)
+            futures = {r: pool.submit(own_replay, self.clients[r]) for r in live}
         return self._one_replay({r: f.exception() or f.result() for r, f in futures.items()})
 
     def call(self, op: str, timeout: float | None = 300, **args: Any) -> Any:

@@ -1,7 +1,10 @@
 """A replay another client ran, said at the console once (issue 45, the closing walk of
 05:50's 7): `r` in the TUI replayed the step and `stepdbg attach --repl` beside it never said
 so. The job sends every replay's answer to every client (the `replay` event); the console
-says those it did not ask for itself (its own `r` says its answer: commands._replay)."""
+says those it did not ask for itself (its own `r` says its answer: commands._replay). A job's
+console (attached to the job: rank 0 in view) heard none: the events of a job come on each
+rank's client, which nothing read; each rank's replay is said once, its rank named (the
+seventeenth walk's 1)."""
 
 from __future__ import annotations
 
@@ -38,7 +41,14 @@ def own_replay(target: Any) -> dict[str, Any]:
 
 def replays_heard(client: Any) -> list[str]:
     """The replays another client ran since the last look, in words (the client's events,
-    which nothing else reads at the console, are taken here); a job's many ranks: none."""
+    which nothing else reads at the console, are taken here); a job's: each rank's, named."""
+    if getattr(client, "many_ranks", False):
+        return [w for rank, c in enumerate(client.clients) for w in _heard(c, f" on rank {rank}")]
+    return _heard(client, "")
+
+
+def _heard(client: Any, on: str) -> list[str]:
+    """One connection's replays another client ran (`on`: the rank it is, in words)."""
     events = client.__dict__.get("events")
     if not isinstance(events, queue.Queue):
         return []
@@ -53,5 +63,5 @@ def replays_heard(client: Any) -> list[str]:
             continue
         if heard.asking or data in heard.answers:  # (this console's own: its answer says it)
             continue
-        said.append(f"replay of step {data.get('step')} (another client asked): {data.get('summary')}"
+        said.append(f"replay of step {data.get('step')}{on} (another client asked): {data.get('summary')}"
                     + (f"\n{data['verdict']}" if data.get("verdict") else ""))
