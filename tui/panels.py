@@ -10,6 +10,7 @@ import math
 from collections import deque
 from typing import Any
 
+from rich.padding import Padding
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import Vertical
@@ -194,7 +195,7 @@ class WholeWidthLog(RichLog):
 
     def keep(self, text: Text) -> None:
         self.kept.append(text)
-        self.write(text, width=self.drawn_at or None)  # (the app's console measured it 80 wide at most)
+        self.write(hanging(text), width=self.drawn_at or None)  # (the app's console measured it 80 wide at most)
 
     def on_resize(self) -> None:  # (after RichLog's own, which writes what waited for a width)
         self.call_after_refresh(self._wrap_again)
@@ -205,7 +206,15 @@ class WholeWidthLog(RichLog):
             self.drawn_at = width
             self.clear()
             for text in self.kept:
-                self.write(text, width=width)
+                self.write(hanging(text), width=width)
+
+
+def hanging(text: Text) -> Text | Padding:
+    """A line whose words start after spaces keeps them on each line it wraps onto (a wrapped
+    `  at train.py:55  loss = nn.functional.mse_loss(model(x),` went on with `y)` at the Log's
+    first column: the seventeenth walk's 8)."""
+    lead = len(text.plain) - len(text.plain.lstrip(" "))
+    return Padding(text[lead:], (0, 0, 0, lead), expand=False) if 0 < lead < len(text.plain) else text
 
 
 STATE_STYLE = {"dead": "red", "exited": "red", "in collective": "yellow"}
