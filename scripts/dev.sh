@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Set up a virtual environment and run the demo or the tests.
-#   bash scripts/dev.sh demo    # the NaN demo, paused at the break with the replay's answer
+#   bash scripts/dev.sh demo    # the NaN demo in the TUI, paused at the break (r replays the step)
 #   bash scripts/dev.sh test    # ruff, the import contracts and the whole test suite
 #   bash scripts/dev.sh test --quick   # the same without the tests marked slow: the edit-test loop
 # Tests run in parallel (pytest-xdist): STEPDBG_TEST_WORKERS=N sets how many (default 4;
