@@ -254,7 +254,7 @@ def test_torchrun_given_by_path_gives_every_rank_an_agent(tmp_path):
         ["--break", "nan", str(torchrun), "--standalone", "--nproc_per_node=2", "demos/ddp_nan.py", "--steps", "3"]))
     assert (cfg.torchrun, cfg.python, cfg.script) == (["--standalone", "--nproc_per_node=2"], sys.executable,
                                                       "demos/ddp_nan.py")
-    assert command(cfg)[1:3] == ["-m", "torch.distributed.run"]
+    assert command(cfg)[1:4] == ["-u", "-m", "torch.distributed.run"]  # (-u: torchrun's copies of the ranks' output as they come)
 
 
 def test_stepdbg_python_without_a_script_says_what_is_missing():

@@ -8,10 +8,13 @@ break (a change, a finding, a replay) on its stderr once its stdout is flushed, 
 lines it printed before are in its stdout file then; relayed, they came after the break's
 line (a newcomer's walk: `step 10 loss nan` after `break at step 12`).
 
-``RankOrder`` holds a rank's stderr from such a line on until that rank's relayed stdout
+``RankOrder`` holds a rank's stderr from such a line on until every rank's relayed stdout
 has reached the size its stdout file had when the line came (torchrun's files are under
 the ``--log-dir`` the launcher gave it), and never longer than ``HELD_AT_MOST`` (a line
-torchrun dropped, a size counted otherwise). Stdout is never held, nor is the job. Every
+torchrun dropped, a size counted otherwise). Every rank's, not its own alone: torchrun reads
+each file by a thread of its own, so rank 1's break came before rank 0's `step 0 loss` and
+`step 5 loss`, printed before it (the seventeenth walk's 4; the ranks go in step, by their
+collectives). Stdout is never held, nor is the job. Every
 line stepdbg says on a rank's stderr (``OWN``) is held so, not an event's alone: its end
 summary (`conditions that stayed true ...`) came before the rank's `step 15 loss` and
 `rank 0 done` (issue 45, the twelfth walk's 2). ``caught_up`` says when all a rank has
@@ -62,8 +65,8 @@ class RankOrder:
         self.log_dir, self.lock = log_dir, lock
         self.relayed: dict[int, int] = {}  # bytes of each rank's stdout relayed so far
         self.relayed_err: dict[int, int] = {}  # and of its stderr
-        self.held: dict[int, list[str]] = {}  # each rank's stderr lines waiting for its stdout
-        self.until: dict[int, int] = {}  # the stdout size they wait for
+        self.held: dict[int, list[str]] = {}  # each rank's stderr lines waiting for the ranks' stdout
+        self.until: dict[int, dict[int, int]] = {}  # the stdout size of each rank they wait for
         self._emit = emit
         if torchrun is not None:
             torchrun.caught_up = self.caught_up
@@ -83,6 +86,12 @@ class RankOrder:
         except OSError:
             return 0
 
+    def behind(self) -> dict[int, int]:
+        """The ranks whose stdout file holds more than is relayed: the size of each now."""
+        dirs = glob.glob(os.path.join(glob.escape(self.log_dir), "*", "attempt_*", "*"))
+        ranks = {int(name) for name in map(os.path.basename, dirs) if name.isdigit()}
+        return {r: size for r in ranks if (size := self.stdout_size(r)) > self.relayed.get(r, 0)}
+
     def caught_up(self, rank: int) -> bool:
         """(Not under the lock.) Everything rank `rank` (its local rank: torchrun's prefix)
         wrote to its files so far is relayed: none held, none unread."""
@@ -99,16 +108,17 @@ class RankOrder:
         if stream == "stdout":
             self.relayed[rank] = self.relayed.get(rank, 0) + len(text.encode("utf-8", "replace")) + 1
             self.emit(stream, line)
-            if rank in self.held and self.relayed[rank] >= self.until[rank]:
-                self.release(rank)
+            for waiting in [r for r, until in self.until.items()
+                            if all(self.relayed.get(o, 0) >= size for o, size in until.items())]:
+                self.release(waiting)
             return
         if rank in self.held:
             self.held[rank].append(line)
             return
         if OWN.match(text):
-            size = self.stdout_size(rank)
-            if size > self.relayed.get(rank, 0):
-                self.held[rank], self.until[rank] = [line], size
+            behind = self.behind()
+            if behind:
+                self.held[rank], self.until[rank] = [line], behind
                 timer = threading.Timer(HELD_AT_MOST, self._late, args=(rank, self.held[rank]))
                 timer.daemon = True
                 timer.start()

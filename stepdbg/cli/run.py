@@ -153,8 +153,11 @@ def command(cfg: Launch, tee: bool = False) -> list[str]:
     # in a folder of the launcher's own (it reads their sizes to keep each rank's lines in order).
     tee_args = ["--tee", "3", "--log-dir", tempfile.mkdtemp(prefix=TORCHRUN_LOGS)] if tee and not _has_option(
         cfg.torchrun, "--tee", "-t", "--redirects", "-r", "--log-dir", "--log_dir") else []
-    return [cfg.python, "-m", "torch.distributed.run", *tee_args, *cfg.torchrun, "-m", "stepdbg.launch.bootstrap",
-            *target, *cfg.args]
+    # torchrun unbuffered (-u, its own interpreter alone: the ranks' env is untouched): its copies of the
+    # ranks' stdout (never flushed) came at its end in a shell without PYTHONUNBUFFERED, after the break
+    # its stderr had brought at once (`step 5 loss` after `break at step 6`: the seventeenth walk's 4)
+    return [cfg.python, "-u", "-m", "torch.distributed.run", *tee_args, *cfg.torchrun, "-m",
+            "stepdbg.launch.bootstrap", *target, *cfg.args]
 
 
 def job_env(cfg: Launch) -> dict[str, str]:
