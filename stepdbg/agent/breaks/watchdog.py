@@ -73,7 +73,7 @@ class Watchdog:
                 it = loader() if loader is not None else None
                 details = {
                     "idle_seconds": round(idle, 2),
-                    "threads": threads.thread_stacks(),
+                    "threads": threads.thread_stacks(m.thread),  # (its stack first: told whatever the rest)
                     "dataloader": threads.loader_settings(it) if it is not None else None,
                 }
                 train = next((t for t in details["threads"] if t["id"] == m.thread), None)
