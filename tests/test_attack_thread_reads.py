@@ -125,3 +125,34 @@ def test_a_frame_on_a_line_of_50_mb_is_told_cut_without_copying_the_line(tmp_pat
         assert Watched.stripped and max(Watched.stripped) <= 4 * threads.NAME_MOST, max(Watched.stripped)
     finally:
         big_line.gate.set()
+
+
+def test_where_a_thread_20000_calls_deep_waits_looks_up_one_line(monkeypatch):
+    """blocked_in (the status's waiting line, at every poll while the training thread waits)
+    looked up the line of each of its frames."""
+    sys.setrecursionlimit(max(sys.getrecursionlimit(), 21_000))
+    gate, ready = threading.Event(), threading.Event()
+
+    def deep(n: int) -> None:
+        if n:
+            return deep(n - 1)
+        ready.set()
+        gate.wait()
+
+    threading.stack_size(256 * 1024 * 1024)
+    try:
+        t = threading.Thread(target=deep, args=(20_000,), daemon=True)
+        t.start()
+    finally:
+        threading.stack_size(0)
+    try:
+        assert ready.wait(WAIT)
+        looked: list[int] = []
+        real = threads.linecache.getline
+        monkeypatch.setattr(threads.linecache, "getline", lambda *a: looked.append(1) or real(*a))
+        where = threads.blocked_in(sys._current_frames()[t.ident], False)
+        assert (where["function"], where["code"]) == ("deep", "gate.wait()"), where
+        assert where["inner"].startswith("wait (threading.py:") and where["collective"] is None, where
+        assert len(looked) <= 2, len(looked)
+    finally:
+        gate.set()
