@@ -111,3 +111,20 @@ def test_a_repr_that_will_not_stop_never_holds_the_pause(start_job, tmp_path, mo
     code, out, err = job.finish()
     assert code == 0 and out.strip() == "end", (out, err)
     assert "KeyboardInterrupt" not in err and "Traceback" not in err, err
+
+
+def test_where_no_thread_can_be_started_the_view_still_answers(monkeypatch):
+    """A process at its threads' limit: the row of a value that needs its own thread says so."""
+    def refused(self):
+        raise RuntimeError("can't start new thread")
+
+    monkeypatch.setattr(threading.Thread, "start", refused)
+    ns = {"shown": Shown(), "x": 41}
+    exec("import sys\nframe = sys._getframe()", ns)
+    rows = {r["name"]: r["value"] for r in locals_view.frame_locals(ns["frame"])}
+    assert rows["shown"] == "(not read: no thread could be started to read it)" and rows["x"] == "41", rows
+
+
+class Shown:
+    def __repr__(self) -> str:
+        return "shown"

@@ -81,7 +81,10 @@ def _bounded_row(name: str, v: Any, limit: float) -> dict[str, str]:
             pass
 
     t = threading.Thread(target=read, name="stepdbg-locals-read", daemon=True)
-    t.start()
+    try:
+        t.start()
+    except RuntimeError:  # (a process at its threads' limit: "can't start new thread")
+        return _unread(name, v, "(not read: no thread could be started to read it)")
     t.join(limit)
     if t.is_alive():
         ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(t.ident or 0), ctypes.py_object(_Stopped))
