@@ -8,13 +8,11 @@ import subprocess
 import threading
 from typing import TYPE_CHECKING, Any
 
+from rich.text import Text
 from textual import work
-from textual.binding import ActiveBinding, Binding
-from textual.events import Resize
-from textual.notifications import SeverityLevel
-from textual.screen import Screen
+from textual.notifications import Notify, SeverityLevel
 from textual.widget import Widget
-from textual.widgets import DataTable, Input, Static, Tab, TabbedContent, Tabs
+from textual.widgets import DataTable, Static, TabbedContent
 
 from stepdbg.wire.change_text import SKIP_KEEPS, change_said, rewind_answer
 from stepdbg.wire.rank_words import ranks_words, targets_words
@@ -23,7 +21,10 @@ from . import job_events, rank_replays, toasts
 from .break_panel import ELSEWHERE, BreakPanel
 from .dialogs import AskScreen, CtrlCScreen, LrScreen, QuitScreen
 from .job_gone import GoneWatch
+from .main_screen import MainScreen
 from .messages import JobEvent
+
+__all__ = ["AFTER_THE_END", "OUTPUT_ENDS_WITHIN", "ControlActions", "MainScreen"]  # (app.py's)
 
 # The longest the end waits for the job's last lines (a launched job's output comes by its
 # pipes, its end by the socket, sooner); a child that outlives the job may hold the pipes.
@@ -44,43 +45,6 @@ PAUSING = "pausing at the next pause point…"  # p's toast, while the header sa
 AFTER_THE_END = {"cont": "continue", "pause": "pause", "next_phase": "step", "next_step": "step", "replay": "replay",
                  "diff": "diff", "set_lr": "set the LR of", "skip": "skip", "rewind": "rewind", "frame": "step through",
                  "breakpoints": "break in"}
-
-
-# The keys a field takes, for the footer while it has the focus (at 80x24 it was blank: a
-# field takes the letters, so every key of the app left it): (key, words), by the field's id.
-FIELD_KEYS = {
-    "repl": (("enter", "run it"), ("up", "earlier lines"), ("escape", "keys again"), ("tab", "complete")),
-    "tensor-name": (("enter", "show it"), ("escape", "keys again"), ("tab", "the slice")),
-    "tensor-index": (("enter", "show it"), ("escape", "keys again"), ("tab", "next field")),
-    "break-input": (("enter", "add it"), ("escape", "the table"), ("tab", "next field")),
-}
-
-
-class MainScreen(Screen[None]):
-    """The app's screen: its footer says the keys that work in the field that has the focus."""
-
-    DEFAULT_CSS = toasts.CSS
-
-    def on_resize(self, event: Resize) -> None:
-        """Where the tabs are wider than the terminal (81 columns at 80: the tab bar scrolled
-        a column, the first tab's first letter cut, on panels 5 to 9: the fifth walk's 12),
-        each loses a column of its padding (as a distributed job's ten always do)."""
-        for tabs in self.query("#panels"):
-            wide = sum(len(tab.label.plain) + 2 for tab in tabs.query(Tab))
-            tabs.set_class(event.size.width < wide, "-narrow")
-
-    def on_screen_resume(self) -> None:  # (a resize under a dialog made the tabs -narrow: the closing walk of 05:50's 17)
-        for tabs in self.query(Tabs).results(Tabs):  # the underline goes under the active tab as drawn now
-            tabs.call_after_refresh(tabs._highlight_active, False)
-
-    @property
-    def active_bindings(self) -> dict[str, ActiveBinding]:
-        bindings = super().active_bindings
-        field = self.focused
-        keys = FIELD_KEYS.get(field.id or "", ()) if isinstance(field, Input) else ()
-        # (the field's own binding acts; shown first here: a click on it presses the key)
-        shown = {key: ActiveBinding(self, Binding(key, f"field_key('{key}')", words), True) for key, words in keys}
-        return {**shown, **{k: b for k, b in bindings.items() if k not in shown}}
 
 
 class ControlActions(GoneWatch):
@@ -112,6 +76,9 @@ class ControlActions(GoneWatch):
         """A toast, as tui/toasts.py's rule has it: a few seconds, no blank rows, room kept."""
         super().notify(toasts.make_room(self, message), title=title, severity=severity, timeout=toasts.standing(timeout), markup=markup)
 
+    def _on_notify(self, event: Notify) -> None:  # (then App's own: it shows the toast)
+        toasts.once(self, event.notification)
+
     def set_focus(self, widget: Widget | None, scroll_visible: bool = True) -> None:
         """The focus on `widget` on its own screen: under a dialog it waits there for the dialog
         to close (an answer that came while the LR dialog was open put the dialog's focus on
@@ -141,11 +108,11 @@ class ControlActions(GoneWatch):
     def refuse(self, words: str, severity: SeverityLevel = "warning") -> None:
         """Why a key does nothing (or what it set that goes on mattering: `o`'s ranks), where
         the person looks: under the REPL line, where it stays (a toast carried the only copy,
-        and went), and in a toast that repeats it."""
-        self.say(words)
-        self.notify(words, severity=severity)
+        and went), once: a toast that said it again covered the REPL box and the footer at
+        80x24, and each press added one (the seventeenth walk's 1). An error's words are red."""
+        self.say(Text(words, style="red" if severity == "error" else ""))
 
-    def say(self, words: str) -> None:
+    def say(self, words: str | Text) -> None:
         """`words` under the REPL line, where they stay until the next answer (a long one, or
         one that must stay: a toast stands a few seconds, over the panel's first lines)."""
         for out in self.screen_stack[0].query("#repl-out").results(Static) if self.screen_stack else []:

@@ -25,6 +25,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from textual.notifications import Notification
+
 TOAST_SECONDS = 4.0
 # Textual's Toast is drawn with `padding: 1 1`, 60 columns wide and half the screen at most
 # (at 80 columns 36 columns of words: the LR's toast took 3 rows, and it was measured at 60,
@@ -50,16 +52,22 @@ def standing(timeout: float | None) -> float:
 
 
 def make_room(app: Any, message: str = "") -> str:
-    """Takes down a toast that says `message` already (it is said once: `u` pressed four times at
-    the outermost frame stacked four, the closing walk's 6) and the oldest toasts of `app` so that
-    one more fits beside the panel's fields; `message` as the toast says it (one_label)."""
+    """Takes down the oldest toasts of `app` so that one more fits beside the panel's fields;
+    `message` as the toast says it (one_label)."""
     message = one_label(message)
-    for same in [n for n in app._notifications if n.message == message]:
-        app._unnotify(same, refresh=False)
     room = max(1, (app.size.height - TOAST_FREE) // TOAST_ROWS)
     for old in list(app._notifications)[:max(0, len(app._notifications) - room + 1)]:
         app._unnotify(old, refresh=False)
     return message
+
+
+def once(app: Any, notification: Notification) -> None:
+    """As `notification` is shown (Textual's Notify handled): a toast that says its words already
+    goes, so they are said once (`u` pressed four times at the outermost frame stacked four, the
+    closing walk's 6; `d d` typed at once at the innermost, both answers told before either toast
+    was shown, stacked two: the seventeenth walk's 3)."""
+    for same in [n for n in app._notifications if n.message == notification.message and n is not notification]:
+        app._unnotify(same, refresh=False)
 
 
 # A request's name, then the job's own label of its refusal: `next phase: n: at an uncaught
