@@ -12,6 +12,7 @@ from textual.widgets import Input
 
 from stepdbg.client.connection import gone_words
 
+from .break_panel import BreakPanel
 from .job_events import ended_words
 
 if TYPE_CHECKING:
@@ -41,6 +42,9 @@ class GoneWatch(_AppBase):
     reconnect: Any
     gone: str | None = None  # in words (stepdbg.client.connection.gone_words), once gone
 
+    if TYPE_CHECKING:  # StepdbgApp's own
+        def log_line(self, line: str, style: str = "") -> None: ...
+
     def on_mount(self) -> None:  # (Textual runs each class's on_mount: the app's own too)
         self.set_interval(1.0, self.see_if_gone)  # (a killed job's process may end just after its socket)
 
@@ -55,6 +59,11 @@ class GoneWatch(_AppBase):
             if self.gone is not None:
                 self.connection = gone_header(self.source.session)  # (the header says it)
                 self.refresh_bindings()  # (controls.ControlActions.check_action)
+                # The Log says it, as the header (it said only `connection lost: the connection to the
+                # job closed`), and the Break panel no longer invites r: the seventeenth walk's 2
+                self.log_line(self.gone, "bold")
+                for panel in self.screen_stack[0].query(BreakPanel).results(BreakPanel) if self.screen_stack else []:
+                    panel.job_gone()
                 # The REPL line no longer invites Python in the paused frame (it did: the closing walk's 11)
                 for line in self.screen_stack[0].query("#repl").results(Input) if self.screen_stack else []:
                     line.placeholder = f"the job (pid {self.source.session.get('pid')}) is gone: the panels keep " \
