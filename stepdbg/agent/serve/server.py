@@ -267,9 +267,9 @@ class Server:
                                   name=f"{me}-requests", daemon=True)
         try:
             assert self.info is not None
-            peer.outbox.put({"type": "welcome", "version": protocol.VERSION, "session": self.info.public(),
-                             "status": protocol.plain(self.session.views.status())})
-            with self._lock:
+            with self._lock:  # (an event broadcast from the welcome's status on reaches it: a pause between the
+                peer.outbox.put({"type": "welcome", "version": protocol.VERSION,  # two was heard by no one)
+                                 "session": self.info.public(), "status": protocol.plain(self.session.views.status())})
                 self._peers.add(peer)
             if role != "probe":
                 self.session.attach()
