@@ -55,5 +55,6 @@ HELP = f"""\
   info WHAT, locals   open the panel that shows it (info model, ...)
   diff ranks          the first parameter or gradient whose replicas
                       differ across the ranks (a distributed job)
+  save                the step's evidence bundle (stepdbg replay PATH)
   Tab                 complete a name, or an attribute after a dot
   ↑ ↓                 earlier and later lines"""

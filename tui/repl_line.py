@@ -1,11 +1,12 @@
 """The app's REPL line (e): Python in the paused frame, plus the console's words (lr X
 [pin], break add SPEC, p EXPR, rewind [STEP], until N, info WHAT, w, u [N], d [N], diff
-ranks); a line that begins with a command's word and is neither it nor Python says what
+ranks, save); a line that begins with a command's word and is neither it nor Python says what
 the command takes. Its history is walked with up and down."""
 
 from __future__ import annotations
 
 import ast
+import shlex
 from typing import TYPE_CHECKING, Any
 
 from rich.text import Text
@@ -266,6 +267,8 @@ async def _diff(app: Any, out: Static, line: str, word: str, rest: str) -> bool:
     return True
 
 
+SAVE_USAGE = "save: the paused step's evidence bundle (stepdbg-stepN/ under --bundle-dir), for stepdbg replay PATH"
+
 # The console's stepping words are keys here. Typed on this line they are Python first (a
 # frame's `c` is shown); where Python has no such name, the answer says which key it is.
 _KEYS = {"c": "c", "continue": "c", "cont": "c", "n": "n", "next": "n", "s": "s", "step": "s", "q": "q",
@@ -282,9 +285,8 @@ USAGE = {
     "p": "p EXPR: a tensor's summary, e.g. p loss or p model.0.weight.grad",
     "until": UNTIL_USAGE,
     "locals": "locals: the selected frame's locals, shown in the Break panel (1); nothing after it",
-    "info": "", "diff": RANKS_USAGE, "save": "save is the console's (stepdbg attach --repl): it writes the step's "
-    "evidence bundle", "ranks": "ranks: the Ranks panel (0) of a distributed job", "compare": "compare EXPR is the "
-    "console's (stepdbg attach --repl): EXPR on every rank",
+    "info": "", "diff": RANKS_USAGE, "save": SAVE_USAGE, "ranks": "ranks: the Ranks panel (0) of a distributed job",
+    "compare": "compare EXPR is the console's (stepdbg attach --repl): EXPR on every rank",
     **dict.fromkeys(_KEYS, ""),
 }
 USAGE["where"] = USAGE["u"] = USAGE["d"] = USAGE["up"] = USAGE["down"] = USAGE["bt"] = USAGE["w"]
@@ -357,6 +359,19 @@ async def _until(app: Any, out: Static, line: str, word: str, rest: str) -> bool
     return True
 
 
+async def _save(app: Any, out: Static, line: str, word: str, rest: str) -> bool:
+    """`save`: the paused step's evidence bundle, as the console's (it said `save is the
+    console's`: the seventeenth walk's 5); its path, or why it was not written."""
+    if rest:
+        return False
+    out.update(f"» {line}\nsaving the evidence bundle…")
+    r = await ask(UnderTheLine(out, line), "save", app.source.save())
+    if r is not None:
+        out.update(f"» {line}\n" + (f"evidence bundle: {r['path']}\nreplay it: stepdbg replay {shlex.quote(r['path'])}"
+                                    if r.get("saved") else f"evidence bundle not saved: {r.get('error')}"))
+    return True
+
+
 async def _pause(app: Any, out: Static, line: str, word: str, rest: str) -> bool:
     """`pause`: p's, as the console's (the placeholder said to pause, and `pause` answered
     `eval: the job is running; pause it first`); at a pause p says it is paused already."""
@@ -368,4 +383,5 @@ async def _pause(app: Any, out: Static, line: str, word: str, rest: str) -> bool
 
 
 LINE_COMMANDS = {"pause": _pause, "lr": _lr, "break": _break, "rewind": _rewind, "w": _frames, "where": _frames, "u": _frames,
-                 "d": _frames, "p": _print, "info": _panel, "locals": _panel, "diff": _diff, "until": _until}
+                 "d": _frames, "p": _print, "info": _panel, "locals": _panel, "diff": _diff, "until": _until,
+                 "save": _save}
