@@ -231,6 +231,19 @@ async def wait_for(pilot: Any, predicate: Any, what: str) -> None:
         await pilot.pause(0.1)
 
 
+def in_time(call: Any) -> Any:
+    """`call()`'s answer, or the test fails where it hangs (a client's call waits for its
+    answer as long as its op's timeout: a view that never answers is the failure)."""
+    import threading
+
+    out: list[Any] = []
+    t = threading.Thread(target=lambda: out.append(call()), daemon=True)
+    t.start()
+    t.join(WAIT)
+    assert out, "the job never answered"
+    return out[0]
+
+
 def run_past(client: Any, step: int) -> None:
     """Wait until the job's own step (its status, asked of `client`) reaches `step`: a job that
     went on past its break (a guard against a hang, never a measure)."""

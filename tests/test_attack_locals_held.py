@@ -13,7 +13,7 @@ from __future__ import annotations
 import threading
 
 import pytest
-from conftest import WAIT
+from conftest import WAIT, in_time
 
 from stepdbg import client
 from stepdbg.agent.views import locals_view
@@ -75,16 +75,6 @@ def train():
 ON_MAIN = VALUES + 'train()\nprint("end", flush=True)\n'
 ON_A_THREAD = VALUES + ('t = threading.Thread(target=train, name="trainer")\nt.start()\nt.join()\n'
                         'print("end", flush=True)\n')
-
-
-def in_time(call):
-    """`call()`'s answer, or the test fails where it hangs (a client's call waits for its answer)."""
-    out: list = []
-    t = threading.Thread(target=lambda: out.append(call()), daemon=True)
-    t.start()
-    t.join(WAIT)
-    assert out, "the locals view never answered"
-    return out[0]
 
 
 @pytest.mark.parametrize("script_text", [ON_MAIN, ON_A_THREAD], ids=["main thread", "another thread"])

@@ -9,7 +9,7 @@ from __future__ import annotations
 import threading
 
 import pytest
-from conftest import WAIT
+from conftest import WAIT, in_time
 
 from stepdbg import client
 from stepdbg.agent.views import locals_view
@@ -41,16 +41,6 @@ for step in range(3):
     model(torch.randn(8, 4)).sum().backward()
 print("end", flush=True)
 """
-
-
-def in_time(call):
-    """`call()`'s answer, or the test fails where it hangs (a client's call waits for its answer)."""
-    out: list = []
-    t = threading.Thread(target=lambda: out.append(call()), daemon=True)
-    t.start()
-    t.join(WAIT)
-    assert out, "the locals view never answered"
-    return out[0]
 
 
 def test_a_repr_that_waits_or_spins_is_stopped_and_the_rest_of_the_view_stands(start_job, tmp_path):
