@@ -212,7 +212,7 @@ def test_a_second_interrupt_of_one_evaluation_is_not_sent(session_factory):
 
     def user_code() -> None:
         try:
-            with ev._interruptible():
+            with ev.interruptible():
                 try:
                     started.set()
                     while not first_caught.is_set():
