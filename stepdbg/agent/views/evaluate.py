@@ -227,6 +227,9 @@ class Evaluator:
             part = self._eval_expr(name)
         except Unevaluable as e:
             part = _model_part(self.model.root(), name)
+            base = _model_part(self.model.root(), name.removesuffix(".grad")) if name.endswith(".grad") else None
+            if part is None and isinstance(base, torch.Tensor):  # (the Model panel's `model.0.weight.grad`:
+                return base.grad, name  # it said `model.0.weight has no attribute grad` of a grad that is None)
             if part is None:
                 missing = str(e).startswith("not an expression") and _missing_part(self.model.root(), name)
                 raise (Unevaluable(missing) if missing else e) from None
@@ -244,7 +247,7 @@ class Evaluator:
         try:
             t = self._eval_expr(base) if base != name else None
         except Unevaluable:
-            t = None
+            t = _model_part(self.model.root(), base)
         if not isinstance(t, torch.Tensor):
             return f"{name} is None here: no tensor to show yet"  # (the loss before the forward)
         if not t.requires_grad:
