@@ -17,7 +17,7 @@ NONE = "Tab completes a name of the paused frame, a command of this line or an a
 # After an index or a call (`opt.param_groups[0].`, `f().`): the object is not a name's, and
 # reading it would be evaluating the line (the seventeenth walk's 9: Tab said nothing there).
 AFTER_INDEX = re.compile(r"[\])]\.\w*$")
-NOT_AFTER_INDEX = ("Tab completes an attribute after a name and dots (model.head.), not after an index or a "
+NOT_AFTER_INDEX = ("completes an attribute after a name and dots (model.head.), not after an index or a "
                    "call: run the line to see the object")
 
 # The dotted name before the cursor and the attribute being typed after its last dot.
