@@ -6,6 +6,7 @@ the command takes. Its history is walked with up and down."""
 from __future__ import annotations
 
 import ast
+import difflib
 import shlex
 from typing import TYPE_CHECKING, Any
 
@@ -300,6 +301,10 @@ async def _evaluate(app: Any, out: Static, line: str) -> None:
         word = line.strip()
         if word in USAGE and ("NameError" in (r.get("error") or "") or "SyntaxError" in (r.get("error") or "")):
             text = usage(word, "")  # (`c`, `until`: a command's word where the frame has no such name)
+        elif word.isidentifier() and f"NameError: name '{word}' is not defined" in (r.get("error") or ""):
+            near = difflib.get_close_matches(word, sorted(USAGE), 3)  # (a lone word showed Python's traceback,
+            text = (f"{word}: not a command of this line, nor a name in the paused frame"  # the eighteenth walk's 7)
+                    + (f"; did you mean {' or '.join(near)}?" if near else "") + " (? lists the keys and its words)")
         out.update(fitted(line, text, width_of(out)))
 
 
