@@ -56,8 +56,10 @@ def say(text: str, stream: Any = None, flush: bool = True) -> None:
     command line's errors and notices (a bad spec, a missing bundle, a runtime dir that is
     not there) were cut mid-word at 80 columns."""
     stream = sys.stderr if stream is None else stream
-    if stream is not None:
-        print(for_terminal(text, stream), file=stream, flush=flush)
+    if stream is not None:  # (one write: print writes the text and its newline apart, and a signal's
+        stream.write(for_terminal(text, stream) + "\n")  # handler between the two left the next message
+        if flush:  # on the same line: `...--timeout 3600 s)stepdbg diff: stopped by SIGINT`, the suite's red)
+            stream.flush()
 
 
 class OwnLines:
