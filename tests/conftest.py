@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -242,6 +243,21 @@ def in_time(call: Any) -> Any:
     t.join(WAIT)
     assert out, "the job never answered"
     return out[0]
+
+
+@contextlib.contextmanager
+def paused_job(start_job: Any, tmp_path: Path, text: str, *args: str) -> Iterator[tuple[Any, Any]]:
+    """A served job of the script `text` (written to tmp_path), started with `args`, and a
+    client at its first pause: `with paused_job(start_job, tmp_path, SCRIPT, "--break", ...) as (job, c)`."""
+    from stepdbg import client
+
+    script = tmp_path / "train.py"
+    script.write_text(text)
+    job = start_job(*args, script=script)
+    job.info()
+    with client.connect() as c:
+        c.wait_paused(WAIT)
+        yield job, c
 
 
 def run_past(client: Any, step: int) -> None:

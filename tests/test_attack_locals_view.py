@@ -9,9 +9,8 @@ from __future__ import annotations
 import threading
 
 import pytest
-from conftest import WAIT, in_time
+from conftest import WAIT, in_time, paused_job
 
-from stepdbg import client
 from stepdbg.agent.views import locals_view
 
 pytestmark = [pytest.mark.usefixtures("private_runtime_dir"), pytest.mark.timeout(300)]
@@ -44,12 +43,7 @@ print("end", flush=True)
 
 
 def test_a_repr_that_waits_or_spins_is_stopped_and_the_rest_of_the_view_stands(start_job, tmp_path):
-    script = tmp_path / "train.py"
-    script.write_text(SCRIPT)
-    job = start_job("--break", "step==1", script=script)
-    job.info()
-    with client.connect() as c:
-        c.wait_paused(WAIT)
+    with paused_job(start_job, tmp_path, SCRIPT, "--break", "step==1") as (job, c):
         rows = {r["name"]: r for r in in_time(c.frame_locals)}
         stopped = f"(its repr ran past {locals_view.REPR_SECONDS:.3g} s: stopped)"
         assert rows["waits"]["value"] == stopped and rows["waits"]["type"] == "Waits", rows

@@ -9,9 +9,8 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import WAIT
+from conftest import WAIT, paused_job
 
-from stepdbg import client
 from stepdbg.agent.measure import threads
 from stepdbg.client.info_text import thread_lines
 from stepdbg.wire.protocol import MAX_FRAME
@@ -46,12 +45,7 @@ print("end", flush=True)
 
 
 def test_the_stacks_of_two_thousand_deep_threads_are_told_in_part_and_say_so(start_job, tmp_path):
-    script = tmp_path / "train.py"
-    script.write_text(SCRIPT)
-    job = start_job("--break", "step==1", script=script)
-    job.info()
-    with client.connect() as c:
-        c.wait_paused(WAIT)
+    with paused_job(start_job, tmp_path, SCRIPT, "--break", "step==1") as (job, c):
         stacks = c.stacks()
         assert len(json.dumps(stacks)) < MAX_FRAME // 4, len(json.dumps(stacks))
         workers = [t for t in stacks if t["name"].startswith(("worker-", "w"))]

@@ -7,9 +7,7 @@ zero_grad (set_to_none), before its forward."""
 from __future__ import annotations
 
 import pytest
-from conftest import WAIT
-
-from stepdbg import client
+from conftest import paused_job
 
 pytestmark = [pytest.mark.usefixtures("private_runtime_dir"), pytest.mark.timeout(300)]
 
@@ -28,12 +26,7 @@ for step in range(3):
 
 
 def test_a_model_parts_grad_that_is_none_says_why(start_job, tmp_path):
-    script = tmp_path / "train.py"
-    script.write_text(SCRIPT)
-    job = start_job("--break", "step==1", script=script)
-    job.info()
-    with client.connect() as c:
-        c.wait_paused(WAIT)
+    with paused_job(start_job, tmp_path, SCRIPT, "--break", "step==1") as (job, c):
         panel = c.summary("model.0.weight.grad")["words"]  # (the Model panel's name)
         python = c.summary("model[0].weight.grad")["words"]
         assert panel == python.replace("model[0].weight", "model.0.weight"), (panel, python)
