@@ -81,12 +81,18 @@ class BreakpointsPanel(Loads, Vertical):
     rows: list[dict[str, Any]] | None = None  # the last shown (filled again at a resize)
     gone: list[str] = []  # the columns the width left out
 
+    # After the end no key changes them (the eighteenth walk's 4: the hint said `keys act on the
+    # job here`, and `nan` Enter in the box did nothing and said nothing).
+    ENDED_HINT = "the job has ended: its breakpoints as they were; they take no change now (q quits)"
+
     def on_mount(self) -> None:
         self.watch(self.screen, "focused", self._says_where_keys_go)
+        self.watch(self.app, "status", lambda _: self._says_where_keys_go(self.screen.focused))
 
     def _says_where_keys_go(self, focused: Any) -> None:
         with suppress(NoMatches):
-            hint = self.BOX_HINT if getattr(focused, "id", None) == "break-input" else self.HINT
+            hint = self.ENDED_HINT if self.job_ended() else \
+                self.BOX_HINT if getattr(focused, "id", None) == "break-input" else self.HINT
             self.query_one("#breaks-hint", Label).update(hint + left_out(self.gone))
 
     def on_resize(self) -> None:  # (its columns come with its first rows: fitted.fill_fitted)
