@@ -246,14 +246,15 @@ def in_time(call: Any) -> Any:
 
 
 @contextlib.contextmanager
-def paused_job(start_job: Any, tmp_path: Path, text: str, *args: str) -> Iterator[tuple[Any, Any]]:
+def paused_job(start_job: Any, tmp_path: Path, text: str, *args: str,
+               script_args: tuple[str, ...] = ()) -> Iterator[tuple[Any, Any]]:
     """A served job of the script `text` (written to tmp_path), started with `args`, and a
     client at its first pause: `with paused_job(start_job, tmp_path, SCRIPT, "--break", ...) as (job, c)`."""
     from stepdbg import client
 
     script = tmp_path / "train.py"
     script.write_text(text)
-    job = start_job(*args, script=script)
+    job = start_job(*args, script=script, script_args=script_args)
     job.info()
     with client.connect() as c:
         c.wait_paused(WAIT)

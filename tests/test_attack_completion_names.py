@@ -7,9 +7,8 @@ name Python takes. The job's answer to odd names stays one line, and a running j
 from __future__ import annotations
 
 import pytest
-from conftest import WAIT, run_past
+from conftest import WAIT, paused_job, run_past
 
-from stepdbg import client
 from tui.repl_complete import AFTER_DOT, attribute_names_now
 
 pytestmark = [pytest.mark.usefixtures("private_runtime_dir"), pytest.mark.timeout(300)]
@@ -30,12 +29,7 @@ print("end", flush=True)
 
 
 def test_a_unicode_name_completes_and_odd_names_are_one_line(start_job, tmp_path):
-    script = tmp_path / "train.py"
-    script.write_text(SCRIPT)
-    job = start_job("--break", "step==1", script=script, script_args=(str(tmp_path / "asked"),))
-    job.info()
-    with client.connect() as c:
-        c.wait_paused(WAIT)
+    with paused_job(start_job, tmp_path, SCRIPT, "--break", "step==1", script_args=(str(tmp_path / "asked"),)) as (job, c):
         typed = AFTER_DOT.search("x = été.w")
         assert typed is not None and typed.groups() == ("été", "w")
         assert attribute_names_now(c, *typed.groups()) == ["weight"]

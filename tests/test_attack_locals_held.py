@@ -13,9 +13,8 @@ from __future__ import annotations
 import threading
 
 import pytest
-from conftest import WAIT, in_time
+from conftest import WAIT, in_time, paused_job
 
-from stepdbg import client
 from stepdbg.agent.views import locals_view
 
 pytestmark = [pytest.mark.usefixtures("private_runtime_dir"), pytest.mark.timeout(300)]
@@ -80,12 +79,7 @@ ON_A_THREAD = VALUES + ('t = threading.Thread(target=train, name="trainer")\nt.s
 @pytest.mark.parametrize("script_text", [ON_MAIN, ON_A_THREAD], ids=["main thread", "another thread"])
 def test_a_repr_that_will_not_stop_never_holds_the_pause(start_job, tmp_path, monkeypatch, script_text):
     monkeypatch.setenv("STEPDBG_EVAL_TIMEOUT", "2")
-    script = tmp_path / "train.py"
-    script.write_text(script_text)
-    job = start_job("--break", "step==1", script=script)
-    job.info()
-    with client.connect() as c:
-        c.wait_paused(WAIT)
+    with paused_job(start_job, tmp_path, script_text, "--break", "step==1") as (job, c):
         rows = {r["name"]: r["value"] for r in in_time(c.frame_locals)}
         stopped = f"(its repr ran past {locals_view.REPR_SECONDS:.3g} s: stopped)"
         assert rows["swallows"] == stopped and rows["sleeps"] == stopped and rows["sleepy"] == stopped, rows
