@@ -119,8 +119,8 @@ def test_a_frame_on_a_line_of_50_mb_is_told_cut_without_copying_the_line(tmp_pat
         codes = {f["code"] for s in mine for f in s["stack"] if f["function"] == "<lambda>"}
         assert codes == {"deep = lambda n: deep(n - 1) if n else gate.wait(); X = '" + "a" * 143
                          + f"… [{50_000_058 - threads.NAME_MOST} more characters]"}, codes
-        real = threads.linecache.getline
-        monkeypatch.setattr(threads.linecache, "getline", lambda *a: Watched(real(*a)))
+        real = threads.source_lines.line
+        monkeypatch.setattr(threads.source_lines, "line", lambda *a: Watched(real(*a)))
         threads.thread_stacks()
         assert Watched.stripped and max(Watched.stripped) <= 4 * threads.NAME_MOST, max(Watched.stripped)
     finally:
@@ -148,8 +148,8 @@ def test_where_a_thread_20000_calls_deep_waits_looks_up_one_line(monkeypatch):
     try:
         assert ready.wait(WAIT)
         looked: list[int] = []
-        real = threads.linecache.getline
-        monkeypatch.setattr(threads.linecache, "getline", lambda *a: looked.append(1) or real(*a))
+        real = threads.source_lines.line
+        monkeypatch.setattr(threads.source_lines, "line", lambda *a: looked.append(1) or real(*a))
         where = threads.blocked_in(sys._current_frames()[t.ident], False)
         assert (where["function"], where["code"]) == ("deep", "gate.wait()"), where
         assert where["inner"].startswith("wait (threading.py:") and where["collective"] is None, where

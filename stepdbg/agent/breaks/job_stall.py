@@ -43,9 +43,10 @@ def rank_state(model: StepModel, rank: int) -> dict[str, Any]:
     if frame is not None:
         blocked = threads.blocked_in(frame, True)
         out["where"] = {k: blocked[k] for k in ("file", "line", "function", "code")}
-        out["stack"] = [f"{os.path.basename(fs.filename)}:{fs.lineno} {fs.name}"
-                        for fs in traceback.extract_stack(frame)
-                        if not (is_own_file(fs.filename) or fs.filename.startswith("<frozen"))][-STACK_FRAMES:]
+        out["stack"] = [f"{os.path.basename(f.f_code.co_filename)}:{n} {f.f_code.co_name}"  # (no source read)
+                        for f, n in reversed(list(traceback.walk_stack(frame)))
+                        if not (is_own_file(f.f_code.co_filename) or f.f_code.co_filename.startswith("<frozen"))
+                        ][-STACK_FRAMES:]
         if out["current"] is None and blocked["collective"]:  # DDP's reducer: called from C++
             ddp = blocked["collective"].startswith("backward")
             out["current"] = {"op": "all_reduce" if ddp else blocked["collective"], "group": None, "seq": None,

@@ -6,7 +6,6 @@ import ast
 import contextvars
 import dis
 import functools
-import linecache
 import os
 import runpy
 import sys
@@ -17,6 +16,8 @@ from types import CodeType, FrameType
 from typing import Any, TypeVar
 
 import torch
+
+from stepdbg.agent.measure import source_lines
 
 # stepdbg's own code, wherever a module of it lives: asked of the top package (always loaded
 # before this module), not of this file's place, whose move once made stepdbg's launcher count
@@ -176,7 +177,7 @@ def site_where(site: tuple[Any, ...]) -> dict[str, Any]:
     bundle's carries its code, so that a replay elsewhere reads no file the bundle names."""
     file, line, function, *code = site
     return {"file": os.path.abspath(file), "line": line, "function": function,
-            "code": code[0] if code else linecache.getline(file, line).strip()}
+            "code": code[0] if code else source_lines.line(file, line).strip()}
 
 
 def only_argument(code: str) -> str | None:
@@ -195,7 +196,7 @@ def only_argument(code: str) -> str | None:
 
 def _where(code: CodeType, line: int) -> dict[str, Any]:
     return {"file": os.path.abspath(code.co_filename), "line": line, "function": code.co_name,
-            "code": linecache.getline(code.co_filename, line).strip()}
+            "code": source_lines.line(code.co_filename, line).strip()}
 
 
 def caller_kwargs() -> dict[str, Any]:

@@ -18,12 +18,12 @@ from __future__ import annotations
 
 import ast
 import functools
-import linecache
 import math
 import os
 from types import FrameType
 from typing import Any
 
+from stepdbg.agent.measure import source_lines
 from stepdbg.agent.measure.census import top_holder
 from stepdbg.agent.measure.memory import asked_bytes
 from stepdbg.wire.conditions import format_size
@@ -131,7 +131,7 @@ def batch_origin(frames: list[FrameType], batch: Any) -> dict[str, Any] | None:
                 line = assigned_at(f, name) or f.f_lineno
                 path = os.path.relpath(f.f_code.co_filename)
                 return {"name": name, "file": f.f_code.co_filename if path.startswith("..") else path, "line": line,
-                        "code": linecache.getline(f.f_code.co_filename, line).strip()}
+                        "code": source_lines.line(f.f_code.co_filename, line, f.f_globals).strip()}
     return None
 
 
@@ -146,7 +146,7 @@ def assigned_at(frame: FrameType, name: str) -> int | None:
 @functools.lru_cache(maxsize=64)
 def _assignments(path: str, first: int, name: str) -> list[int]:
     try:
-        tree = ast.parse("".join(linecache.getlines(path)))
+        tree = ast.parse("".join(source_lines.lines(path)))
     except (SyntaxError, ValueError):
         return []
     scope: ast.AST = tree

@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import collections
 import contextlib
-import linecache
 import os
 import sys
 import threading
 from types import FrameType
 from typing import Any
 
+from stepdbg.agent.measure import source_lines
 from stepdbg.agent.measure.frames import is_own_file, is_user_file, without_own
 
 THREADS_MOST = 128  # threads whose stacks are told: the training thread, the main thread, then the user's
@@ -92,7 +92,7 @@ def _held(t: threading.Thread | None, key: str) -> Any:
 
 
 def _frame(f: FrameType) -> dict[str, Any]:
-    line = linecache.getline(f.f_code.co_filename, f.f_lineno, f.f_globals)
+    line = source_lines.line(f.f_code.co_filename, f.f_lineno, f.f_globals)
     return {"file": f.f_code.co_filename, "line": f.f_lineno, "function": f.f_code.co_name, "code": _code(line)}
 
 

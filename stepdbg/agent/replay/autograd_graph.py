@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import contextlib
 import itertools
-import linecache
 import os
 import re
 from types import FrameType
@@ -15,6 +14,7 @@ from typing import Any
 
 import torch
 
+from stepdbg.agent.measure import source_lines
 from stepdbg.agent.measure.frames import is_user_file
 from stepdbg.agent.measure.tensors import MAX_OUTPUTS, all_finite, tensors_in
 from stepdbg.agent.replay.provenance import Provenance
@@ -77,7 +77,7 @@ def user_line_from_trace(lines: list[str]) -> dict[str, Any] | None:
             continue
         best = {"file": os.path.abspath(fn), "line": int(m.group(2)), "function": m.group(3)}
     if best:
-        best["code"] = linecache.getline(best["file"], best["line"]).strip()
+        best["code"] = source_lines.line(best["file"], best["line"]).strip()
     return best
 
 
@@ -313,14 +313,14 @@ def guess_line(names: set[str], frame: FrameType | None, called: bool = True, un
     exact = re.compile(rf"{scalar}\b(?:{alts})_?\s*\(", re.I) if called and not pattern else None
     pattern = pattern or re.compile(rf"{scalar}\b(?:{alts}){more}\s*\(" if called else rf"\b(?:{alts})\b", re.I)
     lines = range(first, frame.f_lineno + 1)
-    hits = [n for n in lines if pattern.search(linecache.getline(code.co_filename, n).split("#")[0])]  # (a comment calls nothing)
+    hits = [n for n in lines if pattern.search(source_lines.line(code.co_filename, n).split("#")[0])]  # (a comment calls nothing)
     if exact and len(hits) > 1:  # a line calling it by its name before one calling a longer name (log before log1p)
-        hits = [n for n in hits if exact.search(linecache.getline(code.co_filename, n).split("#")[0])] or hits
+        hits = [n for n in hits if exact.search(source_lines.line(code.co_filename, n).split("#")[0])] or hits
     if not hits or (unique and len(hits) > 1):
         return {"file": os.path.abspath(code.co_filename), "line": None, "function": code.co_name}
     line = hits[-1]
     return {"file": os.path.abspath(code.co_filename), "line": line, "function": code.co_name,
-            "code": linecache.getline(code.co_filename, line).strip(), "line_from": "source search"}
+            "code": source_lines.line(code.co_filename, line).strip(), "line_from": "source search"}
 
 
 def outputs_beside(cap: dict[str, Any]) -> list[int]:

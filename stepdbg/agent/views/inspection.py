@@ -6,14 +6,13 @@ them without knowing torch.
 
 from __future__ import annotations
 
-import linecache
 import math
 from types import FrameType
 from typing import Any
 
 import torch
 
-from stepdbg.agent.measure import tensors
+from stepdbg.agent.measure import source_lines, tensors
 from stepdbg.agent.replay.rerun import eager_root, preserved_state, run_root
 from stepdbg.agent.step.hooks import own_id
 from stepdbg.agent.step.step_model import StepModel
@@ -176,7 +175,7 @@ def source_around(frame: FrameType | None, context: int = 5, line: int | None = 
     first = max(1, line - context)
     lines = []
     for n in range(first, line + context + 1):
-        raw = linecache.getline(fn, n)  # "" only past the end; a blank line is "\n" and keeps its number
+        raw = source_lines.line(fn, n, frame.f_globals)  # "" only past the end; a blank line is "\n" and keeps its number
         if not raw and n > line:
             break
         lines.append({"line": n, "text": raw.rstrip("\n")})
