@@ -335,10 +335,10 @@ class BreakPanel(Loads, VerticalScroll):
         gone = getattr(self.app, "gone", None)
         if brk is None and (end or gone):
             told = LastBreak.of(self.app)
-            said = told.words()[:1]
-            return Group(Text(end or f"{gone}; q closes this window.", style="bold"), *(Text(w) for w in said),
+            said = told.words(getattr(self.app, "history", []))  # (the end: what was done, as the records have it)
+            return Group(Text(end or f"{gone}; q closes this window.", style="bold"), *(Text(w) for w in said[:1]),
                          *(render_replay(told.replay) if said and told.replay else []),
-                         *(Text(w) for w in told.words()[1:]))
+                         *(Text(w) for w in said[1:]))
         return render_break(brk, replay, findings, self.last, live=gone is None)
 
     def job_gone(self) -> None:

@@ -21,6 +21,7 @@ from stepdbg.wire.conditions import ConditionError, parse
 from .asking import Loads, ask
 from .fields import Field
 from .fitted import fill_fitted, focus_mark, left_out
+from .no_job import no_job
 from .table_in_scroll import RowTable
 
 
@@ -81,19 +82,30 @@ class BreakpointsPanel(Loads, Vertical):
     rows: list[dict[str, Any]] | None = None  # the last shown (filled again at a resize)
     gone: list[str] = []  # the columns the width left out
 
-    # After the end no key changes them (the eighteenth walk's 4: the hint said `keys act on the
-    # job here`, and `nan` Enter in the box did nothing and said nothing).
-    ENDED_HINT = "the job has ended: its breakpoints as they were; they take no change now (q quits)"
+    # After the end (or once the job is gone) no key changes them (the eighteenth walk's 4: the
+    # hint said `keys act on the job here`, and `nan` Enter in the box did nothing and said nothing).
+    ENDED_HINT = "{}: its breakpoints as they were; they take no change now (q quits)"
+    NOT_ADDED = "{}: no spec typed here is added"
 
     def on_mount(self) -> None:
         self.watch(self.screen, "focused", self._says_where_keys_go)
         self.watch(self.app, "status", lambda _: self._says_where_keys_go(self.screen.focused))
+        self.watch(self.app, "connection", lambda _: self._says_where_keys_go(self.screen.focused))  # (gone)
 
     def _says_where_keys_go(self, focused: Any) -> None:
         with suppress(NoMatches):
-            hint = self.ENDED_HINT if self.job_ended() else \
+            why = no_job(self.app)
+            hint = self.ENDED_HINT.format(why) if why else \
                 self.BOX_HINT if getattr(focused, "id", None) == "break-input" else self.HINT
             self.query_one("#breaks-hint", Label).update(hint + left_out(self.gone))
+            if why:  # the box too, where the typing is (a spec typed there was sent: the eighteenth walk's leftovers, 1)
+                self.query_one("#break-input", Input).placeholder = self.NOT_ADDED.format(why)
+
+    def say_ended(self) -> None:
+        """The hint says the end where the panel shows its breakpoints (a note above them said
+        `this panel was not shown while it ran, so it has nothing to show` over their rows)."""
+        if self.rows is None:
+            super().say_ended()
 
     def on_resize(self) -> None:  # (its columns come with its first rows: fitted.fill_fitted)
         if self.rows is not None:
@@ -132,7 +144,11 @@ class BreakpointsPanel(Loads, Vertical):
             self.run_worker(self.add(self.app.source, spec), group="breaks")  # type: ignore[attr-defined]
 
     async def add(self, source: Any, spec: str) -> str | None:
-        """Add a breakpoint: None, or the agent's refusal (shown where it was typed too)."""
+        """Add a breakpoint: None, or the agent's refusal (shown where it was typed too). After
+        the job's end, or once it is gone, nothing is sent: the box, emptied at Enter, says so
+        (its placeholder); the spec was sent, and the refusal said `[Errno 32] Broken pipe`."""
+        if why := no_job(self.app):
+            return self.NOT_ADDED.format(why)
         t = self.query_one(DataTable)
         had = {str(t.coordinate_to_cell_key(Coordinate(r, 0)).row_key.value) for r in range(t.row_count)}
         try:

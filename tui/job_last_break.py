@@ -21,7 +21,7 @@ DONE = ("rewind", "skip")  # the changes that are what was done about a break
 
 class LastBreak:
     brk: dict[str, Any] | None = None
-    done: list[str]
+    done: list[dict[str, Any]]  # the changes (job's change records) done about it
     replay: dict[str, Any] | None = None  # the replay of its step (a job's: the rank that broke's, if it came)
     late: bool = False  # `brk` is the job's status's at the attach: what was done before it, the end says
 
@@ -59,12 +59,14 @@ class LastBreak:
 
     def changed(self, change: dict[str, Any]) -> None:
         if self.brk is not None and change.get("what") in DONE:
-            self.done.append(change_line(change))
+            self.done.append(change)
 
-    def words(self) -> list[str]:
+    def words(self, history: list[dict[str, Any]] | None = None) -> list[str]:
         """`the last break: step 41 (before_backward) [nan]: ... at FILE:LINE` (its ask for a
         replay, once one ran, pointing at it: the Break panel shows `replay` under it) and what
-        was done (`then: change at step 41: rewind to ...`); none before a break."""
+        was done (`then: change at step 41: rewind to ...`); none before a break. `history`:
+        the job's step records, once it has ended: a skip is said as they have it (`was
+        skipped`; it said `will be skipped` after the end)."""
         b = self.brk
         if b is None:
             return []
@@ -72,4 +74,12 @@ class LastBreak:
         at = f" at {str(w.get('file', '')).rsplit('/', 1)[-1]}:{w.get('line')}" if w else ""
         reason = replayed(str(b.get("reason")), "the replay below") if self.replay else b.get("reason")
         return [f"the last break: step {b.get('step')} ({b.get('phase')}) [{b.get('condition')}]: {reason}{at}",
-                *(f"then: {d}" for d in self.done)]
+                *(f"then: {change_line(_told(d, history))}" for d in self.done)]
+
+
+def _told(change: dict[str, Any], history: list[dict[str, Any]] | None) -> dict[str, Any]:
+    """A skip, after the end (`history` given): whether its step's record says it was skipped."""
+    if history is None or change.get("what") != "skip":
+        return change
+    record = next((r for r in reversed(history) if r.get("step") == change.get("target_step")), None)
+    return {**change, "done": None if record is None else bool(record.get("skipped"))}

@@ -26,6 +26,7 @@ from .breakpoints_panel import (
 )
 from .breakpoints_panel import check_spec as check_spec
 from .fitted import fill_fitted, left_out
+from .no_job import no_job
 from .table_in_scroll import RowTable
 from .tensor_panel import FIRST
 from .tensor_panel import (
@@ -131,15 +132,29 @@ class OptimizerPanel(Loads, Vertical):
         if info is not None:
             self.show(info)
 
+    HINT = "l: set the LR of the selected group (once or pinned)"
+    # After the end (or once the job is gone) `l` sets nothing: the hint said it on (the eighteenth walk's leftovers, 2)
+    NO_JOB_HINT = "{}: its LR takes no change now (q quits)"
+
     def compose(self) -> ComposeResult:
         yield RowTable(id="opt-table", cursor_type="row")
-        yield Label("l: set the LR of the selected group (once or pinned)", classes="hint")
+        yield Label(self.HINT, id="opt-hint", classes="hint")
         yield Static(id="opt-state")
 
     def on_mount(self) -> None:
         self.query_one(DataTable).add_columns("group", "lr", "pinned", "params")
         self.says_its_end()
         self.watch(self.app, "status", self.lr_set)  # type: ignore[attr-defined]
+        self.watch(self.app, "status", self.say_hint)  # type: ignore[attr-defined]
+        self.watch(self.app, "connection", self.say_hint)  # type: ignore[attr-defined]
+
+    def say_hint(self, _: Any = None) -> None:
+        """The `l` hint while the job is there; after, that nothing changes it, and an empty table
+        (the job ended before this panel read its optimizer) is not drawn: its note says why."""
+        why = no_job(self.app)  # type: ignore[attr-defined]
+        self.query_one("#opt-hint", Label).update(self.NO_JOB_HINT.format(why) if why else self.HINT)
+        table = self.query_one(DataTable)
+        table.display = bool(table.row_count) or why is None
 
     lr_seen: Any = None  # the LR change of the pause, as last seen in the job's status
 
@@ -156,6 +171,7 @@ class OptimizerPanel(Loads, Vertical):
     def show(self, infos: list[dict[str, Any]]) -> None:
         t = self.query_one(DataTable)
         t.clear()
+        t.display = True
         lines = []
         for info in infos:
             for g in info["groups"]:

@@ -26,11 +26,18 @@ def _unpinned(c: dict[str, Any]) -> str:
     return f"; no longer pinned: a scheduler may change it (lr {c['lr']:g} pin keeps it)"
 
 
+# A skip told after the job's end (its `done`: whether the step's own record says its update
+# was skipped, None where no record of that step came): "will be skipped" was said after the end
+# (the eighteenth walk's leftovers, 4).
+SKIP_DONE = {True: "was skipped", False: "was not skipped (its step's record says so)",
+             None: "was to be skipped (no record of that step came before the end)"}
+
+
 def _skip_words(c: dict[str, Any]) -> str:
-    """"step 17's update will be skipped"; a repeat of a break that skips (--on-break skip)
-    names the conditions that still hold."""
+    """"step 17's update will be skipped" ("was skipped" after the end: SKIP_DONE); a repeat
+    of a break that skips (--on-break skip) names the conditions that still hold."""
     held = " and ".join(c.get("repeat_of") or [])
-    return (f"step {c['target_step']}'s update will be skipped"
+    return (f"step {c['target_step']}'s update {SKIP_DONE[c['done']] if 'done' in c else 'will be skipped'}"
             + (f" too: {held} still hold{'s' if len(c.get('repeat_of') or []) == 1 else ''} (a repeat, not a new break)"
                if held else ""))
 
