@@ -21,8 +21,9 @@ from stepdbg.wire.last_step import last_reached
 # then `…`), the host (` @ vm`, else ` @vm`); each is put in where the width left has room for
 # it. The rank, the script's name and the state stay. The reverse order is the order they give
 # way in: the host first, then the arguments, the condition's later words, the clock, the pid,
-# the condition. The clock has one spelling in every run and width (`8s`, `12m34s`,
-# `1h02m03s`: it was `00:00:08` where there was room and `21s` where not, the twelfth walk's 2).
+# the condition. The clock keeps its room as it counts (clock_room: nothing gives way to it
+# then). The clock has one spelling in every run and width (`8s`, `12m34s`, `1h02m03s`: it was
+# `00:00:08` where there was room and `21s` where not, the twelfth walk's 2).
 MORE = "…"  # after the arguments shown, where some are left out
 # The condition of a pause asked for (p, n, s): `PAUSED [pause]` said it twice, and at 80
 # columns it put the host out (`@ vm`, the fifth walk's 12); the header says `PAUSED`.
@@ -127,6 +128,17 @@ def clock_words(elapsed: float) -> str:
     return f"{h}h{m:02d}m{s:02d}s · " if h else f"{m}m{s:02d}s · " if m else f"{s}s · "
 
 
+def clock_room(elapsed: float) -> str:
+    """The clock in the room it keeps: as wide as its widest spelling before its hours gain a
+    digit (`59m59s · ` under an hour), blanks before it. The parts fitted after it (the
+    host, the arguments, the condition's further words) keep their place as it counts: the
+    host was shown at 5 s and gone at 11 s (the eighteenth walk's leftovers, 6). Putting the
+    host ahead of the clock instead let a cluster's long host name push out the clock and
+    the condition."""
+    widest = 3599 if elapsed < 3600 else 10 ** len(str(int(elapsed // 3600))) * 3600 - 1
+    return clock_words(elapsed).rjust(len(clock_words(widest)))
+
+
 def _levels(session: dict[str, Any], status: dict[str, Any], elapsed: float, arguments: list[str],
             connection: str) -> dict[str, list[list[Any]]]:
     """Each part's levels, most first, each level its spellings, widest first; the last level
@@ -140,7 +152,7 @@ def _levels(session: dict[str, Any], status: dict[str, Any], elapsed: float, arg
     return {
         "connection": connection_levels(connection),
         "pid": [[f"pid {session.get('pid')}"], [""]],
-        "clock": [[""]] if _ended(status) or _gone(connection) else [[clock_words(elapsed)], [""]],
+        "clock": [[""]] if _ended(status) or _gone(connection) else [[clock_room(elapsed)], [""]],
         "condition": [[None], *([n] for n in range(len(condition) - 1, 0, -1)), [0]] if condition else [[None]],
         "argument": [*([("".join(f" {a}" for a in arguments[:n]) + (f" {MORE}" if n < len(arguments) else ""))]
                        for n in range(len(arguments), -1, -1)), *([[""]] if arguments else [])],
