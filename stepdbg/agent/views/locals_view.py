@@ -8,8 +8,11 @@ all: past its time a KeyboardInterrupt is raised in it, and a read that still do
 (it sleeps in C, or catches the interrupt and waits on) is left running there, its row saying
 it was stopped. The training thread is never held by it: under its guards (38a2e7f) a repr that
 caught the interrupt and waited on held the pause, so the job, for good. A value whose read was
-left running is not read again while it runs. Past the view's time, the rows left say what they
-are and that they were not read. The order is found without running the user's code
+left running is not read again while it runs, and the interrupt is raised in it again every
+RESTOP_SECONDS until it ends (a repr that spins in Python and catches one interrupt took a CPU
+beside the job for good); at most LEFT_MOST reads are left running, and past that no value
+with code of the user's is read (each view started a thread more). Past the view's time, the
+rows left say what they are and that they were not read. The order is found without running the user's code
 (`type(v)`, never `isinstance`, which reads a `__class__` property; a tensor subclass's size
 with its `__torch_function__` off)."""
 
@@ -29,13 +32,16 @@ from stepdbg.agent.measure import tensors
 LOCALS_SECONDS = 5.0  # what a whole view's reprs may take; the rows after say they were not read
 REPR_SECONDS = 1.0  # what one value's repr may take
 STOP_SECONDS = 0.25  # how long a stopped read is waited for before it is left running
-LEFT_MOST = 64  # reads left running that are remembered (not started again while they run)
+LEFT_MOST = 64  # reads left running; past them no read is started
+RESTOP_SECONDS = 0.5  # how often a read left running is interrupted again
 FEW_VALUES = 4  # a tensor of at most this many values shows them (a 0-d loss said only `float32 []`,
 # never that it was nan: the closing walk of 05:50's 13)
 _TYPE_NAME = type.__dict__["__name__"].__get__  # a class's name as Python keeps it (no metaclass's property)
 _PLAIN = (int, float, bool, complex, str, bytes, type(None), torch.Tensor, torch.nn.Parameter)  # read by C code alone
 _PLUMBING = (types.ModuleType, types.FunctionType, types.BuiltinFunctionType, type)
 _left: dict[int, tuple[Any, threading.Thread]] = {}  # id(value): the value and its read left running
+_left_lock = threading.Lock()  # (the views of several clients, and the stopper, share _left)
+_stopping = False  # a stopper thread runs (under _left_lock)
 
 
 class _Stopped(BaseException):
@@ -68,10 +74,12 @@ def _plain(v: Any) -> bool:
 
 def _bounded_row(name: str, v: Any, limit: float) -> dict[str, str]:
     """`v`'s row read on a thread of its own within `limit` seconds, else a row that says it was stopped."""
-    earlier = _left.get(id(v))
-    if earlier is not None and earlier[1].is_alive():
-        return _unread(name, v, "(its repr from an earlier view is still running: not run again)")
-    _left.pop(id(v), None)
+    with _left_lock:
+        _prune()
+        if id(v) in _left:
+            return _unread(name, v, "(its repr from an earlier view is still running: not run again)")
+        if len(_left) >= LEFT_MOST:
+            return _unread(name, v, f"(not read: {len(_left)} reprs of earlier views still run)")
     out: list[dict[str, str]] = []
 
     def read() -> None:
@@ -87,13 +95,47 @@ def _bounded_row(name: str, v: Any, limit: float) -> dict[str, str]:
         return _unread(name, v, "(not read: no thread could be started to read it)")
     t.join(limit)
     if t.is_alive():
-        ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(t.ident or 0), ctypes.py_object(_Stopped))
+        _stop(t)
         t.join(STOP_SECONDS)
     if out:
         return out[0]
-    if t.is_alive() and len(_left) < LEFT_MOST:
-        _left[id(v)] = (v, t)  # (the value held: its id names it alone while its read runs)
+    if t.is_alive():
+        _leave(v, t)
     return _unread(name, v, f"(its repr ran past {limit:.3g} s: stopped)")
+
+
+def _stop(t: threading.Thread) -> None:
+    ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(t.ident or 0), ctypes.py_object(_Stopped))
+
+
+def _prune() -> None:
+    for key in [k for k, (_, t) in _left.items() if not t.is_alive()]:
+        del _left[key]
+
+
+def _leave(v: Any, t: threading.Thread) -> None:
+    """`v`'s read `t`, left running: remembered, and interrupted again until it ends."""
+    global _stopping
+    with _left_lock:
+        _left[id(v)] = (v, t)  # (the value held: its id names it alone while its read runs)
+        if not _stopping:
+            _stopping = True
+            threading.Thread(target=_keep_stopping, name="stepdbg-locals-stop", daemon=True).start()
+
+
+def _keep_stopping() -> None:
+    """Interrupt the reads left running again, every RESTOP_SECONDS, until none is left."""
+    global _stopping
+    while True:
+        time.sleep(RESTOP_SECONDS)
+        with _left_lock:
+            _prune()
+            if not _left:
+                _stopping = False
+                return
+            running = [t for _, t in _left.values()]
+        for t in running:
+            _stop(t)
 
 
 def _unread(name: str, v: Any, why: str) -> dict[str, str]:
