@@ -39,13 +39,15 @@ FEW_VALUES = 4  # a tensor of at most this many values shows them (a 0-d loss sa
 _TYPE_NAME = type.__dict__["__name__"].__get__  # a class's name as Python keeps it (no metaclass's property)
 _PLAIN = (int, float, bool, complex, str, bytes, type(None), torch.Tensor, torch.nn.Parameter)  # read by C code alone
 _PLUMBING = (types.ModuleType, types.FunctionType, types.BuiltinFunctionType, type)
-_left: dict[int, tuple[Any, threading.Thread]] = {}  # id(value): the value and its read left running
+_left: dict[int, _Read] = {}  # id(value): its read left running
 _left_lock = threading.Lock()  # (the views of several clients, and the stopper, share _left)
 _stopping = False  # a stopper thread runs (under _left_lock)
 
 
-class _Stopped(BaseException):
-    """Raised in a read past its time (a KeyboardInterrupt the user's code could take for its own)."""
+class _Stopped(SystemExit):
+    """Raised in a read past its time (a KeyboardInterrupt the user's code could take for its
+    own). A SystemExit: one that lands past the read's own handlers, in threading's code as the
+    thread ends, is dropped in silence by Python, never printed on the job's stderr."""
 
 
 def frame_locals(frame: FrameType | None, limit: int = 200, everything: bool = False) -> list[dict[str, str]]:
@@ -80,47 +82,72 @@ def _bounded_row(name: str, v: Any, limit: float) -> dict[str, str]:
             return _unread(name, v, "(its repr from an earlier view is still running: not run again)")
         if len(_left) >= LEFT_MOST:
             return _unread(name, v, f"(not read: {len(_left)} reprs of earlier views still run)")
-    out: list[dict[str, str]] = []
-
-    def read() -> None:
-        try:
-            out.append(_row(name, v, _read(v)))
-        except BaseException:  # noqa: B036 - our stop, landed after the row was read
-            pass
-
-    t = threading.Thread(target=read, name="stepdbg-locals-read", daemon=True)
+    read = _Read(name, v)
     try:
-        t.start()
+        read.thread.start()
     except RuntimeError:  # (a process at its threads' limit: "can't start new thread")
         return _unread(name, v, "(not read: no thread could be started to read it)")
-    t.join(limit)
-    if t.is_alive():
-        _stop(t)
-        t.join(STOP_SECONDS)
-    if out:
-        return out[0]
-    if t.is_alive():
-        _leave(v, t)
+    read.thread.join(limit)
+    if read.stop():
+        read.thread.join(STOP_SECONDS)
+    if read.out:
+        return read.out[0]
+    if read.thread.is_alive():
+        _leave(read)
     return _unread(name, v, f"(its repr ran past {limit:.3g} s: stopped)")
 
 
-def _stop(t: threading.Thread) -> None:
-    ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(t.ident or 0), ctypes.py_object(_Stopped))
+class _Read:
+    """One value's row, read on a thread of its own, and stopped only while it reads."""
+
+    def __init__(self, name: str, v: Any) -> None:
+        self.name, self.value = name, v
+        self.out: list[dict[str, str]] = []
+        self.lock, self.done = threading.Lock(), False
+        self.thread = threading.Thread(target=self._run, name="stepdbg-locals-read", daemon=True)
+
+    def _run(self) -> None:
+        try:
+            try:
+                self.out.append(_row(self.name, self.value, _read(self.value)))
+            finally:
+                with self.lock:
+                    self.done = True  # (no stop is sent after this)
+            _landed()  # (one sent before it is raised here at the latest)
+        except BaseException:  # noqa: B036 - our stop: the read given up, or landed after it
+            with self.lock:
+                self.done = True
+
+    def stop(self) -> bool:
+        """Interrupt the read where it still runs; True where it was."""
+        with self.lock:
+            if self.done or not self.thread.is_alive():
+                return False
+            ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(self.thread.ident or 0),
+                                                       ctypes.py_object(_Stopped))
+            return True
+
+
+def _landed() -> None:
+    """A Python call: the point where a pending stop is raised."""
 
 
 def _prune() -> None:
-    for key in [k for k, (_, t) in _left.items() if not t.is_alive()]:
+    for key in [k for k, r in _left.items() if not r.thread.is_alive()]:
         del _left[key]
 
 
-def _leave(v: Any, t: threading.Thread) -> None:
-    """`v`'s read `t`, left running: remembered, and interrupted again until it ends."""
+def _leave(read: _Read) -> None:
+    """A read left running: remembered, and interrupted again until it ends."""
     global _stopping
     with _left_lock:
-        _left[id(v)] = (v, t)  # (the value held: its id names it alone while its read runs)
+        _left[id(read.value)] = read  # (the value held: its id names it alone while its read runs)
         if not _stopping:
-            _stopping = True
-            threading.Thread(target=_keep_stopping, name="stepdbg-locals-stop", daemon=True).start()
+            try:
+                threading.Thread(target=_keep_stopping, name="stepdbg-locals-stop", daemon=True).start()
+                _stopping = True
+            except RuntimeError:  # (no thread to be had: the next read left tries again)
+                pass
 
 
 def _keep_stopping() -> None:
@@ -133,9 +160,9 @@ def _keep_stopping() -> None:
             if not _left:
                 _stopping = False
                 return
-            running = [t for _, t in _left.values()]
-        for t in running:
-            _stop(t)
+            running = list(_left.values())
+        for read in running:
+            read.stop()
 
 
 def _unread(name: str, v: Any, why: str) -> dict[str, str]:
