@@ -98,6 +98,7 @@ async def test_a_refused_slice_is_said_and_the_last_good_one_stays(tui_at_break)
         shown = screen_text(app)
         no_exception_text(shown)
         assert "out of bounds" not in shown and "dimension 0 takes 0 to 31" in shown, shown
-        said = text_of(app, "#tensor-slice")
+        said = text_of(app, "#tensor-refused")  # (under the box: the eighteenth walk's 1)
         assert said.startswith("refused: the slice '99' does not fit") and "values below are at '0, :4'" in said, said
-        assert index.value == "0, :4" and said.splitlines()[-1] == good.strip(), (index.value, said, good)
+        values = text_of(app, "#tensor-slice")
+        assert index.value == "0, :4" and values.splitlines()[-1] == good.strip(), (index.value, values, good)

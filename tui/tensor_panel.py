@@ -76,8 +76,10 @@ class TensorPanel(Loads, Vertical):
     TensorPanel #tensor-index { width: 24; }  /* its words whole at 80 columns (`slice, e.g. 0, :8`), and the name's beside it */
     TensorPanel #tensor-summary { height: auto; margin: 1 0; }
     TensorPanel Sparkline { height: 3; }
-    TensorPanel #tensor-hist, TensorPanel #tensor-hist-label, TensorPanel #tensor-slice { display: none; }
-    TensorPanel #tensor-slice { height: auto; }
+    TensorPanel #tensor-hist, TensorPanel #tensor-hist-label, TensorPanel #tensor-slice,
+    TensorPanel #tensor-refused { display: none; }
+    TensorPanel #tensor-slice, TensorPanel #tensor-refused { height: auto; }
+    TensorPanel #tensor-refused { margin-top: 1; }
     """
 
     # Where typed keys go, said where they go (3 then 4 typed a 4 into the name: the walk's item 26)
@@ -95,7 +97,8 @@ class TensorPanel(Loads, Vertical):
             yield Field(placeholder="tensor: loss, batch, x, model.head[0].weight.grad", id="tensor-name")
             yield Field(placeholder="slice, e.g. 0, :8", id="tensor-index")  # (an example, not the slice applied)
         yield Label(self.KEYS_HINT, id="tensor-hint", classes="hint")
-        yield Static(id="tensor-summary")
+        yield Static(id="tensor-refused")  # (under the box, where it is seen at 80x24: the values are
+        yield Static(id="tensor-summary")  # below the fold under a summary and histogram, the 18th walk's 1)
         yield Label("", id="tensor-hist-label", classes="hint")
         yield Sparkline([], id="tensor-hist")
         yield Static(id="tensor-slice")
@@ -172,15 +175,21 @@ class TensorPanel(Loads, Vertical):
         """The values at `index`, or, where the job refuses that slice, the words why and the
         values at the last slice it took of this name, put back in the field (a refused
         slice stayed in the field, over no values, its refusal a toast gone in 6 s); where it
-        took none, the field keeps what was typed (it was emptied: the fifth walk's 5)."""
+        took none, the field keeps what was typed (it was emptied: the fifth walk's 5), unless
+        the field's slice is the one taken of the tensor shown before: then it is emptied,
+        and says so, as the values are at the start (it read `40` over another tensor's
+        start: the eighteenth walk's 1). The field never shows a slice other than the one applied."""
         said = Said()
         values = await ask(said, "slice", source.slice(name, index, 64))
         if values is not None or not said.message or self.job_ended():
             self.good = (name, index) if values is not None else self.good
             return values, ""
         last = self.good[1] if self.good[0] == name else ""
-        if last:
+        carried = not last and self.good[1] == index  # (the slice of the tensor before, not one typed since)
+        if last or carried:
             self.query_one("#tensor-index", Input).value = last
+        if carried:
+            said.message += f" (the slice taken of {self.good[0]} before; the slice field is emptied)"
         values = await ask(self, "slice", source.slice(name, last, 64)) if last != index else None
         return values, (f"refused: {said.message.removeprefix('slice: ')}; "
                         f"the values below are at {repr(last) if last else 'its start'}")
@@ -200,13 +209,15 @@ class TensorPanel(Loads, Vertical):
         label = self.query_one("#tensor-hist-label", Label)
         label.update(f"histogram {num(h['lo'])} … {num(h['hi'])}" if counts else "")
         label.display = self.query_one("#tensor-hist", Sparkline).display = bool(counts)
+        self.query_one("#tensor-refused", Static).update(Text(refused))  # (a slice typed with [ is not markup)
+        self.query_one("#tensor-refused", Static).display = bool(refused)
         shown = self.query_one("#tensor-slice", Static)
-        lines = [refused] if refused else []
+        lines = []
         if values is not None:
             lines.append("values: " + ", ".join(num(v) for v in values))
             if index and not refused:
                 lines.append(f"at the slice {index} typed in the slice field (empty it: the start)")
-        shown.update(Text("\n".join(lines)))  # (a slice typed with [ is not markup)
+        shown.update(Text("\n".join(lines)))
         shown.display = bool(lines)
 
 
