@@ -50,6 +50,12 @@ def on_paused(app: Any, data: Any) -> None:
     app.refresh_all()
 
 
+# A served job whose output the window does not get (not started here, no --forward-output): the
+# Log says once, at the attach, where its prints go (the eighteenth walk's leftovers, 5).
+SERVED_OUTPUT = ("the job's own output (its prints) goes to the terminal it was served from, not to this Log "
+                 "(stepdbg serve --forward-output sends it here)")
+
+
 def at_attach(app: Any) -> None:
     """Attached to a job paused already: the Log says the break it is paused at, as it would
     have had it seen the pause (it was empty), unless the job's output shown says it; a job's
@@ -59,6 +65,8 @@ def at_attach(app: Any) -> None:
     step another client ran (`last_break`'s `replay`; paused, the pause's `replayed`): a late
     window said `no break yet`, and nothing of the replay (the walk of 08:30's 2)."""
     RankBreaks.of(app).attached(getattr(app.source, "clients", None) or [])
+    if app.child is None and not app.output_shown and app.source.session.get("forward_output") is False:
+        app.log_line(SERVED_OUTPUT, "dim")  # (said nowhere: a newcomer waited for the prints in the Log)
     brk, last = app.status.get("paused"), app.status.get("last_break")
     paused = app.status.get("state") == "paused" and isinstance(brk, dict) and "step" in brk
     told = any(said_as_event(line) for _, line in app.log_buffer)  # (the job's output shown says it)

@@ -266,10 +266,12 @@ class Server:
         worker = threading.Thread(target=self._tracked, args=(self._work, (peer, requests, pace)),
                                   name=f"{me}-requests", daemon=True)
         try:
-            assert self.info is not None
+            assert self.info is not None  # (forwards: a window not given the job's output says where it goes)
+            forwards = bool(getattr(getattr(self.session, "config", None), "forward_output", False))
             with self._lock:  # (an event broadcast from the welcome's status on reaches it: a pause between the
                 peer.outbox.put({"type": "welcome", "version": protocol.VERSION,  # two was heard by no one)
-                                 "session": self.info.public(), "status": protocol.plain(self.session.views.status())})
+                                 "session": {**self.info.public(), "forward_output": forwards},
+                                 "status": protocol.plain(self.session.views.status())})
                 self._peers.add(peer)
             if role != "probe":
                 self.session.attach()
