@@ -30,13 +30,17 @@ def heading(status: dict[str, Any]) -> str:
 
 
 def frame_place(file: str, line: Any, function: str, width: int) -> str:
-    """`FILE:LINE in FUNCTION` in `width` columns after the indent, its path's head cut."""
+    """`FILE:LINE in FUNCTION` in `width` columns after the indent, its path's head given up a
+    folder at a time (`…/torch/_tensor.py:623 in backward`), its file name and line kept: it
+    was cut inside a folder's name (`…rk/main/.venv/...`, the eighteenth walk's 3)."""
     loc, rest = f"{file}:{line}", f" in {function}"
     room = width - INDENT - len(rest)
-    if len(loc) > room:
-        tail = loc[-max(room - 1, len(loc.rsplit("/", 1)[-1])):]
-        loc = "…" + tail
-    return loc + rest
+    *folders, name = loc.split("/")
+    for n in range(len(folders) + 1):  # (n folders given up, from the left)
+        shown = "/".join(["…", *folders[n:], name]) if n else loc
+        if len(shown) <= room:
+            return shown + rest
+    return name + rest
 
 
 def render_stacks(stacks: list[dict[str, Any]], width: int = 10_000, title: str | None = None) -> Text:
