@@ -13,7 +13,7 @@ from textual.app import ComposeResult
 from textual.containers import VerticalScroll
 from textual.widgets import Static
 
-from stepdbg.client.info_text import left_out, own_thread
+from stepdbg.client.info_text import left_out, own_thread, worker_words
 
 from .asking import Loads, ask
 from .header import last_reached
@@ -75,10 +75,7 @@ def render_loader(loader: dict[str, Any] | None) -> Text:
                  f"{loader.get('prefetch_factor')}, pin_memory {loader.get('pin_memory')}, persistent_workers "
                  f"{loader.get('persistent_workers')}")
     for w in loader.get("workers") or []:
-        state = {"R": "running", "S": "sleeping", "D": "in a disk wait", "Z": "a zombie", "T": "stopped"}.get(
-            w.get("state"), w.get("state") or "?")
-        t.append(f"\n  worker pid {w.get('pid')}: {'alive' if w.get('alive') else 'gone'}, {state}"
-                 f"{' in ' + w['wchan'] if w.get('wchan') else ''}", style="dim")
+        t.append(f"\n  worker {worker_words(w)}", style="dim")
     return t + Text("\n\n")
 
 

@@ -147,8 +147,40 @@ def _break_words(brk: dict[str, Any]) -> str:
 
 def _short(v: dict[str, Any] | list[Any]) -> str:
     if isinstance(v, dict):
-        return ", ".join(f"{k}={num(x) if not isinstance(x, (dict, list)) else '…'}" for k, x in v.items()) or "-"
-    return ", ".join(num(x) if not isinstance(x, (dict, list)) else "…" for x in v) or "-"
+        return ", ".join(f"{k}={_nested(x)}" for k, x in v.items()) or "-"
+    return ", ".join(_nested(x) for x in v) or "-"
+
+
+NESTED_SHOWN = 3  # a nested list's or dict's first items said, then how many more
+
+
+def _nested(v: Any, deep: bool = False) -> str:
+    """A value nested in a status field, said by what it holds, bounded: `2 (pid 81 alive,
+    sleeping; pid 82 alive, sleeping)`, its first items then `and 5 more` (it was `…`, the
+    eighteenth walk's 4); one more level down, a count."""
+    if not isinstance(v, (dict, list)):
+        return num(v)
+    if not v:
+        return "none"
+    if deep:
+        return f"{len(v)} {'field' if isinstance(v, dict) else 'item'}{'s' * (len(v) != 1)}"
+    if isinstance(v, dict):
+        items = [f"{k} {_nested(x, True)}" for k, x in v.items()]
+    else:
+        items = [worker_words(x) if isinstance(x, dict) and "alive" in x else _nested(x, True) for x in v]
+    more = f"; and {len(items) - NESTED_SHOWN} more" if len(items) > NESTED_SHOWN else ""
+    shown = f"({'; '.join(items[:NESTED_SHOWN])}{more})"
+    return shown if isinstance(v, dict) else f"{len(v)} {shown}"
+
+
+PROCESS_STATES = {"R": "running", "S": "sleeping", "D": "in a disk wait", "Z": "a zombie", "T": "stopped"}
+
+
+def worker_words(w: dict[str, Any]) -> str:
+    """A DataLoader worker process in words: `pid 81 alive, sleeping in pipe_read`."""
+    state = PROCESS_STATES.get(w.get("state") or "", w.get("state") or "?")
+    return f"pid {w.get('pid')} {'alive' if w.get('alive') else 'gone'}, {state}" \
+           f"{' in ' + w['wchan'] if w.get('wchan') else ''}"
 
 
 def quiet_words(quiet: list[int] | None) -> str:
