@@ -285,14 +285,13 @@ class StepdbgApp(ControlActions, ReplActions, EscapeThenKey, App[str | None]):
                        frames=frames, locals_=locals_, output_shown=self.output_shown, interrupted=self.interrupted)
         if brk and self.status.get("state") == "paused":  # (Tab's names, asked unbidden: a refusal is said
             try:  # nowhere; `c` pressed while the break's answers came said `names: ...pause it first`, CI)
-                names = await self.source.evaluate("sorted(vars())")
+                names = list(await self.source.attribute_names("", ""))  # (read running none of your code)
             except Exception:
                 names = None
             main = self.screen_stack[0] if self.screen_stack else None
-            if names and names.get("value") and main:
-                words = [w.strip(" '[]") for w in names["value"].split(",")]
+            if names and main:
                 for repl in main.query("#repl").results(ReplLine):  # (Tab completes them)
-                    repl.set_names(words)
+                    repl.set_names(names)
 
     def active_panel(self) -> str:
         """The id of the panel shown on the main screen ("" once the app closes)."""

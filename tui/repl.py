@@ -85,9 +85,7 @@ class _Watch:
 
     def refresh_names(self) -> None:
         with contextlib.suppress(Exception):
-            r = self.client.evaluate("sorted(vars())")
-            if r.get("value"):
-                self.completer.set_names([w.strip(" '[]") for w in r["value"].split(",")])
+            self.completer.set_names(list(self.client.attribute_names("", "")))  # (read running none of your code)
 
     def leave_when_ended(self) -> None:
         """The job ended: the prompt waiting for a line returns at once, so the REPL leaves

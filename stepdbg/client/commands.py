@@ -94,7 +94,7 @@ def is_python(target: Any, line: str) -> bool:
     except SyntaxError:
         return False  # `p loss`, `lr 0.1`, `u 2`: commands
     try:
-        return target.evaluate(f"{word!r} in vars()").get("value") == "True"
+        return word in target.attribute_names("", word)  # (the frame's names, read running none of your code)
     except Exception:  # not paused, or the job is gone: the command decides what to say
         return False
 

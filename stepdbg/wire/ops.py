@@ -111,8 +111,8 @@ OPS: dict[str, Op] = {op.name: op for op in (
     _op("save", "write the step's evidence bundle (stepdbg-stepN/) for `stepdbg replay PATH`; its path", "object"),
     _op("eval", "run Python in the paused frame; its output, value or error", "object",
         Arg("source", Text(EVAL_SOURCE_LIMIT)), method="evaluate"),
-    _op("complete", "the attributes of a dotted name of the paused frame that begin with prefix, read "
-        "without running your code (no property, no __getattr__)", "list of str",
+    _op("complete", "the attributes of a dotted name of the paused frame that begin with prefix (name \"\": "
+        "the frame's own names), read without running your code (no property, no __getattr__)", "list of str",
         Arg("name", Text(500)), Arg("prefix", Text(200), ""), method="attribute_names"),
     _op("interrupt", "stop the code being evaluated (Ctrl-C for eval; the job stays paused)", "object",
         timeout=10),

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import heapq
 import re
+import sys
 import types
 from collections.abc import Iterator
 from typing import Any
@@ -35,6 +36,13 @@ _MRO = type.__dict__["__mro__"].__get__  # a class's MRO as Python keeps it (no 
 _NAMESPACE = type.__dict__["__dict__"].__get__  # a class's own namespace (no metaclass's __getattribute__)
 
 
+def _frame_locals_type() -> type:
+    return type(sys._getframe().f_locals)  # (a function's: a dict, or 3.13's FrameLocalsProxy, C code)
+
+
+_FRAME_LOCALS = _frame_locals_type()
+
+
 def _is_class(obj: Any) -> bool:
     return issubclass(type(obj), type)  # (isinstance(obj, type) reads obj.__class__: a property's code)
 
@@ -47,8 +55,8 @@ def _entries(d: Any) -> Iterator[tuple[str, Any]]:
     """The entries of a dict, or a class's namespace, whose key is a plain str."""
     if issubclass(type(d), dict):
         items = dict.items(d)  # (a dict subclass's own items(), __iter__ or __getitem__ never run)
-    elif type(d) is types.MappingProxyType:
-        items = d.items()  # (a class's namespace: its dict's own items)
+    elif type(d) is types.MappingProxyType or type(d) is _FRAME_LOCALS:
+        items = d.items()  # (a class's namespace: its dict's own items; a 3.13 function frame's locals)
     else:
         return
     for k, v in items:
@@ -182,14 +190,39 @@ class NotHere(LookupError):
 def frame_names(frame: Any, dotted: str, prefix: str, cap: int = 60) -> list[str]:
     """The attributes of `dotted` (`model.head`: a name of the paused frame, its locals, its
     globals or builtins, then attributes) that begin with `prefix`, as attribute_names reads
-    them; NotHere where there is no such name."""
-    if not _DOTTED.fullmatch(dotted) or not _PREFIX.fullmatch(prefix):
+    them; with `dotted` "", the frame's own names (what `vars()` there holds); NotHere where
+    there is no such name."""
+    if not (dotted == "" or _DOTTED.fullmatch(dotted)) or not _PREFIX.fullmatch(prefix):
         raise NotHere(f"complete takes a dotted name and the start of an attribute, not {dotted!r} and {prefix!r}")
-    root, *path = dotted.split(".")
     if frame is None:
         raise NotHere("no paused frame of yours to complete in")
+    if dotted == "":
+        return own_names(frame.f_locals, prefix)
+    root, *path = dotted.split(".")
     for scope in (frame.f_locals, frame.f_globals, frame.f_builtins):
         value = _get(scope, root)
         if value is not _MISSING:
             return attribute_names(value, tuple(path), prefix, cap).split()
     raise NotHere(f"no {root} in the paused frame")
+
+
+NAMES_MOST = 1000  # a frame's names told at once (a script's top level holds a few hundred)
+NAMES_CHARS = 20_000
+
+
+def own_names(scope: Any, prefix: str) -> list[str]:
+    """The names of a frame's `scope` (its locals; a script's top level: its globals) that
+    begin with `prefix`, sorted, read by plain-str lookups (the `vars()` an evaluated line
+    asked for ran a script's own `vars` or `sorted`); dunders only where `prefix` begins with
+    "__"; at most NAMES_MOST of them, NAMES_CHARS characters in all."""
+    hidden = not prefix.startswith("__")
+    found = heapq.nsmallest(NAMES_MOST, {k for k, _ in _entries(scope) if k.startswith(prefix) and k.isidentifier()
+                                         and not (hidden and k.startswith("__") and k.endswith("__"))})
+    out: list[str] = []
+    told = 0
+    for n in found:
+        told += len(n) + 1
+        if told > NAMES_CHARS:
+            break
+        out.append(n)
+    return out
