@@ -16,9 +16,10 @@ import time
 from typing import Any
 
 from ..wire.conditions import ConditionError
+from ..wire.replay_text import pause_reason
 from .commands import RESUMES, execute, last_stepping, out, show_source
 from .connection import lost_words
-from .replays_heard import replays_heard
+from .replays_heard import replayed_before, replays_heard
 
 LINE_LIMIT = 1 << 20  # characters of one typed or piped line: a command, or code to evaluate
 CLEAR = "\x1b[H\x1b[2J"  # what Ctrl-L does at a shell's prompt: the screen cleared
@@ -182,6 +183,19 @@ def _say_heard(client: Any) -> None:
         print("(stepdbg) ", end="", file=sys.stderr, flush=True)
 
 
+def _say_pause(client: Any, brk: dict[str, Any]) -> None:
+    """A pause at the attached console: its break, the replay run at it before this console
+    attached (the pause's reason then points at it), its source, the prompt."""
+    out(f"paused at step {brk['step']} ({brk['phase']}) [{brk['condition']}]: {pause_reason(brk)}")
+    for words in replayed_before(brk):
+        out(words)
+    try:
+        show_source(client)
+    except (*_errors(), ConnectionError):  # the job gone meanwhile: said at the loop's next turn
+        pass
+    print("(stepdbg) ", end="", file=sys.stderr, flush=True)
+
+
 def attach_console(client: Any) -> int:  # noqa: C901, PLR0912 - the console's loop: input, events and the job's end interleave in one place
     """Over `stepdbg attach`: commands any time; pauses and the end are shown as they come.
 
@@ -209,12 +223,7 @@ def attach_console(client: Any) -> int:  # noqa: C901, PLR0912 - the console's l
         brk = client.paused
         if brk is not None and brk is not shown:
             shown = brk
-            out(f"paused at step {brk['step']} ({brk['phase']}) [{brk['condition']}]: {brk['reason']}")
-            try:
-                show_source(client)
-            except (*_errors(), ConnectionError):  # the job gone meanwhile: said at the loop's next turn
-                pass
-            print("(stepdbg) ", end="", file=sys.stderr, flush=True)
+            _say_pause(client, brk)
         _say_heard(client)
         try:
             line = lines.get(timeout=0.2)

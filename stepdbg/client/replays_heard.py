@@ -63,5 +63,18 @@ def _heard(client: Any, on: str) -> list[str]:
             continue
         if heard.asking or data in heard.answers:  # (this console's own: its answer says it)
             continue
-        said.append(f"replay of step {data.get('step')}{on} (another client asked): {data.get('summary')}"
-                    + (f"\n{data['verdict']}" if data.get("verdict") else ""))
+        said.append(replay_words(data, on))
+
+
+def replay_words(data: dict[str, Any], on: str = "", asked: str = "another client asked") -> str:
+    """Another client's replay in the console's words: its step, rank, summary and verdict."""
+    return (f"replay of step {data.get('step')}{on} ({asked}): {data.get('summary')}"
+            + (f"\n{data['verdict']}" if data.get("verdict") else ""))
+
+
+def replayed_before(paused: dict[str, Any]) -> list[str]:
+    """The replay run at this pause before this console attached (the pause's `replayed`), in
+    the words of one heard while attached: a REPL attached after the TUI's `r` was told
+    `(replay the step to name it)` and nothing of the replay (the eighteenth walk's 5)."""
+    data = paused.get("replayed")
+    return [replay_words(data, "", "another client asked, before you attached")] if isinstance(data, dict) else []
