@@ -8,7 +8,7 @@ ranks write them."""
 
 from __future__ import annotations
 
-from stepdbg.client.job import EndedReport
+from stepdbg.client.ended_report import EndedReport
 
 LINES = [
     "[default1]:stepdbg[rank 1]: break at step 6 (before_backward) [nan]: loss is nan",

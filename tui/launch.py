@@ -25,7 +25,8 @@ from typing import IO, Any
 from stepdbg.client import Endpoint, TargetError
 from stepdbg.client.async_client import AsyncClient
 from stepdbg.client.connection import gone_words, lost_words
-from stepdbg.client.job import TORCHRUN_LOGS, EndedReport, TorchrunLog
+from stepdbg.client.ended_report import EndedReport
+from stepdbg.client.job import TORCHRUN_LOGS, TorchrunLog
 from stepdbg.launch import keeper
 from stepdbg.wire import sessions
 from stepdbg.wire.fold import OwnLines, for_terminal
@@ -184,6 +185,7 @@ def _launched(child: subprocess.Popen[Any], kept: subprocess.Popen[str] | None, 
     hold["child"] = None if ranks else child  # (torchrun's end is not a rank's)
     torchrun = TorchrunLog()  # exit codes and each rank's last lines, from torchrun's output
     ended = EndedReport()  # torchrun's failure report for a job ended from the TUI, in one line
+    folded = EndedReport()  # ...in the TUI's Log, after its Ctrl-C (its lines each shown)
     mine = OwnLines()  # which relayed stderr lines are stepdbg's (a message's later lines too)
 
     def show(name: str, line: str) -> None:  # (stepdbg's own lines folded between words at a terminal, the job's as written)
@@ -202,7 +204,9 @@ def _launched(child: subprocess.Popen[Any], kept: subprocess.Popen[str] | None, 
             return
         from .messages import JobEvent
 
-        app.post_message(JobEvent("output", [{"stream": name, "lines": [line]}]))
+        folded.interrupted = folded.interrupted or bool(ranks and getattr(app, "interrupted", False))
+        for shown in folded.fold(line) if name == "stderr" else [line]:  # (torchrun's report of ranks
+            app.post_message(JobEvent("output", [{"stream": name, "lines": [shown]}]))  # ended by its Ctrl-C: a line)
 
     log_dir = _option(child.args, "--log-dir") if ranks and isinstance(child.args, list) else None
     if log_dir is not None and not os.path.basename(log_dir).startswith(TORCHRUN_LOGS):
@@ -261,6 +265,7 @@ def _launched(child: subprocess.Popen[Any], kept: subprocess.Popen[str] | None, 
         with lock:
             hold["done"] = True
             hold["app"] = None
+            ended.interrupted = folded.interrupted
             for name, line in output:  # the whole log, on the terminal once the UI is gone
                 show(name, line)
     if ctrl_c.pressed.is_set():  # the terminal's Ctrl-C went on to the job, which handles it as it

@@ -211,7 +211,7 @@ def run_torchrun(cmd: list[str], env: dict[str, str]) -> int:
     import signal
     import subprocess
 
-    from ..client.job import EndedReport
+    from ..client.ended_report import EndedReport
 
     def die_with_parent() -> None:
         import ctypes

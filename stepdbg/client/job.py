@@ -23,7 +23,6 @@ from ..wire.ops import OPS
 from ..wire.replay_text import pause_reason
 from .connection import OUTPUT_TAIL, Client, Ops
 from .replays_heard import own_replay
-from .said_once import SaidOnce
 
 
 def odd_ranks(values: list[tuple[int, str]]) -> set[int]:
@@ -144,85 +143,6 @@ class TorchrunLog:
     def about(self, session: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
         """(torchrun's word on how this rank ended, its last lines) for a rank's session."""
         return self.ends.get(session.get("pid"), {}), list(self.tails.get(session.get("local_rank"), ()))
-
-
-class EndedReport:
-    """After the user ends a torchrun job (q, end), every rank exits with code 3 on purpose.
-    torchrun calls that a failure: a log line per rank, its own traceback and a table of
-    failures. Once `ended` is set, those lines give way to one line that says what
-    happened; anything else (another exit code, any other traceback) passes unchanged.
-    With `auto` (a job run without the TUI, where --on-break abort may end it) the report is
-    held to its end and replaced when its root cause is a rank that ended with `code`.
-    torchrun's `Sending process N closing signal SIGTERM` to the ranks left (its warning
-    before the report, which got through: the ninth walk's 4) goes with the report. And the
-    ranks' lines of one break of the job, or of a note to the person, are said once (said_once)."""
-
-    def __init__(self, code: int = 3, auto: bool = False) -> None:
-        self.code, self.auto = code, auto
-        self.ended = False
-        self.hid = False  # a failure report was replaced: the ranks ended as asked
-        self._held: list[str] = []  # a traceback's lines until it is known to be torchrun's
-        self._report: list[str] = []  # torchrun's traceback and table, until its end
-        self._rules = -1  # "=====" lines of the failure table seen; -1 outside it
-        self._stopping: list[str] = []  # torchrun's SIGTERM to the ranks left, until the report says why
-        self.once = SaidOnce()
-
-    def feed(self, line: str) -> list[str]:
-        """The lines to print for one line of torchrun's output."""
-        if not self.once.shown(line):
-            return []
-        if not self.ended and not self.auto:
-            return [line]
-        if self._rules >= 0:
-            return self._in_report(line)
-        if self._held:
-            if line.startswith(" "):
-                self._held.append(line)
-                return []
-            if "ChildFailedError" in line:
-                self._report, self._held, self._rules = [*self._held, line], [], 0
-                return []
-            held, self._held = self._held + [line], []
-            return self._after_stopping(held)
-        if line == "Traceback (most recent call last):":
-            self._held = [line]
-            return []
-        if TorchrunLog.STOPPING.search(line):
-            self._stopping += [] if self.ended else [line]
-            return []
-        m = TorchrunLog.FAILED.search(line)
-        if m and int(m.group(1) if m.group(1) is not None else m.group(3)) == self.code:
-            return []
-        return self._after_stopping([line])
-
-    def _in_report(self, line: str) -> list[str]:
-        """A line of torchrun's failure report: at its end the report, or one line for it."""
-        self._report.append(line)
-        self._rules += line.startswith("=" * 20)
-        if self._rules < 2:
-            return []
-        self._rules = -1
-        report, self._report = self._report, []
-        if not self.ended and self._root_code(report) != self.code:
-            return self._after_stopping(report)
-        self.hid, self._stopping = True, []
-        why = "as asked from the TUI" if self.ended else "as stepdbg ended it"
-        return [f"stepdbg: the job ended with exit code {self.code}, {why} "
-                "(torchrun reports that as a failure; its report is not shown)"]
-
-    def _after_stopping(self, lines: list[str]) -> list[str]:
-        """`lines`, after torchrun's SIGTERM lines held (not a report of ranks ended as asked)."""
-        stopping, self._stopping = self._stopping, []
-        return [*stopping, *lines]
-
-    @staticmethod
-    def _root_code(report: list[str]) -> int | None:
-        """The exit code of the "Root Cause (first observed failure)" in torchrun's table."""
-        root = next((i for i, ln in enumerate(report) if ln.startswith("Root Cause")), None)
-        for ln in report[root or len(report):]:
-            if m := re.match(r"\s*exitcode\s*: (-?\d+)", ln):
-                return int(m.group(1))
-        return None
 
 
 def rank_row(rank: int, c: Any, status: dict[str, Any] | None, last: dict[str, Any] | None,
