@@ -24,7 +24,7 @@ from textual.widgets import DataTable, Footer, Input, RichLog, Static, TabbedCon
 
 from stepdbg.client.connection import gone_words
 
-from . import job_events, rank_replays
+from . import job_events, rank_replays, source_fold
 from .asking import ask
 from .break_panel import BreakPanel
 from .controls import AFTER_THE_END, OUTPUT_ENDS_WITHIN, ControlActions, MainScreen
@@ -283,6 +283,7 @@ class StepdbgApp(ControlActions, ReplActions, EscapeThenKey, App[str | None]):
         for panel in main.query(BreakPanel).results(BreakPanel) if main else []:
             panel.show(brk, rank_replays.shown(self), src, self.findings, ended=ended if ended.startswith("exited") else None,
                        frames=frames, locals_=locals_, output_shown=self.output_shown, interrupted=self.interrupted)
+            source_fold.follow_frame(panel, brk, frames)  # (u, d: the frame's line in view)
         if brk and self.status.get("state") == "paused":  # (Tab's names, asked unbidden: a refusal is said
             try:  # nowhere; `c` pressed while the break's answers came said `names: ...pause it first`, CI)
                 names = list(await self.source.attribute_names("", ""))  # (read running none of your code)
