@@ -17,8 +17,9 @@ from typing import Any
 
 from ..wire.conditions import ConditionError
 from ..wire.replay_text import pause_reason
-from .commands import RESUMES, execute, last_stepping, out, show_source
+from .commands import COMMANDS, RESUMES, execute, last_stepping, out, show_source
 from .connection import lost_words
+from .console_line import ConsoleLine, at_terminal, words_for
 from .replays_heard import replayed_before, replays_heard
 
 LINE_LIMIT = 1 << 20  # characters of one typed or piped line: a command, or code to evaluate
@@ -147,14 +148,32 @@ def enter_offer(session: Any) -> str:
     return f"Enter: {last_stepping[0]}, "
 
 
+_LINE: list[ConsoleLine] = []  # the console's line at a terminal (its history kept from pause to pause)
+
+
+def _typed_line(session: Any) -> str | None:
+    """The next line typed at the prompt: at a terminal with readline (Up, Tab), else read
+    as a pipe's, bounded."""
+    if not at_terminal():
+        print("(stepdbg) ", end="", file=sys.stderr, flush=True)
+        return read_line(sys.stdin)
+    if not _LINE:
+        _LINE.append(ConsoleLine(words_for(session, sorted(COMMANDS))))
+    _LINE[0].complete = words_for(session, sorted(COMMANDS))
+    line = _LINE[0].read("(stepdbg) ")
+    if line is not None and len(line) > LINE_LIMIT:
+        out(f"error: a line of over {LINE_LIMIT:,} characters was ignored")
+        return _typed_line(session)
+    return line
+
+
 def run_console(session: Any) -> None:
     """In process, on the paused training thread: read commands until one resumes."""
     show_source(session)
     out(f"stepdbg paused; {enter_offer(session)}h for help")
     while True:
         try:  # Ctrl-C anywhere here (the prompt being written, too) is the console's, not the job's
-            print("(stepdbg) ", end="", file=sys.stderr, flush=True)
-            line = read_line(sys.stdin)
+            line = _typed_line(session)
             if line is None:  # EOF: nobody is there to answer, so go on
                 if sys.stdin is not None and sys.stdin.isatty():  # (Ctrl-D went on in silence: say so)
                     out("\nCtrl-D: the job goes on, as c (q ends it)")
