@@ -8,6 +8,7 @@ import sys
 
 import pytest
 from conftest import DEMOS, Tmux, marked_line, text_of, wait_for
+from test_walk19_refusal_seen import wait_toast
 from textual.widgets import DataTable, Input, TabbedContent
 
 from stepdbg.client.async_client import AsyncClient
@@ -167,7 +168,7 @@ def test_attached_to_a_job_killed_by_kill_9_the_tui_says_it_is_gone_and_exits_1(
         job.proc.wait()
         term.wait_screen("connection lost")  # (the header; the toast says what now: ctrl+r, q)
         term.keys("C-r")
-        term.wait_screen("nothing to reconnect to")  # (said, not tried: the closing walk's 11)
+        wait_toast(term, "nothing to reconnect to")  # (said, not tried: the closing walk's 11; its toast)
         term.keys("q")
         assert term.exit_code() == "1", term.screen()
         said = " ".join(term.wait_screen("exit code unknown").split())  # (the line wraps at 80 columns)

@@ -33,7 +33,8 @@ async def test_an_lr_change_and_c_after_the_end_are_said_in_words():
         assert "groups=[" not in log_text(app)
         await pilot.press("c")
         said = "the job has ended (exit code 0): nothing to continue. The panels still show its last values; q quits"
-        await wait_for(pilot, lambda: text_of(app, "#repl-out").startswith(said), "c's answer")  # (once: no toast)
+        await wait_for(pilot, lambda: [str(n.message) for n in app._notifications] == [said], "c's answer")  # (a key
+        assert said not in text_of(app, "#repl-out")  # pressed on a panel: its toast alone, the eighteenth walk's leftovers 3)
         assert ("cont", ()) not in src.calls
 
 

@@ -2,8 +2,8 @@
 `stepdbg attach`, 80x24). The footer still offered `c n s r` and the toast `ctrl+r reconnects`,
 each answering that the job was gone. With the job gone, as after its end, the footer offers
 what still works (q, the panels of its last state, help); a key that drove the job says it is
-gone; ctrl+r says `nothing to reconnect to`, as after an end, under the REPL line where it stays
-(its toast alone, cut at `nothing to` under two others). Each failed before its fix."""
+gone; ctrl+r says `nothing to reconnect to`, as after an end (pressed on a panel, in its toast:
+the eighteenth walk's leftovers 3; its words read across the toast's rows). Each failed before its fix."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ import time
 import pytest
 from conftest import WAIT, Tmux, wait_for
 from test_tui_fixes import real
+from test_walk19_refusal_seen import toast_words, wait_toast
 from textual.widgets import Static
 from tui_walk import plain, screen_text, settled
 
@@ -41,9 +42,9 @@ async def test_the_footer_of_a_job_killed_offers_what_still_works(tui_at_break):
         assert f"job (pid {pid}) gone" in app.connection, app.connection
         for key, what in (("c", "nothing to continue"), ("n", "nothing to step")):
             await pilot.press(key)
-            await settled(pilot, app)
-            under = plain(app.query_one("#repl-out", Static))
-            assert "is gone" in under and what in under and "ctrl+r" not in under, under
+            await settled(pilot, app)  # (pressed on a panel: its toast, the eighteenth walk's leftovers 3)
+            said = [str(n.message) for n in app._notifications if "nothing to" in str(n.message)]
+            assert len(said) == 1 and "is gone" in said[0] and what in said[0] and "ctrl+r" not in said[0], said
         await pilot.press("e", *"p 1", "enter")
         await settled(pilot, app)
         under = plain(app.query_one("#repl-out", Static))
@@ -69,13 +70,12 @@ def test_a_job_killed_under_attach_leaves_the_footer_and_ctrl_r_says_nothing_to_
         assert "q quit" in footer(shown) and not any(w in footer(shown).split() for w in DRIVE), shown
         assert "ctrl+r" not in shown, shown
         term.keys("C-r")
-        # Under the REPL line, where it stays (its toast, 5 lines at 80 columns under two others, was cut
-        # at `nothing to`), as after an end: nothing to reconnect to.
-        shown = term.wait_screen("nothing to reconnect to")
+        # As after an end: nothing to reconnect to (one toast: the loss's goes; it was cut at `nothing to` under two)
+        said = toast_words(wait_toast(term, "nothing to reconnect to"))  # (its toast: the eighteenth walk's leftovers 3)
         # (not tried: no `reconnecting…`, no `reconnect failed`; the closing walk's 11)
-        assert f" the job (pid {pid}) is gone" in shown and "reconnect" not in shown.split("nothing to")[0], shown
+        assert f"the job (pid {pid}) is gone" in said and "reconnect" not in said.split("nothing to")[0], said
         term.keys("c")
-        assert "ctrl+r" not in term.wait_screen("nothing to continue")
+        assert "ctrl+r" not in toast_words(wait_toast(term, "nothing to continue"))
     finally:
         term.close()
 

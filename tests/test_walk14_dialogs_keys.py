@@ -18,6 +18,7 @@ import time
 
 import pytest
 from conftest import ROOT, WAIT, Tmux
+from test_walk19_refusal_seen import wait_toast
 
 pytestmark = [pytest.mark.timeout(120), pytest.mark.skipif(shutil.which("tmux") is None, reason="needs tmux")]
 FIXTURE = ROOT / "tests" / "fixtures" / "train_loop.py"
@@ -68,7 +69,7 @@ def test_a_job_killed_under_attach_ctrl_r_is_not_tried_and_the_repl_line_says_it
         shown = term.wait_screen(f"the job (pid {pid}) is gone: the panels keep its last state")
         assert "Python in the paused frame" not in shown, shown
         term.keys("C-r")
-        shown = term.wait_screen("nothing to reconnect to")
+        shown = wait_toast(term, "nothing to reconnect to")  # (a key pressed on a panel: its toast)
         assert "reconnecting" not in shown and "reconnect failed" not in shown, shown
     finally:
         term.close()

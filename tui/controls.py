@@ -105,12 +105,24 @@ class ControlActions(GoneWatch):
                     "The panels still show its last values; q quits")
         return True
 
+    refused: str | None = None  # the words of the last refusal's toast (refuse)
+
     def refuse(self, words: str, severity: SeverityLevel = "warning") -> None:
-        """Why a key does nothing (or what it set that goes on mattering: `o`'s ranks), where
-        the person looks: under the REPL line, where it stays (a toast carried the only copy,
-        and went), once: a toast that said it again covered the REPL box and the footer at
-        80x24, and each press added one (the seventeenth walk's 1). An error's words are red."""
-        self.say(Text(words, style="red" if severity == "error" else ""))
+        """Why a key does nothing, where the person looks, in one place: typed on the REPL line,
+        under it, where it stays (an error's words red); a key pressed on a panel, in a toast
+        (said under the REPL line alone, the eighteenth walk's leftovers 3, c and ctrl+r after a
+        kill -9: the walker, looking at the panel, saw nothing). One refusal's toast at a time:
+        the next one takes its place (each press added one, with the line's copy: the seventeenth
+        walk's 1). What goes on mattering (`o`'s ranks: `information`) stays under the line."""
+        if severity == "information" or getattr(self.focused, "id", None) == "repl":
+            self.say(Text(words, style="red" if severity == "error" else ""))
+            return
+        # (and the loss's toast: a refusal while the connection is lost says it, and what now)
+        for old in [n for n in self._notifications if n.message == self.refused] + \
+                (self.lost_toasts() if self.connection != "connected" else []):
+            self._unnotify(old, refresh=False)
+        self.refused = toasts.one_label(words)  # (as the toast says them: notify)
+        self.notify(words, severity=severity)
 
     def say(self, words: str | Text) -> None:
         """`words` under the REPL line, where they stay until the next answer (a long one, or

@@ -77,9 +77,14 @@ class GoneWatch(_AppBase):
     def tell_lost(self, words: str) -> None:
         """One toast says what now, the connection lost: an earlier loss's toast goes (a loss
         may be told twice: the job was said gone twice, CI's red of 2026-11-27)."""
-        for toast in [n for n in getattr(self, "_notifications", ()) if n.message in (*LOST_TOASTS, words)]:
+        for toast in self.lost_toasts(words):
             self._unnotify(toast)  # type: ignore[attr-defined]
         self.notify(words, severity="error")
+
+    def lost_toasts(self, *also: str) -> list[Any]:
+        """The toasts that say the connection is lost, or the job gone, and what now (and `also`)."""
+        said = (*LOST_TOASTS, *((f"{self.gone}; q quits",) if self.gone else ()), *also)
+        return [n for n in getattr(self, "_notifications", ()) if n.message in said]
 
     def gone_words(self) -> str | None:
         """How the job is gone: a job launched here, as its parent knows it (killed by SIGKILL,

@@ -16,8 +16,11 @@ there. So a toast is short-lived and small, whatever its caller asks:
   fields (at 80x24 three covered the Tensor panel's slice field: the fifth walk's 12).
 
 What must stay, or is long, is said in its place, and a toast never says it alone: under
-the REPL line (ControlActions.say: the diff's answer, a refusal), in the Log, in the header
-(a lost connection: its toast says what to do, not the header's words again).
+the REPL line (ControlActions.say: the diff's answer, a refusal of what was typed there), in
+the Log, in the header (a lost connection: its toast says what to do, not the header's words
+again). A key refused on a panel is said in a toast, one at a time (ControlActions.refuse:
+the person looks at the panel, not under the REPL line); what it refuses for stays on screen
+(the header's end, the footer without the key).
 """
 
 from __future__ import annotations
