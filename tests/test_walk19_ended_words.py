@@ -82,3 +82,28 @@ async def test_a_skip_is_said_in_the_past_after_the_end(tui_at_break):
         words = shown(app)
         assert "then: change at step 2: step 2's update was skipped" in words, words
         assert "will be skipped" not in words, words
+
+
+async def test_after_a_kill_the_breaks_box_and_the_optim_hint_say_the_job_is_gone(tui_at_break):
+    import os
+    import signal
+
+    async with tui_at_break("--break", "step==2", script_args=("--steps", "5")) as (app, pilot):
+        sent: list[str] = []
+        add = app.source.add_break
+        app.source.add_break = lambda spec: (sent.append(spec), add(spec))[1]
+        pid = app.source.session["pid"]
+        os.kill(pid, signal.SIGKILL)
+        await wait_for(pilot, lambda: app.gone is not None, "the job seen gone")
+        await pilot.press("7")
+        await settled(pilot, app)
+        await pilot.press("tab", *"nan", "enter")
+        await settled(pilot, app)
+        assert sent == [], sent
+        words = shown(app)
+        assert f"the job (pid {pid}) is gone: no spec typed here is added" in words, words
+        assert "keys act on the job here" not in words, words
+        await pilot.press("escape", "4")
+        await settled(pilot, app)
+        words = shown(app)
+        assert f"the job (pid {pid}) is gone: its LR takes no change now" in words and "l: set" not in words, words
