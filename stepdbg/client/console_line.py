@@ -90,6 +90,8 @@ def words_for(target: Any, commands: list[str]) -> Callable[[str], list[str]]:
     """What Tab offers at the console of `target` (a Session's calls, or a Client)."""
     def complete(text: str) -> list[str]:
         dotted, dot, prefix = text.rpartition(".")
+        if dot and not dotted:  # (`x[0].sh`, `"a".up`: no name before the dot, nothing known of it)
+            return []
         if dot:
             return [f"{dotted}.{n}" for n in target.attribute_names(dotted, prefix)]
         names = list(target.attribute_names("", text))
