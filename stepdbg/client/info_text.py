@@ -176,11 +176,27 @@ def _nested(v: Any, deep: bool = False) -> str:
 PROCESS_STATES = {"R": "running", "S": "sleeping", "D": "in a disk wait", "Z": "a zombie", "T": "stopped"}
 
 
+# What the kernel's wait channel of a sleeping worker means, by the words in its name (the
+# nineteenth walk read `sleeping in poll_schedule_timeout.constprop.0`: a kernel function's name).
+WAITS = (("poll", "waiting for input"), ("select", "waiting for input"), ("pipe", "waiting on a pipe"),
+         ("futex", "waiting on a lock"), ("sleep", "in a sleep"), ("do_wait", "waiting for a child process"),
+         ("unix_stream", "waiting on a socket"), ("sock", "waiting on a socket"), ("wait_woken", "waiting on a socket"),
+         ("io_schedule", "waiting for the disk"), ("page", "waiting for the disk"))
+
+
+def wait_words(wchan: str) -> str:
+    """`poll_schedule_timeout.constprop.0`: 'waiting for input (kernel: poll_schedule_timeout)'."""
+    name = wchan.split(".")[0]
+    said = next((words for key, words in WAITS if key in name), "in the kernel")
+    return f"{said} (kernel: {name})"
+
+
 def worker_words(w: dict[str, Any]) -> str:
-    """A DataLoader worker process in words: `pid 81 alive, sleeping in pipe_read`."""
+    """A DataLoader worker process in words: `pid 81 alive, sleeping, waiting on a pipe (kernel: pipe_read)`."""
     state = PROCESS_STATES.get(w.get("state") or "", w.get("state") or "?")
+    wchan = w.get("wchan")
     return f"pid {w.get('pid')} {'alive' if w.get('alive') else 'gone'}, {state}" \
-           f"{' in ' + w['wchan'] if w.get('wchan') else ''}"
+           f"{', ' + wait_words(wchan) if isinstance(wchan, str) and wchan and wchan != '0' else ''}"
 
 
 def quiet_words(quiet: list[int] | None) -> str:
