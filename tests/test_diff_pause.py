@@ -160,7 +160,7 @@ async def test_the_tuis_D_runs_the_diff_and_says_where_the_runs_part():
             await pilot.pause()
             await pilot.press("D")  # the diff runs in a worker: its answer is waited for, not 0.2 s
             if not paused:
-                await wait_for(pilot, lambda: "diff needs a paused step" in toasts(), "the refusal")  # (a key pressed on
+                await wait_for(pilot, lambda: "diff needs a paused step: p pauses the job" in toasts(), "the refusal")  # (a key pressed on
                 assert "diff needs" not in answer(), answer()  # a panel: its toast alone, the eighteenth walk's leftovers 3)
                 assert ("diff", ()) not in src.calls
                 continue

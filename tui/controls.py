@@ -177,7 +177,7 @@ class ControlActions(GoneWatch):
         if self.job_ended("replay"):
             return
         if self.status.get("state") != "paused":
-            self.refuse("replay needs a paused step")
+            self.refuse("replay needs a paused step: p pauses the job")
             return
         if rank_replays.replayed_already(self):  # (a job's: it said so; r again replays)
             return
@@ -201,7 +201,7 @@ class ControlActions(GoneWatch):
         if self.job_ended("diff"):
             return
         if self.status.get("state") != "paused":
-            self.refuse("diff needs a paused step")
+            self.refuse("diff needs a paused step: p pauses the job")
             return
         self.do_diff()
 
