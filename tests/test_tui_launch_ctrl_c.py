@@ -80,7 +80,8 @@ def test_ctrl_c_while_the_job_starts_its_agent_ends_it_with_130_and_one_line(tmp
         term.keys("C-c")
         screen = ended_as_plain_python(term, pids + job_processes(private_runtime_dir))
         assert "Traceback" not in screen and "KeyboardInterrupt" in screen, screen
-        assert "step 0 loss" not in screen, screen  # the script never ran
+        assert "step 0 loss" not in screen, screen  # the script never ran, and the line says so:
+        assert "the script did not run" in " ".join(screen.split()), screen
     finally:
         term.close()
 

@@ -231,8 +231,10 @@ def main() -> int:  # noqa: C901, PLR0912, PLR0915 - the launcher's steps in ord
 def interrupted_before_the_script() -> int:
     """Ctrl-C before the script's first line (the agent importing torch, starting, opening
     its socket): the job ends as plain python interrupted at its start does, killed by
-    SIGINT (a shell says 130), with one line, not the ~40 of stepdbg's and torch's imports."""
-    print("KeyboardInterrupt", file=sys.stderr, flush=True)
+    SIGINT (a shell says 130), with one line that says the script did not run (a bare
+    `KeyboardInterrupt` left a newcomer asking, the nineteenth walk's 15), not the ~40 of
+    stepdbg's and torch's imports."""
+    print("KeyboardInterrupt: Ctrl-C as stepdbg started the job; the script did not run", file=sys.stderr, flush=True)
     session = stepdbg.current()
     if session is not None:
         try:
