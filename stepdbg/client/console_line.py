@@ -8,7 +8,9 @@ after each line: nothing of the console's is left in it."""
 from __future__ import annotations
 
 import contextlib
+import signal
 import sys
+import threading
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -46,7 +48,7 @@ class ConsoleLine:
     def read(self, prompt: str) -> str | None:
         """A line typed (None at Ctrl-D)."""
         readline = _readline()
-        with self._ours(readline):
+        with self._ours(readline), _ctrl_c_ours():
             try:
                 line = input(prompt)
             except EOFError:
@@ -84,6 +86,23 @@ class ConsoleLine:
             for line in theirs:
                 if line is not None:
                     readline.add_history(line)
+
+
+@contextlib.contextmanager
+def _ctrl_c_ours() -> Iterator[None]:
+    """Ctrl-C at the prompt raises KeyboardInterrupt here, the console's ('Ctrl-C here does
+    nothing to the job'), where the script set its own SIGINT handler: Python ran that handler
+    on this thread (the main one, paused) while the line was read, in silence. The script's
+    is put back after the line; `interrupt` runs it."""
+    theirs = signal.getsignal(signal.SIGINT)
+    if theirs is None or threading.current_thread() is not threading.main_thread():
+        yield  # (a handler set outside Python, or a thread where none can be set: left as it is)
+        return
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, theirs)
 
 
 def words_for(target: Any, commands: list[str]) -> Callable[[str], list[str]]:
