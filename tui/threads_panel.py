@@ -29,13 +29,23 @@ def heading(status: dict[str, Any]) -> str:
     return f"the threads at step {step}{f' · {phase}' if phase else ''} ({state})"
 
 
+def one_line(text: Any) -> str:
+    """A name as one line: a control character (a newline in a code's file name drew lines of
+    its own, a thread that was not there) shown as `?`."""
+    return "".join(c if c.isprintable() else "?" for c in str(text))
+
+
 def frame_place(file: str, line: Any, function: str, width: int) -> str:
     """`FILE:LINE in FUNCTION` in `width` columns after the indent, its path's head given up a
     folder at a time (`…/torch/_tensor.py:623 in backward`), its file name and line kept: it
     was cut inside a folder's name (`…rk/main/.venv/...`, the eighteenth walk's 3)."""
-    loc, rest = f"{file}:{line}", f" in {function}"
-    room = width - INDENT - len(rest)
+    loc = f"{one_line(file)}:{line}"
     *folders, name = loc.split("/")
+    function = one_line(function)
+    if len(function) > (most := max(width - INDENT - len(name) - len(" in "), 8)):  # (a name of 300 ran past the width)
+        function = function[:most - 1] + "…"
+    rest = f" in {function}"
+    room = width - INDENT - len(rest)
     for n in range(len(folders) + 1):  # (n folders given up, from the left)
         shown = "/".join(["…", *folders[n:], name]) if n else loc
         if len(shown) <= room:
@@ -51,13 +61,13 @@ def render_stacks(stacks: list[dict[str, Any]], width: int = 10_000, title: str 
         if th.get("own"):
             t.append(own_thread(th) + "\n", style="dim")
             continue
-        t.append(f"{th['name']}{' (main)' if th.get('main') else ''}\n", style="bold")
+        t.append(f"{one_line(th['name'])}{' (main)' if th.get('main') else ''}\n", style="bold")
         if left := left_out(th, 10):
             t.append(" " * INDENT + left + "\n", style="dim")
         for fr in th["stack"][-10:]:  # (the person's frames and their libraries', never stepdbg's)
             t.append(" " * INDENT + frame_place(fr["file"], fr["line"], fr["function"], width) + "\n", style="dim")
             if fr.get("code"):
-                t.append(f"      {fr['code']}\n")
+                t.append(f"      {one_line(fr['code'])}\n")
     return t
 
 
