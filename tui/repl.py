@@ -23,7 +23,7 @@ from prompt_toolkit.patch_stdout import patch_stdout
 
 from stepdbg.client import ClientError
 from stepdbg.client.console import IDLE_CTRL_C, detach, end_words, error_line, execute, show_source
-from stepdbg.client.replays_heard import replays_heard
+from stepdbg.client.replays_heard import pause_words, replays_heard
 from stepdbg.wire.conditions import ConditionError
 from stepdbg.wire.fold import fold, for_terminal
 
@@ -114,7 +114,7 @@ class _Watch:
                 return
             if brk is not None and brk is not shown:
                 shown = brk
-                print(f"paused at step {brk['step']} ({brk['phase']}) [{brk['condition']}]: {brk['reason']}")
+                print("\n".join(pause_words(brk)))  # (a replay run before this REPL attached: said)
                 with contextlib.suppress(Exception):
                     show_source(client)
                 self.refresh_names()

@@ -16,11 +16,10 @@ import time
 from typing import Any
 
 from ..wire.conditions import ConditionError
-from ..wire.replay_text import pause_reason
 from .commands import COMMANDS, RESUMES, execute, last_stepping, out, show_source
 from .connection import lost_words
 from .console_line import ConsoleLine, at_terminal, words_for
-from .replays_heard import replayed_before, replays_heard
+from .replays_heard import pause_words, replays_heard
 
 LINE_LIMIT = 1 << 20  # characters of one typed or piped line: a command, or code to evaluate
 CLEAR = "\x1b[H\x1b[2J"  # what Ctrl-L does at a shell's prompt: the screen cleared
@@ -205,8 +204,7 @@ def _say_heard(client: Any) -> None:
 def _say_pause(client: Any, brk: dict[str, Any]) -> None:
     """A pause at the attached console: its break, the replay run at it before this console
     attached (the pause's reason then points at it), its source, the prompt."""
-    out(f"paused at step {brk['step']} ({brk['phase']}) [{brk['condition']}]: {pause_reason(brk)}")
-    for words in replayed_before(brk):
+    for words in pause_words(brk):
         out(words)
     try:
         show_source(client)

@@ -12,6 +12,7 @@ import queue
 from collections import deque
 from typing import Any
 
+from ..wire.replay_text import pause_reason
 from .kept import kept
 
 
@@ -78,3 +79,12 @@ def replayed_before(paused: dict[str, Any]) -> list[str]:
     `(replay the step to name it)` and nothing of the replay (the eighteenth walk's 5)."""
     data = paused.get("replayed")
     return [replay_words(data, "", "another client asked, before you attached")] if isinstance(data, dict) else []
+
+
+def pause_words(paused: dict[str, Any]) -> list[str]:
+    """A pause at an attached console, in words: its break with its reason as status says it,
+    then the replay run at it before the console attached. One place for the piped console
+    (console._say_pause) and the terminal's REPL (tui/repl.py), which printed the raw reason,
+    `(replay the step to name it)`, and nothing of the TUI's replay (the nineteenth walk's 1)."""
+    line = f"paused at step {paused['step']} ({paused['phase']}) [{paused['condition']}]: {pause_reason(paused)}"
+    return [line, *replayed_before(paused)]
