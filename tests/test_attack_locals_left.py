@@ -85,3 +85,16 @@ def test_no_more_reads_are_started_than_are_left_running(monkeypatch):
     while _reads():
         assert time.monotonic() < deadline, "the reads let go never ended"
         time.sleep(0.05)
+
+
+def test_a_stop_that_lands_past_the_reads_handlers_prints_nothing(capfd):
+    """A stop sent as a read ends can land in threading's own code, past the read's handlers:
+    Python's default thread hook drops an exact SystemExit in silence and prints a subclass's
+    traceback on the job's stderr (the stop was a subclass: an attack of 8ff5a6b)."""
+    def raises() -> None:
+        raise locals_view.STOP
+
+    t = threading.Thread(target=raises, name="stepdbg-locals-read")
+    t.start()
+    t.join()
+    assert capfd.readouterr().err == ""

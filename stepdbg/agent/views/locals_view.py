@@ -44,10 +44,9 @@ _left_lock = threading.Lock()  # (the views of several clients, and the stopper,
 _stopping = False  # a stopper thread runs (under _left_lock)
 
 
-class _Stopped(SystemExit):
-    """Raised in a read past its time (a KeyboardInterrupt the user's code could take for its
-    own). A SystemExit: one that lands past the read's own handlers, in threading's code as the
-    thread ends, is dropped in silence by Python, never printed on the job's stderr."""
+STOP = SystemExit  # raised in a read past its time (a KeyboardInterrupt the user's code could take
+# for its own). Exactly SystemExit: one that lands past the read's own handlers, in threading's code
+# as the thread ends, is dropped in silence by Python's default hooks, which print a subclass of it.
 
 
 def frame_locals(frame: FrameType | None, limit: int = 200, everything: bool = False) -> list[dict[str, str]]:
@@ -103,13 +102,13 @@ class _Read:
     def __init__(self, name: str, v: Any) -> None:
         self.name, self.value = name, v
         self.out: list[dict[str, str]] = []
-        self.lock, self.done = threading.Lock(), False
+        self.lock, self.done, self.sent = threading.Lock(), False, False
         self.thread = threading.Thread(target=self._run, name="stepdbg-locals-read", daemon=True)
 
     def _run(self) -> None:
         try:
             try:
-                self.out.append(_row(self.name, self.value, _read(self.value)))
+                self.out.append(_row(self.name, self.value, self._read()))
             finally:
                 with self.lock:
                     self.done = True  # (no stop is sent after this)
@@ -123,9 +122,22 @@ class _Read:
         with self.lock:
             if self.done or not self.thread.is_alive():
                 return False
-            ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(self.thread.ident or 0),
-                                                       ctypes.py_object(_Stopped))
+            self.sent = True
+            ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(self.thread.ident or 0), ctypes.py_object(STOP))
             return True
+
+    def _read(self) -> str:
+        """The value's words; what the user's code raised in reading it (any exception,
+        SystemExit and KeyboardInterrupt too: it failed the whole view) in its place. A
+        SystemExit after a stop was sent is the stop."""
+        try:
+            return _value(self.value)
+        except SystemExit:
+            if self.sent:
+                raise
+            return "<repr failed: SystemExit>"
+        except BaseException as e:  # noqa: B036 - the user's code: its failure is this row's
+            return f"<repr failed: {_TYPE_NAME(type(e))}>"
 
 
 def _landed() -> None:
@@ -197,17 +209,6 @@ def _nbytes(t: torch.Tensor) -> int:
 
 def _row(name: str, v: Any, value: str) -> dict[str, str]:
     return {"name": name, "type": _TYPE_NAME(type(v)), "value": value[:80]}
-
-
-def _read(v: Any) -> str:
-    """`v`'s value as its row says it; what the user's code raised in reading it (any
-    exception, SystemExit and KeyboardInterrupt too: it failed the whole view) in its place."""
-    try:
-        return _value(v)
-    except _Stopped:
-        raise
-    except BaseException as e:  # noqa: B036 - the user's code: its failure is this row's
-        return f"<repr failed: {_TYPE_NAME(type(e))}>"
 
 
 def _value(v: Any) -> str:
