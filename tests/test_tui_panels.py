@@ -141,8 +141,8 @@ async def test_breakpoints_add_validates_as_you_type_toggle_and_remove():
         await wait_for(pilot, lambda: ("break_enable", ("grad_norm>100", True)) in src.calls, "grad_norm>100 on")
         await wait_for(pilot, lambda: ("break_remove", ("grad_norm>100",)) in src.calls, "grad_norm>100 removed")
         await wait_for(pilot, lambda: table.row_count == 2, "its row gone")
-        await pilot.press("delete", "delete")  # not the add box after: 1 and c are keys again
-        await wait_for(pilot, lambda: table.row_count == 0 and app.focused is None, "every breakpoint removed")
+        await pilot.press("delete", "delete")  # not the add box after (the table keeps it): 1 and c are keys again
+        await wait_for(pilot, lambda: table.row_count == 0 and app.focused is table, "every breakpoint removed")
         await pilot.press("1")
         await wait_for(pilot, lambda: app.query_one(TabbedContent).active == "break", "the Break panel")
 
