@@ -162,7 +162,8 @@ class BreakpointsPanel(Loads, Vertical):
             self.say(error)
             box = self.query_one("#break-input", Input)
             if not box.value:  # (emptied at Enter: the refused spec is back to be mended; its change says the error)
-                box.value = spec
+                box.value = spec  # the cursor at its end: it went to its start, `5` typed made `5loss>`,
+                box.cursor_position = len(spec)  # and ctrl+u cleared nothing (the nineteenth walk's 2)
             return error
         if (same := parse(spec).spec) in had:  # (it said nothing: the fifth walk's 14)
             self.said = f"{same} is there already: not added again (escape: the table; space turns it on or off)"
