@@ -9,6 +9,7 @@ from textual.screen import Screen
 from textual.widgets import Input, Tab, Tabs
 
 from . import toasts
+from .no_job import no_job
 
 # The keys a field takes, for the footer while it has the focus (at 80x24 it was blank: a
 # field takes the letters, so every key of the app left it): (key, words), by the field's id.
@@ -18,6 +19,10 @@ FIELD_KEYS = {
     "tensor-index": (("enter", "show it"), ("escape", "keys again"), ("tab", "next field")),
     "break-input": (("enter", "add it"), ("escape", "the table"), ("tab", "next field")),
 }
+# The fields whose Enter changes the job: after its end, or once it is gone, Enter does nothing
+# there and the footer does not offer it (`⏎ add it` under a box whose placeholder said no spec
+# is added: the nineteenth walk's 3). (The app draws the footer again at the end and the loss.)
+CHANGE_THE_JOB = {"break-input"}
 
 
 class MainScreen(Screen[None]):
@@ -42,6 +47,8 @@ class MainScreen(Screen[None]):
         bindings = super().active_bindings
         field = self.focused
         keys = FIELD_KEYS.get(field.id or "", ()) if isinstance(field, Input) else ()
+        if field is not None and field.id in CHANGE_THE_JOB and no_job(self.app):
+            keys = tuple((key, words) for key, words in keys if key != "enter")
         # (the field's own binding acts; shown first here: a click on it presses the key)
         shown = {key: ActiveBinding(self, Binding(key, f"field_key('{key}')", words), True) for key, words in keys}
         return {**shown, **{k: b for k, b in bindings.items() if k not in shown}}
