@@ -89,6 +89,9 @@ class BreakpointsPanel(Loads, Vertical):
     # hint said `keys act on the job here`, and `nan` Enter in the box did nothing and said nothing).
     ENDED_HINT = "{}: its breakpoints as they were; they take no change now (q quits)"
     NOT_ADDED = "{}: no spec typed here is added"
+    # Gone before the panel was shown (kill -9, 7 never pressed): no rows, and the hint said `its
+    # breakpoints as they were` over none (the nineteenth walk's 4). The job's last status named them.
+    UNREAD_HINT = "{} before this panel read its breakpoints (its last status named: {}); they take no change now (q quits)"
 
     def on_mount(self) -> None:
         self.watch(self.screen, "focused", self._says_where_keys_go)
@@ -98,7 +101,8 @@ class BreakpointsPanel(Loads, Vertical):
     def _says_where_keys_go(self, focused: Any) -> None:
         with suppress(NoMatches):
             why = no_job(self.app)
-            hint = self.ENDED_HINT.format(why) if why else \
+            named = ", ".join(map(str, self.app.status.get("breaks") or ())) or "none"
+            hint = (self.UNREAD_HINT.format(why, named) if self.rows is None else self.ENDED_HINT.format(why)) if why else \
                 self.BOX_HINT if getattr(focused, "id", None) == "break-input" else self.HINT
             self.query_one("#breaks-hint", Label).update(hint + left_out(self.gone))
             if why:  # the box too, where the typing is (a spec typed there was sent: the eighteenth walk's leftovers, 1)
