@@ -47,3 +47,40 @@ def test_ctrl_c_at_the_prompt_is_the_consoles_and_interrupt_the_jobs(tmp_path, p
         assert term.exit_code() == "0", term.screen()
     finally:
         term.close()
+
+
+def test_ctrl_c_at_a_piped_prompt_is_the_consoles_too(tmp_path, private_runtime_dir):
+    """The same where the line is read as a pipe's (STEPDBG_CONSOLE=1, no terminal): SIGINT
+    at the prompt ran the script's handler."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    from conftest import ROOT, WAIT
+
+    script = tmp_path / "train.py"
+    script.write_text(SCRIPT)
+    env = {**os.environ, "STEPDBG_CONSOLE": "1", "STEPDBG_RUNTIME_DIR": str(private_runtime_dir),
+           "PYTHONUNBUFFERED": "1"}
+    job = subprocess.Popen([sys.executable, "-m", "stepdbg", "--no-tui", "--on-break", "pause", "--break", "step==1",
+                            sys.executable, str(script)], cwd=ROOT, env=env, stdin=subprocess.PIPE,
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert job.stderr is not None and job.stdin is not None
+        seen = ""
+        while "(stepdbg) " not in seen:
+            ch = job.stderr.read(1)
+            assert ch, f"the job ended before its prompt: {seen}"
+            seen += ch
+        job.send_signal(signal.SIGINT)  # (the job is this process: stepdbg runs the script in it)
+        while "Ctrl-C here does nothing to the job" not in seen:
+            ch = job.stderr.read(1)
+            assert ch, f"the job ended before its words: {seen}"
+            seen += ch
+        out, err = job.communicate("c\n", timeout=WAIT)
+    finally:
+        if job.poll() is None:
+            job.kill()
+    assert job.returncode == 0, (out, seen + err)
+    assert "the job's own Ctrl-C handler ran" not in out and "at the end its handler: True" in out, out

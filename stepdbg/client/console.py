@@ -18,7 +18,7 @@ from typing import Any
 from ..wire.conditions import ConditionError
 from .commands import COMMANDS, RESUMES, execute, last_stepping, out, show_source
 from .connection import lost_words
-from .console_line import ConsoleLine, at_terminal, words_for
+from .console_line import ConsoleLine, at_terminal, ctrl_c_ours, words_for
 from .replays_heard import pause_words, replays_heard
 
 LINE_LIMIT = 1 << 20  # characters of one typed or piped line: a command, or code to evaluate
@@ -154,8 +154,9 @@ def _typed_line(session: Any) -> str | None:
     """The next line typed at the prompt: at a terminal with readline (Up, Tab), else read
     as a pipe's, bounded."""
     if not at_terminal():
-        print("(stepdbg) ", end="", file=sys.stderr, flush=True)
-        return read_line(sys.stdin)
+        with ctrl_c_ours():
+            print("(stepdbg) ", end="", file=sys.stderr, flush=True)
+            return read_line(sys.stdin)
     if not _LINE:
         _LINE.append(ConsoleLine(words_for(session, sorted(COMMANDS))))
     _LINE[0].complete = words_for(session, sorted(COMMANDS))

@@ -48,7 +48,7 @@ class ConsoleLine:
     def read(self, prompt: str) -> str | None:
         """A line typed (None at Ctrl-D)."""
         readline = _readline()
-        with self._ours(readline), _ctrl_c_ours():
+        with self._ours(readline), ctrl_c_ours():
             try:
                 line = input(prompt)
             except EOFError:
@@ -89,7 +89,7 @@ class ConsoleLine:
 
 
 @contextlib.contextmanager
-def _ctrl_c_ours() -> Iterator[None]:
+def ctrl_c_ours() -> Iterator[None]:
     """Ctrl-C at the prompt raises KeyboardInterrupt here, the console's ('Ctrl-C here does
     nothing to the job'), where the script set its own SIGINT handler: Python ran that handler
     on this thread (the main one, paused) while the line was read, in silence. The script's
