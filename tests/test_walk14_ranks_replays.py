@@ -23,8 +23,9 @@ pytestmark = pytest.mark.slow  # real torchrun jobs on gloo
 
 
 def replays_said(app: Any, rank: int) -> int:
-    """How many replays of step 6 on `rank` the Log has said."""
-    return log_text(app).count(f"replay of step 6 on rank {rank}:")
+    """How many replays of step 6 on `rank` the Log has said (a replay of the same finding
+    again in one line: `replay of step 6 on rank 0 again: the same finding`)."""
+    return log_text(app).count(f"replay of step 6 on rank {rank}")
 
 
 async def _replays_said(pilot: Any, app: Any, n: int) -> None:

@@ -8,6 +8,7 @@ from typing import Any
 
 from textual.widgets import Input, TabbedContent
 
+from stepdbg.client.kept import kept
 from stepdbg.wire import stall_text
 from stepdbg.wire.change_text import change_line
 from stepdbg.wire.last_step import last_of_end
@@ -210,8 +211,7 @@ def on_replay(app: Any, data: Any) -> None:
     # The Log is the record: the replay and its verdict, whoever ran it (r, --on-break replay,
     # another client); it showed none (the walk's item 13)
     rank = data.get(FROM_RANK)
-    for line in [f"replay of step {data.get('step')}{f' on rank {rank}' if rank is not None else ''}: "
-                 f"{data.get('summary')}", *([f"  {data['verdict']}"] if data.get("verdict") else [])]:
+    for line in replay_lines(app, data):
         app.log_line(line, "magenta")
     LastBreak.of(app).replayed(data)  # (the end says the last break with it)
     brk = app.status.get("paused")
@@ -220,6 +220,22 @@ def on_replay(app: Any, data: Any) -> None:
     if brk and data.get("step") == brk.get("step") and app.replay_result != data:
         app.replay_result = data
         app.refresh_break()
+
+
+def replay_lines(app: Any, data: dict[str, Any]) -> list[str]:
+    """A replay's lines in the Log: its summary and verdict; a replay of a step whose finding
+    the Log said already, in one line saying who asked (`r` in the TUI, then `r` at an attached
+    REPL, showed the same block twice with nothing saying whose: the nineteenth walk's 3). The
+    TUI's own is the one its r's worker waits for (the event comes before r's answer)."""
+    rank = data.get(FROM_RANK)
+    named = f"replay of step {data.get('step')}{f' on rank {rank}' if rank is not None else ''}"
+    said: dict[tuple[Any, Any], tuple[Any, Any]] = kept(app, "_replays_logged", dict)
+    key, finding = (rank, data.get("step")), (data.get("summary"), data.get("verdict"))
+    if said.get(key) == finding:
+        ours = any(w.group == "replay" and not w.is_finished for w in app.workers)
+        return [f"{named} again{'' if ours else ' by another client'}: the same finding"]
+    said[key] = finding
+    return [f"{named}: {data.get('summary')}", *([f"  {data['verdict']}"] if data.get("verdict") else [])]
 
 
 # Every event of wire/events.py the TUI shows (`step` goes to the plots, `lost` ends the
