@@ -157,9 +157,10 @@ def _typed_line(session: Any) -> str | None:
         with ctrl_c_ours():
             print("(stepdbg) ", end="", file=sys.stderr, flush=True)
             return read_line(sys.stdin)
+    complete = words_for(session, sorted(COMMANDS))  # (this pause's session; the history is kept)
     if not _LINE:
-        _LINE.append(ConsoleLine(words_for(session, sorted(COMMANDS))))
-    _LINE[0].complete = words_for(session, sorted(COMMANDS))
+        _LINE.append(ConsoleLine(complete))
+    _LINE[0].complete = complete
     line = _LINE[0].read("(stepdbg) ")
     if line is not None and len(line) > LINE_LIMIT:
         out(f"error: a line of over {LINE_LIMIT:,} characters was ignored")
