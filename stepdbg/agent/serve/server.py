@@ -26,7 +26,6 @@ import sys
 import threading
 import time
 from collections import deque
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from stepdbg.agent.breaks.told import told
@@ -35,6 +34,7 @@ from stepdbg.agent.serve.exited import exited_data
 from stepdbg.agent.serve.handlers import Handlers
 from stepdbg.agent.serve.outbox import Outbox
 from stepdbg.agent.serve.pace import Bucket, Pace
+from stepdbg.agent.serve.peer import REQUESTS_IN_FLIGHT, Peer
 from stepdbg.wire import protocol, sessions, settings
 from stepdbg.wire.address import parse as address_of
 from stepdbg.wire.address import unix_name
@@ -50,20 +50,8 @@ BACKLOG = 128
 MAX_UNAUTHENTICATED = 16  # connections waiting to say hello at once, per listener; more are closed at once
 PER_PEER = 4  # of those, from one TCP address
 PREAUTH_MAX_FRAME = 4096  # a hello is tiny
-REQUESTS_IN_FLIGHT = 64  # per client; more are answered with an error, not queued
 INLINE_OPS = frozenset({"status"})  # answered by the reader: cheap, and never waits for the training thread
 WORKERS_GRACE = 1.0  # seconds the end waits for requests still running (a torch call among them)
-
-
-@dataclass(eq=False)
-class Peer:
-    """One authenticated connection."""
-
-    conn: protocol.Connection
-    outbox: Outbox
-    role: str  # "frontend" or "probe" (stepdbg ls: not counted as attached)
-    then: str = "stay"  # what happens to the job when this client leaves (op_detach)
-    attached: bool = False
 
 
 class Server:
@@ -130,10 +118,12 @@ class Server:
         self._stopped.set()
         self._flush_output()
         self._flush_steps()  # every step's record, then the end (the plots reach the last step)
-        self.broadcast(protocol.event("exited", exited_data(self.session, exit_code, error)))
         with self._lock:
             peers = list(self._peers)
         deadline = time.monotonic() + WORKERS_GRACE
+        for p in peers:  # a request taken is answered (a cont that let the job end), then the end
+            p.answered(deadline)
+        self.broadcast(protocol.event("exited", exited_data(self.session, exit_code, error)))
         for p in peers:  # the exited event goes out first; clients that do not read wait for nobody (1 s in all)
             p.outbox.close(wait=max(0.0, deadline - time.monotonic()))
         for p in peers:
@@ -261,7 +251,7 @@ class Server:
         me = threading.current_thread().name  # stepdbg-client-N: its worker and sender say N too
         peer = Peer(conn, Outbox(sock, on_drop=lambda why: self.session.say(f"dropped a client: {why}"),
                                  name=f"{me}-sender"), role)
-        requests: queue.Queue[dict[str, Any] | None] = queue.Queue(maxsize=REQUESTS_IN_FLIGHT)
+        requests = peer.requests
         pace = Pace(job=self._job_pace)
         worker = threading.Thread(target=self._tracked, args=(self._work, (peer, requests, pace)),
                                   name=f"{me}-requests", daemon=True)
