@@ -283,11 +283,13 @@ class Views:
                 if together is not None else None
             result = replay_step(self.model, breaks[-1] if breaks else None,
                                  self.breaker.paused_stack.innermost(), together, agree)
+            before = self._replayed  # (the same pause's finding again: one line, as the TUI's Log says it)
+            again = before is not None and before[0] is self.controls.paused and _finding(before[1]) == _finding(result)
             self.replays.append(result)
             self._replayed = (self.controls.paused, result)
             self.bus.write("replay", **result)
             self.bus.emit("replay", result)
-            self.bus.say(replay_words(result))
+            self.bus.say(f"replay of step {result['step']} again: the same finding" if again else replay_words(result))
             return result
 
         return self.controls.on_training_thread(run)
@@ -377,3 +379,8 @@ class Views:
     def _not_saved(self, step: int, why: str) -> dict[str, Any]:
         self.bus.say(f"evidence bundle of step {step} not saved: {why}")
         return self.bus.write("bundle", step=step, path=None, saved=False, error=why)
+
+
+def _finding(result: dict[str, Any]) -> tuple[Any, Any]:
+    """What a replay found, as said: its summary and verdict."""
+    return result.get("summary"), result.get("verdict")
