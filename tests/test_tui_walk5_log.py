@@ -32,9 +32,10 @@ async def test_the_log_shows_a_replay_and_its_verdict(tui_at_break, how):
             await wait_for(pilot, lambda: (app.status.get("paused") or {}).get("condition") == "nan", "the NaN")
         step = app.status["paused"]["step"]
         await pilot.press("9")  # (the Log's lines are drawn once it is shown)
-        await wait_for(pilot, lambda: f"replay of step {step}: " in log_words(app), "the replay in the Log")
+        said = f"replay of step {step}: " if how == "r" else f"replay of step {step} (the --on-break replay): "
+        await wait_for(pilot, lambda: said in log_words(app), "the replay in the Log")
         words = log_words(app)
-        assert "features" in words.split(f"replay of step {step}: ", 1)[1], words
+        assert "features" in words.split(said, 1)[1], words
 
 
 @pytest.mark.slow

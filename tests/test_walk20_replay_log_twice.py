@@ -43,3 +43,15 @@ async def test_a_replay_of_the_same_step_by_another_client_is_said_in_one_line(t
         words = log_words(app)
         assert f"{said} again: the same finding" in words, words
         assert words.count("produced the first non-finite value") == 1, words
+
+
+async def test_another_clients_first_replay_says_who_asked(tui_at_break):
+    """The first replay of a pause, asked by another client: the Log said `replay of step
+    30: ...` as for the TUI's own `r` (the nineteenth walk's leftover)."""
+    async with tui_at_break("--break", "nan", script=DEMOS / "nan_log.py") as (app, pilot):
+        step = app.status["paused"]["step"]
+        await pilot.press("9")
+        await asyncio.to_thread(another_clients_replay)
+        await wait_for(pilot, lambda: f"replay of step {step}" in log_words(app), "the other client's replay in the Log")
+        words = log_words(app)
+        assert f"replay of step {step} (another client asked): " in words, words

@@ -12,6 +12,7 @@ from stepdbg.client.kept import kept
 from stepdbg.wire import stall_text
 from stepdbg.wire.change_text import change_line
 from stepdbg.wire.last_step import last_of_end
+from stepdbg.wire.replay_text import who_asked
 
 from . import pause_words
 from .dialogs import ChoiceScreen
@@ -231,11 +232,12 @@ def replay_lines(app: Any, data: dict[str, Any]) -> list[str]:
     named = f"replay of step {data.get('step')}{f' on rank {rank}' if rank is not None else ''}"
     said: dict[tuple[Any, Any], tuple[Any, Any]] = kept(app, "_replays_logged", dict)
     key, finding = (rank, data.get("step")), (data.get("summary"), data.get("verdict"))
+    ours = any(w.group == "replay" and not w.is_finished for w in app.workers)
     if said.get(key) == finding:
-        ours = any(w.group == "replay" and not w.is_finished for w in app.workers)
         return [f"{named} again{'' if ours else ' by another client'}: the same finding"]
-    said[key] = finding
-    return [f"{named}: {data.get('summary')}", *([f"  {data['verdict']}"] if data.get("verdict") else [])]
+    said[key] = finding  # (another client's first replay says so too: the nineteenth walk's)
+    return [f"{named}{'' if ours else f' ({who_asked(data)})'}: {data.get('summary')}",
+            *([f"  {data['verdict']}"] if data.get("verdict") else [])]
 
 
 # Every event of wire/events.py the TUI shows (`step` goes to the plots, `lost` ends the

@@ -77,7 +77,8 @@ class Session:
         self.views = Views(self.model, self.controls, self.changer, self.rewinder, self.ranks, self.breaker,
                            self.bus, self.guard, self.argv)
         self.breaker.hooks = ActionHooks(
-            replay=lambda alone: self.views.replay(alone=alone), sharded=self.views.sharded, save=self.views.save, skip=self._skip_at_break, rewind=self.rewinds.at_break,
+            replay=lambda alone: self.views.replay(alone=alone, action=True), sharded=self.views.sharded,
+            save=self.views.save, skip=self._skip_at_break, rewind=self.rewinds.at_break,
             console=(lambda: console(self)) if console else None, can_prompt=can_prompt,
             attach_command=lambda: self.server.attach_command if self.server else "", stop=self.stop)
         self.model.armed = bool({"replay", "save"} & set(actions)) or config.doctor

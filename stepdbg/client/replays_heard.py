@@ -12,7 +12,7 @@ import queue
 from collections import deque
 from typing import Any
 
-from ..wire.replay_text import pause_reason
+from ..wire.replay_text import pause_reason, who_asked
 from .kept import kept
 
 
@@ -64,7 +64,7 @@ def _heard(client: Any, on: str) -> list[str]:
             continue
         if heard.asking or data in heard.answers:  # (this console's own: its answer says it)
             continue
-        said.append(replay_words(data, on))
+        said.append(replay_words(data, on, who_asked(data)))
 
 
 def replay_words(data: dict[str, Any], on: str = "", asked: str = "another client asked") -> str:
@@ -78,7 +78,7 @@ def replayed_before(paused: dict[str, Any]) -> list[str]:
     the words of one heard while attached: a REPL attached after the TUI's `r` was told
     `(replay the step to name it)` and nothing of the replay (the eighteenth walk's 5)."""
     data = paused.get("replayed")
-    return [replay_words(data, "", "another client asked, before you attached")] if isinstance(data, dict) else []
+    return [replay_words(data, "", f"{who_asked(data)}, before you attached")] if isinstance(data, dict) else []
 
 
 def pause_words(paused: dict[str, Any]) -> list[str]:

@@ -31,3 +31,12 @@ def pause_reason(paused: dict[str, Any]) -> str:
     details = paused.get("details") or {}
     other = details.get("for_rank") is not None and "broke" not in details
     return replayed(reason, f"rank {details['for_rank']}'s replay" if other else AT_THIS_PAUSE)
+
+
+ON_BREAK = "on_break"  # a replay's `asked_by`: the --on-break replay action ran it, no client
+
+
+def who_asked(data: dict[str, Any], client: str = "another client asked") -> str:
+    """Who asked for a replay this front end did not: the --on-break action, or another
+    client (the Log said another client's first replay as if its own `r`'s)."""
+    return "the --on-break replay" if data.get("asked_by") == ON_BREAK else client

@@ -29,6 +29,7 @@ from stepdbg.agent.step.step_state import begun
 from stepdbg.agent.views import completion, inspection, locals_view
 from stepdbg.agent.views.evaluate import Evaluator, slice_of
 from stepdbg.wire.protocol import NotPaused, ProtocolError
+from stepdbg.wire.replay_text import ON_BREAK
 
 JOIN_S = 20.0  # seconds a rank waits for the others to join a replay of a sharded model
 WAIT_SHOWN_AFTER = 1.0  # seconds without progress before status() says where the loop waits
@@ -50,7 +51,7 @@ def _is_expression(name: str) -> bool:
 
 # What status says of the last break's replay: what a front end shows of it (its summary and
 # verdict, where the value is born, the advice), not all it found (ops_seen, notes).
-REPLAY_SAID = ("step", "summary", "verdict", "reproduced", "first_nonfinite", "failing_op", "advice")
+REPLAY_SAID = ("step", "summary", "verdict", "reproduced", "first_nonfinite", "failing_op", "advice", "asked_by")
 
 
 class Views:
@@ -269,10 +270,11 @@ class Views:
                 out["timeout_s"], out["left_s"] = timeout, round(max(0.0, timeout - idle), 1)
         return out
 
-    def replay(self, alone: bool = False) -> dict[str, Any]:
+    def replay(self, alone: bool = False, action: bool = False) -> dict[str, Any]:
         """Replay the step under anomaly detection and per-module checks; report the producer.
         `alone` (the --on-break action, on the rank that broke): a sharded model is not
-        replayed, rather than wait for ranks that are not replaying."""
+        replayed, rather than wait for ranks that are not replaying. `action`: no client
+        asked (its `asked_by` says so: the front ends say who did)."""
         from stepdbg.agent.replay.replay import replay_step, replay_words
 
         def run() -> dict[str, Any]:
@@ -283,10 +285,13 @@ class Views:
                 if together is not None else None
             result = replay_step(self.model, breaks[-1] if breaks else None,
                                  self.breaker.paused_stack.innermost(), together, agree)
+            result.update({"asked_by": ON_BREAK} if action else {})
+            # The pause it is at; the --on-break action's runs before its break's pause, at that break.
+            here = self.controls.paused or (breaks[-1] if breaks else None)
             before = self._replayed  # (the same pause's finding again: one line, as the TUI's Log says it)
-            again = before is not None and before[0] is self.controls.paused and _finding(before[1]) == _finding(result)
+            again = before is not None and before[0] is here and _finding(before[1]) == _finding(result)
             self.replays.append(result)
-            self._replayed = (self.controls.paused, result)
+            self._replayed = (here, result)
             self.bus.write("replay", **result)
             self.bus.emit("replay", result)
             self.bus.say(f"replay of step {result['step']} again: the same finding" if again else replay_words(result))
