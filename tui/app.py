@@ -188,6 +188,8 @@ class StepdbgApp(ControlActions, ReplActions, EscapeThenKey, App[str | None]):
 
     def on_step_summary(self, msg: StepSummary) -> None:
         records = msg.records()
+        if not records:  # (a malformed step event: messages.step_records)
+            return
         d = records[-1]
         self.history = with_records(self.history, records)  # every step the job ran, as its own history has it
         if self.arrived is not None:
