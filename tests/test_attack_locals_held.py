@@ -81,7 +81,7 @@ def test_a_repr_that_will_not_stop_never_holds_the_pause(start_job, tmp_path, mo
     monkeypatch.setenv("STEPDBG_EVAL_TIMEOUT", "2")
     with paused_job(start_job, tmp_path, script_text, "--break", "step==1") as (job, c):
         rows = {r["name"]: r["value"] for r in in_time(c.frame_locals)}
-        stopped = f"(its repr ran past {locals_view.REPR_SECONDS:.3g} s: stopped)"
+        stopped = f"(its repr ran past {locals_view.REPR_SECONDS:.3g} s: interrupted)"
         assert rows["swallows"] == stopped and rows["sleeps"] == stopped and rows["sleepy"] == stopped, rows
         assert rows["bad"] == "<repr failed: ValueError>" and rows["exits"] == "<repr failed: SystemExit>", rows
         assert rows["exits_repr"] == "<repr failed: SystemExit>" and rows["x"] == "41", rows

@@ -58,7 +58,7 @@ def test_a_repr_that_catches_the_interrupt_is_interrupted_again_until_it_ends(mo
     monkeypatch.setattr(locals_view, "REPR_SECONDS", 0.2)
     monkeypatch.setattr(locals_view, "_left", {})
     rows = {r["name"]: r["value"] for r in locals_view.frame_locals(_frame(spins=Stubborn(), x=41))}
-    assert rows["spins"] == "(its repr ran past 0.2 s: stopped)" and rows["x"] == "41", rows
+    assert rows["spins"] == "(its repr ran past 0.2 s: interrupted)" and rows["x"] == "41", rows
     deadline = time.monotonic() + WAIT
     while _reads():  # (before: it spun on for good)
         assert time.monotonic() < deadline, "the read left running never ended"
@@ -73,7 +73,7 @@ def test_no_more_reads_are_started_than_are_left_running(monkeypatch):
     frame = _frame(a=Stuck(), b=Stuck(), c=Stuck())
     try:
         first = {r["name"]: r["value"] for r in locals_view.frame_locals(frame)}
-        assert first["a"] == first["b"] == "(its repr ran past 0.05 s: stopped)", first
+        assert first["a"] == first["b"] == "(its repr ran past 0.05 s: interrupted)", first
         for _ in range(3):  # a front end that asks again at each refresh
             again = {r["name"]: r["value"] for r in locals_view.frame_locals(frame)}
             assert again["a"] == "(its repr from an earlier view is still running: not run again)", again

@@ -45,7 +45,7 @@ print("end", flush=True)
 def test_a_repr_that_waits_or_spins_is_stopped_and_the_rest_of_the_view_stands(start_job, tmp_path):
     with paused_job(start_job, tmp_path, SCRIPT, "--break", "step==1") as (job, c):
         rows = {r["name"]: r for r in in_time(c.frame_locals)}
-        stopped = f"(its repr ran past {locals_view.REPR_SECONDS:.3g} s: stopped)"
+        stopped = f"(its repr ran past {locals_view.REPR_SECONDS:.3g} s: interrupted)"
         assert rows["waits"]["value"] == stopped and rows["waits"]["type"] == "Waits", rows
         assert rows["spins"]["value"] == stopped, rows
         assert rows["shows"]["value"] == "shown" and rows["x"]["value"] == "41", rows

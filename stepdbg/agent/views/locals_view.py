@@ -6,8 +6,9 @@ Every value's repr is the user's code, and so is a tensor subclass's shape (its
 own while the paused training thread waits for it, REPR_SECONDS a value and LOCALS_SECONDS in
 all: past its time a KeyboardInterrupt is raised in it, and a read that still does not end
 (it sleeps in C, or catches the interrupt and waits on) is left running there, its row saying
-it was stopped. The training thread is never held by it: under its guards (38a2e7f) a repr that
-caught the interrupt and waited on held the pause, so the job, for good. A value whose read was
+it was interrupted (the next view says it still runs; `stopped` was said of reads that ran
+on). The training thread is never held by it: under its guards (38a2e7f) a repr that caught
+the interrupt and waited on held the pause, so the job, for good. A value whose read was
 left running is not read again while it runs, and the interrupt is raised in it again every
 RESTOP_SECONDS until it ends (a repr that spins in Python and catches one interrupt took a CPU
 beside the job for good); at most LEFT_MOST reads are left running, and past that no value
@@ -74,7 +75,7 @@ def _plain(v: Any) -> bool:
 
 
 def _bounded_row(name: str, v: Any, limit: float) -> dict[str, str]:
-    """`v`'s row read on a thread of its own within `limit` seconds, else a row that says it was stopped."""
+    """`v`'s row read on a thread of its own within `limit` seconds, else a row that says it was interrupted (it may run on: left running)."""
     with _left_lock:
         _prune()
         if id(v) in _left:
@@ -93,7 +94,7 @@ def _bounded_row(name: str, v: Any, limit: float) -> dict[str, str]:
         return read.out[0]
     if read.thread.is_alive():
         _leave(read)
-    return _unread(name, v, f"(its repr ran past {limit:.3g} s: stopped)")
+    return _unread(name, v, f"(its repr ran past {limit:.3g} s: interrupted)")
 
 
 class _Read:
