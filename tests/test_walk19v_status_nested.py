@@ -27,3 +27,19 @@ def test_info_status_says_the_loaders_workers_not_an_ellipsis(private_runtime_di
 def test_a_long_nested_list_is_bounded_and_said_deeper_down_by_its_count():
     line = status_lines({"stall": {"ranks": list(range(8)), "where": {"a": {"b": 1}, "c": [1, 2]}}})[0]
     assert line == "stall  ranks=8 (0; 1; 2; and 5 more), where=(a 1 field; c 2 items)", line
+
+
+def test_only_the_items_said_are_read():
+    """A nested list of a million workers: the first items are said, and only those are read
+    (every item's words were built, then all but three dropped: issue 43's leftover)."""
+    read = []
+
+    class Counted(list):
+        def __iter__(self):
+            for x in super().__iter__():
+                read.append(x)
+                yield x
+
+    line = status_lines({"loader": {"workers": Counted(range(10**6))}})[0]
+    assert "workers=1000000 (0; 1; 2; and 999997 more)" in line, line
+    assert len(read) <= 3, len(read)

@@ -5,6 +5,7 @@ scheduler lines."""
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Callable
 from typing import Any
@@ -164,12 +165,13 @@ def _nested(v: Any, deep: bool = False) -> str:
         return "none"
     if deep:
         return f"{len(v)} {'field' if isinstance(v, dict) else 'item'}{'s' * (len(v) != 1)}"
+    first = list(itertools.islice(v.items() if isinstance(v, dict) else v, NESTED_SHOWN))  # (only those said)
     if isinstance(v, dict):
-        items = [f"{k} {_nested(x, True)}" for k, x in v.items()]
+        items = [f"{k} {_nested(x, True)}" for k, x in first]
     else:
-        items = [worker_words(x) if isinstance(x, dict) and "alive" in x else _nested(x, True) for x in v]
-    more = f"; and {len(items) - NESTED_SHOWN} more" if len(items) > NESTED_SHOWN else ""
-    shown = f"({'; '.join(items[:NESTED_SHOWN])}{more})"
+        items = [worker_words(x) if isinstance(x, dict) and "alive" in x else _nested(x, True) for x in first]
+    more = f"; and {len(v) - NESTED_SHOWN} more" if len(v) > NESTED_SHOWN else ""
+    shown = f"({'; '.join(items)}{more})"
     return shown if isinstance(v, dict) else f"{len(v)} {shown}"
 
 
