@@ -9,7 +9,8 @@ stepdbg's threads, where it may wait, raise or write. Here a loader is called on
 its class is one of Python's own or torch's (exact types, read by C code) and its instance
 shadows none of its class's methods, and a file on disk is read only where it is a regular
 file of at most MAX_BYTES: a FIFO or a device named like a source file would block or fill
-the view, as `linecache`'s own read (it opens whatever the path names) would."""
+the view, as `linecache`'s own read (it opens whatever the path names) would; a zip's module
+is read only while its archive is a regular file (zipimport opens it again at each read)."""
 
 from __future__ import annotations
 
@@ -138,7 +139,17 @@ def _known(loader: Any) -> bool:
     torchs = (dict.get(vars(package), "PackageImporter"),) if package is not None else ()
     if not _one_of(loader, (*LOADERS, *torchs)):
         return False
+    if type(loader) is zipimport.zipimporter and not _regular(dict.get(vars(loader), "archive")):
+        return False  # (it opens its archive again for each source: a FIFO put there waits for good)
     return _plain(loader)
+
+
+def _regular(path: Any) -> bool:
+    """`path` (a plain str) names a regular file now."""
+    try:
+        return type(path) is str and stat.S_ISREG(os.stat(path).st_mode)
+    except (OSError, ValueError):
+        return False
 
 
 def _plain(loader: Any) -> bool:
