@@ -36,6 +36,8 @@ def test_a_ranks_break_is_said_once_with_the_breaking_ranks_numbers(tmp_path, pr
         said = [r for r in rows if r.startswith("break at step 6 ")]
         assert len(said) == 1 and said[0].startswith("break at step 6 [nan] on rank 1: loss is nan"), "\n".join(rows)
         assert rows.index(said[0]) < next(i for i, r in enumerate(rows) if r.startswith("paused at step 6")), rows
+        # found at the backward's line, paused at the optimizer's: the Log says both (the nineteenth walk)
+        assert "paused at step 6 (before_optimizer_step) at ddp_nan.py:46, with every rank" in rows, rows
         assert not [r for r in rows if "this rank broke" in r or "paused for rank" in r], "\n".join(rows)
         term.keys("q")
         term.wait_screen("What happens to the job?")

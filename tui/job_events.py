@@ -35,7 +35,7 @@ def on_paused(app: Any, data: Any) -> None:
     app.status = {**app.status, "state": "paused", "paused": data, "step": data["step"], "phase": data["phase"],
                   "pausing": None, "ending": None}
     # (its reason is the break's, logged just before: the break event comes first)
-    app.log_line(f"paused at step {data['step']} ({data['phase']})", "yellow")
+    app.log_line(f"paused at step {data['step']} ({data['phase']}){_with_every_rank(app, data)}", "yellow")
     follow_job(app)
     if isinstance(app.focused, Input):  # a field being typed in keeps the focus and its panel: the rest
         pause_words.say_in_field(app, data)  # of the typing stays in the field, not run as keys (walk 4,
@@ -50,6 +50,16 @@ def on_paused(app: Any, data: Any) -> None:
     else:
         app.action_panel("break")
     app.refresh_all()
+
+
+def _with_every_rank(app: Any, data: dict[str, Any]) -> str:
+    """Where the ranks paused, in a job of many: a rank's break is said where it was found
+    (`at ddp_nan.py:45 loss.backward()`) and every rank pauses at the next place they can
+    meet, its line another (the nineteenth walk: the Log's 45 beside the Break panel's 46)."""
+    w = data.get("where")
+    if not getattr(app.source, "many_ranks", False) or not isinstance(w, dict) or not w.get("line"):
+        return ""
+    return f" at {str(w.get('file', '')).rsplit('/', 1)[-1]}:{w['line']}, with every rank"
 
 
 # A served job whose output the window does not get (not started here, no --forward-output): the
