@@ -103,7 +103,7 @@ async def _run(target: str | None, token: str | None, output: list[tuple[str, st
         choice = None
     if choice == "end" and source.exited is None:
         with contextlib.suppress(Exception):
-            await source.end()
+            await source.end(by="tui")
             deadline = time.monotonic() + END_TIMEOUT
             while source.exited is None and time.monotonic() < deadline:
                 await asyncio.sleep(0.05)

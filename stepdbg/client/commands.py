@@ -111,7 +111,7 @@ def execute(target: Any, cmd: str) -> str | None:
     if cmd.partition(" ")[0] in STEPPING:
         last_stepping[0] = cmd
     if cmd in RESUMES:
-        getattr(target, RESUMES[cmd])()
+        getattr(target, RESUMES[cmd])(**({"by": "console"} if RESUMES[cmd] == "end" else {}))
         return "resumed"
     word, _, rest = cmd.partition(" ")
     if getattr(target, "many_ranks", False) and word in JOB_WORDS:

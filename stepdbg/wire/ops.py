@@ -56,6 +56,12 @@ def _op(name: str, doc: str, returns: str = "null", *args: Arg, **how: Any) -> O
     return Op(name, doc, returns, tuple(args), **how)
 
 
+# Who asked for the job's end, as the job says it on its stderr (`end`'s `by`): the launcher's
+# terminal said `as asked by a front end (the TUI's q then e, or end or q at a console)`, a list
+# where it could name the one (the nineteenth walk's leftover).
+ENDED_BY = {"tui": "the TUI (q then e)", "console": "a console (q or end)", "here": "the console at this terminal (q)",
+            "client": "a front end (the TUI's q then e, or end or q at a console)"}
+
 OPS: dict[str, Op] = {op.name: op for op in (
     # state and breakpoints
     _op("status", "pid, argv, step, phase, paused or running, the break, where a running loop waits", "object"),
@@ -74,7 +80,8 @@ OPS: dict[str, Op] = {op.name: op for op in (
     _op("next_step", "continue to the same pause point of the next step", resumes=True, broadcast=True),
     _op("pause_at", "pause at step n's before_optimizer_step", "null", Arg("n", STEP)),
     _op("run_to_step", "continue to step n", "null", Arg("n", STEP), resumes=True, broadcast=True),
-    _op("end", "end the job (exit code 3): at once if paused, else at the next pause point", resumes=True, broadcast=True),
+    _op("end", "end the job (exit code 3): at once if paused, else at the next pause point; by: who asks, as the "
+        "job says it ends", "null", Arg("by", Choice(tuple(ENDED_BY)), "client"), resumes=True, broadcast=True),
     _op("detach", "this client leaves; then: stay (a paused job waits), continue, or end", "null",
         Arg("then", Choice(("stay", "continue", "end")), "stay"), timeout=5),
     # inspection

@@ -23,6 +23,7 @@ from typing import Any
 
 from stepdbg.agent.measure.frames import SELECTOR
 from stepdbg.wire import conditions as cond_mod
+from stepdbg.wire.ops import ENDED_BY
 from stepdbg.wire.protocol import NotPaused
 
 __all__ = ["EXIT_ABORT", "Abort", "ActionHooks", "Break", "Controls", "NotPaused"]
@@ -75,7 +76,7 @@ class Controls:
         self._training_thread = training_thread
         self.paused: Break | None = None
         self.end_requested = False
-        self.end_asked_by = "a front end (the TUI's q then e, or end or q at a console)"  # who asked, as the job says it ends
+        self.end_asked_by = ENDED_BY["client"]  # who asked, as the job says it ends
         self.frontends = 0
         self.wait_for_frontend = False  # serve mode: a pause waits for a client to attach
         self.detach_timeout: float | None = None

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 from stepdbg.agent.breaks.rewind import NoSnapshot
 from stepdbg.agent.measure import tensors
 from stepdbg.wire import protocol
+from stepdbg.wire.ops import ENDED_BY
 
 if TYPE_CHECKING:
     from stepdbg.agent.session import Session
@@ -96,7 +97,8 @@ class Handlers:
     def op_run_to_step(self, n: int) -> None:
         _refused_as_bad_args(lambda: self.s.controls.run_to_step(n, self.s.step))  # (a step not ahead: words)
 
-    def op_end(self) -> None:
+    def op_end(self, by: str = "client") -> None:
+        self.s.controls.end_asked_by = ENDED_BY[by]
         self.s.end_job()
 
     def op_detach(self, then: str = "stay") -> None:

@@ -35,11 +35,10 @@ class LocalCalls(OpCalls):
 
     def __init__(self, session: Session) -> None:
         self._dispatch = protocol.Dispatcher(Handlers(session, _Peer()), SCHEMAS)
-        self._controls = session.controls
 
     def call(self, op: str, timeout: float | None = 300, **args: Any) -> Any:
         if op == "end":  # (the console's own q was said 'as asked by a front end (end, or q then e)')
-            self._controls.end_asked_by = "the console at this terminal (q)"
+            args = {**args, "by": "here"}
         r = self._dispatch.handle(protocol.request(0, op, **args))
         if not r["ok"]:
             raise LocalError(r["error"]["code"], r["error"]["message"])
