@@ -30,13 +30,13 @@ def test_ctrl_c_i_under_torchrun_says_the_ranks_ended_in_a_line(tmp_path, privat
         term.keys("9")
         # torchrun's report comes once its ranks are gone, after or before the job's end
         # record (rank 0's): the Log shows both, in the order they came.
-        shown = wait_words(term, "the ranks ended by the Ctrl-C sent to the job, after their own Ctrl-C handling ran")
+        shown = wait_words(term, "the ranks were ended by the Ctrl-C sent to the job, after their own Ctrl-C handling ran")
         assert "the job ended with exit code 130" in shown, term.screen()
         assert not [w for w in TORCHRUNS if w in shown], term.screen()
         term.keys("q")
         term.exit_code()  # (stepdbg gone: its terminal lines are all out)
         after = term.screen()  # the whole log on the terminal once the TUI is gone: its end
-        assert "the ranks ended by the Ctrl-C sent to the job, after their own" in " ".join(after.split()), after
+        assert "the ranks were ended by the Ctrl-C sent to the job, after their own" in " ".join(after.split()), after
         assert not [w for w in TORCHRUNS if w in after], after
     finally:
         term.close()

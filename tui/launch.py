@@ -185,7 +185,7 @@ def _launched(child: subprocess.Popen[Any], kept: subprocess.Popen[str] | None, 
     hold["child"] = None if ranks else child  # (torchrun's end is not a rank's)
     torchrun = TorchrunLog()  # exit codes and each rank's last lines, from torchrun's output
     ended = EndedReport()  # torchrun's failure report for a job ended from the TUI, in one line
-    folded = EndedReport()  # ...in the TUI's Log, after its Ctrl-C (its lines each shown)
+    folded = EndedReport(auto=bool(ranks))  # ...in the TUI's Log: after its Ctrl-C, or another client's end (q at attach)
     mine = OwnLines()  # which relayed stderr lines are stepdbg's (a message's later lines too)
 
     def show(name: str, line: str) -> None:  # (stepdbg's own lines folded between words at a terminal, the job's as written)

@@ -78,7 +78,7 @@ class EndedReport:
             return self._after_stopping(report)
         self.hid, self._stopping = True, []
         if root in SIGINT_ENDS and self.interrupted and not self.ended:
-            return ["stepdbg: the ranks ended by the Ctrl-C sent to the job, after their own Ctrl-C handling "
+            return ["stepdbg: the ranks were ended by the Ctrl-C sent to the job, after their own Ctrl-C handling "
                     "ran (torchrun reports that as a failure; its report is not shown)"]
         why = "as asked from the TUI" if self.ended else "as stepdbg ended it"
         return [f"stepdbg: the job ended with exit code {self.code}, {why} "
