@@ -75,6 +75,8 @@ def test_uncaught_exception_prints_like_python_and_exits_1(tmp_path):
     [
         (["--break", "grad_norm>>1", "x.py"], "stepdbg: bad condition 'grad_norm>>1':"),
         (["--break", "foo", "x.py"], "stepdbg: bad condition 'foo': unknown condition"),
+        (["--break", "grad_norm>1000 and step>3", "x.py"],  # (the twentieth walk's 11: no way out was said)
+         "is not a number; more than one test is an expression: 'expr:grad_norm>1000 and step>3'"),
         (["--on-break", "explode", "x.py"], "unknown --on-break action 'explode'"),
         (["--break"], "--break needs a value"),
         ([], "no script to run"),

@@ -53,6 +53,7 @@ def test_expr_is_evaluated_where_all_its_names_are_known():
         ("grad_norm", "grad_norm needs a value, e.g. 'grad_norm>100'"),
         ("grad_norm<3", "grad_norm takes '>'"),
         ("grad_norm>abc", "'abc' is not a number"),
+        ("loss>2 or step>9", "more than one test is an expression: 'expr:loss>2 or step>9'"),
         ("grad_norm>nan", "threshold must be finite"),
         ("data_wait>soon", "is not a duration"),
         ("mem>8XB", "is not a size"),

@@ -233,7 +233,12 @@ def _parsed(spec: str) -> Condition:
     want_op, phase, parser = THRESHOLD_KINDS[name]
     if op != want_op and not (want_op == ">" and op == ">="):
         raise ConditionError(spec, f"{name} takes '{want_op}', e.g. '{name}{want_op}{_example(name)}'")
-    value = _VALUE_PARSERS[parser](spec, raw.strip())
+    try:
+        value = _VALUE_PARSERS[parser](spec, raw.strip())
+    except ConditionError as e:  # `grad_norm>1000 and step>3`: more than one test, written as one
+        if re.search(r"\s(and|or|not)\s|[<>=!]", raw, re.IGNORECASE):
+            raise ConditionError(spec, f"{e.problem}; more than one test is an expression: 'expr:{text}'") from None
+        raise
     if name == "loss_spike" and value <= 1:  # (a factor of the running median: at or below 1, no spike)
         raise ConditionError(spec, f"a spike is a factor above 1 of the running median, e.g. 'loss_spike>3' (not {raw.strip()!r})")
     return Condition(spec=spec, kind=name, phase=phase, threshold=value)
