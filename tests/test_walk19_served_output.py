@@ -11,8 +11,8 @@ from conftest import wait_for
 from textual.widgets import RichLog
 from tui_walk import settled
 
-SAID = ("the job's own output (its prints) goes to the terminal it was served from, not to this Log "
-        "(stepdbg serve --forward-output sends it here)")
+SAID = ("the job's own output (its prints) goes to the terminal that started it, not to this Log "
+        "(a job started by stepdbg serve --forward-output sends it here)")
 pytestmark = pytest.mark.timeout(300)
 
 
@@ -29,7 +29,7 @@ async def test_the_log_says_where_a_served_jobs_output_goes(tui_at_break, forwar
         if forwarded:
             await pilot.press("c")  # (its prints come to the Log)
             await wait_for(pilot, lambda: "step 2 loss" in log_text(app), "the job's print in the Log")
-            assert "goes to the terminal it was served from" not in log_text(app), log_text(app)
+            assert "goes to the terminal that started it" not in log_text(app), log_text(app)
         else:
             await wait_for(pilot, lambda: "paused at step 2" in log_text(app), "the Log's lines")
             assert log_text(app).count(SAID) == 1, log_text(app)

@@ -64,8 +64,9 @@ def _with_every_rank(app: Any, data: dict[str, Any]) -> str:
 
 # A served job whose output the window does not get (not started here, no --forward-output): the
 # Log says once, at the attach, where its prints go (the eighteenth walk's leftovers, 5).
-SERVED_OUTPUT = ("the job's own output (its prints) goes to the terminal it was served from, not to this Log "
-                 "(stepdbg serve --forward-output sends it here)")
+SERVED_OUTPUT = ("the job's own output (its prints) goes to the terminal that started it, not to this Log "
+                 "(a job started by stepdbg serve --forward-output sends it here)")  # (`served from`: a launched
+# job's attached window said so too, the twentieth walk's 9)
 
 
 def at_attach(app: Any) -> None:
