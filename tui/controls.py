@@ -69,6 +69,7 @@ class ControlActions(GoneWatch):
         def action_panel(self, pid: str) -> None: ...
         def log_line(self, line: str, style: str = "") -> None: ...
         def refresh_all(self) -> None: ...
+        def refresh_header(self) -> None: ...
         def connection_lost(self, reason: str) -> None: ...
 
     def notify(self, message: str, *, title: str = "", severity: Any = "information", timeout: float | None = None,
@@ -372,6 +373,8 @@ class ControlActions(GoneWatch):
             if answer is not None:  # (escape: None)
                 self.source.targets = targets(answer)
                 self.refuse(targets_words(self.source.targets), severity="information")
+                self.refresh_header()  # (it and the Ranks panel say who gets commands from now)
+                self.refresh_all()
 
         now = "every rank" if self.source.targets is None else ranks_words(self.source.targets)  # (what o would change)
         self.push_screen(AskScreen(f"send stepping, LR, skip and breakpoints to ranks (e.g. 0,2-3 or all); now: {now}",

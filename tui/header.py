@@ -12,6 +12,7 @@ from rich.text import Text
 from textual.widgets import Static
 
 from stepdbg.wire.last_step import last_reached
+from stepdbg.wire.rank_words import ranks_words
 
 # What the header keeps when it can, first to last, each part whole (never a cut word): a lost
 # connection's reason, the break's condition (its first word: `PAUSED [grad_norm>200]` is why
@@ -139,8 +140,20 @@ def clock_room(elapsed: float) -> str:
     return clock_words(elapsed).rjust(len(clock_words(widest)))
 
 
+def targets_levels(targets: Sequence[int] | None) -> list[list[str]]:
+    """Who gets stepping and changes, beside the rank in view, where `o` chose some ranks (`n`
+    moved rank 1 alone while the header said `rank 0/2`, nothing on screen said so: the
+    twentieth walk's 1): one level, never left out, as widely spelt as fits (the Ranks panel
+    names them all)."""
+    if targets is None:
+        return [[""]]
+    who = ranks_words(targets)
+    return [[f" · stepping and changes go to {who}", f" · commands to {who}", f" · keys to {who}",
+             *([f" · keys to {len(set(targets))} ranks"] if len(set(targets)) > 1 else [])]]
+
+
 def _levels(session: dict[str, Any], status: dict[str, Any], elapsed: float, arguments: list[str],
-            connection: str) -> dict[str, list[list[Any]]]:
+            connection: str, targets: Sequence[int] | None = None) -> dict[str, list[list[Any]]]:
     """Each part's levels, most first, each level its spellings, widest first; the last level
     is the part left out. After the end no clock: it would count on from a job that is gone
     (and it took the host's room); nor once the job is gone (kill -9: it counted on). The condition: whole (None), its first words then `…`, or
@@ -151,6 +164,7 @@ def _levels(session: dict[str, Any], status: dict[str, Any], elapsed: float, arg
     host = session.get("host")
     return {
         "connection": connection_levels(connection),
+        "targets": targets_levels(targets),
         "pid": [[f"pid {session.get('pid')}"], [""]],
         "clock": [[""]] if _ended(status) or _gone(connection) else [[clock_room(elapsed)], [""]],
         "condition": [[None], *([n] for n in range(len(condition) - 1, 0, -1)), [0]] if condition else [[None]],
@@ -195,18 +209,20 @@ def rank_views(source: Any, status: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def render_header(session: dict[str, Any], status: dict[str, Any], elapsed: float, connection: str,
-                  width: int | None = None, others: Sequence[dict[str, Any]] = ()) -> Text:
+                  width: int | None = None, others: Sequence[dict[str, Any]] = (),
+                  targets: Sequence[int] | None = None) -> Text:
     """The header in `width` columns (None: not laid out yet, everything shown). The script's
     name and the state stay whole: the other parts are put in, in their turns, each as fully
     as it still fits (_fit) the header of the rank in view and of every rank in `others`
     (rank_views): one spelling whichever rank is in view (the pid on rank 1's, whose `[nan]`
-    left it room, and the clock in its place on rank 0's `[rank 1]`: the closing walk's 12)."""
+    left it room, and the clock in its place on rank 0's `[rank 1]`: the closing walk's 12).
+    `targets`: the ranks `o` chose (None: every rank), said after the rank (targets_levels)."""
     name, arguments = _script(session.get("argv") or [])
     rank = f" rank {session['rank']}/{session['world_size']}" if session.get("rank") is not None else ""
 
     def drawn(parts: dict[str, Any], st: dict[str, Any] = status) -> tuple[str, Text]:
         # The pid first: it is what `stepdbg attach` and `kill` need.
-        words = f"{parts['pid']}{rank}".strip()
+        words = f"{parts['pid']}{rank}{parts['targets'] if rank else ''}".strip()
         script = f"{name}{parts['argument']}{parts['host']}"
         return f"{words}  {script}" if words else script, Text(parts["clock"]) + _state(st, parts["connection"],
                                                                                          parts["condition"])
@@ -215,7 +231,8 @@ def render_header(session: dict[str, Any], status: dict[str, Any], elapsed: floa
         return width is None or all(len(left) + GAP + right.cell_len <= width
                                     for left, right in (drawn(parts, st) for st in (status, *others)))
 
-    left_words, right = drawn(_fit(_levels(session, status, elapsed, arguments, connection), fits))
+    left_words, right = drawn(_fit(_levels(session, status, elapsed, arguments, connection,
+                                               None if _ended(status) else targets), fits))
     left = Text(left_words, style="bold")
     if width is None:
         return Text.assemble(left, "  ", right)
@@ -235,7 +252,9 @@ class JobHeader(Static):
     def show(self, session: dict[str, Any], status: dict[str, Any], elapsed: float, connection: str,
              others: Sequence[dict[str, Any]] = ()) -> None:
         self.shown = (session, status, elapsed, connection, others)
-        self.update(render_header(session, status, elapsed, connection, self.content_region.width or None, others))
+        targets = getattr(getattr(self.app, "source", None), "targets", None)  # (`o`'s choice: None, every rank)
+        self.update(render_header(session, status, elapsed, connection, self.content_region.width or None, others,
+                                  targets))
 
     def on_resize(self) -> None:
         if self.shown is not None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 from collections import deque
+from contextlib import suppress
 from typing import Any
 
 from rich.padding import Padding
@@ -19,6 +20,7 @@ from textual.widgets import DataTable, Label, RichLog, Static
 
 from stepdbg.client.info_text import group_other, num, optimizer_state_lines
 from stepdbg.client.job import stall_of
+from stepdbg.wire.rank_words import targets_words
 
 from .asking import Loads, ask
 from .breakpoints_panel import (
@@ -253,6 +255,7 @@ class RanksPanel(Loads, Vertical):
 
     def compose(self) -> ComposeResult:
         yield Label("", id="ranks-stall", classes="hint")
+        yield Label("", id="ranks-targets", classes="hint")  # who gets commands (`o`): said_targets
         yield RowTable(id="ranks-table", cursor_type="row")
         yield Label(self.HINT, id="ranks-hint", classes="hint")
 
@@ -274,6 +277,15 @@ class RanksPanel(Loads, Vertical):
             note.remove()
         self.show(source.ended_rows(), source.current)
 
+    def said_targets(self, ended: bool) -> None:
+        """Above the rows: which ranks get stepping and changes (`o` chose rank 1, `n` moved it
+        alone, and the panel said nothing of it: the twentieth walk's 1); not after the end."""
+        targets = getattr(getattr(self.app, "source", None), "targets", None)
+        with suppress(NoMatches):
+            said = self.query_one("#ranks-targets", Label)
+            said.update(Text(f"{targets_words(targets)} (o chooses)", style="" if targets is None else "bold yellow"))
+            said.display = not ended
+
     def show(self, rows: list[dict[str, Any]], current: int) -> None:
         self.shown = (rows, current)
         stall = stall_of(rows)
@@ -283,6 +295,7 @@ class RanksPanel(Loads, Vertical):
             return
         said.update(Text(f"stalled: {stall['diagnosis']}", style="bold red") if stall else "")
         said.display = bool(stall)
+        self.said_targets(ended=all(r["state"] in ("exited", "dead") for r in rows))
         cells = []
         for r in rows:
             style = "bold" if r["rank"] == current else STATE_STYLE.get(r["state"], "")

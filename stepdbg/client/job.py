@@ -190,7 +190,11 @@ class RankView:
 
     def _routed(self, op: str) -> list[int]:
         """Who gets `op`: stepping and changes (the op's broadcast flag) go to every rank that
-        gets commands, so that the replicas stay the same; the rest to the rank in view."""
+        gets commands, so that the replicas stay the same; the job's end (whole_job) to every
+        live rank, whatever `o` chose (it went to rank 1 alone after `o` 1: the twentieth
+        walk's 1); the rest to the rank in view."""
+        if OPS[op].whole_job:
+            return self._live()
         return self._to() if OPS[op].broadcast else [self.current]
 
     def _forget_pause(self) -> None:

@@ -49,6 +49,7 @@ class Op:
     resumes: bool = False  # the job goes on: the client forgets the pause it knew
     broadcast: bool = False  # on a job of many ranks it goes to every rank (stepping and changes, so
     #                          that the replicas stay the same), else to the rank in view
+    whole_job: bool = False  # to every live rank whatever `o` chose (the job's end: not a rank's command)
     timeout: float | None = 300  # seconds a client waits for the answer
 
 
@@ -81,7 +82,8 @@ OPS: dict[str, Op] = {op.name: op for op in (
     _op("pause_at", "pause at step n's before_optimizer_step", "null", Arg("n", STEP)),
     _op("run_to_step", "continue to step n", "null", Arg("n", STEP), resumes=True, broadcast=True),
     _op("end", "end the job (exit code 3): at once if paused, else at the next pause point; by: who asks, as the "
-        "job says it ends", "null", Arg("by", Choice(tuple(ENDED_BY)), "client"), resumes=True, broadcast=True),
+        "job says it ends", "null", Arg("by", Choice(tuple(ENDED_BY)), "client"), resumes=True, broadcast=True,
+        whole_job=True),
     _op("detach", "this client leaves; then: stay (a paused job waits), continue, or end", "null",
         Arg("then", Choice(("stay", "continue", "end")), "stay"), timeout=5),
     # inspection
