@@ -42,6 +42,7 @@ def test_a_weight_written_under_no_grad_is_not_blamed_on_the_update(tmp_path, pr
     first = replay["first_nonfinite"]
     assert first["where"] == "parameter" and first["written"].startswith("not by the update of step 4"), first
     assert replay["advice"]["cause"] == "written" and replay["reproduced"] is True, replay
+    assert "a parameter already holds it (the model's state), not a transient fault" in replay["verdict"], replay
 
 
 def test_a_weight_an_update_overflowed_is_still_the_updates(tmp_path, private_runtime_dir):

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from conftest import marked_line, run_stepdbg
 
-from stepdbg.agent.replay.verdict import REPRODUCED
+from stepdbg.agent.replay.verdict import REPRODUCED, REPRODUCED_AT
 
 FIXTURES = Path(__file__).parent / "fixtures"
 
@@ -26,8 +26,8 @@ def test_a_vae_whose_loss_refuses_a_nan_names_the_data_with_a_verdict(tmp_path):
     assert brk["phase"] == "exception" and (first["where"], first["sample"]) == ("input", 37), first
     # named by the variable of train(), which called the model with it (not loss_function's x)
     assert (first["tensor"], first["line"]) == ("data", marked_line(script, "enters")), first
-    assert (replay["reproduced"], replay["verdict"]) == (True, REPRODUCED), replay
-    assert f"\n  {REPRODUCED}" in run.stderr
+    assert (replay["reproduced"], replay["verdict"]) == (True, REPRODUCED_AT["input"]), replay
+    assert f"\n  {REPRODUCED_AT['input']}" in run.stderr  # (the data, said: not `the model, the data or the state`)
 
 
 def test_a_gans_module_is_named_from_its_model(tmp_path):

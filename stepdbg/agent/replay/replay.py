@@ -60,7 +60,7 @@ from stepdbg.agent.replay.rerun import (
     shown_origin,
 )
 from stepdbg.agent.replay.upstream import born_in_program, born_upstream, fed_words
-from stepdbg.agent.replay.verdict import CLIP_OVERFLOWED, REPRODUCED, judge, many_ranks
+from stepdbg.agent.replay.verdict import CLIP_OVERFLOWED, judge, many_ranks, reproduced
 from stepdbg.agent.step import backward_capture
 from stepdbg.agent.step.step_model import StepModel
 
@@ -135,7 +135,7 @@ def replay_inputs(cap: dict[str, Any], brk: Any) -> dict[str, Any]:
     """The inputs' check alone (a bundle of a sharded model holds no parameters to run)."""
     first = _input_born(cap, cap.get("args"), cap.get("kwargs", {}), None)
     result = {"step": cap.get("step"), "phase": brk.phase if brk else None, "first_nonfinite": first,
-              "reproduced": True if first else None, "verdict": REPRODUCED if first else None}
+              "reproduced": True if first else None, "verdict": reproduced(first) if first else None}
     result["summary"] = _summary(result, []) if first else (
         "not replayed: the model's parameters were sharded across ranks (not in the bundle); its inputs are finite")
     return result

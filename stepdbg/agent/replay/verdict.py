@@ -30,6 +30,16 @@ from stepdbg.agent.measure.rank_origin import from_rank_words
 
 NONFINITE_CONDITIONS = ("nan", "inf", "nonfinite", "activations")
 REPRODUCED = "reproduced from the same state: the fault is in the model, the data or the state"
+# Where the replay found the value already there, the verdict says which (after `the data: xb
+# already holds 1 non-finite value` it said `the model, the data or the state`: the twentieth walk's 16).
+REPRODUCED_AT = {"input": "reproduced from the same state: the value came with the data, not a transient fault",
+                 "parameter": "reproduced from the same state: a parameter already holds it (the model's state), "
+                              "not a transient fault"}
+
+
+def reproduced(first: dict[str, Any]) -> str:
+    """The verdict of a replay that found where the value is born (`first`)."""
+    return REPRODUCED_AT.get(first.get("where"), REPRODUCED) if isinstance(first, dict) else REPRODUCED
 TRANSIENT = ("not reproduced from the same state: a transient fault (a flaky device, a race, non-determinism); "
              "skip this step's update so it never reaches the weights (k in the TUI, skip at the console, "
              "--on-break skip), and run the step on other hardware to tell which")
@@ -48,7 +58,7 @@ def judge(result: dict[str, Any], brk: Any, history: list[dict[str, Any]], param
     if why:
         result["not_exact"] = why
     if result.get("first_nonfinite") is not None:  # (an exception's break too: BCE refuses a NaN input)
-        result["reproduced"], result["verdict"] = True, REPRODUCED
+        result["reproduced"], result["verdict"] = True, reproduced(result["first_nonfinite"])
         rank_origin.publish(result.get("step"))  # (the other ranks' replays say it came from this one)
         return
     if not _fault_seen(brk, history):
