@@ -189,6 +189,7 @@ def _launched(child: subprocess.Popen[Any], kept: subprocess.Popen[str] | None, 
     mine = OwnLines()  # which relayed stderr lines are stepdbg's (a message's later lines too)
 
     def show(name: str, line: str) -> None:  # (stepdbg's own lines folded between words at a terminal, the job's as written)
+        ended.interrupted = ended.interrupted or bool(ranks) and ctrl_c.pressed.is_set()  # (torchrun's own traceback)
         for shown in ended.feed(line) if name == "stderr" else [line]:
             writer, text = source_of(name, shown)
             own = name == "stderr" and mine.own(writer, text)

@@ -221,13 +221,14 @@ def run_torchrun(cmd: list[str], env: dict[str, str]) -> int:
     child = subprocess.Popen(cmd, env=env, stderr=subprocess.PIPE, text=True, errors="replace", bufsize=1,
                              preexec_fn=die_with_parent if sys.platform == "linux" else None)
     def forward(n: int, _frame: object) -> None:
+        report.interrupted = report.interrupted or n == signal.SIGINT  # (torchrun's traceback of it: one line)
         if n == signal.SIGINT and _foreground():
             return  # the terminal's Ctrl-C reached torchrun too: once is enough
         child.send_signal(n)
 
+    report = EndedReport(auto=True)
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, forward)
-    report = EndedReport(auto=True)
     assert child.stderr is not None
     for line in child.stderr:
         for shown in report.feed(line.rstrip("\n")):

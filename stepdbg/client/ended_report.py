@@ -10,6 +10,13 @@ from .job import TorchrunLog
 from .said_once import SaidOnce
 
 SIGINT_ENDS = (-2, 130)  # a rank ended by SIGINT (torchrun's word), or by its KeyboardInterrupt's exit
+# torchrun Ctrl-C'd while it runs its ranks: its warning, then its own traceback's last line (the
+# twentieth walk's 1: some 60 lines of torchrun's after the ranks' one line each, and exit 1).
+DEATH_SIGNAL = re.compile(r"Received \d+ death signal, shutting down workers")
+TORCHRUNS = "torch/distributed/"  # a frame of torchrun's own code
+CHAINED = ("", "During handling of the above exception, another exception occurred:")
+SIGNALLED = re.compile(r"^torch\.distributed\.elastic\.multiprocessing\.api\.SignalException: Process \d+ got signal: 2$"
+                       r"|^KeyboardInterrupt$")  # (before torchrun's handler: Python's own, at its start)
 
 
 class EndedReport:
@@ -33,6 +40,7 @@ class EndedReport:
         self._rules = -1  # "=====" lines of the failure table seen; -1 outside it
         self._stopping: list[str] = []  # torchrun's SIGTERM to the ranks left, until the report says why
         self.once = SaidOnce()
+        self.signalled = False  # torchrun's own traceback of a Ctrl-C was folded (SIGNALLED)
 
     def feed(self, line: str) -> list[str]:
         """The lines to print for one line of torchrun's output."""
@@ -46,24 +54,37 @@ class EndedReport:
         if self._rules >= 0:
             return self._in_report(line)
         if self._held:
-            if line.startswith(" "):
-                self._held.append(line)
-                return []
-            if "ChildFailedError" in line:
-                self._report, self._held, self._rules = [*self._held, line], [], 0
-                return []
-            held, self._held = self._held + [line], []
-            return self._after_stopping(held)
+            return self._in_traceback(line)
         if line == "Traceback (most recent call last):":
             self._held = [line]
             return []
-        if TorchrunLog.STOPPING.search(line):
+        if self.signalled and line in CHAINED:  # (between the tracebacks of two Ctrl-C's)
+            return []
+        if TorchrunLog.STOPPING.search(line) or self.interrupted and DEATH_SIGNAL.search(line):
             self._stopping += [] if self.ended else [line]
             return []
         m = TorchrunLog.FAILED.search(line)
         if m and int(m.group(1) if m.group(1) is not None else m.group(3)) in self._asked():
             return []
         return self._after_stopping([line])
+
+    def _in_traceback(self, line: str) -> list[str]:
+        """A line after a traceback's first: torchrun's report, its own traceback of a Ctrl-C
+        (one line), or another's traceback, shown whole."""
+        if line.startswith(" "):
+            self._held.append(line)
+            return []
+        if "ChildFailedError" in line:
+            self._report, self._held, self._rules = [*self._held, line], [], 0
+            return []
+        if self.interrupted and SIGNALLED.search(line) and any(TORCHRUNS in h for h in self._held):  # torchrun's own
+            # (a rank's traceback, unprefixed without --tee, is the user's: shown, as under plain torchrun)
+            said, self.signalled = self.signalled, True  # (a second Ctrl-C: a chained traceback, said once)
+            self._held, self._stopping, self.hid, self.code = [], [], True, 130
+            return [] if said else ["stepdbg: torchrun and its ranks were ended by the Ctrl-C (torchrun's "
+                                    "traceback of it is not shown)"]
+        held, self._held = self._held + [line], []
+        return self._after_stopping(held)
 
     def _in_report(self, line: str) -> list[str]:
         """A line of torchrun's failure report: at its end the report, or one line for it."""
