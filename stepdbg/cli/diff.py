@@ -30,6 +30,7 @@ import textwrap
 from typing import Any
 
 from ..wire.agent_config import FINGERPRINT_LIMIT
+from ..wire.diff_randomness import randomness_words, records_randomness
 from ..wire.fold import say
 from ..wire.step_diff import Record, RecordError, first_divergence, nonnegative, read_record
 from . import isolated
@@ -250,7 +251,9 @@ def answer(ns: Any, recs: dict[str, Record]) -> dict[str, Any]:
     capped = {k: sum(int(s.get("capped") or 0) for s in r.step_lines.values()) for k, r in recs.items()}
     if found is not None:
         found["tolerance"] = tolerance
-    return {"first_divergence": found, "steps": ns.steps, "tolerance": tolerance,
+    # What each run measured of the randomness in that step (its draws, by module), as the TUI's D says it
+    drawn = records_randomness(recs["A"], recs["B"], found) if found is not None else None
+    return {"first_divergence": found, "randomness": drawn, "steps": ns.steps, "tolerance": tolerance,
             "fingerprints": {k: r.entries() for k, r in recs.items()}, "calls_left_out": capped,
             "unreadable": {k: len(r.unreadable()) for k, r in recs.items()},
             "first_unreadable": {k: (r.unreadable() or [None])[0] for k, r in recs.items()},
@@ -267,6 +270,8 @@ def words(result: dict[str, Any]) -> str:
                  f"{result['fingerprints']['A']} fingerprints each, no difference")
     else:
         first = "first divergence: " + d["summary"]
+        if result.get("randomness") is not None:
+            first += "\n" + randomness_words(result["randomness"])
     left = [f"{k}: {v} module calls past --max-calls ({result['max_calls']}) left out"
             for k, v in result["calls_left_out"].items() if v]
     left += [f"{k}: {v} tensor{'s' if v != 1 else ''} could not be read, compared by shape and dtype only "

@@ -32,6 +32,7 @@ TEXT = ("phase", "module", "what", "class", "file", "defined_at")  # an entry's 
 # terminal's escape) are shown as escapes, never sent to the terminal.
 PLAIN = {c: f"\\x{c:02x}" for c in [*range(0x20), *range(0x7F, 0xA0)]}
 PHASES = ("input", "forward", "loss", "backward", "optimizer")
+MAX_DRAWS = 64  # draws, and sources moved, a step line's randomness holds when read
 
 
 class RecordError(ValueError):
@@ -129,7 +130,25 @@ def _count(value: Any) -> bool:
 def _step_line(obj: dict[str, Any], n: int) -> dict[str, Any]:
     if not (_count(obj.get("capped")) and _count(obj.get("calls"))):
         raise RecordError(f"line {n}: a step's counts are not counts")
+    if "randomness" in obj:
+        obj["randomness"] = _drawn(obj["randomness"], n)
     return obj
+
+
+def _drawn(value: Any, n: int) -> dict[str, Any]:
+    """A step line's randomness (stepdbg/agent/diff/randomness.StepDraws), its words made plain."""
+    if not isinstance(value, dict) or not all(isinstance(value.get(k, []), list) for k in ("draws", "moved")) \
+            or not isinstance(value.get("states", {}), dict):
+        raise RecordError(f"line {n}: a step's randomness is not a list of draws")
+    draws = []
+    for d in value.get("draws", [])[:MAX_DRAWS]:
+        if not isinstance(d, dict) or not _count(d.get("line")) or \
+                not all(isinstance(d.get(k), str) for k in ("source", "call")) or \
+                not all(isinstance(d.get(k) or "", str) for k in ("file", "code", "module")):
+            raise RecordError(f"line {n}: a step's draw is not a draw")
+        draws.append({k: _text(v) if isinstance(v, str) else v for k, v in d.items()})
+    return {"draws": draws, "moved": [_text(m) for m in value.get("moved", [])[:MAX_DRAWS]],
+            "states": {_text(k): _text(v) for k, v in list(value.get("states", {}).items())[:MAX_DRAWS]}}
 
 
 def _text(value: Any) -> str | None:
@@ -318,3 +337,4 @@ def _structural(step: int, x: dict[str, Any] | None, y: dict[str, Any] | None) -
     return {"step": step, "phase": first.get("phase"), **where, "max_abs": None, "max_rel": None,
             "past_tolerance": None, "reason": "the runs took different paths",
             "summary": f"step {step}: the runs took different paths: {words}"}
+

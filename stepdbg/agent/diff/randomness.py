@@ -14,6 +14,7 @@ runs) notices calls into Python's ``random`` and the OS's entropy, with the user
 
 from __future__ import annotations
 
+import hashlib
 import os
 import random
 import sys
@@ -24,8 +25,7 @@ import torch
 
 from stepdbg.agent.measure.frames import is_own_file, user_frame, where_of
 
-PYTHON, NUMPY, TORCH_GEN, OS_ENTROPY, KERNEL = ("python random", "numpy", "torch generator", "OS entropy",
-                                                "kernel")
+PYTHON, NUMPY, TORCH_GEN, OS_ENTROPY = ("python random", "numpy", "torch generator", "OS entropy")
 MAX_HELD = 64  # RNG objects looked for in the model's modules' attributes
 _RANDOM_FILE = os.path.abspath(random.__file__)
 
@@ -121,6 +121,50 @@ class Others:
             set_state(r, s)
         for g, s in self.generators.values():
             g.set_state(s)
+
+
+def _digest(state: Any) -> str:
+    """A short fingerprint of an RNG's state: two runs whose states match draw the same."""
+    if isinstance(state, torch.Tensor):
+        data = state.cpu().numpy().tobytes()
+    else:
+        data = repr(tuple(s.tobytes() if hasattr(s, "tobytes") else s for s in state)
+                    if isinstance(state, tuple) else state).encode()
+    return hashlib.sha256(data).hexdigest()[:16]
+
+
+class StepDraws:
+    """`stepdbg diff`'s look at the randomness of one recorded step (recorder.py): the draws
+    the step makes (Draws, from the step's first forward to its end), each by the module call
+    it was made in (the innermost: `enter` and `leave` are the module hooks'), the sources
+    whose state moved (Others), and each source's state at the step's start (a digest: two
+    runs that started a step from the same state drew the same). Nothing is put back: the
+    job draws what it draws."""
+
+    def __init__(self, root: torch.nn.Module) -> None:
+        self.others = Others(root)
+        self.states = {PYTHON: _digest(self.others.saved[PYTHON])}
+        if self.others.saved[NUMPY] is not None:
+            self.states[NUMPY] = _digest(self.others.saved[NUMPY])
+        for (name, r), state in zip(self.others.held, self.others.saved["held"], strict=True):
+            self.states[f"{name} ({type(r).__name__})"] = _digest(state)
+        self.draws = Draws()
+        self._open: list[int] = []  # where each running module call's draws begin in draws.found
+        self.draws.start()
+
+    def enter(self) -> None:
+        self.draws.check(sys._getframe(1))
+        self._open.append(len(self.draws.found))
+
+    def leave(self, name: str) -> None:
+        self.draws.check(sys._getframe(1))
+        for d in self.draws.found[self._open.pop() if self._open else 0:]:
+            d.setdefault("module", name)
+
+    def finish(self) -> dict[str, Any]:
+        """The step's randomness, as its record's step line holds it (stepdbg/wire/step_diff.py)."""
+        self.draws.stop()
+        return {"draws": self.draws.found, "moved": self.others.moved(), "states": self.states}
 
 
 class Draws:

@@ -14,7 +14,10 @@ happen (the record format is stepdbg/wire/step_diff.py's):
   at most `max_calls` calls a step (the step line says how many were left out);
 - ``loss``: what ``backward`` was called on;
 - ``backward``: the gradients as the optimizer sees them (after clipping);
-- ``optimizer``: the parameters and the optimizer's state after its update.
+- ``optimizer``: the parameters and the optimizer's state after its update;
+- the step line's ``randomness``: what the step drew from randomness torch's seed does not
+  fix (Python's ``random``, numpy, a generator the model holds, OS entropy), by module call
+  (randomness.StepDraws: a profiler on the step's thread while it runs).
 
 A step is written (JSON lines, flushed) when it ends, so a crash leaves whole steps
 only. Everything here reads tensors (fingerprint.py); nothing draws a random number or
@@ -31,6 +34,7 @@ from typing import Any
 import torch
 
 from stepdbg.agent.diff.calls import CallLog
+from stepdbg.agent.diff.randomness import StepDraws
 from stepdbg.wire.step_diff import FORMAT_VERSION  # (the reader's: one place)
 
 
@@ -83,6 +87,7 @@ class Recorder:
         self._roots_recorded: set[int] = set()  # roots whose parameters and buffers the step holds
         self._hooks: list[Any] = []
         self.error: str | None = None
+        self.drawn: StepDraws | None = None  # the step's randomness, from its first forward to its end
 
     @classmethod
     def attach(cls, session: Any, path: str, steps: int, max_calls: int) -> Recorder:  # (AgentConfig.fingerprint)
@@ -125,6 +130,9 @@ class Recorder:
         self._name_roots()
         self.log.step_start(args, self.model.capture.get("kwargs"), self._model_tensors())
         self._roots_recorded = {id(r) for r in self.model.roots.values()}
+        roots = list(self.model.roots.values())
+        if self.drawn is None and roots:
+            self.drawn = StepDraws(roots[0])
 
     def on_loss(self, loss: torch.Tensor | None) -> None:
         if self.open:
@@ -156,8 +164,9 @@ class Recorder:
         self.open = False
         for e in self.log.entries:
             self._write(e)
+        drawn, self.drawn = self.drawn, None
         self._write({"kind": "step", "step": self.step, "calls": self.log.calls, "capped": self.log.capped,
-                     "loss": record.get("loss")})
+                     "loss": record.get("loss"), **({"randomness": drawn.finish()} if drawn is not None else {})})
         self.log.reset(self.step)
         if self.step + 1 >= self.steps:
             self.close()
@@ -167,6 +176,9 @@ class Recorder:
         for h in self._hooks:
             h.remove()
         self._hooks = []
+        if self.drawn is not None:  # (a step that did not end: its profiler goes)
+            self.drawn.draws.stop()
+            self.drawn = None
         if self.file is not None and os.getpid() == self.pid:
             self._write({"kind": "end", "error": self.error})
             self.file.close()
@@ -179,6 +191,8 @@ class Recorder:
             if len(self._roots_recorded) != len(self.model.roots):
                 self.guarded(self._later_roots)
             n = len(self.log.entries)
+            if self.drawn is not None and self._name_of(module) is not None:
+                self.guarded(self.drawn.enter)
             self.guarded(self.log.call_input, module, args)
             if id(module) in self._roots_recorded:  # a later model's arguments: made by the step's own code
                 for e in self.log.entries[n:]:
@@ -186,6 +200,9 @@ class Recorder:
 
     def _post(self, module: torch.nn.Module, args: tuple[Any, ...], output: Any) -> None:
         if self._records(module):
+            name = self._name_of(module)
+            if self.drawn is not None and name is not None:
+                self.guarded(self.drawn.leave, name)
             self.guarded(self.log.call_output, module, output)
 
     def _records(self, module: torch.nn.Module) -> bool:

@@ -29,13 +29,14 @@ from torch.overrides import TorchFunctionMode
 
 from stepdbg.agent.diff.calls import CallLog
 from stepdbg.agent.diff.fingerprint import fingerprint, tensors_in
-from stepdbg.agent.diff.randomness import KERNEL, TORCH_GEN, Draws, Others
+from stepdbg.agent.diff.randomness import TORCH_GEN, Draws, Others
 from stepdbg.agent.measure.frames import user_frame, where_of
 from stepdbg.agent.measure.tensors import output_at, sharded_across_ranks
 from stepdbg.agent.replay.rerun import eager_root, preserved_state, restore_step_start, run_root
 from stepdbg.agent.step import backward_capture
 from stepdbg.agent.step.hooks import own_id
 from stepdbg.agent.step.step_model import StepModel
+from stepdbg.wire.diff_randomness import randomness_of, randomness_words
 from stepdbg.wire.step_diff import Record, first_divergence, short_path
 
 MAX_CALLS = 4096  # module calls fingerprinted per run
@@ -123,7 +124,7 @@ def step_twice(model: StepModel, max_calls: int = MAX_CALLS, max_ops: int = MAX_
     result.update(checked=True, first_divergence=found, fingerprints=len(first[0]),
                   gradients=any(e["phase"] == "backward" for e in first[0]),
                   seconds=round(time.perf_counter() - t0, 4))
-    result["randomness"] = _cause(found, result["randomness"], result["moved"])
+    result["randomness"] = randomness_of(found, result["randomness"], result["moved"])
     result["summary"] = _summary(result)
     return result
 
@@ -212,20 +213,6 @@ def _first_op(a: list[dict[str, Any]], b: list[dict[str, Any]]) -> dict[str, Any
     return None
 
 
-def _cause(found: dict[str, Any] | None, draws: list[dict[str, Any]], moved: list[str]) -> list[dict[str, Any]]:
-    """What made the runs part: the draws seen inside the module, else a kernel whose
-    inputs were the same, else the sources that moved in the step."""
-    if found is None:
-        return []
-    if draws:
-        return draws
-    op = found.get("op")
-    if op is not None and op["same_inputs"]:
-        return [{"source": KERNEL, "call": f"{op['name']} gave different outputs from the same inputs",
-                 **{k: op[k] for k in ("file", "line", "code")}}]
-    return [{"source": m, "call": "drawn from during the step"} for m in moved]
-
-
 def _summary(r: dict[str, Any]) -> str:
     if r["first_divergence"] is None:
         return (f"step {r['step']} run twice from the same state gives the same module outputs"
@@ -248,6 +235,4 @@ def parting_words(r: dict[str, Any]) -> str:
         text += f", called at {short_path(d['file'])}:{d['line']}"
     if d.get("max_abs") is not None:
         text += f" (max |A-B| {d['max_abs']:g})"
-    causes = [f"{c['source']}: {c['call']}" + (f" at {short_path(c.get('file'))}:{c['line']}" if c.get("line") else "")
-              for c in r["randomness"]]
-    return text + ("; randomness: " + "; ".join(causes) if causes else "; no randomness found that moved")
+    return f"{text}; {randomness_words(r['randomness'])}"
