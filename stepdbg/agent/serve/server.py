@@ -121,8 +121,8 @@ class Server:
         with self._lock:
             peers = list(self._peers)
         deadline = time.monotonic() + WORKERS_GRACE
-        for p in peers:  # a request taken is answered (a cont that let the job end), then the end
-            p.answered(deadline)
+        for p in peers:  # a request taken is answered (a cont that let the job end), then the end: a request
+            p.answered(deadline - WORKERS_GRACE / 2)  # never answered leaves the exited event half the grace
         self.broadcast(protocol.event("exited", exited_data(self.session, exit_code, error)))
         for p in peers:  # the exited event goes out first; clients that do not read wait for nobody (1 s in all)
             p.outbox.close(wait=max(0.0, deadline - time.monotonic()))
@@ -288,7 +288,7 @@ class Server:
         is a `status` the worker has nothing before (a hand-off to it costs more than the answer)."""
         handlers = protocol.Dispatcher(Handlers(self.session, peer), SCHEMAS)
         running, _ = self._running, SELECTOR.set(peer)  # (u and d select this client's frame)
-        while not self._stopped.is_set() and peer.outbox.dropped is None:
+        while peer.outbox.dropped is None:  # (the end closes the connection: recv ends)
             try:
                 msg = peer.conn.recv(timeout=None)
             except protocol.ProtocolError as e:
@@ -300,6 +300,10 @@ class Server:
                 return
             if msg is None:
                 return
+            if self._stopped.is_set():  # the end waits for the requests taken: this one is told, not taken
+                rid = msg.get("id") if isinstance(msg.get("id"), int) else None
+                peer.outbox.put(protocol.error(rid, "failed", "the job is ending"))
+                continue
             if msg.get("op") == "interrupt":
                 peer.outbox.put(handlers.handle(msg))
                 continue
