@@ -160,13 +160,14 @@ async def test_the_ranks_panel_wraps_its_note_and_says_which_columns_it_left_out
         for note in notes[:3]:  # (at 80x24 the last row's end is below the fold: the table scrolls)
             assert " ".join(note.split()) in shown, (note, screen)
         assert not cut_words(app), cut_words(app)
+        lines = screen.splitlines()  # (under the tab bar: who gets commands, then the table's header row)
+        assert lines[3].strip() == "stepping and changes go to every rank (o chooses)", screen
         if size == (80, 24):
             assert "left out at this width: loss, grad norm" in words, screen
-            assert "phase" in screen.splitlines()[3] and "loss" not in screen.splitlines()[3], screen
+            assert "phase" in lines[4] and "loss" not in lines[4], screen
         else:
-            assert "left out" not in words and all(notes[3] in line for line in screen.splitlines()
-                                                   if "killed by" in line), screen
-            assert all(label in screen.splitlines()[3] for label in ("loss", "grad norm", "note")), screen
+            assert "left out" not in words and all(notes[3] in line for line in lines if "killed by" in line), screen
+            assert all(label in lines[4] for label in ("loss", "grad norm", "note")), screen
 
 
 async def test_the_ranks_panel_refits_when_the_terminal_narrows():
