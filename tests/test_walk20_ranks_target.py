@@ -65,3 +65,15 @@ def test_the_header_says_the_ranks_chosen_at_80_columns():
     assert "rank 0/2 · keys to 3 ranks  ddp_nan.py" in many and many.endswith("PAUSED"), many
     every = render_header(session, status, 3.0, "connected", 80).plain
     assert "to rank" not in every and "rank 0/2  ddp_nan.py" in every, every
+
+
+def test_the_end_goes_to_every_live_rank_whatever_o_chose():
+    """The console's `on 1` then `end` (or `q`) is routed as the TUI's q then e (RankView):
+    every rank still there; stepping still to the ranks chosen."""
+    from types import SimpleNamespace
+
+    from stepdbg.client.job import Job
+
+    job = Job([SimpleNamespace(exited=None), SimpleNamespace(exited=None), SimpleNamespace(exited={"exit_code": 1})])
+    job.targets = [1]
+    assert job._routed("end") == [0, 1] and job._routed("next_phase") == [1] and job._routed("status") == [0]
