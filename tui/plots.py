@@ -5,6 +5,7 @@ decades, and the break marked on the curve by a red line at its step."""
 from __future__ import annotations
 
 import math
+import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -28,9 +29,13 @@ RECORD_KEPT = HISTORY_LIMIT  # the steps the Plots keep: all the job keeps and a
 
 
 def value_of(record: dict[str, Any], key: str) -> Any:
-    """A step record's value of `key` (an LR list gives its group 0)."""
+    """A step record's value of `key` (an LR list gives its group 0); an integer too large
+    for a float, infinite (the job's word: float() and `:g` raised on it, and the TUI ended)."""
     v = record.get(key)
-    return (v[0] if v else None) if isinstance(v, list) else v
+    v = (v[0] if v else None) if isinstance(v, list) else v
+    if isinstance(v, int) and abs(v) > sys.float_info.max:
+        return math.inf if v > 0 else -math.inf
+    return v
 
 
 def split(history: list[dict[str, Any]], key: str) -> tuple[list[int], list[float], list[int], list[int]]:
