@@ -233,6 +233,8 @@ def run_torchrun(cmd: list[str], env: dict[str, str]) -> int:
     for line in child.stderr:
         for shown in report.feed(line.rstrip("\n")):
             print(shown, file=sys.stderr, flush=True)
+    for shown in report.end():  # (a traceback the stream cut: held, it was never said)
+        print(shown, file=sys.stderr, flush=True)
     code = child.wait()
     sessions.sweep()  # a rank torchrun killed after its grace period (or os._exit) left its files
     if report.hid:

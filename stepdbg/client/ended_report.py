@@ -13,7 +13,12 @@ SIGINT_ENDS = (-2, 130)  # a rank ended by SIGINT (torchrun's word), or by its K
 # torchrun Ctrl-C'd while it runs its ranks: its warning, then its own traceback's last line (the
 # twentieth walk's 1: some 60 lines of torchrun's after the ranks' one line each, and exit 1).
 DEATH_SIGNAL = re.compile(r"Received \d+ death signal, shutting down workers")
-TORCHRUNS = "torch/distributed/"  # a frame of torchrun's own code
+# A frame of torchrun's own code: its entry and its elastic agent, never in a rank's stack (a
+# rank's traceback runs through torch/distributed/ where the script was in dist.all_reduce, or
+# wrapped by elastic's @record: taken for torchrun's, the user's traceback was hidden).
+TORCHRUNS = ("/bin/torchrun\"", "torch/distributed/run.py\"", "torch/distributed/launcher/",
+             "torch/distributed/elastic/agent/", "torch/distributed/elastic/multiprocessing/api.py\"")
+HELD_MOST = 1_000  # a traceback's lines held at most (torchrun's of a Ctrl-C is some 60): past it, not torchrun's
 CHAINED = ("", "During handling of the above exception, another exception occurred:")
 SIGNALLED = re.compile(r"^torch\.distributed\.elastic\.multiprocessing\.api\.SignalException: Process \d+ got signal: 2$"
                        r"|^KeyboardInterrupt$")  # (before torchrun's handler: Python's own, at its start)
@@ -71,13 +76,16 @@ class EndedReport:
     def _in_traceback(self, line: str) -> list[str]:
         """A line after a traceback's first: torchrun's report, its own traceback of a Ctrl-C
         (one line), or another's traceback, shown whole."""
-        if line.startswith(" "):
+        if line.startswith(" ") and len(self._held) < HELD_MOST:
             self._held.append(line)
             return []
+        if line.startswith(" "):  # (a rank's output after a line like a traceback's first: shown)
+            held, self._held = [*self._held, line], []
+            return self._after_stopping(held)
         if "ChildFailedError" in line:
             self._report, self._held, self._rules = [*self._held, line], [], 0
             return []
-        if self.interrupted and SIGNALLED.search(line) and any(TORCHRUNS in h for h in self._held):  # torchrun's own
+        if self.interrupted and SIGNALLED.search(line) and any(t in h for h in self._held for t in TORCHRUNS):  # torchrun's own
             # (a rank's traceback, unprefixed without --tee, is the user's: shown, as under plain torchrun)
             said, self.signalled = self.signalled, True  # (a second Ctrl-C: a chained traceback, said once)
             self._held, self._stopping, self.hid, self.code = [], [], True, 130
@@ -85,6 +93,12 @@ class EndedReport:
                                     "traceback of it is not shown)"]
         held, self._held = self._held + [line], []
         return self._after_stopping(held)
+
+    def end(self) -> list[str]:
+        """At the end of the stream: what is held still (a traceback or a report the stream
+        cut before its last line, torchrun's SIGTERM lines no report followed), as it came."""
+        held, self._held, self._report, self._rules = [*self._held, *self._report], [], [], -1
+        return self._after_stopping(held) if held or self._stopping else []
 
     def _in_report(self, line: str) -> list[str]:
         """A line of torchrun's failure report: at its end the report, or one line for it."""
