@@ -245,7 +245,8 @@ def replay_lines(app: Any, data: dict[str, Any]) -> list[str]:
     key, finding = (rank, data.get("step")), (data.get("summary"), data.get("verdict"))
     ours = any(w.group == "replay" and not w.is_finished for w in app.workers)
     if said.get(key) == finding:
-        return [f"{named} again{'' if ours else ' by another client'}: the same finding"]
+        by = "" if ours else f" by {who_asked(data, 'another client')}"  # (the --on-break replay's too)
+        return [f"{named} again{by}: the same finding"]
     said[key] = finding  # (another client's first replay says so too: the nineteenth walk's)
     return [f"{named}{'' if ours else f' ({who_asked(data)})'}: {data.get('summary')}",
             *([f"  {data['verdict']}"] if data.get("verdict") else [])]
