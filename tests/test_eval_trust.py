@@ -91,7 +91,7 @@ def evaluator_at(frame: FrameType) -> Evaluator:
     model = SimpleNamespace(capture={"batch": STEP["batch"], "loss": STEP["loss"]}, busy=False,
                             root=lambda: STEP["model"], output=lambda: STEP["output"],
                             optimizers=[STEP["optimizer"]])
-    controls = SimpleNamespace(on_training_thread=lambda fn: fn())
+    controls = SimpleNamespace(on_training_thread=lambda fn: fn(), held_signal=lambda e: False)
     return Evaluator(model, controls, lambda: frame)  # type: ignore[arg-type]
 
 

@@ -16,6 +16,7 @@ import queue
 import signal
 import threading
 import time
+import types
 from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass, field
@@ -87,6 +88,7 @@ class Controls:
         self._run_mode = ("run", None)
         self._paused_cv = threading.Condition()
         self.on_interrupt: Callable[[], Any] = lambda: None  # told before a front end's Ctrl-C (the Breaker's change)
+        self._signalled: BaseException | None = None  # the job's own signal handler raised it in a request
 
     @property
     def _run_mode(self) -> tuple[str, Any]:
@@ -130,6 +132,7 @@ class Controls:
                         fut.set_exception(e)
                         if isinstance(e, KeyboardInterrupt):  # a Ctrl-C for the job, not for the request
                             raise
+                    self._raise_signalled()
         finally:  # resumed, or a Ctrl-C (SIGINT) ended the pause: the job's own handling runs
             # Anything left unanswered is cancelled, never silently lost.
             while not self._calls.empty():
@@ -154,12 +157,29 @@ class Controls:
         me = threading.current_thread()
         thread = self._training_thread()
         if me.ident == thread or (thread is None and not me.name.startswith("stepdbg-")):
-            return fn()  # the training thread itself (the console), or nothing trains yet
+            result = fn()  # the training thread itself (the console), or nothing trains yet
+            self._raise_signalled()
+            return result
         if self.paused is None:
             raise NotPaused("the job is running; pause it first")
         fut: Future[Any] = Future()
         self._calls.put((functools.partial(_as_selector, SELECTOR.get(), fn), fut))  # (the asking client's frame)
         return fut.result(timeout=timeout)
+
+    def held_signal(self, e: BaseException) -> bool:
+        """Whether `e`, caught in code run at the pause (an eval), came out of the job's own signal
+        handler (its SIGTERM's sys.exit): then it is raised on the training thread once the request
+        is answered, and the job ends as it would have without stepdbg (the eval's answer had taken
+        it, and the job stayed paused, its SIGTERM spent)."""
+        if not _from_signal_handler(e):
+            return False
+        self._signalled = e
+        return True
+
+    def _raise_signalled(self) -> None:
+        e, self._signalled = self._signalled, None
+        if e is not None:
+            raise e
 
     def wait_paused(self, timeout: float | None = None, previous: Break | None = None) -> Break | None:
         """Wait until the job is paused at a break other than `previous`; None on timeout."""
@@ -240,3 +260,22 @@ def _as_selector(who: object, fn: Callable[[], Any]) -> Any:
         return fn()
     finally:
         SELECTOR.reset(token)
+
+
+def _from_signal_handler(e: BaseException) -> bool:
+    """`e`'s traceback runs through a Python function installed as a signal's handler."""
+    codes = set()
+    for n in signal.valid_signals():
+        try:
+            h = signal.getsignal(n)
+        except (OSError, ValueError):
+            continue
+        h = h.__func__ if isinstance(h, types.MethodType) else h
+        if isinstance(h, types.FunctionType):
+            codes.add(h.__code__)
+    tb = e.__traceback__
+    while tb is not None:
+        if tb.tb_frame.f_code in codes:
+            return True
+        tb = tb.tb_next
+    return False

@@ -296,6 +296,8 @@ class Evaluator:
                 what = "the line ran; showing its value" if ran else "the line"
                 error = (f"{self._why}: {what} did not finish; the job is still paused, unharmed"
                          if isinstance(e, KeyboardInterrupt) and self._sent else _user_traceback(e))
+                if self.controls.held_signal(e):  # (its SIGTERM's sys.exit: the job ends, as without stepdbg)
+                    error += "the job's own signal handler raised it as the line ran: the job ends with it\n"
             finally:
                 self.model.busy = busy
             if f is not None:

@@ -1,0 +1,52 @@
+"""The job's own SIGTERM handler (sys.exit, as a scheduler's preemption asks) ran while code
+typed at a pause ran on the training thread: the eval's answer took its SystemExit as the
+line's error, and the job stayed paused, its SIGTERM spent (a job the scheduler asked to end
+went on holding its GPUs). Now the answer says it and the job ends, as it does without
+stepdbg: exit code 0, its handler's line on stderr. A served job, a client's eval."""
+
+from __future__ import annotations
+
+import signal
+import threading
+import time
+
+from conftest import WAIT, paused_job
+
+SCRIPT = """
+import signal, sys, torch
+def on_term(n, f):
+    print("job: SIGTERM, leaving", file=sys.stderr, flush=True)
+    sys.exit(0)
+signal.signal(signal.SIGTERM, on_term)
+model = torch.nn.Linear(2, 1)
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+for step in range(5):
+    x = torch.ones(4, 2) * (float("nan") if step == 2 else 1.0)
+    loss = model(x).pow(2).mean()
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+"""
+
+
+def test_the_jobs_sigterm_handler_ends_it_while_code_runs_at_a_pause(start_job, tmp_path, private_runtime_dir):
+    ready = tmp_path / "running"
+    with paused_job(start_job, tmp_path, SCRIPT, "--break", "nan") as (job, c):
+        answers: list[dict] = []
+        code = f"open({str(ready)!r}, 'w').close(); import time; time.sleep({WAIT})"
+        asking = threading.Thread(target=lambda: answers.append(c.eval(code)), daemon=True)
+        asking.start()
+        deadline = time.monotonic() + WAIT
+        while not ready.exists():  # (the line runs: a guard against a hang, never a measure)
+            assert time.monotonic() < deadline, "the line never ran"
+            time.sleep(0.05)
+        job.proc.send_signal(signal.SIGTERM)
+        asking.join(WAIT)
+        assert answers, "no answer"
+        assert "SystemExit: 0" in answers[0]["error"], answers
+        assert "the job's own signal handler raised it as the line ran: the job ends with it" in answers[0]["error"]
+        exited = c.wait_exited(WAIT)
+    code, _, err = job.finish()
+    assert code == 0, err
+    assert exited is not None and exited.get("exit_code") == 0, exited
+    assert "job: SIGTERM, leaving" in err and "internal error" not in err, err
