@@ -224,6 +224,8 @@ class Session:
         self.controls.end()
         if running and self.breaker.hooks is not None:
             end_if_stuck(self.breaker)
+        elif not running:  # code typed at the pause stops (the end waited for it, to its 60 s limit)
+            self.views.evaluator.interrupt(why="the job is ending")
 
     def _timeout_changed(self, seconds: float | None, why: str) -> None:
         """This rank's collective timeout changed: a line in the report (not said, not a

@@ -294,7 +294,7 @@ class Evaluator:
                 # Our Ctrl-C (a front end's, the time limit's) in words: its traceback ran through our
                 # own SIGINT handler (the TUI showed a KeyboardInterrupt in views/evaluate.py).
                 what = "the line ran; showing its value" if ran else "the line"
-                error = (f"{self._why}: {what} did not finish; the job is still paused, unharmed"
+                error = (f"{self._why}: {what} did not finish{_still(self.controls)}"
                          if isinstance(e, KeyboardInterrupt) and self._sent else _user_traceback(e))
                 if self.controls.held_signal(e):  # (its SIGTERM's sys.exit: the job ends, as without stepdbg)
                     error += "the job's own signal handler raised it as the line ran: the job ends with it\n"
@@ -307,6 +307,11 @@ class Evaluator:
             return {"output": buf.getvalue(), "value": value, "error": error}
 
         return self.controls.on_training_thread(run)
+
+
+def _still(controls: Controls) -> str:
+    """What an interrupted line leaves: the pause, unless the job is ending (q, end)."""
+    return "" if controls.end_requested else "; the job is still paused, unharmed"
 
 
 def _run(source: str, g: dict[str, Any], loc: dict[str, Any]) -> Any:
