@@ -98,6 +98,9 @@ class Handlers:
         _refused_as_bad_args(lambda: self.s.controls.run_to_step(n, self.s.step))  # (a step not ahead: words)
 
     def op_end(self, by: str = "client") -> None:
+        if by == "here" and not self.peer.local:  # (a client's end said on the job's terminal as its own q)
+            raise protocol.ProtocolError("bad_args", "by here is the job's own console's: a client is tui, console "
+                                                     "or client")
         self.s.controls.end_asked_by = ENDED_BY[by]
         self.s.end_job()
 

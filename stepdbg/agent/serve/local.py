@@ -26,6 +26,7 @@ class LocalError(RuntimeError):
 
 class _Peer:
     then = "stay"
+    local = True  # (the end's `by here`: this terminal's console alone says it)
 
 
 class LocalCalls(OpCalls):

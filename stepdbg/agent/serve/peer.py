@@ -22,6 +22,7 @@ class Peer:
     role: str  # "frontend" or "probe" (stepdbg ls: not counted as attached)
     then: str = "stay"  # what happens to the job when this client leaves (op_detach)
     attached: bool = False
+    local = False  # a client over a socket: never the job's own console (the end's `by here`)
     requests: queue.Queue[dict[str, Any] | None] = field(
         default_factory=lambda: queue.Queue(maxsize=REQUESTS_IN_FLIGHT))  # its worker's, in order
 
