@@ -13,9 +13,11 @@ from stepdbg.wire.ops import ENDED_BY
 
 @pytest.mark.parametrize("by", ["here", "x", 5, None, ["tui"], "tui\n"])
 def test_a_clients_end_by_a_word_not_its_own_is_refused_and_changes_nothing(
-        session_factory, private_runtime_dir, by):
+        session_factory, private_runtime_dir, monkeypatch, by):
+    from stepdbg.agent import session
     from stepdbg.agent.serve.server import serve
 
+    monkeypatch.setattr(session, "end_if_stuck", lambda breaker: None)  # (no training loop: it would os._exit)
     s = session_factory("nan")
     server = serve(s, announce=False)
     try:
@@ -30,9 +32,11 @@ def test_a_clients_end_by_a_word_not_its_own_is_refused_and_changes_nothing(
         s.stop()
 
 
-def test_the_jobs_own_console_says_here(session_factory):
+def test_the_jobs_own_console_says_here(session_factory, monkeypatch):
+    from stepdbg.agent import session
     from stepdbg.agent.serve.local import LocalCalls
 
+    monkeypatch.setattr(session, "end_if_stuck", lambda breaker: None)
     s = session_factory("nan")
     LocalCalls(s).call("end")
     assert s.controls.end_asked_by == ENDED_BY["here"]
