@@ -74,7 +74,7 @@ async def test_the_tensor_panel_takes_typing_and_the_model_panel_says_a_module_h
     src, app, ctx = await started(size=(80, 24))
     async with ctx as pilot:
         await pilot.pause()
-        await pilot.press("3", "tab", *"x")
+        await pilot.press("3", *"x")
         await wait_for(pilot, lambda: app.focused is app.query_one("#tensor-name", Input)
                        and app.focused.value.endswith("x"), "x typed into the name")
         await pilot.press("escape", "2")

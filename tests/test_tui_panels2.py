@@ -15,7 +15,7 @@ async def test_a_name_typed_in_the_tensor_panel_replaces_the_one_shown(tui_at_br
     """3, then a name typed: the field kept `loss` with the cursor at its end, and typing
     `x` asked for `lossx` (item 10). Focused again (escape, 3), the same."""
     async with tui_at_break("--break", "nan", script=DEMOS / "nan_log.py") as (app, pilot):
-        await pilot.press("3", "tab")  # (3 shows the panel; Tab: its name field)
+        await pilot.press("3")  # (3: the panel, its name field the focus)
         field = app.query_one("#tensor-name", Input)
         await wait_for(pilot, lambda: "loss" in text_of(app, "#tensor-summary"), "the loss")
         await settled(pilot, app)
@@ -24,7 +24,7 @@ async def test_a_name_typed_in_the_tensor_panel_replaces_the_one_shown(tui_at_br
         await settled(pilot, app)
         assert field.value == "x", field.value
         await wait_for(pilot, lambda: text_of(app, "#tensor-summary").startswith("x "), "x's summary")
-        await pilot.press("escape", "3", "tab", *"loss")
+        await pilot.press("escape", "3", *"loss")
         await settled(pilot, app)
         assert field.value == "loss", field.value
 
@@ -41,12 +41,12 @@ async def test_the_tensor_panel_shows_only_the_new_answer(tui_at_break):
     a name that is not there: each left the lines of the one before on screen (item 11): an
     empty `histogram` row, its bars' baseline, the weight's values under the new name."""
     async with tui_at_break("--break", "nan", script=DEMOS / "nan_log.py") as (app, pilot):
-        await pilot.press("3", "tab")
+        await pilot.press("3")
         await wait_for(pilot, lambda: "loss" in text_of(app, "#tensor-summary"), "the loss")
         await settled(pilot, app)
 
         async def ask(name: str) -> str:
-            await pilot.press("escape", "3", "tab", *name, "enter")
+            await pilot.press("escape", "3", *name, "enter")
             await wait_for(pilot, lambda: name.split("[")[0] in text_of(app, "#tensor-summary"), name)
             await settled(pilot, app)
             return screen_text(app)

@@ -56,11 +56,11 @@ async def test_the_tensor_panel_takes_the_names_the_model_panel_shows(tui_at_bre
     """3, then `model.head.0.weight` (the Model panel's dotted name), `head.0.weight` and
     `features` (a module's row): each said `not an expression` or `no variable` (item 5)."""
     async with tui_at_break("--break", "nan", script=DEMOS / "nan_log.py") as (app, pilot):
-        await pilot.press("3", "tab")  # (3 shows the panel; Tab: its name field)
+        await pilot.press("3")  # (3: the panel, its name field the focus)
         await wait_for(pilot, lambda: "loss" in text_of(app, "#tensor-summary"), "the loss")
 
         async def ask(name: str, expect: str) -> str:
-            await pilot.press("escape", "3", "tab", *name, "enter")
+            await pilot.press("escape", "3", *name, "enter")
             await wait_for(pilot, lambda: expect in text_of(app, "#tensor-summary"), f"{name}: {expect}")
             await settled(pilot, app)
             return screen_text(app)
@@ -80,7 +80,7 @@ async def test_a_refused_slice_is_said_and_the_last_good_one_stays(tui_at_break)
     panel says the slice was refused, in words, and the field and values are the last good
     slice's. At 80 columns the fields' words are whole."""
     async with tui_at_break("--break", "nan", script=DEMOS / "nan_log.py") as (app, pilot):
-        await pilot.press("3", "tab")
+        await pilot.press("3")
         await wait_for(pilot, lambda: "loss" in text_of(app, "#tensor-summary"), "the loss")
         await settled(pilot, app)
         app.query_one("#tensor-name", Input).value = ""

@@ -32,11 +32,11 @@ async def test_the_tensor_panel_applies_its_slice_and_says_a_name_it_cannot_read
     removed) toasted Python's `unterminated string literal`."""
     async with tui_at_break("--break", "step==1", size=(80, 24)) as (app, pilot):
         index = app.query_one("#tensor-index", Input)
-        await pilot.press("3", "tab", "tab", *"99,99")  # (the name field, then the slice)
+        await pilot.press("3", "tab", *"99,99")  # (3: the name field; Tab: the slice)
         await open_memory_row(app, pilot)
         said = " ".join(screen_text(app, skip=()).split())
         assert "refused: the slice '99,99' does not fit" in said and index.value == "99,99", (index.value, said)
-        await pilot.press("escape", "3", "tab", "tab")  # (the slice field)
+        await pilot.press("escape", "3", "tab")  # (the slice field)
         index.value = ""
         await pilot.press(*"0:4")
         await open_memory_row(app, pilot)
@@ -44,7 +44,7 @@ async def test_the_tensor_panel_applies_its_slice_and_says_a_name_it_cannot_read
         assert values.startswith("values: ") and values.count(",") == 3, values
         label = app.query_one("#tensor-name", Input).value
         assert label.endswith("']"), label  # (a row's label: `replay capture: rng['cpu']`)
-        await pilot.press("escape", "3", "tab")
+        await pilot.press("escape", "3")
         app.query_one("#tensor-name", Input).value = label.replace("']", "]")  # a quote removed
         await pilot.press("enter")
         await wait_for(pilot, lambda: "not an expression" in screen_text(app, skip=()), "the words")  # (in the panel)

@@ -19,19 +19,21 @@ SIZES = [pytest.param((80, 24), id="80x24"), pytest.param((160, 48), id="160x48"
 async def test_a_number_key_always_switches_panel_and_never_gives_a_field_the_focus(tui_at_break, size):
     """The walk's 1: 7 put the focus in the Breaks add box, so 1 was typed there (`bad
     condition '1'`); 3 then 2 typed 2 into the Tensor name field. Now every number key,
-    from every panel, shows its panel with the focus off any field; b gives the add box
-    the focus, Tab the Tensor name field, and the hints say so."""
+    from every panel, shows its panel with the focus off any field, but 3, whose name field
+    takes what is typed after it (the twentieth walk's 1: `loss` typed after 3 opened the LR
+    dialog), and there a number key typed first is still a number key; b gives the add box
+    the focus, escape then Tab the Tensor name field, and the hints say so."""
     async with tui_at_break("--break", "step==1", size=size) as (app, pilot):
         tabs = app.query_one(TabbedContent)
         for a, b in (("7", "1"), ("3", "2"), ("7", "3"), ("3", "7"), ("5", "9")):
             await pilot.press(a)
             await settled(pilot, app)
             assert tabs.active == {"7": "breakpoints", "3": "tensor", "5": "memory"}[a], (a, tabs.active)
-            assert not isinstance(app.focused, Input), (a, app.focused)
+            assert isinstance(app.focused, Input) == (a == "3"), (a, app.focused)  # (3: its name field)
             await pilot.press(b)
             await settled(pilot, app)
             assert tabs.active == {"1": "break", "2": "model", "3": "tensor", "7": "breakpoints", "9": "log"}[b]
-            assert not isinstance(app.focused, Input), (a, b, app.focused)
+            assert isinstance(app.focused, Input) == (b == "3"), (a, b, app.focused)
         assert not app.query_one("#break-input", Input).value and app.query_one("#tensor-name", Input).value in (
             "", "loss"), screen_text(app, skip=())
         await pilot.press("7")
@@ -41,7 +43,7 @@ async def test_a_number_key_always_switches_panel_and_never_gives_a_field_the_fo
         await settled(pilot, app)
         box = app.query_one("#break-input", Input)
         assert app.focused is box and box.value == "1", (app.focused, box.value)
-        await pilot.press("escape", "3")
+        await pilot.press("escape", "3", "escape")  # (3: its name field; escape: keys act on the job there)
         await settled(pilot, app)
         assert "Tab: type in the name field" in screen_text(app, skip=()), screen_text(app, skip=())
         await pilot.press("tab")

@@ -65,7 +65,7 @@ async def test_keys_typed_after_a_tab_between_fields_go_to_the_next_field(tui_at
     async with tui_at_break("--break", "nan", script=NAN) as (app, pilot):
         await at_break(app, pilot)
         before = await job_where(app)
-        await pilot.press("3", "tab")  # (3: the panel, where keys act; Tab: its name field)
+        await pilot.press("3")  # (3: the panel, its name field the focus)
         await settled(pilot, app)
         burst(app, *"loss", "tab", *"sn", "backspace", "backspace", "0", "shift+tab", "enter")
         await settled(pilot, app)

@@ -20,7 +20,7 @@ async def test_a_slice_that_does_not_fit_the_next_tensor_opened_is_emptied_and_s
         await pilot.press("3")
         await settled(pilot, app)
         app.query_one("#tensor-name", Input).value = "x"
-        await pilot.press("tab", "tab", "4", "0", "enter")
+        await pilot.press("tab", "4", "0", "enter")  # (3: the name field; Tab: the slice)
         await wait_for(pilot, lambda: "at the slice 40 typed" in screen_text(app, skip=()), "x at 40")
         await pilot.press("escape", "2")
         model = app.query_one("#model-table")

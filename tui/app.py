@@ -76,7 +76,7 @@ class StepdbgApp(ControlActions, ReplActions, EscapeThenKey, App[str | None]):
         Binding("e", "focus_repl", "REPL", show=False),
         Binding("q", "quit_job", "quit"),
         Binding("ctrl+c", "interrupt", "interrupt", show=False),
-        Binding("question_mark", "help", "help"),
+        Binding("question_mark", "help", "help"), Binding("h", "help", "help", show=False),  # (h: the console's)
         Binding("ctrl+r", "reconnect", "reconnect", show=False),
         Binding("t", "next_rank", "next rank", show=False),
         Binding("o", "rank_set", "ranks for commands", show=False),
@@ -337,15 +337,16 @@ class StepdbgApp(ControlActions, ReplActions, EscapeThenKey, App[str | None]):
 
     # ------------------------------------------------------------------ actions
 
-    def action_panel(self, pid: str, field: str = "") -> None:  # a number key: its table or scroll, never a field
+    def action_panel(self, pid: str, field: str = "") -> None:  # a number key: its table or scroll (Tensor: its name)
         if BY_ID[pid] not in shown(self.is_job):
             self.notify(one_process_words(BY_ID[pid]), severity="warning")
             return
         tabs, panel = self.query_one(TabbedContent), self.query_one(BY_ID[pid].cls)
         opening = tabs.active != pid
         tabs.active = pid
-        # A panel opens at its top, its focus where it is (at 80x24 the Memory panel opened
-        # scrolled to its table, the lines above it out of reach); its keys scroll from there.
+        # A panel opens at its top, its focus where it is (at 80x24 the Memory panel opened scrolled
+        # to its table, the lines above it out of reach); its keys scroll from there.
+        field = field or BY_ID[pid].field
         self.set_focus(self.query_one(field) if field else keys_land(panel), scroll_visible=False)
         if opening and isinstance(panel, ScrollableContainer):
             panel.scroll_home(animate=False)

@@ -274,7 +274,7 @@ class HelpScreen(ModalScreen[None]):
                               scrollbar-background: $panel; scrollbar-color: $accent;
                               scrollbar-color-hover: $accent-lighten-1; scrollbar-color-active: $accent-lighten-2; }
     """
-    BINDINGS = [Binding("escape,question_mark,q", "dismiss(None)", "close")]
+    BINDINGS = [Binding("escape,question_mark,h,q", "dismiss(None)", "close")]
     AUTO_FOCUS = "HelpScroll"  # its keys scroll at once
 
     def compose(self) -> ComposeResult:  # scrolls (↑↓, PgUp/PgDn) where the terminal is shorter than the help

@@ -21,8 +21,8 @@ HELP = f"""\
           (--keep-every N; the Memory panel lists them)
   b       breakpoints: the add box takes what is typed, Enter adds it
   e       the REPL line: Python at the pause, and the words below
-  3       Tensor: keys act on the job; Tab types in its name field
-          (number keys too; Tab again: the slice; escape: keys again)
+  3       Tensor: typing goes to its name field (a digit to begin a
+          name: that panel; Tab: the slice; escape: the job's keys)
   Tab     the next field or table (shift+Tab: back); from a field,
           the next field; on the REPL line it completes instead
   Enter   in a field: runs it; on a row: Model, its first parameter
@@ -39,7 +39,7 @@ HELP = f"""\
   0       Ranks: every rank's state (running, paused, in a collective
           with the time its timeout leaves, dead with its exit code)
   o       which ranks get stepping, LR, skip, breakpoints (0,2-3, all)
-  ?       this help
+  ? h     this help
   escape  close a dialog, leave a field (keys are keys again; in
           Breaks its table: space turns one on/off, delete removes)
 
@@ -57,4 +57,5 @@ HELP = f"""\
                       differ across the ranks (a distributed job)
   save                the step's evidence bundle (stepdbg replay PATH)
   Tab                 complete a name, or an attribute after a dot
-  ↑ ↓                 earlier and later lines"""
+  ↑ ↓                 earlier and later lines
+  an answer too long to show under the line: the Log (9) has it whole"""

@@ -33,6 +33,7 @@ class Panel:
     key: str
     cls: type[Loads]
     many_ranks: bool = False  # shown for a distributed job only
+    field: str = ""  # where its key puts the focus, where not where keys land (keys_land): the field typed in
 
     def widget(self) -> Widget:
         return self.cls()  # type: ignore[return-value]
@@ -41,7 +42,7 @@ class Panel:
 PANELS = (
     Panel("break", "Break", "Break", "1", BreakPanel),
     Panel("model", "Model", "Model", "2", ModelPanel),
-    Panel("tensor", "Tensor", "Tensor", "3", TensorPanel),
+    Panel("tensor", "Tensor", "Tensor", "3", TensorPanel, field="#tensor-name"),  # (the twentieth walk's 1)
     Panel("optimizer", "Optim", "Optimizer", "4", OptimizerPanel),
     Panel("memory", "Mem", "Memory", "5", MemoryPanel),
     Panel("plots", "Plots", "Plots", "6", PlotsPanel),

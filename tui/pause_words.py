@@ -18,11 +18,13 @@ from .header import ASKED
 from .panels import BreakpointsPanel, TensorPanel
 
 
-def paused_words(brk: dict[str, Any]) -> str:
+def paused_words(brk: dict[str, Any], shown: bool = False) -> str:
     """'the job paused at step 30 [nan]: loss is nan · escape, then c continues (1 shows the
-    break)'; a pause asked for (p, n, s) without its condition."""
+    break)'; a pause asked for (p, n, s) without its condition; the break `shown` (the Break
+    panel is): without `1 shows the break` (said over it after `until 40`: the twentieth walk's 3)."""
     why = "" if brk.get("condition") == ASKED else f" [{brk.get('condition')}]: {brk.get('reason')}"
-    return f"the job paused at step {brk.get('step')}{why} · escape, then c continues (1 shows the break)"
+    return f"the job paused at step {brk.get('step')}{why} · escape, then c continues" + ("" if shown else
+                                                                                          " (1 shows the break)")
 
 
 def resumed_words(brk: dict[str, Any] | None, data: dict[str, Any]) -> str:
@@ -43,7 +45,7 @@ def _notes(app: Any) -> tuple[list[Any], list[Static]]:
 def say_in_field(app: Any, brk: dict[str, Any]) -> None:
     """The pause, under the field that has the focus, once (a toast that repeated it took 4 or 5
     of 24 rows beside the same words: the closing walk's 12)."""
-    words = paused_words(brk)
+    words = paused_words(brk, app.active_panel() == "break")
     panels, outs = _notes(app)
     focused = app.focused
     taken = False

@@ -1,7 +1,10 @@
 """What fits under the REPL line (app.py's #repl-out: 6 rows at most): the line typed, then
 its answer's last rows as the screen wraps them. The rows are counted after wrapping (the
 closing walk's 1: four lines chosen before it, a traceback's frame wrapped onto three rows
-at 80 columns, and its error, the last line, was pushed out of sight)."""
+at 80 columns, and its error, the last line, was pushed out of sight).
+
+Where rows went, the whole answer is in the Log (9), and the cut says so (the twentieth
+walk's 2: `list(range(200))` showed `…` and its last rows; the rest was nowhere)."""
 
 from __future__ import annotations
 
@@ -12,6 +15,8 @@ from rich.text import Text
 
 ROWS = 6  # the answer area's max-height (app.py's CSS)
 RUNNING = "running… (ctrl+c interrupts)"  # under a line whose code runs in the job, until its answer
+CUT = "… (the whole answer: the Log, 9)"  # where rows went: they are in the Log
+LOG_LINES = 500  # at most, of one answer in the Log (a print of a million lines is not copied whole)
 
 
 def wrapped(text: str, width: int) -> list[str]:
@@ -26,9 +31,9 @@ def width_of(out: Any) -> int:
     return out.content_region.width or max(1, out.app.size.width - 2)
 
 
-def fitted(line: str, text: str, width: int, rows: int = ROWS) -> str:
+def fitted(line: str, text: str, width: int, rows: int = ROWS, cut: str = "…") -> str:
     """`» line` and the last lines of `text` whose rows at `width` columns fit in `rows`, an
-    ellipsis first where some went (the bottom is kept: a traceback's error is its last line).
+    ellipsis (`cut`) first where some went (the bottom is kept: a traceback's error is its last line).
     Lines are kept whole (the area wraps them); a last line taller than the room alone is cut
     to its last rows."""
     echo = f"» {line}"
@@ -44,4 +49,19 @@ def fitted(line: str, text: str, width: int, rows: int = ROWS) -> str:
             break
         kept.insert(0, ln)
         left -= n
-    return "\n".join([echo, "…", *(kept or wrapped(lines[-1], width)[-left:])])
+    return "\n".join([echo, cut, *(kept or wrapped(lines[-1], width)[-left:])])
+
+
+def answer(app: Any, out: Any, line: str, text: str) -> None:
+    """`text`, the answer to `line`, under the line (`out`); where it is cut there, the whole
+    of it in the Log too (LOG_LINES at most), under `» line`, as the Log keeps lines."""
+    shown = fitted(line, text, width_of(out), cut=CUT)
+    out.update(shown)
+    if shown.split("\n")[1:2] != [CUT]:
+        return
+    lines = text.rstrip().split("\n")
+    app.log_line(f"» {line}")
+    for ln in lines[:LOG_LINES]:
+        app.log_line(ln)
+    if len(lines) > LOG_LINES:
+        app.log_line(f"… ({len(lines) - LOG_LINES} more lines of this answer not kept here)", "dim")

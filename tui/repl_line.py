@@ -29,7 +29,7 @@ from .log_order import LogOrder
 from .panel_table import BY_ID, keys_land, one_process_words
 from .panel_table import shown as panels_shown
 from .panels import BreakpointsPanel, check_spec, render_summary
-from .repl_answer import RUNNING, fitted, width_of
+from .repl_answer import RUNNING, answer
 from .repl_complete import NONE
 
 if TYPE_CHECKING:
@@ -305,7 +305,7 @@ async def _evaluate(app: Any, out: Static, line: str) -> None:
             near = difflib.get_close_matches(word, sorted(USAGE), 3)  # (a lone word showed Python's traceback,
             text = (f"{word}: not a command of this line, nor a name in the paused frame"  # the eighteenth walk's 7)
                     + (f"; did you mean {' or '.join(near)}?" if near else "") + " (? lists the keys and its words)")
-        out.update(fitted(line, text, width_of(out)))
+        answer(app, out, line, text)
 
 
 def usage(word: str, rest: str) -> str:

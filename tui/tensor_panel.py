@@ -8,7 +8,9 @@ from typing import Any
 
 from rich.text import Text
 from textual.app import ComposeResult
+from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
+from textual.events import Key
 from textual.widget import Widget
 from textual.widgets import Input, Label, Sparkline, Static
 
@@ -68,6 +70,23 @@ def in_words(message: str) -> str:
     return f"{message[:m.start()]}not an expression ({why}), nor the name of a row of the Memory or Model panel"
 
 
+class NameField(Field):
+    """The Tensor panel's name field, which its number key (3) gives the focus: what is typed
+    after 3 is a name (the panel had it, where keys act on the job, and `loss` typed there
+    opened the LR dialog with `oss` in it: the twentieth walk's 1). A digit that would begin
+    the name (over the name selected as the focus came, or in an empty field) is a number
+    key, as no name begins with one (3 then 2 shows the Model panel: it typed a 2 here, the
+    eighth walk's 1); after the name's first character digits type."""
+
+    async def _on_key(self, event: Key) -> None:  # (before Field's and Input's: Textual calls each class's)
+        # (the app's binding, run here: Textual leaves a key a field types out of the bindings)
+        action = next((b.action for b in self.app.BINDINGS if isinstance(b, Binding) and b.key == event.key), "")
+        if self.app.focused is self and str(event.character).isdigit() and min(self.selection) == 0 and action:
+            event.stop()
+            event.prevent_default()
+            await self.app.run_action(action)
+
+
 class TensorPanel(Loads, Vertical):
     DEFAULT_CSS = """
     TensorPanel { overflow-y: auto; }
@@ -94,7 +113,7 @@ class TensorPanel(Loads, Vertical):
 
     def compose(self) -> ComposeResult:
         with Horizontal(classes="inputs"):
-            yield Field(placeholder="tensor: loss, batch, x, model.head[0].weight.grad", id="tensor-name")
+            yield NameField(placeholder="tensor: loss, batch, x, model.head[0].weight.grad", id="tensor-name")
             yield Field(placeholder="slice, e.g. 0, :8", id="tensor-index")  # (an example, not the slice applied)
         yield Label(self.KEYS_HINT, id="tensor-hint", classes="hint")
         yield Static(id="tensor-refused")  # (under the box, where it is seen at 80x24: the values are
