@@ -236,9 +236,8 @@ def _parsed(spec: str) -> Condition:
     try:
         value = _VALUE_PARSERS[parser](spec, raw.strip())
     except ConditionError as e:  # `grad_norm>1000 and step>3`: more than one test, written as one
-        if re.search(r"\s(and|or|not)\s|[<>=!]", raw, re.IGNORECASE):
-            raise ConditionError(spec, f"{e.problem}; more than one test is an expression: 'expr:{text}'") from None
-        raise
+        raise (ConditionError(spec, f"{e.problem}; more than one test is an expression: 'expr:{text}'")
+               if re.search(r"\s(and|or|not)\s|[<>=!]", raw, re.IGNORECASE) else e) from None
     if name == "loss_spike" and value <= 1:  # (a factor of the running median: at or below 1, no spike)
         raise ConditionError(spec, f"a spike is a factor above 1 of the running median, e.g. 'loss_spike>3' (not {raw.strip()!r})")
     return Condition(spec=spec, kind=name, phase=phase, threshold=value)
