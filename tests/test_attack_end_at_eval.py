@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import threading
 import time
+from pathlib import Path
+from typing import Any
 
 from conftest import WAIT, paused_job
 
@@ -26,17 +28,22 @@ for step in range(5):
 """
 
 
+def a_line_running(c: Any, tmp_path: Path) -> tuple[threading.Thread, list[dict]]:
+    """A client's line that runs at the pause until the job ends (its thread, its answer once it comes)."""
+    ready, answers = tmp_path / "running", []
+    code = f"open({str(ready)!r}, 'w').close(); import time; time.sleep({WAIT})"
+    asking = threading.Thread(target=lambda: answers.append(c.eval(code)), daemon=True)
+    asking.start()
+    deadline = time.monotonic() + WAIT
+    while not ready.exists():  # (the line runs: a guard against a hang, never a measure)
+        assert time.monotonic() < deadline, "the line never ran"
+        time.sleep(0.05)
+    return asking, answers
+
+
 def test_the_end_stops_a_line_running_at_the_pause(start_job, tmp_path, private_runtime_dir):
-    ready = tmp_path / "running"
     with paused_job(start_job, tmp_path, SCRIPT, "--break", "nan") as (job, c):
-        answers: list[dict] = []
-        code = f"open({str(ready)!r}, 'w').close(); import time; time.sleep({WAIT})"
-        asking = threading.Thread(target=lambda: answers.append(c.eval(code)), daemon=True)
-        asking.start()
-        deadline = time.monotonic() + WAIT
-        while not ready.exists():  # (the line runs: a guard against a hang, never a measure)
-            assert time.monotonic() < deadline, "the line never ran"
-            time.sleep(0.05)
+        asking, answers = a_line_running(c, tmp_path)
         with client.connect() as other:
             other.call("end", by="console")
         asking.join(WAIT)

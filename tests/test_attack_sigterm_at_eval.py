@@ -7,10 +7,9 @@ stepdbg: exit code 0, its handler's line on stderr. A served job, a client's eva
 from __future__ import annotations
 
 import signal
-import threading
-import time
 
 from conftest import WAIT, paused_job
+from test_attack_end_at_eval import a_line_running
 
 SCRIPT = """
 import signal, sys, torch
@@ -30,16 +29,8 @@ for step in range(5):
 
 
 def test_the_jobs_sigterm_handler_ends_it_while_code_runs_at_a_pause(start_job, tmp_path, private_runtime_dir):
-    ready = tmp_path / "running"
     with paused_job(start_job, tmp_path, SCRIPT, "--break", "nan") as (job, c):
-        answers: list[dict] = []
-        code = f"open({str(ready)!r}, 'w').close(); import time; time.sleep({WAIT})"
-        asking = threading.Thread(target=lambda: answers.append(c.eval(code)), daemon=True)
-        asking.start()
-        deadline = time.monotonic() + WAIT
-        while not ready.exists():  # (the line runs: a guard against a hang, never a measure)
-            assert time.monotonic() < deadline, "the line never ran"
-            time.sleep(0.05)
+        asking, answers = a_line_running(c, tmp_path)
         job.proc.send_signal(signal.SIGTERM)
         asking.join(WAIT)
         assert answers, "no answer"
