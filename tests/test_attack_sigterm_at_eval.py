@@ -9,23 +9,16 @@ from __future__ import annotations
 import signal
 
 from conftest import WAIT, paused_job
+from test_attack_end_at_eval import SCRIPT as LOOP
 from test_attack_end_at_eval import a_line_running
 
 SCRIPT = """
-import signal, sys, torch
+import signal, sys
 def on_term(n, f):
     print("job: SIGTERM, leaving", file=sys.stderr, flush=True)
     sys.exit(0)
 signal.signal(signal.SIGTERM, on_term)
-model = torch.nn.Linear(2, 1)
-opt = torch.optim.SGD(model.parameters(), lr=0.1)
-for step in range(5):
-    x = torch.ones(4, 2) * (float("nan") if step == 2 else 1.0)
-    loss = model(x).pow(2).mean()
-    opt.zero_grad()
-    loss.backward()
-    opt.step()
-"""
+""" + LOOP  # (its NaN at step 2: the break the line runs at)
 
 
 def test_the_jobs_sigterm_handler_ends_it_while_code_runs_at_a_pause(start_job, tmp_path, private_runtime_dir):
